@@ -1,0 +1,31 @@
+// Package linalg holds the dense products behind every projection:
+// y[M,N] = x[M,K] · Wᵀ with W stored [N,K] (nn.Linear's [out, in] layout).
+//
+// Two implementations share one interface: Naive, a per-output dot product
+// that is the readable truth, and Blocked, a cache-blocked packed GEMM that
+// widens bf16 weights inside the kernel.
+package linalg
+
+import (
+	"fmt"
+
+	"github.com/qwenref/qwenref/tensor"
+)
+
+// MatMuler computes y[M,N] = x[M,K] · Wᵀ for a weight W of shape [N,K].
+// y is overwritten. Implementations must be safe for concurrent use.
+type MatMuler interface {
+	MatMulT(y, x []float32, m int, w *tensor.Matrix) error
+}
+
+// CheckDims validates the slice lengths for y[M,N] = x[M,K] · Wᵀ.
+func CheckDims(y, x []float32, m int, w *tensor.Matrix) error {
+	if w == nil {
+		return fmt.Errorf("linalg: nil weight")
+	}
+	if m < 0 || len(x) != m*w.Cols || len(y) != m*w.Rows {
+		return fmt.Errorf("linalg: x has %d values, y %d, for M=%d and W [%d,%d] (want %d and %d)",
+			len(x), len(y), m, w.Rows, w.Cols, m*w.Cols, m*w.Rows)
+	}
+	return nil
+}
