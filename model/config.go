@@ -1,0 +1,418 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// LayerKind says which token mixer a decoder layer uses.
+type LayerKind int
+
+const (
+	// LinearAttention is a Gated DeltaNet layer ("linear_attention").
+	LinearAttention LayerKind = iota
+	// FullAttention is a gated softmax-attention layer ("full_attention").
+	FullAttention
+)
+
+// String returns the name transformers uses in layer_types.
+func (k LayerKind) String() string {
+	if k == FullAttention {
+		return "full_attention"
+	}
+	return "linear_attention"
+}
+
+// Config holds the text-model hyper-parameters of a Qwen3.5/3.6 checkpoint,
+// read from its config.json (spec §1, §8).
+type Config struct {
+	ModelType    string // "qwen3_5" (hub, with text_config) or "qwen3_5_text" (flat)
+	Architecture string // e.g. Qwen3_5ForConditionalGeneration
+
+	VocabSize        int
+	HiddenSize       int
+	IntermediateSize int
+	NumLayers        int
+	LayerTypes       []LayerKind
+
+	NumHeads   int // full attention query heads n_h
+	NumKVHeads int // full attention key/value heads n_kv
+	HeadDim    int // d_h
+
+	LinearNumKeyHeads   int // n_k
+	LinearNumValueHeads int // n_v
+	LinearKeyHeadDim    int // d_k
+	LinearValueHeadDim  int // d_v
+	LinearConvKernel    int // K
+
+	RMSNormEps          float64
+	RopeTheta           float64
+	PartialRotaryFactor float64
+	MRopeSection        []int
+
+	TieWordEmbeddings     bool
+	MaxPositionEmbeddings int
+	EOSTokenIDs           []int
+}
+
+// ConvDim is the conv channel count C = 2·n_k·d_k + n_v·d_v.
+func (c *Config) ConvDim() int {
+	return 2*c.LinearNumKeyHeads*c.LinearKeyHeadDim + c.LinearNumValueHeads*c.LinearValueHeadDim
+}
+
+// RotaryDim is the number of leading head dims that RoPE rotates.
+func (c *Config) RotaryDim() int { return int(float64(c.HeadDim) * c.PartialRotaryFactor) }
+
+// CountLayers returns how many linear- and full-attention layers there are.
+func (c *Config) CountLayers() (linear, full int) {
+	for _, k := range c.LayerTypes {
+		if k == FullAttention {
+			full++
+		} else {
+			linear++
+		}
+	}
+	return linear, full
+}
+
+// TextParams counts the text model's parameters as Qwen3_5ForCausalLM holds
+// them (spec §1.3): embedding, decoder stack, final norm and an untied head.
+func (c *Config) TextParams() int64 {
+	h, v := int64(c.HiddenSize), int64(c.VocabSize)
+	nv := int64(c.LinearNumValueHeads)
+	dv := int64(c.LinearValueHeadDim)
+	conv := int64(c.ConvDim())
+	gdn := h*conv + h*nv*dv + 2*h*nv + conv*int64(c.LinearConvKernel) + 2*nv + dv + nv*dv*h
+	nh, nkv, dh := int64(c.NumHeads), int64(c.NumKVHeads), int64(c.HeadDim)
+	attn := h*2*nh*dh + 2*h*nkv*dh + nh*dh*h + 2*dh
+	common := 3*h*int64(c.IntermediateSize) + 2*h
+	var total int64
+	for _, k := range c.LayerTypes {
+		if k == FullAttention {
+			total += attn + common
+		} else {
+			total += gdn + common
+		}
+	}
+	total += v*h + h // embedding and final norm
+	if !c.TieWordEmbeddings {
+		total += v * h
+	}
+	return total
+}
+
+// rawText is the subset of text-config keys qwenref reads. Pointers tell
+// "absent" from zero so defaults and fallbacks apply only to absent keys.
+type rawText struct {
+	ModelType             *string         `json:"model_type"`
+	VocabSize             *int            `json:"vocab_size"`
+	HiddenSize            *int            `json:"hidden_size"`
+	IntermediateSize      *int            `json:"intermediate_size"`
+	NumHiddenLayers       *int            `json:"num_hidden_layers"`
+	LayerTypes            []string        `json:"layer_types"`
+	FullAttentionInterval *int            `json:"full_attention_interval"`
+	NumAttentionHeads     *int            `json:"num_attention_heads"`
+	NumKeyValueHeads      *int            `json:"num_key_value_heads"`
+	HeadDim               *int            `json:"head_dim"`
+	LinearNumKeyHeads     *int            `json:"linear_num_key_heads"`
+	LinearNumValueHeads   *int            `json:"linear_num_value_heads"`
+	LinearKeyHeadDim      *int            `json:"linear_key_head_dim"`
+	LinearValueHeadDim    *int            `json:"linear_value_head_dim"`
+	LinearConvKernelDim   *int            `json:"linear_conv_kernel_dim"`
+	RMSNormEps            *float64        `json:"rms_norm_eps"`
+	HiddenAct             *string         `json:"hidden_act"`
+	RopeTheta             *float64        `json:"rope_theta"`
+	PartialRotaryFactor   *float64        `json:"partial_rotary_factor"`
+	RopeParameters        *rawRope        `json:"rope_parameters"`
+	RopeScaling           *rawRope        `json:"rope_scaling"`
+	TieWordEmbeddings     *bool           `json:"tie_word_embeddings"`
+	MaxPositionEmbeddings *int            `json:"max_position_embeddings"`
+	EOSTokenID            json.RawMessage `json:"eos_token_id"`
+	NumExperts            *int            `json:"num_experts"`
+	Architectures         []string        `json:"architectures"`
+	TextConfig            json.RawMessage `json:"text_config"`
+	AttentionBias         *bool           `json:"attention_bias"`
+}
+
+type rawRope struct {
+	RopeType            *string  `json:"rope_type"`
+	Type                *string  `json:"type"`
+	RopeTheta           *float64 `json:"rope_theta"`
+	PartialRotaryFactor *float64 `json:"partial_rotary_factor"`
+	MRopeSection        []int    `json:"mrope_section"`
+}
+
+// LoadConfig reads config.json from a checkpoint directory (or a file path)
+// and applies generation_config.json's eos ids when present beside it.
+func LoadConfig(path string) (*Config, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = filepath.Join(path, "config.json")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	gpath := filepath.Join(filepath.Dir(path), "generation_config.json")
+	if g, err := os.ReadFile(gpath); err == nil {
+		var gc struct {
+			EOS json.RawMessage `json:"eos_token_id"`
+		}
+		if err := json.Unmarshal(g, &gc); err != nil {
+			return nil, fmt.Errorf("config %s: %w", gpath, err)
+		}
+		ids, err := parseIDs(gc.EOS)
+		if err != nil {
+			return nil, fmt.Errorf("config %s: eos_token_id: %w", gpath, err)
+		}
+		if len(ids) > 0 {
+			cfg.EOSTokenIDs = ids
+		}
+	}
+	return cfg, nil
+}
+
+// ParseConfig parses a config.json in either form that transformers writes:
+// the hub form (model_type qwen3_5, text fields under text_config) or the
+// flat text form (model_type qwen3_5_text). The result is validated.
+func ParseConfig(data []byte) (*Config, error) {
+	var top rawText
+	if err := strictDecode(data, &top); err != nil {
+		return nil, err
+	}
+	mt := deref(top.ModelType, "")
+	arch := ""
+	if len(top.Architectures) > 0 {
+		arch = top.Architectures[0]
+	}
+	text := &top
+	switch mt {
+	case "qwen3_5":
+		if len(top.TextConfig) == 0 || string(top.TextConfig) == "null" {
+			return nil, errors.New("model_type qwen3_5 needs a text_config object")
+		}
+		var tc rawText
+		if err := strictDecode(top.TextConfig, &tc); err != nil {
+			return nil, fmt.Errorf("text_config: %w", err)
+		}
+		// The hub form keeps tie_word_embeddings and eos at the top level.
+		if tc.TieWordEmbeddings == nil || top.TieWordEmbeddings != nil {
+			tc.TieWordEmbeddings = top.TieWordEmbeddings
+		}
+		if len(tc.EOSTokenID) == 0 || string(tc.EOSTokenID) == "null" {
+			tc.EOSTokenID = top.EOSTokenID
+		}
+		text = &tc
+	case "qwen3_5_text":
+	case "qwen3_5_moe", "qwen3_5_moe_text":
+		return nil, fmt.Errorf("model_type %q (mixture of experts) is not supported: qwenref implements the dense Qwen3.5/3.6 models", mt)
+	case "":
+		return nil, errors.New("model_type is missing (want qwen3_5 or qwen3_5_text)")
+	default:
+		return nil, fmt.Errorf("model_type %q is not a Qwen3.5 text model (want qwen3_5 or qwen3_5_text)", mt)
+	}
+	if text.NumExperts != nil && *text.NumExperts > 0 {
+		return nil, fmt.Errorf("num_experts=%d: mixture-of-experts checkpoints are not supported", *text.NumExperts)
+	}
+	cfg, err := fromRaw(text)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ModelType, cfg.Architecture = mt, arch
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func fromRaw(t *rawText) (*Config, error) {
+	var missing []string
+	need := func(name string, p *int) int {
+		if p == nil {
+			missing = append(missing, name)
+			return 0
+		}
+		return *p
+	}
+	c := &Config{
+		VocabSize:             need("vocab_size", t.VocabSize),
+		HiddenSize:            need("hidden_size", t.HiddenSize),
+		IntermediateSize:      need("intermediate_size", t.IntermediateSize),
+		NumLayers:             need("num_hidden_layers", t.NumHiddenLayers),
+		NumHeads:              need("num_attention_heads", t.NumAttentionHeads),
+		NumKVHeads:            need("num_key_value_heads", t.NumKeyValueHeads),
+		LinearNumKeyHeads:     need("linear_num_key_heads", t.LinearNumKeyHeads),
+		LinearNumValueHeads:   need("linear_num_value_heads", t.LinearNumValueHeads),
+		LinearKeyHeadDim:      need("linear_key_head_dim", t.LinearKeyHeadDim),
+		LinearValueHeadDim:    need("linear_value_head_dim", t.LinearValueHeadDim),
+		LinearConvKernel:      deref(t.LinearConvKernelDim, 4),
+		RMSNormEps:            deref(t.RMSNormEps, 1e-6),
+		TieWordEmbeddings:     deref(t.TieWordEmbeddings, false),
+		MaxPositionEmbeddings: deref(t.MaxPositionEmbeddings, 32768),
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("missing required keys: %s", strings.Join(missing, ", "))
+	}
+	c.HeadDim = deref(t.HeadDim, 0)
+	if c.HeadDim == 0 && c.NumHeads > 0 {
+		c.HeadDim = c.HiddenSize / c.NumHeads
+	}
+	if act := deref(t.HiddenAct, "silu"); act != "silu" {
+		return nil, fmt.Errorf("hidden_act %q is not supported (Qwen3.5 uses silu, which also selects the conv activation)", act)
+	}
+	if t.AttentionBias != nil && *t.AttentionBias {
+		return nil, errors.New("attention_bias=true is not supported (Qwen3.5 projections have no bias)")
+	}
+
+	// Layer layout: layer_types wins; else every full_attention_interval-th layer is full.
+	switch {
+	case t.LayerTypes != nil:
+		if len(t.LayerTypes) != c.NumLayers {
+			return nil, fmt.Errorf("layer_types has %d entries but num_hidden_layers is %d", len(t.LayerTypes), c.NumLayers)
+		}
+		for i, s := range t.LayerTypes {
+			switch s {
+			case "linear_attention":
+				c.LayerTypes = append(c.LayerTypes, LinearAttention)
+			case "full_attention":
+				c.LayerTypes = append(c.LayerTypes, FullAttention)
+			default:
+				return nil, fmt.Errorf("layer_types[%d] = %q (want linear_attention or full_attention)", i, s)
+			}
+		}
+	default:
+		every := deref(t.FullAttentionInterval, 4)
+		if every <= 0 {
+			return nil, fmt.Errorf("full_attention_interval must be positive, got %d", every)
+		}
+		for i := 0; i < c.NumLayers; i++ {
+			if (i+1)%every == 0 {
+				c.LayerTypes = append(c.LayerTypes, FullAttention)
+			} else {
+				c.LayerTypes = append(c.LayerTypes, LinearAttention)
+			}
+		}
+	}
+
+	// RoPE: rope_parameters first, then the legacy rope_scaling dict, then
+	// top-level keys, then transformers' class defaults (θ 1e4, factor 0.25).
+	rp := t.RopeParameters
+	if rp == nil {
+		rp = t.RopeScaling
+	}
+	if rp == nil {
+		rp = &rawRope{}
+	}
+	typ := deref(rp.RopeType, deref(rp.Type, "default"))
+	if typ != "default" {
+		return nil, fmt.Errorf("rope_type %q is not supported (only the default rotary embedding is implemented)", typ)
+	}
+	c.RopeTheta = deref(rp.RopeTheta, deref(t.RopeTheta, 10000))
+	c.PartialRotaryFactor = deref(rp.PartialRotaryFactor, deref(t.PartialRotaryFactor, 0.25))
+	c.MRopeSection = rp.MRopeSection
+
+	ids, err := parseIDs(t.EOSTokenID)
+	if err != nil {
+		return nil, fmt.Errorf("eos_token_id: %w", err)
+	}
+	c.EOSTokenIDs = ids
+	return c, nil
+}
+
+// Validate checks that the dimensions are positive and consistent.
+func (c *Config) Validate() error {
+	var errs []string
+	pos := func(name string, v int) {
+		if v <= 0 {
+			errs = append(errs, fmt.Sprintf("%s must be positive, got %d", name, v))
+		}
+	}
+	pos("vocab_size", c.VocabSize)
+	pos("hidden_size", c.HiddenSize)
+	pos("intermediate_size", c.IntermediateSize)
+	pos("num_hidden_layers", c.NumLayers)
+	pos("num_attention_heads", c.NumHeads)
+	pos("num_key_value_heads", c.NumKVHeads)
+	pos("head_dim", c.HeadDim)
+	pos("linear_num_key_heads", c.LinearNumKeyHeads)
+	pos("linear_num_value_heads", c.LinearNumValueHeads)
+	pos("linear_key_head_dim", c.LinearKeyHeadDim)
+	pos("linear_value_head_dim", c.LinearValueHeadDim)
+	pos("linear_conv_kernel_dim", c.LinearConvKernel)
+	if c.LinearNumKeyHeads > 0 && c.LinearNumValueHeads%c.LinearNumKeyHeads != 0 {
+		errs = append(errs, fmt.Sprintf("linear_num_value_heads (%d) must be a multiple of linear_num_key_heads (%d)", c.LinearNumValueHeads, c.LinearNumKeyHeads))
+	}
+	if c.NumKVHeads > 0 && c.NumHeads%c.NumKVHeads != 0 {
+		errs = append(errs, fmt.Sprintf("num_attention_heads (%d) must be a multiple of num_key_value_heads (%d)", c.NumHeads, c.NumKVHeads))
+	}
+	if !(c.RMSNormEps > 0) {
+		errs = append(errs, fmt.Sprintf("rms_norm_eps must be positive, got %g", c.RMSNormEps))
+	}
+	if !(c.RopeTheta > 0) {
+		errs = append(errs, fmt.Sprintf("rope_theta must be positive, got %g", c.RopeTheta))
+	}
+	if !(c.PartialRotaryFactor > 0 && c.PartialRotaryFactor <= 1) {
+		errs = append(errs, fmt.Sprintf("partial_rotary_factor must be in (0, 1], got %g", c.PartialRotaryFactor))
+	} else if r := c.RotaryDim(); r%2 != 0 || r == 0 {
+		errs = append(errs, fmt.Sprintf("rotary dim head_dim·partial_rotary_factor = %d must be even and positive", r))
+	}
+	// Guard against configs whose products overflow or cannot fit in memory.
+	const limit = 1 << 40
+	if int64(c.VocabSize)*int64(c.HiddenSize) > limit || int64(c.IntermediateSize)*int64(c.HiddenSize) > limit ||
+		int64(c.ConvDim())*int64(c.HiddenSize) > limit || c.NumLayers > 1<<16 {
+		errs = append(errs, "dimensions are implausibly large")
+	}
+	for _, id := range c.EOSTokenIDs {
+		if c.VocabSize > 0 && (id < 0 || id >= c.VocabSize) {
+			errs = append(errs, fmt.Sprintf("eos_token_id %d is outside the vocabulary [0, %d)", id, c.VocabSize))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func parseIDs(raw json.RawMessage) ([]int, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one int
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return []int{one}, nil
+	}
+	var many []int
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, fmt.Errorf("want an integer or a list of integers, got %s", raw)
+	}
+	return many, nil
+}
+
+// strictDecode decodes JSON and turns type errors into messages that name
+// the key, e.g. `hidden_size: want number, got string`.
+func strictDecode(data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return fmt.Errorf("%s: want %s, got JSON %s", te.Field, te.Type, te.Value)
+		}
+		return fmt.Errorf("invalid JSON: %w", err)
+	}
+	return nil
+}
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
