@@ -1,0 +1,157 @@
+package gateddelta
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Chunked is the fast CPU kernel: the chunked (WY/UT) form of spec §4.1 for
+// every whole chunk, and a fused single-pass recurrence (see recurrentHead)
+// for sequences shorter than one chunk (decode) and for the ragged tail of
+// longer ones, so no work is spent on padding. Work is spread over
+// GOMAXPROCS goroutines by key head (value heads sharing a key head share
+// the chunk's K Kᵀ and Q Kᵀ products) or by value head when there are too
+// few key heads to keep every core busy.
+type Chunked struct {
+	// ChunkSize is the chunk length C: 16, 32, 64 or 128; 0 means 64.
+	ChunkSize int
+}
+
+// DefaultChunkSize is the chunk length used when Chunked.ChunkSize is 0,
+// the same as transformers and fla.
+const DefaultChunkSize = 64
+
+func (c Chunked) chunkSize() (int, error) {
+	switch c.ChunkSize {
+	case 0:
+		return DefaultChunkSize, nil
+	case 16, 32, 64, 128:
+		return c.ChunkSize, nil
+	}
+	return 0, fmt.Errorf("gateddelta: chunk size %d, want 16, 32, 64 or 128 (0 for %d)", c.ChunkSize, DefaultChunkSize)
+}
+
+// Forward implements Kernel. See Kernel for the layouts.
+func (c Chunked) Forward(out, q, k, v, g, beta []float32, d Dims, state []float32) error {
+	C, err := c.chunkSize()
+	if err != nil {
+		return err
+	}
+	if err := d.Check(out, q, k, v, g, beta, state); err != nil {
+		return err
+	}
+	if d.T == 0 {
+		return nil
+	}
+	p := &problem{out: out, q: q, k: k, v: v, g: g, beta: beta, d: d, state: state, C: C}
+	nFull := d.T / C
+	if nFull == 0 {
+		// Shorter than a chunk: the fused recurrence is cheaper than one
+		// padded chunk and has no setup cost (decode is T = 1).
+		parallelFor(d.NV, func(w *scratch, h int) { p.recurrentHead(w, h, 0, d.T) })
+		return nil
+	}
+	r := d.NV / d.NK
+	if d.NK >= runtime.GOMAXPROCS(0) {
+		parallelFor(d.NK, func(w *scratch, kh int) { p.chunkGroup(w, kh, kh*r, (kh+1)*r, nFull) })
+	} else {
+		parallelFor(d.NV, func(w *scratch, h int) { p.chunkGroup(w, h/r, h, h+1, nFull) })
+	}
+	return nil
+}
+
+// problem bundles one Forward call's arguments for the workers.
+type problem struct {
+	out, q, k, v, g, beta []float32
+	d                     Dims
+	state                 []float32
+	C                     int
+}
+
+// scratch is one worker's reusable memory. Buffers grow on demand.
+type scratch struct {
+	gkk, gqk, kT     []float32 // shared per key-head chunk: K Kᵀ, Q Kᵀ, Kᵀ
+	gam, eg, ek, row []float32 // γ, e^γ, e^(γ_C−γ), a Γ row
+	tm, pm           []float32 // (I + strict_lower(A))⁻¹ (built over A in place), P
+	rm, uw           []float32 // R = [V_β | e^γ K_β] and [U | W] = T R
+	qt, kt           []float32 // Q̃ and K̃
+	blk              []float32 // contiguous copy of a state column block
+	tok              tokScalars
+}
+
+// grow returns buf resized to n, reallocating only when too small.
+func grow(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n)
+	}
+	return buf[:n]
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// parallelFor runs body(i) for i in [0,n) on up to GOMAXPROCS goroutines,
+// handing out indices one at a time (units are big and may be uneven).
+func parallelFor(n int, body func(w *scratch, i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		w := scratchPool.Get().(*scratch)
+		for i := 0; i < n; i++ {
+			body(w, i)
+		}
+		scratchPool.Put(w)
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			w := scratchPool.Get().(*scratch)
+			defer scratchPool.Put(w)
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				body(w, i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// chunkGroup runs value heads [h0,h1), all reading key head kh, over the
+// nFull whole chunks, then the ragged tail with the fused recurrence.
+func (p *problem) chunkGroup(w *scratch, kh, h0, h1, nFull int) {
+	d, C := p.d, p.C
+	dk := d.DK
+	ldqk := d.NK * dk
+	w.gkk = grow(w.gkk, C*C)
+	w.gqk = grow(w.gqk, C*C)
+	w.kT = grow(w.kT, dk*C)
+	for n := 0; n < nFull; n++ {
+		t0 := n * C
+		kc := p.k[t0*ldqk+kh*dk:]
+		qc := p.q[t0*ldqk+kh*dk:]
+		// Kᵀ (dk×C) so both score products are plain row-major A·B.
+		for r := 0; r < C; r++ {
+			kr := kc[r*ldqk : r*ldqk+dk]
+			for i, x := range kr {
+				w.kT[i*C+r] = x
+			}
+		}
+		// K Kᵀ (strictly lower part used) and Q Kᵀ (lower incl. diagonal):
+		// the β- and decay-free parts of A and P, shared by the group.
+		gemm(C, C, dk, 1, kc, ldqk, 1, w.kT, C, 0, w.gkk, C, triLowerC)
+		gemm(C, C, dk, 1, qc, ldqk, 1, w.kT, C, 0, w.gqk, C, triLowerC)
+		for h := h0; h < h1; h++ {
+			p.chunkStep(w, kh, h, t0)
+		}
+	}
+	if t0 := nFull * C; t0 < d.T {
+		for h := h0; h < h1; h++ {
+			p.recurrentHead(w, h, t0, d.T)
+		}
+	}
+}

@@ -1,0 +1,148 @@
+package gateddelta
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/qwenref/qwenref/tensor"
+	"github.com/stretchr/testify/require"
+)
+
+// TestChunkedMatchesNaive sweeps the shapes that exercise every path:
+// T = 1 (decode), below/at/above one chunk, many chunks with a ragged
+// tail; every chunk size; GQA ratio 1 and 3; d_k ≠ d_v with widths that
+// hit the 32-wide SIMD blocks, the 16-wide ones and scalar tails; with and
+// without an initial state (and the final state checked in both).
+func TestChunkedMatchesNaive(t *testing.T) {
+	lengths := []int{1, 63, 64, 65}
+	if !testing.Short() {
+		lengths = append(lengths, 1000)
+	}
+	shapes := []Dims{
+		{NK: 2, NV: 2, DK: 48, DV: 80}, // GQA 1; DV = 32+32+16
+		{NK: 1, NV: 3, DK: 40, DV: 24}, // GQA 3; odd widths → scalar tails
+	}
+	var worst float64
+	for _, T := range lengths {
+		for _, cs := range []int{16, 32, 64, 128} {
+			for si, shape := range shapes {
+				for _, withState := range []bool{false, true} {
+					d := shape
+					d.T = T
+					name := fmt.Sprintf("T%d/C%d/shape%d/state=%v", T, cs, si, withState)
+					t.Run(name, func(t *testing.T) {
+						in := newInputs(uint64(T*1000+cs+si), d, withState)
+						outN, stN := in.run(t, Naive{})
+						outC, stC := in.run(t, Chunked{ChunkSize: cs})
+						eo, es := tensor.RelL2(outC, outN), tensor.RelL2(stC, stN)
+						worst = max(worst, eo, es)
+						require.LessOrEqual(t, eo, tol32, "outputs")
+						require.LessOrEqual(t, es, tol32, "final state")
+					})
+				}
+			}
+		}
+	}
+	t.Logf("worst relative L2, chunked vs naive: %.2e", worst)
+}
+
+// TestChunkedMatchesFloat64 measures each float32 kernel's own error at
+// the 27B head size (128×128 state) over several chunks and a ragged tail.
+func TestChunkedMatchesFloat64(t *testing.T) {
+	T := 200
+	if testing.Short() {
+		T = 70
+	}
+	d := Dims{T: T, NK: 1, NV: 3, DK: 128, DV: 128}
+	in := newInputs(7, d, true)
+	out64, st64 := in.reference64()
+	for _, kern := range []Kernel{Naive{}, Chunked{}, Chunked{ChunkSize: 16}, Chunked{ChunkSize: 128}} {
+		out, st := in.run(t, kern)
+		eo, es := tensor.RelL2(out, out64), tensor.RelL2(st, st64)
+		t.Logf("%T%+v vs float64: out %.2e state %.2e", kern, kern, eo, es)
+		require.LessOrEqual(t, eo, tol32)
+		require.LessOrEqual(t, es, tol32)
+	}
+}
+
+// TestChunkedExtremeDecay covers the decay corner cases: exact zeros
+// (α = 1), very strong decay that underflows α to 0, and long runs of
+// moderate decay that push the fused recurrence's running scale past cMin
+// so it has to rebase mid-sequence.
+func TestChunkedExtremeDecay(t *testing.T) {
+	for _, T := range []int{1, 127, 300} {
+		d := Dims{T: T, NK: 1, NV: 2, DK: 32, DV: 32}
+		in := newInputs(11, d, true)
+		for i := range in.g {
+			switch t := i / d.NV; {
+			case t%50 == 7:
+				in.g[i] = -1e4 // α underflows to 0: the state restarts
+			case t%50 == 8:
+				in.g[i] = 0 // α = 1
+			case i%d.NV == 0:
+				in.g[i] = -1.5 // 2⁻⁴⁰ is reached after ~19 tokens
+			default:
+				in.g[i] = -30 // every token crosses cMin by itself
+			}
+		}
+		for _, cs := range []int{16, 128} {
+			outN, stN := in.run(t, Naive{})
+			outC, stC := in.run(t, Chunked{ChunkSize: cs})
+			out64, st64 := in.reference64()
+			require.LessOrEqual(t, tensor.RelL2(outN, out64), tol32, "naive T=%d", T)
+			require.LessOrEqual(t, tensor.RelL2(outC, out64), tol32, "chunked T=%d C=%d out", T, cs)
+			require.LessOrEqual(t, tensor.RelL2(stC, st64), tol32, "chunked T=%d C=%d state", T, cs)
+			require.LessOrEqual(t, tensor.RelL2(outC, outN), tol32)
+			require.LessOrEqual(t, tensor.RelL2(stC, stN), tol32)
+		}
+	}
+}
+
+// TestChunkedContinuation checks that splitting a sequence into calls
+// (prefill, then decode steps, then another multi-token call) gives the
+// same outputs and state as one call: the state round-trips exactly in
+// the layout the layer caches.
+func TestChunkedContinuation(t *testing.T) {
+	d := Dims{T: 150, NK: 2, NV: 6, DK: 32, DV: 48}
+	in := newInputs(5, d, true)
+	wantOut, wantSt := in.run(t, Chunked{})
+
+	state := append([]float32(nil), in.state...)
+	out := make([]float32, len(wantOut))
+	qk, vv, gv := d.NK*d.DK, d.NV*d.DV, d.NV
+	for _, span := range [][2]int{{0, 70}, {70, 71}, {71, 72}, {72, 150}} {
+		a, b := span[0], span[1]
+		ds := d
+		ds.T = b - a
+		require.NoError(t, Chunked{}.Forward(out[a*vv:b*vv], in.q[a*qk:b*qk], in.k[a*qk:b*qk],
+			in.v[a*vv:b*vv], in.g[a*gv:b*gv], in.beta[a*gv:b*gv], ds, state))
+	}
+	require.LessOrEqual(t, tensor.RelL2(out, wantOut), tol32)
+	require.LessOrEqual(t, tensor.RelL2(state, wantSt), tol32)
+}
+
+// TestExpAffine checks the vector exp used for the decay factors against
+// math.Exp over the whole range the kernels feed it: relative error within
+// 4 float32 ulps (Cephes-style polynomials reach ~1–2), and exact 0 or a
+// finite value at the clamps.
+func TestExpAffine(t *testing.T) {
+	src := make([]float32, 0, 4096)
+	for x := -90.0; x <= 1; x += 0.0223 {
+		src = append(src, float32(x))
+	}
+	dst := make([]float32, len(src))
+	expAffine(dst, src, 0, 1)
+	for i, x := range src {
+		want := math.Exp(float64(max(x, -87.3)))
+		if x < -87.3 {
+			require.LessOrEqual(t, float64(dst[i]), want*1.0001, "x=%v", x)
+			continue
+		}
+		require.InEpsilon(t, want, float64(dst[i]), 4*0x1p-24, "x=%v", x)
+	}
+	expAffine(dst[:3], []float32{500, -500, float32(math.Inf(-1))}, 0, 1)
+	require.False(t, math.IsInf(float64(dst[0]), 0) || math.IsNaN(float64(dst[0])))
+	require.LessOrEqual(t, dst[1], float32(1e-37))
+	require.LessOrEqual(t, dst[2], float32(1e-37))
+}
