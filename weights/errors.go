@@ -1,0 +1,63 @@
+package weights
+
+import (
+	"fmt"
+	"strings"
+)
+
+// maxListedProblems caps how many problems one FormatError spells out, so a
+// file of garbage yields a readable message rather than thousands of lines.
+const maxListedProblems = 12
+
+// FormatError reports everything found wrong with one checkpoint file (a
+// .safetensors file or a model.safetensors.index.json). Each problem already
+// names the tensor or shard it concerns.
+type FormatError struct {
+	File     string   // path of the offending file
+	Problems []string // one line per problem, in the order found
+}
+
+// Error lists the file and its problems on one line.
+func (e *FormatError) Error() string {
+	if len(e.Problems) == 1 {
+		return fmt.Sprintf("weights: %s: %s", e.File, e.Problems[0])
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "weights: %s: %d problems: ", e.File, len(e.Problems))
+	for i, p := range e.Problems {
+		if i == maxListedProblems {
+			fmt.Fprintf(&b, "; and %d more", len(e.Problems)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// problems collects format problems for one file.
+type problems struct {
+	file string
+	list []string
+}
+
+func (p *problems) addf(format string, args ...any) {
+	p.list = append(p.list, fmt.Sprintf(format, args...))
+}
+
+// tensorf records a problem with one tensor, quoting its stored name.
+func (p *problems) tensorf(name, format string, args ...any) {
+	p.list = append(p.list, fmt.Sprintf("tensor %q: ", name)+fmt.Sprintf(format, args...))
+}
+
+func (p *problems) any() bool { return len(p.list) > 0 }
+
+// err returns nil when nothing was found, else a *FormatError.
+func (p *problems) err() error {
+	if len(p.list) == 0 {
+		return nil
+	}
+	return &FormatError{File: p.file, Problems: p.list}
+}
