@@ -106,3 +106,20 @@ func MaxAbsDiff(got, want []float32) float64 {
 	}
 	return m
 }
+
+// Recorder receives named intermediate results (a copy is the receiver's
+// job). Layers call it at each stage so goldens, `qwenref trace` and
+// kernel debugging can see inside; a nil Recorder costs nothing.
+type Recorder func(stage string, t *Tensor)
+
+// Record calls r with a tensor view of data, if r is not nil.
+func (r Recorder) Record(stage string, data []float32, shape ...int) {
+	if r == nil {
+		return
+	}
+	t, err := FromData(data, shape...)
+	if err != nil {
+		panic(fmt.Sprintf("tensor: recording %s: %v", stage, err)) // a caller bug, never input-driven
+	}
+	r(stage, t)
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/tensor"
+	"github.com/qwenref/qwenref/weights"
+)
+
+func init() {
+	register(&command{name: "forward", summary: "run a forward pass on token ids and write logits to safetensors", run: runForward})
+}
+
+func runForward(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("forward", "--model DIR --ids-json FILE --out FILE.safetensors [--backend naive]", `
+Runs one forward pass of a Qwen3.5/3.6 checkpoint over token ids and writes
+the float32 logits [B,T,V] (tensor "logits") and the final-norm hidden
+states [B,T,H] (tensor "hidden") to a safetensors file.
+
+The checkpoint directory holds config.json and model.safetensors, or shards
+with model.safetensors.index.json, in the hub layout
+(Qwen3_5ForConditionalGeneration) or the flat one (Qwen3_5ForCausalLM).
+The ids file is a JSON array of equal-length arrays, e.g. [[9707, 11, 1879]].
+
+On any error nothing is written and the exit status is non-zero.
+
+Example:
+  qwenref forward --model testdata/golden/hub-bf16-sharded \
+      --ids-json ids.json --backend chunked --out logits.safetensors`, stderr)
+	dir := fs.String("model", "", "checkpoint directory (config.json + safetensors)")
+	idsPath := fs.String("ids-json", "", "JSON file with token ids: [[id, ...], ...]")
+	out := fs.String("out", "", "output .safetensors file (written atomically)")
+	backend := fs.String("backend", "naive", fmt.Sprintf("kernels to run on: %v", model.BackendNames()))
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, val string }{{"--model", *dir}, {"--ids-json", *idsPath}, {"--out", *out}} {
+		if f.val == "" {
+			fmt.Fprintf(stderr, "missing %s\n", f.name)
+			fs.Usage()
+			return errUsage
+		}
+	}
+	data, err := os.ReadFile(*idsPath)
+	if err != nil {
+		return err
+	}
+	batch, err := parseIDsJSON(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *idsPath, err)
+	}
+	be, err := model.NewBackend(*backend)
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	m, err := model.Load(*dir)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	for _, w := range m.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	for b, ids := range batch {
+		if err := m.CheckIDs(ids); err != nil {
+			return fmt.Errorf("%s row %d: %w", *idsPath, b, err)
+		}
+	}
+
+	cfg := m.Config
+	bsz, t := len(batch), len(batch[0])
+	logits := make([]float32, 0, bsz*t*cfg.VocabSize)
+	hidden := make([]float32, 0, bsz*t*cfg.HiddenSize)
+	start := time.Now()
+	for _, ids := range batch {
+		var h []float32
+		rec := func(stage string, x *tensor.Tensor) {
+			if stage == "final_norm" {
+				h = append([]float32(nil), x.Data...)
+			}
+		}
+		lg, err := m.NewSession().Forward(ids, be, model.Options{Record: rec})
+		if err != nil {
+			return err
+		}
+		logits = append(logits, lg.Data...)
+		hidden = append(hidden, h...)
+	}
+	elapsed := time.Since(start)
+	err = weights.WriteFile(*out, []weights.NamedTensor{
+		{Name: "logits", DType: "F32", Shape: []int{bsz, t, cfg.VocabSize}, Data: logits},
+		{Name: "hidden", DType: "F32", Shape: []int{bsz, t, cfg.HiddenSize}, Data: hidden},
+	}, map[string]string{"backend": be.Name, "model": *dir, "producer": "qwenref forward"})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "forward: %d×%d tokens on %s in %v (%.1f tok/s) → %s\n",
+		bsz, t, be.Name, elapsed.Round(time.Millisecond), float64(bsz*t)/elapsed.Seconds(), *out)
+	return nil
+}

@@ -1,0 +1,265 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/qwenref/qwenref/layers/attention"
+	"github.com/qwenref/qwenref/layers/gateddelta"
+	"github.com/qwenref/qwenref/tensor"
+	"github.com/qwenref/qwenref/weights"
+)
+
+// Model is a loaded Qwen3.5 text model. Its weights are read-only after
+// Load, so one Model may serve many goroutines, each with its own Session.
+type Model struct {
+	Config    *Config
+	Embed     *tensor.Matrix // [V, H]
+	LMHead    *tensor.Matrix // [V, H]; the embedding itself when tied
+	FinalNorm []float32      // [H], (1+w)
+	Blocks    []Block
+	// Warnings lists non-fatal findings of Load (e.g. unused tensors).
+	Warnings []string
+
+	store *weights.Store
+}
+
+// Block is one decoder layer: a token mixer and the SwiGLU MLP, each behind
+// a (1+w) RMSNorm with a residual connection (spec §3.1).
+type Block struct {
+	Kind      LayerKind
+	InputNorm []float32 // [H]
+	PostNorm  []float32 // [H]
+	GDN       *gateddelta.Layer
+	Attn      *attention.Layer
+	MLP       MLP
+}
+
+// Close releases the checkpoint's memory maps. The model must not be used
+// afterwards.
+func (m *Model) Close() error {
+	if m.store == nil {
+		return nil
+	}
+	err := m.store.Close()
+	m.store = nil
+	return err
+}
+
+// expect is one tensor the config requires.
+type expect struct {
+	name  string
+	shape []int
+}
+
+// ExpectedTensors lists every text tensor the config requires, with its
+// shape as stored (nn.Linear [out, in]; conv1d [C, 1, K]).
+func (c *Config) ExpectedTensors() []expect {
+	h, v, in := c.HiddenSize, c.VocabSize, c.IntermediateSize
+	nv, dv := c.LinearNumValueHeads, c.LinearValueHeadDim
+	nh, nkv, dh := c.NumHeads, c.NumKVHeads, c.HeadDim
+	conv := c.ConvDim()
+	ex := []expect{{"embed_tokens.weight", []int{v, h}}, {"norm.weight", []int{h}}}
+	if !c.TieWordEmbeddings {
+		ex = append(ex, expect{"lm_head.weight", []int{v, h}})
+	}
+	for i, k := range c.LayerTypes {
+		p := fmt.Sprintf("layers.%d.", i)
+		ex = append(ex,
+			expect{p + "input_layernorm.weight", []int{h}},
+			expect{p + "post_attention_layernorm.weight", []int{h}},
+			expect{p + "mlp.gate_proj.weight", []int{in, h}},
+			expect{p + "mlp.up_proj.weight", []int{in, h}},
+			expect{p + "mlp.down_proj.weight", []int{h, in}},
+		)
+		if k == FullAttention {
+			a := p + "self_attn."
+			ex = append(ex,
+				expect{a + "q_proj.weight", []int{2 * nh * dh, h}},
+				expect{a + "k_proj.weight", []int{nkv * dh, h}},
+				expect{a + "v_proj.weight", []int{nkv * dh, h}},
+				expect{a + "o_proj.weight", []int{h, nh * dh}},
+				expect{a + "q_norm.weight", []int{dh}},
+				expect{a + "k_norm.weight", []int{dh}},
+			)
+			continue
+		}
+		g := p + "linear_attn."
+		ex = append(ex,
+			expect{g + "in_proj_qkv.weight", []int{conv, h}},
+			expect{g + "in_proj_z.weight", []int{nv * dv, h}},
+			expect{g + "in_proj_b.weight", []int{nv, h}},
+			expect{g + "in_proj_a.weight", []int{nv, h}},
+			expect{g + "conv1d.weight", []int{conv, 1, c.LinearConvKernel}},
+			expect{g + "dt_bias", []int{nv}},
+			expect{g + "A_log", []int{nv}},
+			expect{g + "norm.weight", []int{dv}},
+			expect{g + "out_proj.weight", []int{h, nv * dv}},
+		)
+	}
+	return ex
+}
+
+// supportedDTypes are the storage types qwenref computes from.
+var supportedDTypes = []string{"BF16", "F16", "F32"}
+
+// CheckTensors verifies, before any compute, that every tensor the config
+// needs is present with a supported dtype and the right shape. It reports
+// all problems at once.
+func CheckTensors(cfg *Config, st *weights.Store) error {
+	var problems []string
+	for _, e := range cfg.ExpectedTensors() {
+		info, ok := st.Info(e.name)
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("%s: missing (want shape %v)", e.name, e.shape))
+		case !slices.Contains(supportedDTypes, info.DType):
+			problems = append(problems, fmt.Sprintf("%s (in %s): dtype %s is not supported (want BF16, F16 or F32)", e.name, info.File, info.DType))
+		case !slices.Equal(info.Shape, e.shape):
+			problems = append(problems, fmt.Sprintf("%s (in %s): shape %v, want %v from the config", e.name, info.File, info.Shape, e.shape))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("checkpoint does not match its config (%d problems):\n  %s", len(problems), strings.Join(problems, "\n  "))
+	}
+	return nil
+}
+
+// Load opens a checkpoint directory (config.json plus safetensors, single or
+// sharded) and maps its weights. bf16 weights stay bf16 over the mmap.
+func Load(dir string) (*Model, error) {
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := weights.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	m, err := FromStore(cfg, st)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// FromStore builds a model over an open store; on success the model owns it.
+func FromStore(cfg *Config, st *weights.Store) (*Model, error) {
+	if err := CheckTensors(cfg, st); err != nil {
+		return nil, err
+	}
+	l := loader{st: st}
+	m := &Model{Config: cfg, store: st}
+	m.Embed = l.matrix("embed_tokens.weight")
+	m.FinalNorm = l.vector("norm.weight")
+	if cfg.TieWordEmbeddings {
+		m.LMHead = m.Embed
+		if _, ok := st.Info("lm_head.weight"); ok {
+			m.Warnings = append(m.Warnings, "tie_word_embeddings is true: lm_head.weight in the checkpoint is ignored")
+		}
+	} else {
+		m.LMHead = l.matrix("lm_head.weight")
+	}
+	eps := float32(cfg.RMSNormEps)
+	for i, kind := range cfg.LayerTypes {
+		p := fmt.Sprintf("layers.%d.", i)
+		b := Block{
+			Kind:      kind,
+			InputNorm: l.vector(p + "input_layernorm.weight"),
+			PostNorm:  l.vector(p + "post_attention_layernorm.weight"),
+			MLP: MLP{
+				Gate: l.matrix(p + "mlp.gate_proj.weight"),
+				Up:   l.matrix(p + "mlp.up_proj.weight"),
+				Down: l.matrix(p + "mlp.down_proj.weight"),
+			},
+		}
+		if kind == FullAttention {
+			a := p + "self_attn."
+			b.Attn = &attention.Layer{
+				Dims: attention.LayerDims{Hidden: cfg.HiddenSize, NH: cfg.NumHeads, NKV: cfg.NumKVHeads, D: cfg.HeadDim,
+					RotaryDim: cfg.RotaryDim(), Theta: cfg.RopeTheta, Eps: eps},
+				W: attention.LayerWeights{
+					QProj: l.matrix(a + "q_proj.weight"), KProj: l.matrix(a + "k_proj.weight"),
+					VProj: l.matrix(a + "v_proj.weight"), OProj: l.matrix(a + "o_proj.weight"),
+					QNorm: l.vector(a + "q_norm.weight"), KNorm: l.vector(a + "k_norm.weight"),
+				},
+			}
+		} else {
+			g := p + "linear_attn."
+			conv := l.vector(g + "conv1d.weight") // [C,1,K] flattens to [C,K]
+			b.GDN = &gateddelta.Layer{
+				Dims: gateddelta.LayerDims{Hidden: cfg.HiddenSize, NK: cfg.LinearNumKeyHeads, NV: cfg.LinearNumValueHeads,
+					DK: cfg.LinearKeyHeadDim, DV: cfg.LinearValueHeadDim, ConvK: cfg.LinearConvKernel, Eps: eps},
+				W: gateddelta.LayerWeights{
+					InProjQKV: l.matrix(g + "in_proj_qkv.weight"), InProjZ: l.matrix(g + "in_proj_z.weight"),
+					InProjB: l.matrix(g + "in_proj_b.weight"), InProjA: l.matrix(g + "in_proj_a.weight"),
+					OutProj: l.matrix(g + "out_proj.weight"), ConvW: conv,
+					ALog: l.vector(g + "A_log"), DtBias: l.vector(g + "dt_bias"), NormW: l.vector(g + "norm.weight"),
+				},
+			}
+		}
+		m.Blocks = append(m.Blocks, b)
+	}
+	if err := l.err(); err != nil {
+		return nil, err
+	}
+	m.Warnings = append(m.Warnings, unusedTensors(cfg, st)...)
+	return m, nil
+}
+
+// loader collects read errors so that Load reports them together.
+type loader struct {
+	st   *weights.Store
+	errs []string
+}
+
+func (l *loader) fail(name string, err error) {
+	l.errs = append(l.errs, fmt.Sprintf("%s: %v", name, err))
+}
+
+func (l *loader) matrix(name string) *tensor.Matrix {
+	m, err := l.st.Matrix(name)
+	if err != nil {
+		l.fail(name, err)
+	}
+	return m
+}
+
+func (l *loader) vector(name string) []float32 {
+	v, _, err := l.st.Float32(name)
+	if err != nil {
+		l.fail(name, err)
+	}
+	return v
+}
+
+func (l *loader) err() error {
+	if len(l.errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("reading weights:\n  %s", strings.Join(l.errs, "\n  "))
+}
+
+// unusedTensors names text tensors the config does not use, which usually
+// means the config and checkpoint disagree about the layout.
+func unusedTensors(cfg *Config, st *weights.Store) []string {
+	want := map[string]bool{"lm_head.weight": true}
+	for _, e := range cfg.ExpectedTensors() {
+		want[e.name] = true
+	}
+	var extra []string
+	for _, n := range st.Names() {
+		if !want[n] {
+			extra = append(extra, n)
+		}
+	}
+	if len(extra) == 0 {
+		return nil
+	}
+	if len(extra) > 5 {
+		extra = append(extra[:5], fmt.Sprintf("… %d more", len(extra)-5))
+	}
+	return []string{"tensors not used by this config: " + strings.Join(extra, ", ")}
+}

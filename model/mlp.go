@@ -1,0 +1,35 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/qwenref/qwenref/layers/act"
+	"github.com/qwenref/qwenref/linalg"
+	"github.com/qwenref/qwenref/tensor"
+)
+
+// MLP is the SwiGLU feed-forward block: W_down(SiLU(W_gate x) ⊙ W_up x).
+type MLP struct {
+	Gate, Up *tensor.Matrix // [I, H]
+	Down     *tensor.Matrix // [H, I]
+}
+
+// Forward maps x [T, H] to out [T, H].
+func (m *MLP) Forward(out, x []float32, t int, mm linalg.MatMuler) error {
+	inter := m.Gate.Rows
+	g := make([]float32, t*inter)
+	u := make([]float32, t*inter)
+	if err := mm.MatMulT(g, x, t, m.Gate); err != nil {
+		return fmt.Errorf("mlp gate_proj: %w", err)
+	}
+	if err := mm.MatMulT(u, x, t, m.Up); err != nil {
+		return fmt.Errorf("mlp up_proj: %w", err)
+	}
+	for i := range g {
+		g[i] = act.SiLU(g[i]) * u[i]
+	}
+	if err := mm.MatMulT(out, g, t, m.Down); err != nil {
+		return fmt.Errorf("mlp down_proj: %w", err)
+	}
+	return nil
+}
