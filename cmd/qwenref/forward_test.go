@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/qwenref/qwenref/tensor"
+	"github.com/qwenref/qwenref/weights"
+)
+
+const goldenRoot = "../../testdata/golden"
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = Main(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func writeIDs(t *testing.T, dir string, ids any) string {
+	p := filepath.Join(dir, "ids.json")
+	data, err := json.Marshal(ids)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p, data, 0o644))
+	return p
+}
+
+// The CLI must reproduce transformers' logits (relative L2 ≤ 1e-4, the
+// issue's bar for the end-to-end path) on every golden checkpoint,
+// including the sharded bf16 hub layout.
+func TestForwardMatchesGoldens(t *testing.T) {
+	for _, name := range []string{"causal-f32-t70-b2", "hub-bf16-sharded", "causal-f16-t130"} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(goldenRoot, name)
+			var in struct {
+				IDs [][]int `json:"ids"`
+			}
+			data, err := os.ReadFile(filepath.Join(dir, "inputs.json"))
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(data, &in))
+			tmp := t.TempDir()
+			out := filepath.Join(tmp, "out.safetensors")
+			code, _, stderr := runCLI("forward", "--model", dir, "--ids-json", writeIDs(t, tmp, in.IDs), "--out", out)
+			require.Equal(t, 0, code, stderr)
+
+			got, err := weights.Open(out)
+			require.NoError(t, err)
+			defer got.Close()
+			want, err := weights.Open(filepath.Join(dir, "expected.safetensors"))
+			require.NoError(t, err)
+			defer want.Close()
+			gl, gshape, err := got.Float32("logits")
+			require.NoError(t, err)
+			wl, wshape, err := want.Float32("logits")
+			require.NoError(t, err)
+			assert.Equal(t, wshape, gshape)
+			rel := tensor.RelL2(gl, wl)
+			t.Logf("%s: logits rel L2 %.2e", name, rel)
+			assert.LessOrEqual(t, rel, 1e-4)
+			_, hshape, err := got.Float32("hidden")
+			require.NoError(t, err)
+			assert.Equal(t, []int{gshape[0], gshape[1]}, hshape[:2])
+		})
+	}
+}
+
+func TestForwardErrors(t *testing.T) {
+	dir := filepath.Join(goldenRoot, "causal-f16-t130")
+	tmp := t.TempDir()
+	out := filepath.Join(tmp, "out.safetensors")
+	good := writeIDs(t, tmp, [][]int{{1, 2, 3}})
+	bad := func(name string, content string) string {
+		p := filepath.Join(tmp, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+		return p
+	}
+	for _, c := range []struct {
+		name     string
+		args     []string
+		code     int
+		contains string
+	}{
+		{"missing model", []string{"forward", "--ids-json", good, "--out", out}, 2, "missing --model"},
+		{"unknown flag", []string{"forward", "--nope"}, 2, "flag provided but not defined"},
+		{"no such dir", []string{"forward", "--model", filepath.Join(tmp, "none"), "--ids-json", good, "--out", out}, 1, "no such file"},
+		{"id out of range", []string{"forward", "--model", dir, "--ids-json", bad("r.json", "[[1, 96]]"), "--out", out}, 1, "token id 96 at position 1 is outside the vocabulary"},
+		{"empty", []string{"forward", "--model", dir, "--ids-json", bad("e.json", "[]"), "--out", out}, 1, "empty input"},
+		{"ragged", []string{"forward", "--model", dir, "--ids-json", bad("g.json", "[[1,2],[3]]"), "--out", out}, 1, "equal length"},
+		{"negative", []string{"forward", "--model", dir, "--ids-json", bad("n.json", "[[1,-2]]"), "--out", out}, 1, "non-negative"},
+		{"bad backend", []string{"forward", "--model", dir, "--ids-json", good, "--out", out, "--backend", "tpu"}, 1, `unknown backend "tpu"`},
+		{"unknown command", []string{"frobnicate"}, 2, "unknown command"},
+	} {
+		code, _, stderr := runCLI(c.args...)
+		assert.Equal(t, c.code, code, "%s: %s", c.name, stderr)
+		assert.Contains(t, stderr, c.contains, c.name)
+		_, err := os.Stat(out)
+		assert.True(t, os.IsNotExist(err), "%s: no output file may be left behind", c.name)
+	}
+}
+
+func TestHelpTeaches(t *testing.T) {
+	code, stdout, _ := runCLI("help")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, stdout, "forward")
+	code, _, stderr := runCLI("forward", "-h")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, stderr, "Example:")
+}
+
+func TestParseIDsJSON(t *testing.T) {
+	got, err := parseIDsJSON([]byte(" [[1,2],[3,4]] "))
+	require.NoError(t, err)
+	assert.Equal(t, [][]int{{1, 2}, {3, 4}}, got)
+	got, err = parseIDsJSON([]byte("[5,6,7]"))
+	require.NoError(t, err)
+	assert.Equal(t, [][]int{{5, 6, 7}}, got)
+	for _, bad := range []string{"", "{}", "[[]]", "[[1.5]]", "[[1],[2,3]]", `[["a"]]`, "[[1]] x", "[[99999999999]]", "[[1e3]]"} {
+		_, err := parseIDsJSON([]byte(bad))
+		assert.Error(t, err, bad)
+	}
+}
+
+func FuzzParseIDsJSON(f *testing.F) {
+	for _, s := range []string{"[[1,2,3]]", "[1,2]", "[[0],[1]]", "[[1e400]]", "[[-0]]", "[", "null", "[[1],[2,3]]"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rows, err := parseIDsJSON(data)
+		if err != nil {
+			return
+		}
+		if len(rows) == 0 {
+			t.Fatal("nil error with no rows")
+		}
+		for _, r := range rows {
+			if len(r) != len(rows[0]) || len(r) == 0 {
+				t.Fatalf("accepted ragged or empty rows: %v", rows)
+			}
+			for _, id := range r {
+				if id < 0 {
+					t.Fatalf("accepted negative id: %v", rows)
+				}
+			}
+		}
+	})
+}
