@@ -105,3 +105,18 @@ func TestConfigErrors(t *testing.T) {
 	_, err := LoadConfig(filepath.Join(t.TempDir(), "nope"))
 	assert.ErrorIs(t, err, os.ErrNotExist)
 }
+
+func TestShapes(t *testing.T) {
+	from, err := LoadConfig("../testdata/configs/qwen3.5-27b.json")
+	require.NoError(t, err)
+	named, err := ShapeConfig("27b")
+	require.NoError(t, err)
+	assert.Equal(t, from.TextParams(), named.TextParams())
+	assert.Equal(t, from.LayerTypes, named.LayerTypes)
+	for _, n := range ShapeNames() {
+		_, err := ShapeConfig(n)
+		assert.NoError(t, err, n)
+	}
+	_, err = ShapeConfig("70b")
+	assert.ErrorContains(t, err, "unknown shape")
+}

@@ -150,15 +150,33 @@ func FromStore(cfg *Config, st *weights.Store) (*Model, error) {
 	if err := CheckTensors(cfg, st); err != nil {
 		return nil, err
 	}
+	m, err := build(cfg, st)
+	if err != nil {
+		return nil, err
+	}
+	m.store = st
+	if _, ok := st.Info("lm_head.weight"); ok && cfg.TieWordEmbeddings {
+		m.Warnings = append(m.Warnings, "tie_word_embeddings is true: lm_head.weight in the checkpoint is ignored")
+	}
+	m.Warnings = append(m.Warnings, unusedTensors(cfg, st)...)
+	return m, nil
+}
+
+// tensorSource is where build reads named tensors: a checkpoint store or
+// a deterministic random generator.
+type tensorSource interface {
+	Matrix(name string) (*tensor.Matrix, error)
+	Float32(name string) ([]float32, []int, error)
+}
+
+// build assembles the model from a source whose tensors were checked.
+func build(cfg *Config, st tensorSource) (*Model, error) {
 	l := loader{st: st}
-	m := &Model{Config: cfg, store: st}
+	m := &Model{Config: cfg}
 	m.Embed = l.matrix("embed_tokens.weight")
 	m.FinalNorm = l.vector("norm.weight")
 	if cfg.TieWordEmbeddings {
 		m.LMHead = m.Embed
-		if _, ok := st.Info("lm_head.weight"); ok {
-			m.Warnings = append(m.Warnings, "tie_word_embeddings is true: lm_head.weight in the checkpoint is ignored")
-		}
 	} else {
 		m.LMHead = l.matrix("lm_head.weight")
 	}
@@ -205,13 +223,12 @@ func FromStore(cfg *Config, st *weights.Store) (*Model, error) {
 	if err := l.err(); err != nil {
 		return nil, err
 	}
-	m.Warnings = append(m.Warnings, unusedTensors(cfg, st)...)
 	return m, nil
 }
 
 // loader collects read errors so that Load reports them together.
 type loader struct {
-	st   *weights.Store
+	st   tensorSource
 	errs []string
 }
 

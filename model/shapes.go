@@ -1,0 +1,58 @@
+package model
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// shapeConfigs are named model shapes for benchmarks, synthetic checkpoints
+// and the bundled default, as hub-form config.json text. The 27B values are
+// those of spec §1.1; the others follow §1.2.
+var shapeConfigs = map[string]string{
+	"27b":  hubConfig(5120, 64, 24, 4, 256, 16, 48, 128, 128, 17408, 248320, false, 1e7, "[11,11,10]"),
+	"9b":   hubConfig(4096, 32, 16, 4, 256, 16, 32, 128, 128, 12288, 248320, false, 1e7, "[11,11,10]"),
+	"4b":   hubConfig(2560, 32, 16, 4, 256, 16, 32, 128, 128, 9216, 248320, true, 1e7, "[11,11,10]"),
+	"0.8b": hubConfig(1024, 24, 8, 2, 256, 16, 16, 128, 128, 3584, 248320, true, 1e7, "[11,11,10]"),
+	// tiny: the bundled default's dims (vocab set to the tokenizer's at use).
+	"tiny": hubConfig(64, 8, 4, 1, 32, 2, 6, 16, 16, 128, 151936, true, 1e7, "[2,1,1]"),
+}
+
+func hubConfig(h, layers, nh, nkv, dh, nk, nv, dk, dv, inter, vocab int, tied bool, theta float64, mrope string) string {
+	return fmt.Sprintf(`{"architectures":["Qwen3_5ForConditionalGeneration"],"model_type":"qwen3_5",
+"tie_word_embeddings":%t,"text_config":{"model_type":"qwen3_5_text","hidden_size":%d,"num_hidden_layers":%d,
+"full_attention_interval":4,"num_attention_heads":%d,"num_key_value_heads":%d,"head_dim":%d,
+"linear_num_key_heads":%d,"linear_num_value_heads":%d,"linear_key_head_dim":%d,"linear_value_head_dim":%d,
+"linear_conv_kernel_dim":4,"intermediate_size":%d,"vocab_size":%d,"rms_norm_eps":1e-6,"hidden_act":"silu",
+"max_position_embeddings":262144,"rope_parameters":{"rope_type":"default","rope_theta":%g,
+"partial_rotary_factor":0.25,"mrope_section":%s,"mrope_interleaved":true}}}`,
+		tied, h, layers, nh, nkv, dh, nk, nv, dk, dv, inter, vocab, theta, mrope)
+}
+
+// ShapeNames lists the named shapes.
+func ShapeNames() []string {
+	var n []string
+	for k := range shapeConfigs {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// ShapeConfig returns the config of a named shape (e.g. "27b").
+func ShapeConfig(name string) (*Config, error) {
+	js, ok := shapeConfigs[strings.ToLower(name)]
+	if !ok {
+		return nil, fmt.Errorf("unknown shape %q (known: %s)", name, strings.Join(ShapeNames(), ", "))
+	}
+	return ParseConfig([]byte(js))
+}
+
+// ShapeConfigJSON returns the hub-form config.json text of a named shape.
+func ShapeConfigJSON(name string) ([]byte, error) {
+	js, ok := shapeConfigs[strings.ToLower(name)]
+	if !ok {
+		return nil, fmt.Errorf("unknown shape %q (known: %s)", name, strings.Join(ShapeNames(), ", "))
+	}
+	return []byte(js), nil
+}
