@@ -1,0 +1,215 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Sampling chooses the next token from logits. The zero value is greedy.
+type Sampling struct {
+	// Temperature divides the logits; 0 means greedy (argmax).
+	Temperature float64
+	// TopK keeps the K most likely tokens (0: all).
+	TopK int
+	// TopP keeps the smallest set of most likely tokens whose probability
+	// sums to at least TopP (0 or 1: all).
+	TopP float64
+	// Seed makes sampling reproducible.
+	Seed uint64
+}
+
+// Validate checks the sampling parameters.
+func (s Sampling) Validate() error {
+	switch {
+	case s.Temperature < 0 || math.IsNaN(s.Temperature) || math.IsInf(s.Temperature, 0):
+		return fmt.Errorf("temperature must be ≥ 0 (0 = greedy), got %g", s.Temperature)
+	case s.TopK < 0:
+		return fmt.Errorf("top-k must be ≥ 0 (0 = off), got %d", s.TopK)
+	case s.TopP < 0 || s.TopP > 1 || math.IsNaN(s.TopP):
+		return fmt.Errorf("top-p must be in [0, 1] (0 or 1 = off), got %g", s.TopP)
+	}
+	return nil
+}
+
+// TokenProb is a token id with its probability, for top-k displays.
+type TokenProb struct {
+	ID   int
+	Prob float64
+}
+
+// Argmax returns the index of the largest logit; ties go to the lowest
+// index, as torch.argmax does.
+func Argmax(logits []float32) int {
+	best := 0
+	for i, v := range logits {
+		if v > logits[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// Softmax returns float64 probabilities of logits/temperature.
+func Softmax(logits []float32, temperature float64) []float64 {
+	if temperature <= 0 {
+		temperature = 1
+	}
+	mx := math.Inf(-1)
+	for _, v := range logits {
+		mx = math.Max(mx, float64(v))
+	}
+	p := make([]float64, len(logits))
+	var sum float64
+	for i, v := range logits {
+		p[i] = math.Exp((float64(v) - mx) / temperature)
+		sum += p[i]
+	}
+	for i := range p {
+		p[i] /= sum
+	}
+	return p
+}
+
+// TopProbs returns the k most likely tokens under softmax(logits).
+func TopProbs(logits []float32, k int) []TokenProb {
+	p := Softmax(logits, 1)
+	idx := make([]int, len(p))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return p[idx[a]] > p[idx[b]] })
+	k = min(k, len(idx))
+	out := make([]TokenProb, k)
+	for i := range out {
+		out[i] = TokenProb{idx[i], p[idx[i]]}
+	}
+	return out
+}
+
+// sampler draws tokens; greedy when Temperature is 0.
+type sampler struct {
+	s   Sampling
+	rng *rand.Rand
+}
+
+func newSampler(s Sampling) *sampler {
+	return &sampler{s: s, rng: rand.New(rand.NewPCG(s.Seed, 0x9e3779b97f4a7c15))}
+}
+
+// next applies temperature, then top-k, then top-p (the order transformers'
+// logits warpers use), renormalises and draws.
+func (sp *sampler) next(logits []float32) int {
+	if sp.s.Temperature == 0 {
+		return Argmax(logits)
+	}
+	p := Softmax(logits, sp.s.Temperature)
+	idx := make([]int, len(p))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return p[idx[a]] > p[idx[b]] })
+	keep := len(idx)
+	if sp.s.TopK > 0 {
+		keep = min(keep, sp.s.TopK)
+	}
+	if sp.s.TopP > 0 && sp.s.TopP < 1 {
+		var cum float64
+		for i := 0; i < keep; i++ {
+			cum += p[idx[i]]
+			if cum >= sp.s.TopP {
+				keep = i + 1 // always at least one token
+				break
+			}
+		}
+	}
+	var total float64
+	for _, i := range idx[:keep] {
+		total += p[i]
+	}
+	r := sp.rng.Float64() * total
+	for _, i := range idx[:keep] {
+		r -= p[i]
+		if r <= 0 {
+			return i
+		}
+	}
+	return idx[keep-1]
+}
+
+// GenerateOptions control Generate.
+type GenerateOptions struct {
+	MaxNewTokens int
+	Sampling     Sampling
+	// EOS ids end generation (the eos token is returned); nil uses the
+	// config's (config.json / generation_config.json).
+	EOS []int
+	// OnToken, if set, is called for each new token as it is produced
+	// (streaming), with the logits it was drawn from; returning false stops.
+	OnToken func(id int, logits []float32) bool
+}
+
+// GenerateResult reports what Generate produced and how fast.
+type GenerateResult struct {
+	NewIDs        []int
+	StopReason    string // "eos", "max_new_tokens" or "stopped"
+	PrefillTokens int
+	PrefillTime   time.Duration
+	DecodeTime    time.Duration // for len(NewIDs)−1 single-token steps
+}
+
+// Generate prefills the prompt in one call and then decodes one token at a
+// time from the caches, as transformers' generate does with use_cache.
+func (m *Model) Generate(prompt []int, be *Backend, opt GenerateOptions) (*GenerateResult, error) {
+	if opt.MaxNewTokens <= 0 {
+		return nil, fmt.Errorf("max new tokens must be positive, got %d", opt.MaxNewTokens)
+	}
+	if err := opt.Sampling.Validate(); err != nil {
+		return nil, err
+	}
+	if err := m.CheckIDs(prompt); err != nil {
+		if errors.Is(err, ErrEmpty) {
+			return nil, errors.New("empty prompt: at least one token is needed to generate from")
+		}
+		return nil, err
+	}
+	eos := opt.EOS
+	if eos == nil {
+		eos = m.Config.EOSTokenIDs
+	}
+	sp := newSampler(opt.Sampling)
+	s := m.NewSession()
+	res := &GenerateResult{PrefillTokens: len(prompt), StopReason: "max_new_tokens"}
+
+	start := time.Now()
+	logits, err := s.Forward(prompt, be, Options{LastOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	res.PrefillTime = time.Since(start)
+	start = time.Now()
+	for {
+		id := sp.next(logits.Data)
+		res.NewIDs = append(res.NewIDs, id)
+		if opt.OnToken != nil && !opt.OnToken(id, logits.Data) {
+			res.StopReason = "stopped"
+			break
+		}
+		if slices.Contains(eos, id) {
+			res.StopReason = "eos"
+			break
+		}
+		if len(res.NewIDs) >= opt.MaxNewTokens {
+			break
+		}
+		if logits, err = s.Forward([]int{id}, be, Options{LastOnly: true}); err != nil {
+			return nil, err
+		}
+	}
+	res.DecodeTime = time.Since(start)
+	return res, nil
+}

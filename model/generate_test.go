@@ -1,0 +1,125 @@
+package model
+
+import (
+	"math"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Greedy continuations must equal transformers' generate(do_sample=False)
+// token for token, on every backend.
+func TestGreedyMatchesTransformers(t *testing.T) {
+	root, cases := goldenCases(t)
+	for _, backend := range BackendNames() {
+		be, err := NewBackend(backend)
+		if err != nil {
+			continue
+		}
+		for _, c := range cases {
+			dir := filepath.Join(root, c.Name)
+			in := readInputs(t, dir)
+			if in.Generate == nil {
+				continue
+			}
+			t.Run(backend+"/"+c.Name, func(t *testing.T) {
+				m, err := Load(dir)
+				require.NoError(t, err)
+				defer m.Close()
+				for b, prompt := range in.IDs {
+					res, err := m.Generate(prompt, be, GenerateOptions{MaxNewTokens: in.Generate.MaxNewTokens})
+					require.NoError(t, err)
+					assert.Equal(t, in.Generate.NewIDs[b], res.NewIDs, "row %d", b)
+				}
+			})
+		}
+	}
+}
+
+func TestSampling(t *testing.T) {
+	logits := []float32{0, 3, 1, 2.9, -5}
+	assert.Equal(t, 1, Argmax(logits))
+	assert.Equal(t, 0, Argmax([]float32{1, 1}), "ties go to the lowest index")
+
+	// top-k 1 is greedy whatever the temperature.
+	sp := newSampler(Sampling{Temperature: 5, TopK: 1, Seed: 1})
+	for i := 0; i < 20; i++ {
+		assert.Equal(t, 1, sp.next(logits))
+	}
+	// top-p keeps only the smallest nucleus: tokens 1 and 3 hold ~0.86.
+	sp = newSampler(Sampling{Temperature: 1, TopP: 0.8, Seed: 2})
+	counts := map[int]int{}
+	for i := 0; i < 2000; i++ {
+		counts[sp.next(logits)]++
+	}
+	assert.Zero(t, counts[0]+counts[2]+counts[4], "tokens outside the nucleus were drawn: %v", counts)
+	assert.InDelta(t, 0.5, float64(counts[1])/2000, 0.06, "1 and 3 are near-equally likely: %v", counts)
+
+	// Same seed, same draws; sampling frequencies follow softmax(logits/T).
+	draw := func(seed uint64) []int {
+		sp := newSampler(Sampling{Temperature: 2, Seed: seed})
+		var out []int
+		for i := 0; i < 50; i++ {
+			out = append(out, sp.next(logits))
+		}
+		return out
+	}
+	assert.Equal(t, draw(9), draw(9))
+	assert.NotEqual(t, draw(9), draw(10))
+	p := Softmax(logits, 2)
+	sp = newSampler(Sampling{Temperature: 2, Seed: 3})
+	counts = map[int]int{}
+	const n = 20000
+	for i := 0; i < n; i++ {
+		counts[sp.next(logits)]++
+	}
+	for id, want := range p {
+		// 5 standard deviations of a binomial proportion.
+		tol := 5 * math.Sqrt(want*(1-want)/n)
+		assert.InDelta(t, want, float64(counts[id])/n, tol+1e-9, "token %d", id)
+	}
+
+	for _, bad := range []Sampling{{Temperature: -1}, {TopK: -2}, {TopP: 1.5}, {Temperature: math.NaN()}} {
+		assert.Error(t, bad.Validate(), "%+v", bad)
+	}
+	top := TopProbs(logits, 2)
+	require.Len(t, top, 2)
+	assert.Equal(t, 1, top[0].ID)
+	assert.Equal(t, 3, top[1].ID)
+}
+
+func TestGenerateStops(t *testing.T) {
+	cfg, err := ShapeConfig("tiny")
+	require.NoError(t, err)
+	cfg.VocabSize = 50
+	m, err := NewRandom(cfg, 1, false)
+	require.NoError(t, err)
+	be, _ := NewBackend("naive")
+	res, err := m.Generate([]int{1, 2, 3}, be, GenerateOptions{MaxNewTokens: 6})
+	require.NoError(t, err)
+	require.Len(t, res.NewIDs, 6)
+	assert.Equal(t, "max_new_tokens", res.StopReason)
+	// Make the 3rd greedy token an EOS id: generation stops at its first
+	// occurrence, returning the EOS token.
+	eos := res.NewIDs[2]
+	res2, err := m.Generate([]int{1, 2, 3}, be, GenerateOptions{MaxNewTokens: 6, EOS: []int{eos}})
+	require.NoError(t, err)
+	assert.Equal(t, "eos", res2.StopReason)
+	assert.Equal(t, res.NewIDs[:slices.Index(res.NewIDs, eos)+1], res2.NewIDs)
+	var streamed []int
+	res3, err := m.Generate([]int{1, 2, 3}, be, GenerateOptions{MaxNewTokens: 6, OnToken: func(id int, _ []float32) bool {
+		streamed = append(streamed, id)
+		return len(streamed) < 2
+	}})
+	require.NoError(t, err)
+	assert.Equal(t, "stopped", res3.StopReason)
+	assert.Equal(t, res.NewIDs[:2], streamed)
+
+	_, err = m.Generate(nil, be, GenerateOptions{MaxNewTokens: 1})
+	assert.ErrorContains(t, err, "empty prompt")
+	_, err = m.Generate([]int{1}, be, GenerateOptions{})
+	assert.ErrorContains(t, err, "max new tokens")
+}
