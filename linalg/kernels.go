@@ -1,0 +1,145 @@
+package linalg
+
+import (
+	"math"
+	"sort"
+)
+
+// gemmKernel is a register-tile micro-kernel and the panel shapes it reads.
+// Packed A panels hold kc steps of `rows` floats (k-major), packed B panels
+// kc steps of nr floats, so one k step is a rank-1 update of the tile.
+type gemmKernel struct {
+	name   string
+	mr, nr int
+	// prio orders the kernels this build and CPU can run; highest wins.
+	prio int
+	// tile writes (acc=false) or adds to (acc=true) the rows×cols block of C
+	// that starts at c[0] with row stride ldc:
+	// C[i][j] (+)= Σ_{k<kc} a[k·rows+i]·b[k·nr+j], rows ≤ mr, cols ≤ nr.
+	tile func(kc int, a, b, c []float32, ldc, rows, cols int, acc bool)
+}
+
+// gemvKernel is the small-M path: it streams W rows once, unpacked, and
+// dots each with every x row, so M=1 (decode) reads the weights exactly once.
+type gemvKernel struct {
+	name string
+	prio int
+	// f32 sets y[i·ldy+r] = x[i,:]·w[r,:] for i < m and every row r of w
+	// (len(w)/k rows); x is m×k row-major.
+	f32 func(y []float32, ldy int, x []float32, m, k int, w []float32)
+	// bf16 does the same for bf16 weights, widened in registers.
+	bf16 func(y []float32, ldy int, x []float32, m, k int, w []uint16)
+}
+
+var (
+	gemmKernels = []*gemmKernel{genericGemm}
+	gemvKernels = []*gemvKernel{genericGemv}
+)
+
+// registerGemm adds a kernel that this CPU can run (called from init).
+func registerGemm(k *gemmKernel) {
+	gemmKernels = append(gemmKernels, k)
+	sort.SliceStable(gemmKernels, func(i, j int) bool { return gemmKernels[i].prio > gemmKernels[j].prio })
+}
+
+// registerGemv adds a small-M kernel that this CPU can run (called from init).
+func registerGemv(k *gemvKernel) {
+	gemvKernels = append(gemvKernels, k)
+	sort.SliceStable(gemvKernels, func(i, j int) bool { return gemvKernels[i].prio > gemvKernels[j].prio })
+}
+
+// genericGemm is the portable 4×4 micro-kernel: sixteen scalar accumulators,
+// which is about what the Go compiler keeps in registers.
+var genericGemm = &gemmKernel{name: "go4x4", mr: 4, nr: 4, prio: 0, tile: goTile4x4}
+
+func goTile4x4(kc int, a, b, c []float32, ldc, rows, cols int, acc bool) {
+	var t [4][4]float32
+	if rows == 4 {
+		var c00, c01, c02, c03, c10, c11, c12, c13 float32
+		var c20, c21, c22, c23, c30, c31, c32, c33 float32
+		a, b = a[:4*kc], b[:4*kc]
+		for k := 0; k < kc; k++ {
+			ak, bk := a[4*k:4*k+4], b[4*k:4*k+4]
+			a0, a1, a2, a3 := ak[0], ak[1], ak[2], ak[3]
+			b0, b1, b2, b3 := bk[0], bk[1], bk[2], bk[3]
+			c00 += a0 * b0
+			c01 += a0 * b1
+			c02 += a0 * b2
+			c03 += a0 * b3
+			c10 += a1 * b0
+			c11 += a1 * b1
+			c12 += a1 * b2
+			c13 += a1 * b3
+			c20 += a2 * b0
+			c21 += a2 * b1
+			c22 += a2 * b2
+			c23 += a2 * b3
+			c30 += a3 * b0
+			c31 += a3 * b1
+			c32 += a3 * b2
+			c33 += a3 * b3
+		}
+		t = [4][4]float32{{c00, c01, c02, c03}, {c10, c11, c12, c13}, {c20, c21, c22, c23}, {c30, c31, c32, c33}}
+	} else {
+		for k := 0; k < kc; k++ {
+			for i := 0; i < rows; i++ {
+				ai := a[k*rows+i]
+				for j := 0; j < 4; j++ {
+					t[i][j] += ai * b[4*k+j]
+				}
+			}
+		}
+	}
+	for i := 0; i < rows; i++ {
+		ci := c[i*ldc : i*ldc+cols]
+		for j := range ci {
+			if acc {
+				ci[j] += t[i][j]
+			} else {
+				ci[j] = t[i][j]
+			}
+		}
+	}
+}
+
+// genericGemv is the portable small-M kernel.
+var genericGemv = &gemvKernel{name: "go", prio: 0, f32: goGemvF32, bf16: goGemvBF16}
+
+func goGemvF32(y []float32, ldy int, x []float32, m, k int, w []float32) {
+	for r := 0; r < len(w)/k; r++ {
+		wr := w[r*k : (r+1)*k]
+		for i := 0; i < m; i++ {
+			y[i*ldy+r] = dotGo(x[i*k:(i+1)*k], wr)
+		}
+	}
+}
+
+func goGemvBF16(y []float32, ldy int, x []float32, m, k int, w []uint16) {
+	row := make([]float32, k)
+	for r := 0; r < len(w)/k; r++ {
+		for j, v := range w[r*k : (r+1)*k] {
+			row[j] = math.Float32frombits(uint32(v) << 16)
+		}
+		for i := 0; i < m; i++ {
+			y[i*ldy+r] = dotGo(x[i*k:(i+1)*k], row)
+		}
+	}
+}
+
+// dotGo is a float32 dot product with four independent partial sums, so the
+// additions do not wait on each other.
+func dotGo(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	j := 0
+	for ; j+4 <= len(a); j += 4 {
+		s0 += a[j] * b[j]
+		s1 += a[j+1] * b[j+1]
+		s2 += a[j+2] * b[j+2]
+		s3 += a[j+3] * b[j+3]
+	}
+	for ; j < len(a); j++ {
+		s0 += a[j] * b[j]
+	}
+	return (s0 + s1) + (s2 + s3)
+}

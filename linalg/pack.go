@@ -1,0 +1,90 @@
+package linalg
+
+import (
+	"math"
+	"unsafe"
+
+	"github.com/qwenref/qwenref/tensor"
+)
+
+// Register-tile transposers for up to 16 rows at a time, set by init on
+// CPUs that have them (AVX-512); nil means the scalar loops below. Each call
+// transposes `blocks` blocks of 16 columns: for r < rows and c < 16·blocks,
+// dst[c·ldd+r] = src[r·lds+c] (bf16 widened), stored under a lane mask.
+var (
+	tposeF32  func(dst *float32, ldd int, src *float32, lds, rows, blocks int, mask uint64)
+	tposeBF16 func(dst *float32, ldd int, src *uint16, lds, rows, blocks int, mask uint64)
+)
+
+// packA copies rows [i0, i0+rows) × columns [k0, k0+kc) of x (row stride
+// ldx) into one micro-panel: dst[k·rows+i] = x[i0+i, k0+k]. The kernel
+// broadcasts dst[k·rows+i] for each k, so the panel is k-major.
+func packA(dst, x []float32, ldx, i0, rows, k0, kc int) {
+	dst = dst[:kc*rows]
+	_ = x[(i0+rows-1)*ldx+k0+kc-1]
+	k := 0
+	if tposeF32 != nil && rows <= 16 && kc >= 16 {
+		nb := kc / 16
+		tposeF32(unsafe.SliceData(dst), rows, &x[i0*ldx+k0], ldx, rows, nb, 1<<rows-1)
+		k = 16 * nb
+	}
+	for i := 0; i < rows; i++ {
+		src := x[(i0+i)*ldx+k0+k : (i0+i)*ldx+k0+kc]
+		for kk, v := range src {
+			dst[(k+kk)*rows+i] = v
+		}
+	}
+}
+
+// packB widens and transposes rows [j0, j0+cols) × columns [k0, k0+kc) of
+// W into one nr-wide micro-panel: dst[k·nr+j] = W[j0+j, k0+k], with zeros
+// for j ≥ cols so the kernel can always load nr values. bf16 weights are
+// widened here (exactly), which keeps them bf16 everywhere else.
+func packB(dst []float32, w *tensor.Matrix, nr, j0, cols, k0, kc int) {
+	dst = dst[:kc*nr]
+	ldw := w.Cols
+	if w.BF16 != nil {
+		_ = w.BF16[(j0+cols-1)*ldw+k0+kc-1]
+	} else {
+		_ = w.F32[(j0+cols-1)*ldw+k0+kc-1]
+	}
+	k := 0
+	if tposeF32 != nil && nr%16 == 0 && kc >= 16 {
+		// nr/16 strips of 16 rows; a strip past the last row stays zero
+		// (the transposer zero-fills the missing rows of a partial strip).
+		nb := kc / 16
+		for h := 0; h < nr; h += 16 {
+			rows := min(16, cols-h)
+			if rows <= 0 {
+				for kk := 0; kk < 16*nb; kk++ {
+					clear(dst[kk*nr+h : kk*nr+h+16])
+				}
+				continue
+			}
+			off := (j0+h)*ldw + k0
+			if w.BF16 != nil {
+				tposeBF16(&dst[h], nr, &w.BF16[off], ldw, rows, nb, 0xffff)
+			} else {
+				tposeF32(&dst[h], nr, &w.F32[off], ldw, rows, nb, 0xffff)
+			}
+		}
+		k = 16 * nb
+	}
+	for j := 0; j < cols; j++ {
+		off := (j0+j)*ldw + k0
+		if w.BF16 != nil {
+			for kk, v := range w.BF16[off+k : off+kc] {
+				dst[(k+kk)*nr+j] = math.Float32frombits(uint32(v) << 16)
+			}
+		} else {
+			for kk, v := range w.F32[off+k : off+kc] {
+				dst[(k+kk)*nr+j] = v
+			}
+		}
+	}
+	if cols < nr {
+		for kk := k; kk < kc; kk++ {
+			clear(dst[kk*nr+cols : (kk+1)*nr])
+		}
+	}
+}
