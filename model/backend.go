@@ -92,6 +92,9 @@ func order(n string) string {
 
 func init() {
 	RegisterBackend("naive", "per-position loops that mirror the equations (the readable truth)", func() (*Backend, error) {
-		return &Backend{Name: "naive", MatMul: linalg.Naive{}, Conv: conv1d.Naive{}, Delta: gateddelta.Naive{}, Attn: tmpAttention{}}, nil
+		return &Backend{Name: "naive", MatMul: linalg.Naive{}, Conv: conv1d.Naive{}, Delta: gateddelta.Naive{}, Attn: attention.Naive{}}, nil
+	})
+	RegisterBackend("chunked", "the fast CPU path: packed SIMD GEMM, WY/UT chunked delta rule, streaming conv, tiled online-softmax attention", func() (*Backend, error) {
+		return &Backend{Name: "chunked", MatMul: linalg.Blocked{}, Conv: conv1d.Chunked{}, Delta: gateddelta.Chunked{}, Attn: attention.Chunked{}}, nil
 	})
 }

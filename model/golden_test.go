@@ -204,3 +204,5 @@ func TestGoldenDivergenceIsDetected(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "layers.1.g", first, "a perturbed A_log must first show in g")
 }
+
+func TestGoldensChunked(t *testing.T) { checkGoldens(t, "chunked") }

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/qwenref/qwenref/model"
+)
+
+// memAvailable reads MemAvailable from /proc/meminfo (0 if unknown).
+func memAvailable() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// prefault pages a large checkpoint in with a progress bar on stderr when it
+// fits comfortably in RAM; otherwise it says the weights will stream.
+func prefault(m *model.Model, stderr io.Writer) error {
+	size := m.WeightBytes()
+	const big = 256 << 20
+	if size < big {
+		return nil
+	}
+	if avail := memAvailable(); avail > 0 && size > avail*6/10 {
+		fmt.Fprintf(stderr, "weights: %.1f GB memory-mapped, more than 60%% of available RAM (%.1f GB): layers page in and out during the forward pass\n",
+			float64(size)/1e9, float64(avail)/1e9)
+		return nil
+	}
+	start := time.Now()
+	last := time.Time{}
+	m.Prefault(func(done, total int64) {
+		if time.Since(last) < 100*time.Millisecond && done < total {
+			return
+		}
+		last = time.Now()
+		const width = 30
+		n := int(float64(width) * float64(done) / float64(total))
+		fmt.Fprintf(stderr, "\rloading weights [%s%s] %5.1f%% of %.2f GB", strings.Repeat("█", n), strings.Repeat("·", width-n),
+			100*float64(done)/float64(total), float64(total)/1e9)
+	})
+	fmt.Fprintf(stderr, " in %v\n", time.Since(start).Round(time.Millisecond))
+	return nil
+}

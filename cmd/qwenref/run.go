@@ -1,0 +1,283 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/qwenref/qwenref/bundled"
+	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/tensor"
+	"github.com/qwenref/qwenref/tokenizer"
+)
+
+func init() {
+	register(&command{name: "run", summary: "generate text from a prompt (default command; no flags: the bundled demo)", run: runRun})
+}
+
+// defaultBackend is the fastest CPU backend registered.
+func defaultBackend() string {
+	if slices.Contains(model.BackendNames(), "chunked") {
+		return "chunked"
+	}
+	return "naive"
+}
+
+// sampleFlags are the generation flags shared by run and generate.
+type sampleFlags struct {
+	maxNew      *int
+	temperature *float64
+	topK        *int
+	topP        *float64
+	seed        *uint64
+}
+
+func addSampleFlags(fs interface {
+	Int(string, int, string) *int
+	Float64(string, float64, string) *float64
+	Uint64(string, uint64, string) *uint64
+}, maxNew int) sampleFlags {
+	return sampleFlags{
+		maxNew:      fs.Int("max-new-tokens", maxNew, "stop after this many new tokens"),
+		temperature: fs.Float64("temperature", 0, "sampling temperature; 0 = greedy (argmax)"),
+		topK:        fs.Int("top-k", 0, "sample only from the K most likely tokens (0 = off)"),
+		topP:        fs.Float64("top-p", 0, "sample only from the smallest set with probability ≥ P (0 = off)"),
+		seed:        fs.Uint64("seed", 1, "random seed for sampling"),
+	}
+}
+
+func (s sampleFlags) sampling() model.Sampling {
+	return model.Sampling{Temperature: *s.temperature, TopK: *s.topK, TopP: *s.topP, Seed: *s.seed}
+}
+
+// loadModelAndTokenizer loads --model DIR (and its tokenizer.json unless
+// tokPath overrides it) or, with no dir, the bundled demo.
+func loadModelAndTokenizer(dir, tokPath string, needTok bool, stderr io.Writer) (*model.Model, *tokenizer.Tokenizer, error) {
+	if dir == "" {
+		fmt.Fprintf(stderr, "%s\n\n", bundled.Notice)
+		m, tok, err := bundled.Model()
+		if err == nil && tokPath != "" {
+			tok, err = tokenizer.Load(tokPath)
+		}
+		return m, tok, err
+	}
+	m, err := model.Load(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, w := range m.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	if err := prefault(m, stderr); err != nil {
+		m.Close()
+		return nil, nil, err
+	}
+	if !needTok && tokPath == "" {
+		return m, nil, nil
+	}
+	if tokPath == "" {
+		tokPath = filepath.Join(dir, "tokenizer.json")
+	}
+	tok, err := tokenizer.Load(tokPath)
+	if err != nil {
+		m.Close()
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil, fmt.Errorf("no tokenizer at %s: pass --tokenizer FILE (or use `qwenref generate --ids` to skip text)", tokPath)
+		}
+		return nil, nil, err
+	}
+	if tok.VocabSize() > m.Config.VocabSize {
+		fmt.Fprintf(stderr, "warning: the tokenizer has %d tokens but the model's vocabulary is %d\n", tok.VocabSize(), m.Config.VocabSize)
+	}
+	return m, tok, nil
+}
+
+func runRun(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("run", "[--model DIR] [--prompt TEXT] [--chat] [--backend B] [--max-new-tokens N]", `
+Generates text. With no flags it runs the bundled demo: a tiny model of the
+Qwen3.5 architecture with random weights and the real Qwen3 tokenizer, on a
+few sample prompts, so every stage of the pipeline runs with no download.
+
+With --model DIR it loads a Qwen3.5/3.6 checkpoint (config.json,
+tokenizer.json and safetensors, hub or flat layout). The text is streamed as
+it is generated; then it reports prefill and decode speed and one line that
+compares the logits of the other available backends on the prompt.
+
+Examples:
+  qwenref                                   # the bundled demo
+  qwenref run --model ~/Qwen3.5-0.8B --prompt "My favourite condiment is"
+  qwenref run --model DIR --chat --prompt "Hi!" --temperature 0.7 --top-p 0.9
+  qwenref run --top-probs 3 --max-new-tokens 5   # per-token probabilities`, stderr)
+	dir := fs.String("model", "", "checkpoint directory (default: the bundled random-weight demo)")
+	tokPath := fs.String("tokenizer", "", "tokenizer.json to use instead of DIR/tokenizer.json")
+	prompt := fs.String("prompt", "", "prompt text (default: the bundled sample prompts)")
+	chat := fs.Bool("chat", false, "wrap the prompt in Qwen's chat template (<|im_start|>user … <|im_start|>assistant)")
+	backend := fs.String("backend", defaultBackend(), fmt.Sprintf("kernels to run on: %v", model.BackendNames()))
+	topProbs := fs.Int("top-probs", 0, "print the K most likely tokens with probabilities for each new token")
+	compare := fs.String("compare", "auto", "compare prompt logits across backends: auto (skip when too slow), all, or none")
+	sf := addSampleFlags(fs, 24)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if !slices.Contains([]string{"auto", "all", "none"}, *compare) {
+		return fmt.Errorf("--compare must be auto, all or none, got %q", *compare)
+	}
+	if err := sf.sampling().Validate(); err != nil {
+		return err
+	}
+	if *sf.maxNew <= 0 {
+		return fmt.Errorf("--max-new-tokens must be positive, got %d", *sf.maxNew)
+	}
+	be, err := model.NewBackend(*backend)
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	m, tok, err := loadModelAndTokenizer(*dir, *tokPath, true, stderr)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	lin, full := m.Config.CountLayers()
+	fmt.Fprintf(stdout, "model: %d layers (%d Gated DeltaNet + %d gated attention), hidden %d, vocab %d · backend %s\n",
+		len(m.Config.LayerTypes), lin, full, m.Config.HiddenSize, m.Config.VocabSize, be.Name)
+
+	prompts := bundled.SamplePrompts
+	if *prompt != "" {
+		prompts = []string{*prompt}
+	} else if *dir != "" {
+		return errors.New("--prompt is required with --model")
+	}
+	for _, p := range prompts {
+		text := p
+		if *chat {
+			text = tok.ApplyChatTemplate([]tokenizer.Message{{Role: "user", Content: p}}, true)
+		}
+		ids, err := tok.Encode(text)
+		if err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return errors.New("the prompt encodes to no tokens: give a non-empty --prompt")
+		}
+		fmt.Fprintf(stdout, "\nprompt (%d tokens): %q\n", len(ids), p)
+		if err := generateOne(m, tok, be, ids, sf, *topProbs, stdout); err != nil {
+			return err
+		}
+		if *compare != "none" {
+			compareBackends(m, be, ids, *compare == "all", stdout)
+		}
+	}
+	return nil
+}
+
+// generateOne streams one continuation and prints its timing.
+func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, ids []int, sf sampleFlags, topK int, stdout io.Writer) error {
+	var newIDs []int
+	printed := ""
+	if topK == 0 {
+		fmt.Fprint(stdout, "→ ")
+	}
+	res, err := m.Generate(ids, be, model.GenerateOptions{
+		MaxNewTokens: *sf.maxNew,
+		Sampling:     sf.sampling(),
+		OnToken: func(id int, logits []float32) bool {
+			newIDs = append(newIDs, id)
+			if topK > 0 {
+				piece, _ := tok.Decode([]int{id})
+				fmt.Fprintf(stdout, "  %-16q", piece)
+				for _, tp := range model.TopProbs(logits, topK) {
+					s, _ := tok.Decode([]int{tp.ID})
+					fmt.Fprintf(stdout, "  %q %.3f", s, tp.Prob)
+				}
+				fmt.Fprintln(stdout)
+				return true
+			}
+			// Stream the new text, holding back an incomplete UTF-8 tail.
+			text, err := tok.Decode(newIDs)
+			if err != nil {
+				return true
+			}
+			if strings.HasSuffix(text, string(utf8.RuneError)) {
+				return true
+			}
+			if strings.HasPrefix(text, printed) {
+				fmt.Fprint(stdout, text[len(printed):])
+				printed = text
+			}
+			return true
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if topK == 0 {
+		if text, err := tok.Decode(newIDs); err == nil && strings.HasPrefix(text, printed) {
+			fmt.Fprint(stdout, text[len(printed):])
+		}
+		fmt.Fprintln(stdout)
+	}
+	fmt.Fprintf(stdout, "[%s]\n", timing(res))
+	return nil
+}
+
+func timing(res *model.GenerateResult) string {
+	pre := float64(res.PrefillTokens) / res.PrefillTime.Seconds()
+	s := fmt.Sprintf("prefill %d tok in %v (%.1f tok/s)", res.PrefillTokens, res.PrefillTime.Round(time.Microsecond), pre)
+	if steps := len(res.NewIDs) - 1; steps > 0 {
+		s += fmt.Sprintf(" · decode %d tok in %v (%.1f tok/s)", steps, res.DecodeTime.Round(time.Microsecond), float64(steps)/res.DecodeTime.Seconds())
+	}
+	return s + " · stop: " + res.StopReason
+}
+
+// compareBackends prints one line: every other backend's prompt logits
+// against this backend's. auto skips backends estimated to take > 20 s.
+func compareBackends(m *model.Model, be *model.Backend, ids []int, all bool, stdout io.Writer) {
+	ref, err := m.NewSession().Forward(ids, be, model.Options{})
+	if err != nil {
+		fmt.Fprintf(stdout, "[compare: %v]\n", err)
+		return
+	}
+	var parts []string
+	// ~1 GFLOP/s is a safe floor for the naive backend on this class of CPU.
+	gflop := 2 * float64(m.Config.TextParams()) * float64(len(ids)) / 1e9
+	for _, name := range model.BackendNames() {
+		if name == be.Name {
+			continue
+		}
+		if name == "naive" && !all && gflop > 20 {
+			parts = append(parts, fmt.Sprintf("naive skipped (~%.0f GFLOP; --compare all forces it)", gflop))
+			continue
+		}
+		other, err := model.NewBackend(name)
+		if err != nil {
+			parts = append(parts, fmt.Sprintf("%s unavailable: %v", name, err))
+			continue
+		}
+		got, err := m.NewSession().Forward(ids, other, model.Options{})
+		other.Close()
+		if err != nil {
+			parts = append(parts, fmt.Sprintf("%s failed: %v", name, err))
+			continue
+		}
+		agree := 0
+		v := m.Config.VocabSize
+		for p := 0; p < len(ids); p++ {
+			if model.Argmax(got.Data[p*v:(p+1)*v]) == model.Argmax(ref.Data[p*v:(p+1)*v]) {
+				agree++
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s: rel L2 %.1e, max-abs %.1e, argmax %d/%d",
+			name, tensor.RelL2(got.Data, ref.Data), tensor.MaxAbsDiff(got.Data, ref.Data), agree, len(ids)))
+	}
+	if len(parts) == 0 {
+		parts = []string{"no other backend registered"}
+	}
+	fmt.Fprintf(stdout, "[prompt logits vs %s: %s]\n", be.Name, strings.Join(parts, "; "))
+}

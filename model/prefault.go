@@ -1,0 +1,70 @@
+package model
+
+import "github.com/qwenref/qwenref/tensor"
+
+// Matrices lists every weight matrix once (a tied head is not repeated).
+func (m *Model) Matrices() []*tensor.Matrix {
+	var out []*tensor.Matrix
+	add := func(ms ...*tensor.Matrix) {
+		for _, x := range ms {
+			if x != nil && (len(out) == 0 || out[len(out)-1] != x) {
+				out = append(out, x)
+			}
+		}
+	}
+	add(m.Embed)
+	if m.LMHead != m.Embed {
+		add(m.LMHead)
+	}
+	for i := range m.Blocks {
+		b := &m.Blocks[i]
+		add(b.MLP.Gate, b.MLP.Up, b.MLP.Down)
+		if b.GDN != nil {
+			w := &b.GDN.W
+			add(w.InProjQKV, w.InProjZ, w.InProjB, w.InProjA, w.OutProj)
+		}
+		if b.Attn != nil {
+			w := &b.Attn.W
+			add(w.QProj, w.KProj, w.VProj, w.OProj)
+		}
+	}
+	return out
+}
+
+// WeightBytes is the storage size of all weight matrices.
+func (m *Model) WeightBytes() int64 {
+	var n int64
+	for _, x := range m.Matrices() {
+		n += x.Bytes()
+	}
+	return n
+}
+
+// Prefault reads one value per 4 KiB page of every weight matrix so that a
+// memory-mapped checkpoint is paged in up front, calling progress as it
+// goes. Only worth it when the weights fit in RAM; otherwise the OS pages
+// layers in and out during the forward pass.
+func (m *Model) Prefault(progress func(done, total int64)) {
+	total, done := m.WeightBytes(), int64(0)
+	var sink uint32
+	const page = 4096
+	for _, x := range m.Matrices() {
+		if x.BF16 != nil {
+			for i := 0; i < len(x.BF16); i += page / 2 {
+				sink += uint32(x.BF16[i])
+			}
+		} else {
+			for i := 0; i < len(x.F32); i += page / 4 {
+				sink += uint32(x.F32[i])
+			}
+		}
+		done += x.Bytes()
+		if progress != nil {
+			progress(done, total)
+		}
+	}
+	prefaultSink = sink
+}
+
+// prefaultSink keeps the page reads from being optimised away.
+var prefaultSink uint32
