@@ -1,0 +1,301 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/tensor"
+	"github.com/qwenref/qwenref/weights"
+)
+
+func init() {
+	register(&command{name: "trace", summary: "print every intermediate of a forward pass (find where a kernel diverges)", run: runTrace})
+}
+
+// stage is one recorded intermediate, copied out of the forward pass.
+type stage struct {
+	name  string
+	shape []int
+	data  []float32
+}
+
+func runTrace(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("trace", "--model DIR --ids 1,2,3 [--layer N | --all] [--backend B] [--compare FILE] [--out FILE.safetensors]", `
+Runs a short prompt through the model and prints its intermediates in
+execution order: for each stage its name, shape, L2 norm ‖x‖₂, min, max and
+first few values. By default it shows one layer (--layer, default 0); --all
+shows every stage from "embeddings" to "logits". Stage names are those of
+the golden files: "layers.N.<stage>", e.g. for a Gated DeltaNet layer
+input, mixer_in, qkv_proj, z_proj, b_proj, a_proj, conv_out, g, beta, q_l2,
+k_l2, v, core_out, final_state, gated_norm_out, mixer_out, mlp_in, mlp_out,
+output; for an attention layer q_proj, k_proj, v_proj, q_rope, k_rope,
+attn_core, gated instead of the GDN stages.
+
+This is the tool for finding the first stage where a kernel goes wrong.
+Write a trace with the trusted naive backend, then trace your backend and
+compare: every stage is checked (relative L2 ≤ --tol), and the first one
+that differs is named. Stages before it are fine; the kernel that produces
+it is the suspect. --compare also reads transformers' golden files
+(testdata/golden/*/expected.safetensors; row 0 of a batch), so the naive
+backend itself can be checked against transformers stage by stage.
+A divergence exits with status 1.
+
+--out writes every stage of every layer (float32, shapes as printed) to a
+safetensors file, for a later --compare or for numpy.
+
+Examples:
+  # where does my backend first differ from the naive one?
+  qwenref trace --model testdata/golden/causal-f16-t130 --ids 5,17,42,7 --out naive.safetensors
+  qwenref trace --model testdata/golden/causal-f16-t130 --ids 5,17,42,7 --backend chunked --compare naive.safetensors
+
+  # does the naive backend match transformers, stage by stage?
+  qwenref trace --model testdata/golden/causal-f16-t130 --all \
+      --ids-json testdata/golden/causal-f16-t130/inputs.json \
+      --compare testdata/golden/causal-f16-t130/expected.safetensors
+
+  # one layer, in detail
+  qwenref trace --model testdata/golden/causal-f16-t130 --ids 5,17,42 --layer 1 --values 8`, stderr)
+	dir := fs.String("model", "", "checkpoint directory (config.json + safetensors)")
+	idsFlag := fs.String("ids", "", "token ids, comma-separated, e.g. 5,17,42")
+	idsPath := fs.String("ids-json", "", "JSON file with the token ids: [1,2,3], [[1,2,3]] or a golden's inputs.json (row 0 is traced)")
+	layer := fs.Int("layer", 0, "the layer to print")
+	all := fs.Bool("all", false, "print every stage of every layer")
+	nvals := fs.Int("values", 4, "how many leading values to print per stage")
+	backend := fs.String("backend", "naive", fmt.Sprintf("kernels to run on: %v", model.BackendNames()))
+	out := fs.String("out", "", "write every stage to this .safetensors file (atomically)")
+	compare := fs.String("compare", "", "a trace or golden .safetensors to compare every stage with")
+	tol := fs.Float64("tol", 1e-5, "--compare: largest relative L2 error that counts as agreement")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	usageErr := func(format string, a ...any) error {
+		fmt.Fprintf(stderr, format+"\n", a...)
+		fs.Usage()
+		return errUsage
+	}
+	switch {
+	case (*idsFlag == "") == (*idsPath == ""):
+		return usageErr("give the token ids with exactly one of --ids or --ids-json")
+	case *nvals < 0:
+		return usageErr("--values must be ≥ 0, not %d", *nvals)
+	case *tol < 0 || math.IsNaN(*tol):
+		return usageErr("--tol must be ≥ 0, not %v", *tol)
+	}
+	ids, err := traceIDs(*idsFlag, *idsPath, stderr)
+	if err != nil {
+		return err
+	}
+	m, err := traceModel(*dir, stderr)
+	if err != nil {
+		if errors.Is(err, errNoModel) {
+			return usageErr("missing --model")
+		}
+		return err
+	}
+	defer m.Close()
+	if *layer < 0 || *layer >= len(m.Blocks) {
+		return usageErr("--layer %d is outside the model's layers 0..%d", *layer, len(m.Blocks)-1)
+	}
+	be, err := model.NewBackend(*backend)
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+
+	stages, err := traceForward(m, be, ids)
+	if err != nil {
+		return err
+	}
+	var ref *weights.Store
+	if *compare != "" {
+		if ref, err = weights.Open(*compare); err != nil {
+			return fmt.Errorf("--compare: %w", err)
+		}
+		defer ref.Close()
+	}
+
+	shown := fmt.Sprint(ids[:min(len(ids), 12)])
+	if len(ids) > 12 {
+		shown = shown[:len(shown)-1] + " …]"
+	}
+	fmt.Fprintf(stdout, "trace: %d tokens %s on %s; %d layers (%s)\n", len(ids), shown, be.Name, len(m.Blocks), layerKinds(m))
+	prefix := fmt.Sprintf("layers.%d.", *layer)
+	if !*all {
+		fmt.Fprintf(stdout, "layer %d is %s\n", *layer, m.Blocks[*layer].Kind)
+	}
+	firstBad := ""
+	for _, s := range stages {
+		cmp := ""
+		if ref != nil {
+			var ok bool
+			cmp, ok = compareTraceStage(ref, s, *tol)
+			if !ok && firstBad == "" {
+				firstBad = s.name
+				cmp += "   ← first divergence"
+			}
+		}
+		if *all || strings.HasPrefix(s.name, prefix) || s.name == firstBad {
+			fmt.Fprintf(stdout, "%s%s\n", describeStage(s, *nvals), cmp)
+		}
+	}
+	if *out != "" {
+		if err := writeTrace(*out, stages, m, be.Name, *dir, ids); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %d stages to %s\n", len(stages), *out)
+	}
+	if ref != nil {
+		if firstBad != "" {
+			return fmt.Errorf("stage %s is the first to differ from %s by more than relative L2 %g", firstBad, *compare, *tol)
+		}
+		fmt.Fprintf(stdout, "all compared stages agree with %s within relative L2 %g\n", *compare, *tol)
+	}
+	return nil
+}
+
+// errNoModel means no --model was given and there is no default.
+var errNoModel = errors.New("no model")
+
+// traceModel opens the model to trace.
+//
+// HOOK(bundled default): with no --model, trace should run the bundled tiny
+// random model (package bundled). Until the lead wires it in here, --model
+// is required; replace the errNoModel return with the bundled model.
+func traceModel(dir string, stderr io.Writer) (*model.Model, error) {
+	if dir == "" {
+		return nil, errNoModel
+	}
+	m, err := model.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range m.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	return m, nil
+}
+
+// traceIDs reads one sequence from --ids "1,2,3" or an --ids-json file
+// (the first row if the file holds several).
+func traceIDs(list, path string, stderr io.Writer) ([]int, error) {
+	data, src := []byte("["+list+"]"), "--ids"
+	if path != "" {
+		var err error
+		if data, err = os.ReadFile(path); err != nil {
+			return nil, err
+		}
+		src = path
+	}
+	// A golden's inputs.json wraps the rows: {"ids": [[...], ...]}.
+	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
+		var wrapped struct {
+			IDs json.RawMessage `json:"ids"`
+		}
+		if err := json.Unmarshal(trimmed, &wrapped); err != nil || wrapped.IDs == nil {
+			return nil, fmt.Errorf("%s: want [1,2,3], [[1,2,3]] or {\"ids\": [[1,2,3]]}", src)
+		}
+		data = wrapped.IDs
+	}
+	rows, err := parseIDsJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", src, err)
+	}
+	if len(rows) > 1 {
+		fmt.Fprintf(stderr, "trace: %s holds %d sequences; tracing row 0\n", src, len(rows))
+	}
+	return rows[0], nil
+}
+
+// traceForward runs ids through m and returns every recorded stage in
+// execution order (copies: the recorder sees views of reused buffers).
+func traceForward(m *model.Model, be *model.Backend, ids []int) ([]stage, error) {
+	var stages []stage
+	seen := map[string]int{}
+	rec := func(name string, x *tensor.Tensor) {
+		// A stage recorded twice keeps both, the second as "name#2".
+		if seen[name]++; seen[name] > 1 {
+			name += "#" + strconv.Itoa(seen[name])
+		}
+		stages = append(stages, stage{name: name, shape: slices.Clone(x.Shape), data: slices.Clone(x.Data)})
+	}
+	if _, err := m.NewSession().Forward(ids, be, model.Options{Record: rec}); err != nil {
+		return nil, err
+	}
+	return stages, nil
+}
+
+func layerKinds(m *model.Model) string {
+	lin, full := m.Config.CountLayers()
+	return fmt.Sprintf("%d Gated DeltaNet, %d attention", lin, full)
+}
+
+// describeStage formats one stage: name, shape, ‖x‖₂, min, max and the
+// first n values, each rounded to 4 significant digits.
+func describeStage(s stage, n int) string {
+	var ss float64
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, v := range s.data {
+		f := float64(v)
+		ss += f * f
+		lo, hi = math.Min(lo, f), math.Max(hi, f)
+	}
+	vals := make([]string, 0, n+1)
+	for _, v := range s.data[:min(n, len(s.data))] {
+		vals = append(vals, strconv.FormatFloat(float64(v), 'g', 4, 32))
+	}
+	if len(s.data) > n {
+		vals = append(vals, "…")
+	}
+	return fmt.Sprintf("%-26s %-16s ‖x‖₂=%-10.4g min=%-10.4g max=%-10.4g [%s]",
+		s.name, fmt.Sprint(s.shape), math.Sqrt(ss), lo, hi, strings.Join(vals, " "))
+}
+
+// compareTraceStage compares s with the tensor of the same name in ref, if
+// any. A batched golden ([B, ...] holding B times as many values) is
+// compared on its row 0. It returns the text to print and whether the
+// stage agrees (a stage absent from ref agrees: there is nothing to say).
+func compareTraceStage(ref *weights.Store, s stage, tol float64) (string, bool) {
+	if _, ok := ref.Info(s.name); !ok {
+		return "   (not in --compare file)", true
+	}
+	want, shape, err := ref.Float32(s.name)
+	if err != nil {
+		return "   compare: " + err.Error(), false
+	}
+	if len(want) != len(s.data) {
+		if len(s.data) == 0 || len(want)%len(s.data) != 0 {
+			return fmt.Sprintf("   compare: shape %v there, %v here", shape, s.shape), false
+		}
+		want = want[:len(s.data)]
+	}
+	rel := tensor.RelL2(s.data, want)
+	if rel <= tol {
+		return fmt.Sprintf("   rel L2 %.2e ok", rel), true
+	}
+	return fmt.Sprintf("   rel L2 %.2e DIFFERS", rel), false
+}
+
+// writeTrace writes every stage as an F32 tensor, named as recorded.
+func writeTrace(path string, stages []stage, m *model.Model, backend, dir string, ids []int) error {
+	ts := make([]weights.NamedTensor, len(stages))
+	for i, s := range stages {
+		ts[i] = weights.NamedTensor{Name: s.name, DType: "F32", Shape: s.shape, Data: s.data}
+	}
+	idText := make([]string, len(ids))
+	for i, id := range ids {
+		idText[i] = strconv.Itoa(id)
+	}
+	return weights.WriteFile(path, ts, map[string]string{
+		"producer": "qwenref trace", "backend": backend, "model": dir, "ids": strings.Join(idText, ","),
+		"layers": layerKinds(m),
+	})
+}
