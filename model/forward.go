@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/qwenref/qwenref/layers/attention"
 	"github.com/qwenref/qwenref/layers/gateddelta"
@@ -15,10 +16,11 @@ import (
 // calls equals feeding them in one. A Session is not safe for concurrent
 // use; make one per goroutine.
 type Session struct {
-	m   *Model
-	gdn []*gateddelta.State
-	kv  []*attention.Cache
-	pos int
+	busy atomic.Bool // guards against concurrent use, which would corrupt the caches
+	m    *Model
+	gdn  []*gateddelta.State
+	kv   []*attention.Cache
+	pos  int
 }
 
 // NewSession returns an empty session (position 0).
@@ -78,6 +80,10 @@ func (m *Model) CheckIDs(ids []int) error {
 // Forward feeds ids to the session and returns logits [T, V] (or [1, V]
 // with LastOnly). The hidden state of the last position is Hidden().
 func (s *Session) Forward(ids []int, be *Backend, opt Options) (*tensor.Tensor, error) {
+	if !s.busy.CompareAndSwap(false, true) {
+		return nil, errors.New("session used from two goroutines at once: make one Session per goroutine (the Model itself may be shared)")
+	}
+	defer s.busy.Store(false)
 	m := s.m
 	if err := m.CheckIDs(ids); err != nil {
 		return nil, err
@@ -144,6 +150,10 @@ func (s *Session) Forward(ids []int, be *Backend, opt Options) (*tensor.Tensor, 
 		return nil, fmt.Errorf("lm_head: %w", err)
 	}
 	rec.Record("logits", logits.Data, logits.Shape...)
+	if i := firstNonFinite(logits.Data); i >= 0 {
+		return nil, fmt.Errorf("non-finite logit %v at position %d, token %d: a weight or an intermediate overflowed (check the checkpoint with --check-weights)",
+			logits.Data[i], s.pos-t+i/cfg.VocabSize, i%cfg.VocabSize)
+	}
 	return logits, nil
 }
 

@@ -223,6 +223,9 @@ func build(cfg *Config, st tensorSource) (*Model, error) {
 	if err := l.err(); err != nil {
 		return nil, err
 	}
+	if err := m.checkSmallTensors(); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
