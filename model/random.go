@@ -20,42 +20,70 @@ import (
 // (1+w) norm weights U(−0.5, 0.5), the GDN norm scale U(0.5, 1.5),
 // A_log = log U(0.05, 8), dt_bias U(−1, 1), conv taps N(0, 0.25).
 func RandomValues(seed uint64, name string, shape []int) []float32 {
+	out := make([]float32, tensor.NumElements(shape))
+	NewRandomFiller(seed, name, shape).Fill(out)
+	return out
+}
+
+// RandomFiller produces a tensor's synthetic values in order, a piece at a
+// time, so a tensor larger than memory can be streamed to disk. Filling in
+// pieces gives exactly the values RandomValues returns.
+type RandomFiller struct {
+	r    *rand.Rand
+	kind int
+	std  float64
+}
+
+const (
+	fillNormal = iota
+	fillUniform
+	fillLogUniform
+)
+
+// NewRandomFiller starts the value stream of one tensor.
+func NewRandomFiller(seed uint64, name string, shape []int) *RandomFiller {
 	h := fnv.New64a()
 	h.Write([]byte(name))
-	r := rand.New(rand.NewPCG(seed, h.Sum64()))
-	n := tensor.NumElements(shape)
-	out := make([]float32, n)
-	uniform := func(lo, hi float64) {
-		for i := range out {
-			out[i] = float32(lo + (hi-lo)*r.Float64())
-		}
-	}
-	normal := func(std float64) {
-		for i := range out {
-			out[i] = float32(r.NormFloat64() * std)
-		}
-	}
+	f := &RandomFiller{r: rand.New(rand.NewPCG(seed, h.Sum64())), kind: fillNormal, std: 0.1}
 	switch {
 	case strings.HasSuffix(name, "A_log"):
-		for i := range out {
-			out[i] = float32(math.Log(0.05 + 7.95*r.Float64()))
-		}
+		f.kind = fillLogUniform
 	case strings.HasSuffix(name, "dt_bias"):
-		uniform(-1, 1)
+		f.kind, f.std = fillUniform, -1 // U(−1, 1)
 	case strings.HasSuffix(name, "linear_attn.norm.weight"):
-		uniform(0.5, 1.5)
+		f.kind, f.std = fillUniform, 0.5 // U(0.5, 1.5)
 	case strings.HasSuffix(name, "norm.weight"), strings.HasSuffix(name, "layernorm.weight"):
-		uniform(-0.5, 0.5)
+		f.kind, f.std = fillUniform, -0.5 // U(−0.5, 0.5)
 	case strings.Contains(name, "conv1d"):
-		normal(0.5)
+		f.std = 0.5
 	case strings.Contains(name, "embed_tokens"):
-		normal(1)
+		f.std = 1
 	case len(shape) >= 2:
-		normal(1 / math.Sqrt(float64(shape[len(shape)-1])))
-	default:
-		normal(0.1)
+		f.std = 1 / math.Sqrt(float64(shape[len(shape)-1]))
 	}
-	return out
+	return f
+}
+
+// Fill writes the next len(dst) values of the stream.
+func (f *RandomFiller) Fill(dst []float32) {
+	switch f.kind {
+	case fillLogUniform: // A_log = log U(0.05, 8)
+		for i := range dst {
+			dst[i] = float32(math.Log(0.05 + 7.95*f.r.Float64()))
+		}
+	case fillUniform: // std < 0: U(std, −std); else U(std, std+1)
+		lo, hi := f.std, -f.std
+		if f.std > 0 {
+			lo, hi = f.std, f.std+1
+		}
+		for i := range dst {
+			dst[i] = float32(lo + (hi-lo)*f.r.Float64())
+		}
+	default:
+		for i := range dst {
+			dst[i] = float32(f.r.NormFloat64() * f.std)
+		}
+	}
 }
 
 // randomSource serves RandomValues as a tensorSource; matrices are stored

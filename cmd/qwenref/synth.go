@@ -1,0 +1,114 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/qwenref/qwenref/model"
+)
+
+func init() {
+	register(&command{name: "synth", summary: "write a synthetic random-weight checkpoint of a named shape (e.g. 27b)", run: runSynth})
+}
+
+func runSynth(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("synth", "--shape 27b --out DIR [--layers N] [--seed S] [--shard-gb G]", `
+Writes a checkpoint with deterministic random bf16 weights in the hub layout
+(Qwen3_5ForConditionalGeneration names, shards + model.safetensors.index.json,
+config.json) for a named shape. Loading it gives exactly the model that
+'bench' and the tests build in memory from the same seed. Memory stays
+bounded (each tensor streams to disk in pieces), so the 27B shape (about
+54 GB) can be written on a small machine; the free disk space is checked
+first. --layers keeps the full width but fewer layers (the 3:1 pattern stays),
+for proving large-width behaviour when the disk is short.
+
+Examples:
+  qwenref synth --shape 27b --out /data/qwen27b-synth
+  qwenref synth --shape 27b --layers 8 --out /tmp/q27-8l   # 8 layers at full width`, stderr)
+	shape := fs.String("shape", "27b", "named shape: "+strings.Join(model.ShapeNames(), ", "))
+	out := fs.String("out", "", "output directory (created; must not hold a checkpoint)")
+	layers := fs.Int("layers", 0, "keep only the first N layers (0 = all)")
+	seed := fs.Uint64("seed", 1, "weight seed")
+	shardGB := fs.Float64("shard-gb", 4, "target shard size in GB")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		fmt.Fprintln(stderr, "missing --out")
+		fs.Usage()
+		return errUsage
+	}
+	js, err := model.ShapeConfigJSON(*shape)
+	if err != nil {
+		return err
+	}
+	if *layers < 0 {
+		return fmt.Errorf("--layers must be ≥ 0, got %d", *layers)
+	}
+	if !(*shardGB > 0) {
+		return fmt.Errorf("--shard-gb must be positive, got %g", *shardGB)
+	}
+	if *layers > 0 {
+		var raw map[string]any
+		if err := json.Unmarshal(js, &raw); err != nil {
+			return err
+		}
+		raw["text_config"].(map[string]any)["num_hidden_layers"] = *layers
+		if js, err = json.MarshalIndent(raw, "", "  "); err != nil {
+			return err
+		}
+	}
+	cfg, err := model.ParseConfig(js)
+	if err != nil {
+		return err
+	}
+	need := model.SyntheticBytes(cfg)
+	if free, ok := freeBytes(*out); ok && free < need+need/50 {
+		return fmt.Errorf("%s has %.1f GB free but the checkpoint needs %.1f GB: free space or pass --layers N (full width, fewer layers)",
+			*out, float64(free)/1e9, float64(need)/1e9)
+	}
+	lin, full := cfg.CountLayers()
+	fmt.Fprintf(stderr, "synth: %s, %d layers (%d GDN + %d attention), %d parameters, %.2f GB bf16 → %s\n",
+		*shape, cfg.NumLayers, lin, full, cfg.TextParams(), float64(need)/1e9, *out)
+	start, last := time.Now(), time.Time{}
+	err = model.WriteSynthetic(*out, cfg, js, model.SynthOptions{Seed: *seed, ShardBytes: int64(*shardGB * 1e9),
+		Progress: func(done, total int64) {
+			if time.Since(last) < 200*time.Millisecond && done < total {
+				return
+			}
+			last = time.Now()
+			rate := float64(done) / time.Since(start).Seconds()
+			fmt.Fprintf(stderr, "\r  %5.1f%% %.2f/%.2f GB, %.0f MB/s ", 100*float64(done)/float64(total), float64(done)/1e9, float64(total)/1e9, rate/1e6)
+		}})
+	fmt.Fprintln(stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s in %v\n", *out, time.Since(start).Round(time.Second))
+	return nil
+}
+
+// freeBytes reports the free space of the filesystem that holds path, or
+// of its nearest existing parent when path does not exist yet.
+func freeBytes(path string) (int64, bool) {
+	p, err := filepath.Abs(path)
+	if err != nil {
+		return 0, false
+	}
+	for {
+		var st syscall.Statfs_t
+		if syscall.Statfs(p, &st) == nil {
+			return int64(st.Bavail) * int64(st.Bsize), true
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return 0, false
+		}
+		p = parent
+	}
+}

@@ -1,0 +1,169 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/qwenref/qwenref/weights"
+)
+
+// SynthOptions control WriteSynthetic.
+type SynthOptions struct {
+	Seed       uint64
+	ShardBytes int64 // target shard size; 0 means 4 GiB
+	// Progress, if set, is called as bytes are written (from one goroutine
+	// at a time).
+	Progress func(done, total int64)
+}
+
+// SyntheticBytes is the size of the bf16 checkpoint WriteSynthetic writes.
+func SyntheticBytes(cfg *Config) int64 {
+	var n int64
+	for _, e := range cfg.ExpectedTensors() {
+		n += 2 * int64(numel(e.shape))
+	}
+	return n
+}
+
+func numel(s []int) int {
+	n := 1
+	for _, d := range s {
+		n *= d
+	}
+	return n
+}
+
+// hubName is a text tensor's name in the hub (VLM) layout.
+func hubName(name string) string {
+	if name == "lm_head.weight" {
+		return name
+	}
+	return "model.language_model." + name
+}
+
+// WriteSynthetic writes a bf16 checkpoint of cfg with the deterministic
+// random weights of NewRandom(cfg, opt.Seed, true), in the hub layout
+// (model.language_model.* names, shards with an index, config.json), into
+// dir. Memory stays bounded: each tensor is generated and written in pieces
+// of 1 Mi values, two tensors at a time. Loading the result gives exactly
+// the model NewRandom builds. On error, the files written so far are
+// removed; config.json is written last, so a partial directory never loads.
+func WriteSynthetic(dir string, cfg *Config, configJSON []byte, opt SynthOptions) (err error) {
+	if opt.ShardBytes <= 0 {
+		opt.ShardBytes = 4 << 30
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
+		return fmt.Errorf("%s already holds a checkpoint (config.json): choose an empty directory", dir)
+	}
+	// Assign tensors to shards in checkpoint order until each is full.
+	type shard struct {
+		headers []weights.TensorHeader
+		bytes   int64
+	}
+	var shards []*shard
+	cur := &shard{}
+	for _, e := range cfg.ExpectedTensors() {
+		b := 2 * int64(numel(e.shape))
+		if cur.bytes > 0 && cur.bytes+b > opt.ShardBytes {
+			shards = append(shards, cur)
+			cur = &shard{}
+		}
+		cur.headers = append(cur.headers, weights.TensorHeader{Name: hubName(e.name), DType: "BF16", Shape: e.shape})
+		cur.bytes += b
+	}
+	shards = append(shards, cur)
+
+	var written []string
+	defer func() {
+		if err != nil {
+			for _, f := range written {
+				os.Remove(f)
+			}
+		}
+	}()
+	total := SyntheticBytes(cfg)
+	var done int64
+	var mu sync.Mutex
+	report := func(n int64) {
+		if opt.Progress == nil {
+			return
+		}
+		mu.Lock()
+		done += n
+		opt.Progress(done, total)
+		mu.Unlock()
+	}
+	weightMap := map[string]string{}
+	for i, sh := range shards {
+		name := weights.ShardName(i+1, len(shards))
+		path := filepath.Join(dir, name)
+		w, err := weights.NewStreamWriter(path, sh.headers, map[string]string{"producer": "qwenref synth", "seed": fmt.Sprint(opt.Seed)})
+		if err != nil {
+			return err
+		}
+		shapes := map[string][]int{}
+		for _, h := range sh.headers {
+			shapes[h.Name] = h.Shape
+			weightMap[h.Name] = name
+		}
+		// Two tensors in flight keep both cores busy generating values.
+		order := w.Order()
+		errs := make(chan error, len(order))
+		sem := make(chan struct{}, 2)
+		var wg sync.WaitGroup
+		for _, stored := range order {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				canon := stored
+				if c, ok := strings.CutPrefix(stored, "model.language_model."); ok {
+					canon = c
+				}
+				shape := shapes[stored]
+				f := NewRandomFiller(opt.Seed, canon, shape)
+				buf := make([]float32, 1<<20)
+				for left := numel(shape); left > 0; {
+					n := min(left, len(buf))
+					f.Fill(buf[:n])
+					if err := w.Append(stored, buf[:n]); err != nil {
+						errs <- err
+						return
+					}
+					left -= n
+					report(2 * int64(n))
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			_ = w.Abort()
+			return err
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+		written = append(written, path)
+	}
+	if err := weights.WriteIndex(dir, weightMap, total); err != nil {
+		return err
+	}
+	written = append(written, filepath.Join(dir, weights.IndexFile))
+	tmp := filepath.Join(dir, ".config.json.tmp")
+	if err := os.WriteFile(tmp, configJSON, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "config.json")); err != nil {
+		return errors.Join(err, os.Remove(tmp))
+	}
+	return nil
+}
