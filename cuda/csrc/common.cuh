@@ -1,0 +1,214 @@
+// common.cuh: shared helpers for the qwenref CUDA kernels: error state,
+// checked calls, RAII device buffers, bf16 bit helpers, tensor-core
+// fragments (mma.sync m16n8k16), cp.async and a counter-based RNG.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#include "qwenref_cuda.h"
+
+typedef uint16_t bf16_t; // bf16 bit pattern; we never depend on cuda_bf16.h
+
+// ---- error state (one message per host thread) ----
+void qr_set_error(const char *fmt, ...);
+int qr_cuda_fail(cudaError_t e, const char *what, const char *file, int line);
+int qr_cublas_fail(cublasStatus_t s, const char *what, const char *file, int line);
+
+#define QR_CK(call)                                                            \
+	do {                                                                       \
+		cudaError_t qr_e_ = (call);                                            \
+		if (qr_e_ != cudaSuccess)                                              \
+			return qr_cuda_fail(qr_e_, #call, __FILE__, __LINE__);             \
+	} while (0)
+#define QR_CKB(call)                                                           \
+	do {                                                                       \
+		cublasStatus_t qr_s_ = (call);                                         \
+		if (qr_s_ != CUBLAS_STATUS_SUCCESS)                                    \
+			return qr_cublas_fail(qr_s_, #call, __FILE__, __LINE__);           \
+	} while (0)
+// After a kernel launch: the launch error, not the kernel's completion.
+#define QR_CKL(name) QR_CK(cudaGetLastError())
+// Propagate a nonzero status from a helper returning int.
+#define QR_TRY(call)                                                           \
+	do {                                                                       \
+		int qr_r_ = (call);                                                    \
+		if (qr_r_ != QR_OK)                                                    \
+			return qr_r_;                                                      \
+	} while (0)
+#define QR_ARG(cond, ...)                                                      \
+	do {                                                                       \
+		if (!(cond)) {                                                         \
+			qr_set_error(__VA_ARGS__);                                         \
+			return QR_EARG;                                                    \
+		}                                                                      \
+	} while (0)
+
+// ---- library state ----
+struct QrState {
+	int ready;
+	int device;
+	cudaStream_t stream;
+	cublasHandle_t blas;
+	int sm_count;
+};
+extern QrState g_qr;
+int qr_require(); // QR_ESTATE unless qr_init succeeded
+
+// ---- a device buffer freed on scope exit (host-API functions) ----
+struct DevBuf {
+	void *p = nullptr;
+	size_t bytes = 0;
+	DevBuf() {}
+	DevBuf(const DevBuf &) = delete;
+	DevBuf &operator=(const DevBuf &) = delete;
+	~DevBuf() {
+		if (p)
+			cudaFree(p);
+	}
+	int alloc(size_t n) {
+		bytes = n;
+		if (n == 0)
+			n = 16; // keep a valid pointer for empty tensors
+		cudaError_t e = cudaMalloc(&p, n);
+		if (e != cudaSuccess) {
+			p = nullptr;
+			return qr_cuda_fail(e, "cudaMalloc", __FILE__, __LINE__);
+		}
+		return QR_OK;
+	}
+	template <typename T> T *as() const { return (T *)p; }
+};
+
+// Allocate and copy host data in (n elements of T). Copies go through the
+// library stream so they are ordered with its kernels (a plain cudaMemcpy
+// from pageable memory may return before its DMA lands).
+template <typename T> int upload(DevBuf &b, const T *src, size_t n) {
+	QR_TRY(b.alloc(n * sizeof(T)));
+	if (n)
+		QR_CK(cudaMemcpyAsync(b.p, src, n * sizeof(T), cudaMemcpyHostToDevice, g_qr.stream));
+	return QR_OK;
+}
+template <typename T> int download(T *dst, const DevBuf &b, size_t n) {
+	if (n) {
+		QR_CK(cudaMemcpyAsync(dst, b.p, n * sizeof(T), cudaMemcpyDeviceToHost, g_qr.stream));
+		QR_CK(cudaStreamSynchronize(g_qr.stream));
+	}
+	return QR_OK;
+}
+
+// ---- bf16 and numeric helpers ----
+__host__ __device__ __forceinline__ float bf2f(bf16_t h) {
+#ifdef __CUDA_ARCH__
+	return __uint_as_float(((unsigned)h) << 16);
+#else
+	union {
+		unsigned u;
+		float f;
+	} c;
+	c.u = ((unsigned)h) << 16;
+	return c.f;
+#endif
+}
+// Round to nearest even, NaN stays a quiet NaN (as torch and tensor.Float32ToBF16).
+__device__ __forceinline__ bf16_t f2bf(float f) {
+	unsigned u = __float_as_uint(f);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (bf16_t)((u >> 16) | 0x40u);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (bf16_t)(u >> 16);
+}
+// Two floats into one register of two bf16 (lo in the low half).
+__device__ __forceinline__ unsigned pack_bf2(float lo, float hi) {
+	return (unsigned)f2bf(lo) | ((unsigned)f2bf(hi) << 16);
+}
+__device__ __forceinline__ float silu(float a) { return a / (1.0f + expf(-a)); }
+__device__ __forceinline__ float softplus(float a) { return a > 20.0f ? a : log1pf(expf(a)); }
+
+// Generic load/store of one element as float, for templated kernels.
+__device__ __forceinline__ float ldf(const float *p) { return *p; }
+__device__ __forceinline__ float ldf(const bf16_t *p) { return bf2f(*p); }
+__device__ __forceinline__ void stf(float *p, float v) { *p = v; }
+__device__ __forceinline__ void stf(bf16_t *p, float v) { *p = f2bf(v); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+// ---- tensor cores: mma.sync m16n8k16, bf16 operands, fp32 accumulators ----
+// Fragments (g = lane/4, c = lane%4):
+//   A 16x16 row-major: a0 = A[g][2c..2c+1], a1 = A[g+8][2c..], a2 = A[g][2c+8..], a3 = A[g+8][2c+8..]
+//   B 16x8 (k x n):    b0 = B[2c..2c+1][g],  b1 = B[2c+8..2c+9][g]
+//   C 16x8:            c0,c1 = C[g][2c..2c+1], c2,c3 = C[g+8][2c..2c+1]
+__device__ __forceinline__ void mma_bf16(float c[4], const unsigned a[4], const unsigned b[2]) {
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+	             "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// A fragment from a row-major bf16 tile in shared memory (ld in elements, even).
+__device__ __forceinline__ void lda_frag(unsigned a[4], const bf16_t *A, int ld, int lane) {
+	const int g = lane >> 2, c = lane & 3;
+	a[0] = *(const unsigned *)(A + g * ld + 2 * c);
+	a[1] = *(const unsigned *)(A + (g + 8) * ld + 2 * c);
+	a[2] = *(const unsigned *)(A + g * ld + 2 * c + 8);
+	a[3] = *(const unsigned *)(A + (g + 8) * ld + 2 * c + 8);
+}
+// B fragment from B^T stored row-major ([n][k], k contiguous).
+__device__ __forceinline__ void ldb_frag(unsigned b[2], const bf16_t *Bt, int ld, int lane) {
+	const int g = lane >> 2, c = lane & 3;
+	b[0] = *(const unsigned *)(Bt + g * ld + 2 * c);
+	b[1] = *(const unsigned *)(Bt + g * ld + 2 * c + 8);
+}
+__device__ __forceinline__ unsigned smem_addr(const void *p) {
+	return (unsigned)__cvta_generic_to_shared(p);
+}
+// B fragments for two adjacent n-tiles (n0, n0+8) of a k16 step, where B
+// (k x n) is stored row-major [k][n] (n contiguous): ldmatrix with .trans.
+// b[0..1] belong to n-tile n0, b[2..3] to n0+8. Rows must be 16-byte aligned.
+__device__ __forceinline__ void ldb_frag_trans_x2(unsigned b[4], const bf16_t *B, int ld, int lane) {
+	const int q = lane >> 3, r = lane & 7;
+	const bf16_t *p = B + (r + 8 * (q & 1)) * ld + 8 * (q >> 1);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+	             : "r"(smem_addr(p)));
+}
+
+// ---- cp.async (16 bytes, global -> shared, bypassing L1) ----
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// ---- counter-based RNG (splitmix64) for device-generated test data ----
+__host__ __device__ __forceinline__ uint64_t mix64(uint64_t z) {
+	z += 0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+// Uniform in [-1, 1).
+__host__ __device__ __forceinline__ float urand(uint64_t seed, uint64_t i) {
+	return (float)(mix64(seed * 0x100000001b3ull + i) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+// ---- small launch helpers shared between files ----
+static inline unsigned cdiv(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
+int qr_fill_uniform(void *dst, int is_bf16, size_t n, uint64_t seed, float lo, float hi, cudaStream_t st);
+int qr_convert_f32_bf16(bf16_t *dst, const float *src, size_t n, cudaStream_t st);
+int qr_convert_bf16_f32(float *dst, const bf16_t *src, size_t n, cudaStream_t st);
+int qr_fill_nan(void *dst, size_t bytes, cudaStream_t st); // poison (0xFF bytes = NaN in f32 and bf16)

@@ -1,0 +1,176 @@
+// conv.cu: fused causal depthwise conv + SiLU (prefill and decode update).
+//
+// Each thread owns VEC adjacent channels and a run of TT time steps. It keeps
+// a right-aligned register window of the last KMAX inputs per channel, so
+// every input is read once from memory (plus KMAX-1 halo rows per run) and
+// each output is written once: the kernel is a single streaming pass.
+#include "common.cuh"
+#include "internal.cuh"
+
+template <int VEC> struct Vec;
+template <> struct Vec<1> {
+	static __device__ __forceinline__ void load(float o[1], const float *p) { o[0] = *p; }
+	static __device__ __forceinline__ void load(float o[1], const bf16_t *p) { o[0] = bf2f(*p); }
+	static __device__ __forceinline__ void store(float *p, const float v[1]) { *p = v[0]; }
+	static __device__ __forceinline__ void store(bf16_t *p, const float v[1]) { *p = f2bf(v[0]); }
+};
+template <> struct Vec<8> { // bf16 x 8 = 16 bytes
+	static __device__ __forceinline__ void load(float o[8], const bf16_t *p) {
+		uint4 u = *(const uint4 *)p;
+		unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			o[2 * i] = __uint_as_float(w[i] << 16);
+			o[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+		}
+	}
+	static __device__ __forceinline__ void store(bf16_t *p, const float v[8]) {
+		uint4 u;
+		u.x = pack_bf2(v[0], v[1]);
+		u.y = pack_bf2(v[2], v[3]);
+		u.z = pack_bf2(v[4], v[5]);
+		u.w = pack_bf2(v[6], v[7]);
+		*(uint4 *)p = u;
+	}
+};
+
+// x [t, ldx], y [t, ldy], w [c, kw], state [kw, c]; kw <= KMAX.
+template <typename Tin, typename Tout, int VEC, int KMAX>
+__global__ void __launch_bounds__(128) k_conv_silu(Tout *__restrict__ y, int ldy, const Tin *__restrict__ x, int ldx,
+                                                   int T, int C, const float *__restrict__ w, int kw,
+                                                   const Tin *__restrict__ state, int TT) {
+	const int c0 = (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+	if (c0 >= C)
+		return;
+	const int t0 = blockIdx.y * TT;
+	const int t1 = min(T, t0 + TT);
+	// Right-aligned taps: W[KMAX-kw+j] = w[c][j], zeros before.
+	float W[KMAX][VEC], H[KMAX][VEC];
+#pragma unroll
+	for (int i = 0; i < KMAX; i++) {
+		const int j = i - (KMAX - kw);
+#pragma unroll
+		for (int v = 0; v < VEC; v++)
+			W[i][v] = j >= 0 ? w[(size_t)(c0 + v) * kw + j] : 0.0f;
+	}
+	// Window H[i] = input at time t0 - (KMAX-1) + i for i < KMAX-1.
+#pragma unroll
+	for (int i = 0; i < KMAX - 1; i++) {
+		const int tau = t0 - (KMAX - 1) + i;
+		if (tau >= 0) {
+			Vec<VEC>::load(H[i], x + (size_t)tau * ldx + c0);
+		} else if (tau >= -kw && state != nullptr) {
+			Vec<VEC>::load(H[i], state + (size_t)(kw + tau) * C + c0);
+		} else {
+#pragma unroll
+			for (int v = 0; v < VEC; v++)
+				H[i][v] = 0.0f;
+		}
+	}
+	for (int t = t0; t < t1; t++) {
+		Vec<VEC>::load(H[KMAX - 1], x + (size_t)t * ldx + c0);
+		float o[VEC];
+#pragma unroll
+		for (int v = 0; v < VEC; v++) {
+			float acc = 0.0f;
+#pragma unroll
+			for (int i = 0; i < KMAX; i++)
+				acc = fmaf(W[i][v], H[i][v], acc);
+			o[v] = silu(acc);
+		}
+		Vec<VEC>::store(y + (size_t)t * ldy + c0, o);
+#pragma unroll
+		for (int i = 0; i < KMAX - 1; i++)
+#pragma unroll
+			for (int v = 0; v < VEC; v++)
+				H[i][v] = H[i + 1][v];
+	}
+}
+
+// state_out[j] = row T-kw+j of [state_in; x].
+template <typename T>
+__global__ void k_conv_state(T *__restrict__ so, const T *__restrict__ si, const T *__restrict__ x, int ldx, int Tn,
+                             int C, int kw) {
+	const int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= kw * C)
+		return;
+	const int j = i / C, c = i % C;
+	const int tau = Tn - kw + j;
+	T v;
+	if (tau >= 0)
+		v = x[(size_t)tau * ldx + c];
+	else if (si != nullptr)
+		v = si[(size_t)(kw + tau) * C + c];
+	else
+		v = T(0);
+	so[i] = v;
+}
+
+template <typename Tin, typename Tout, int VEC, int KMAX>
+static int conv_launch(Tout *y, int ldy, const Tin *x, int ldx, int T, int C, const float *w, int kw, const Tin *si,
+                       cudaStream_t st) {
+	// Short runs for short inputs so the grid still fills the chip.
+	const int TT = T >= 4096 ? 64 : (T >= 512 ? 16 : 4);
+	dim3 grid(cdiv((size_t)C / VEC, 128), cdiv(T, TT));
+	k_conv_silu<Tin, Tout, VEC, KMAX><<<grid, 128, 0, st>>>(y, ldy, x, ldx, T, C, w, kw, si, TT);
+	QR_CKL("conv_silu");
+	return QR_OK;
+}
+
+template <typename Tin, typename Tout, int VEC>
+static int conv_dispatch_k(Tout *y, int ldy, const Tin *x, int ldx, int T, int C, const float *w, int kw,
+                           const Tin *si, cudaStream_t st) {
+	if (kw <= 4)
+		return conv_launch<Tin, Tout, VEC, 4>(y, ldy, x, ldx, T, C, w, kw, si, st);
+	return conv_launch<Tin, Tout, VEC, 8>(y, ldy, x, ldx, T, C, w, kw, si, st);
+}
+
+int launch_conv(void *y, int ybf, int ldy, const void *x, int xbf, int ldx, int t, int c, const float *w, int kw,
+                const void *state_in, void *state_out, cudaStream_t st) {
+	QR_ARG(t >= 0 && c > 0 && kw > 0 && kw <= 8, "conv: bad dims t=%d c=%d kw=%d (kw <= 8)", t, c, kw);
+	if (t > 0) {
+		if (xbf && ybf) {
+			const bool vec = c % 8 == 0 && ldx % 8 == 0 && ldy % 8 == 0 && ((uintptr_t)x & 15) == 0 &&
+			                 ((uintptr_t)y & 15) == 0 && (state_in == nullptr || ((uintptr_t)state_in & 15) == 0);
+			if (vec)
+				QR_TRY((conv_dispatch_k<bf16_t, bf16_t, 8>((bf16_t *)y, ldy, (const bf16_t *)x, ldx, t, c, w, kw,
+				                                          (const bf16_t *)state_in, st)));
+			else
+				QR_TRY((conv_dispatch_k<bf16_t, bf16_t, 1>((bf16_t *)y, ldy, (const bf16_t *)x, ldx, t, c, w, kw,
+				                                          (const bf16_t *)state_in, st)));
+		} else if (!xbf && !ybf) {
+			QR_TRY((conv_dispatch_k<float, float, 1>((float *)y, ldy, (const float *)x, ldx, t, c, w, kw,
+			                                        (const float *)state_in, st)));
+		} else {
+			QR_ARG(false, "conv: mixed f32/bf16 input and output not built");
+		}
+	}
+	if (state_out != nullptr) {
+		const unsigned nb = cdiv((size_t)kw * c, 256);
+		if (xbf)
+			k_conv_state<bf16_t><<<nb, 256, 0, st>>>((bf16_t *)state_out, (const bf16_t *)state_in,
+			                                          (const bf16_t *)x, ldx, t, c, kw);
+		else
+			k_conv_state<float>
+			    <<<nb, 256, 0, st>>>((float *)state_out, (const float *)state_in, (const float *)x, ldx, t, c, kw);
+		QR_CKL("conv_state");
+	}
+	return QR_OK;
+}
+
+extern "C" int qr_conv_forward(float *y, const float *x, int t, int c, const float *w, int kw, float *state) {
+	QR_TRY(qr_require());
+	QR_ARG(t >= 0 && c > 0 && kw > 0 && kw <= 8, "qr_conv_forward: bad dims t=%d c=%d kw=%d", t, c, kw);
+	DevBuf dx, dy, dw, dsi, dso;
+	QR_TRY(upload(dx, x, (size_t)t * c));
+	QR_TRY(upload(dw, w, (size_t)c * kw));
+	QR_TRY(upload(dsi, state, (size_t)kw * c));
+	QR_TRY(dy.alloc((size_t)t * c * 4));
+	QR_TRY(dso.alloc((size_t)kw * c * 4));
+	QR_TRY(qr_fill_nan(dy.p, (size_t)t * c * 4, g_qr.stream));
+	QR_TRY(qr_fill_nan(dso.p, (size_t)kw * c * 4, g_qr.stream));
+	QR_TRY(launch_conv(dy.p, 0, c, dx.p, 0, c, t, c, dw.as<float>(), kw, dsi.p, dso.p, g_qr.stream));
+	QR_CK(cudaStreamSynchronize(g_qr.stream));
+	QR_TRY(download(y, dy, (size_t)t * c));
+	return download(state, dso, (size_t)kw * c);
+}

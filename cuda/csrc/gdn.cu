@@ -1,0 +1,620 @@
+// gdn.cu: the gated delta rule core: the chunked scan (fp32 SIMT and bf16
+// tensor cores) after the prep of gdn_prep.cuh, the per-token recurrence
+// (decode) and the host entry point.
+#include "common.cuh"
+#include "gdn_prep.cuh"
+#include "internal.cuh"
+
+// ---------------------------------------------------------------------------
+// fp32 scan, SIMT: one block per (value head, 32 value columns); 256 threads.
+// smem: S [dk][33]; Ks, Qs [64][dk+1]; P, T [64][65]; X, Z, Vn [64][33]; gam.
+#define F32_VS 32
+__global__ void __launch_bounds__(256) k_gdn_scan_f32(const float *__restrict__ q, int ldq,
+                                                      const float *__restrict__ k, int ldk,
+                                                      const float *__restrict__ v, int ldv, float *__restrict__ out,
+                                                      int ldo, float *state, int T, int NK, int NV, int DK, int DV,
+                                                      const void *scratch) {
+	extern __shared__ __align__(16) unsigned char qr_smem[];
+	float *sm = (float *)qr_smem;
+	const int h = blockIdx.y, vb = blockIdx.x * F32_VS, hk = h / (NV / NK);
+	const int nc = (T + GDN_C - 1) / GDN_C;
+	const int lds = F32_VS + 1, ldk_s = DK + 1, ld = GDN_C + 1;
+	float *S = sm, *Ks = S + DK * lds, *Qs = Ks + GDN_C * ldk_s, *Ps = Qs + GDN_C * ldk_s, *Ts = Ps + GDN_C * ld;
+	float *X = Ts + GDN_C * ld, *Z = X + GDN_C * lds, *Vn = Z + GDN_C * lds, *gam = Vn + GDN_C * lds;
+	const int tid = threadIdx.x, nt = blockDim.x;
+	const int nv = min(F32_VS, DV - vb); // valid columns in this slice
+	GdnScratch sc = GdnScratch::at((void *)scratch, NV, nc, sizeof(float));
+
+	for (int i = tid; i < DK * F32_VS; i += nt) {
+		const int r = i / F32_VS, c = i % F32_VS;
+		S[r * lds + c] = c < nv ? state[((size_t)h * DK + r) * DV + vb + c] : 0.0f;
+	}
+	for (int n = 0; n < nc; n++) {
+		const size_t off = ((size_t)h * nc + n) * GDN_C * GDN_C;
+		for (int i = tid; i < GDN_C * DK; i += nt) {
+			const int r = i / DK, c = i % DK, t = n * GDN_C + r;
+			Ks[r * ldk_s + c] = t < T ? k[(size_t)t * ldk + hk * DK + c] : 0.0f;
+			Qs[r * ldk_s + c] = t < T ? q[(size_t)t * ldq + hk * DK + c] : 0.0f;
+		}
+		for (int i = tid; i < GDN_C * GDN_C; i += nt) {
+			Ps[(i >> 6) * ld + (i & 63)] = ((const float *)sc.P)[off + i];
+			Ts[(i >> 6) * ld + (i & 63)] = ((const float *)sc.T)[off + i];
+		}
+		if (tid < GDN_C)
+			gam[tid] = sc.gam[((size_t)h * nc + n) * GDN_C + tid];
+		__syncthreads();
+		// X = K S, Z = Q S (state at chunk start).
+		for (int i = tid; i < GDN_C * F32_VS; i += nt) {
+			const int r = i / F32_VS, c = i % F32_VS;
+			float x = 0.0f, z = 0.0f;
+			for (int d = 0; d < DK; d++) {
+				x = fmaf(Ks[r * ldk_s + d], S[d * lds + c], x);
+				z = fmaf(Qs[r * ldk_s + d], S[d * lds + c], z);
+			}
+			const int t = n * GDN_C + r;
+			const float vv = (t < T && c < nv) ? v[(size_t)t * ldv + h * DV + vb + c] : 0.0f;
+			X[r * lds + c] = vv - expf(gam[r]) * x; // Y
+			Z[r * lds + c] = expf(gam[r]) * z;
+		}
+		__syncthreads();
+		// V_new = T' Y (T' lower triangular).
+		for (int i = tid; i < GDN_C * F32_VS; i += nt) {
+			const int r = i / F32_VS, c = i % F32_VS;
+			float s = 0.0f;
+			for (int j = 0; j <= r; j++)
+				s = fmaf(Ts[r * ld + j], X[j * lds + c], s);
+			Vn[r * lds + c] = s;
+		}
+		__syncthreads();
+		// O = e^gam Q S + P V_new; then X := e^(gam_C - gam) V_new.
+		const float gC = gam[GDN_C - 1];
+		for (int i = tid; i < GDN_C * F32_VS; i += nt) {
+			const int r = i / F32_VS, c = i % F32_VS, t = n * GDN_C + r;
+			float o = Z[r * lds + c];
+			for (int j = 0; j <= r; j++)
+				o = fmaf(Ps[r * ld + j], Vn[j * lds + c], o);
+			if (t < T && c < nv)
+				out[(size_t)t * ldo + h * DV + vb + c] = o;
+			X[r * lds + c] = expf(gC - gam[r]) * Vn[r * lds + c];
+		}
+		__syncthreads();
+		// S = e^gam_C S + K^T X.
+		const float lam = expf(gC);
+		for (int i = tid; i < DK * F32_VS; i += nt) {
+			const int d = i / F32_VS, c = i % F32_VS;
+			float s = lam * S[d * lds + c];
+			for (int r = 0; r < GDN_C; r++)
+				s = fmaf(Ks[r * ldk_s + d], X[r * lds + c], s);
+			S[d * lds + c] = s;
+		}
+		__syncthreads();
+	}
+	for (int i = tid; i < DK * F32_VS; i += nt) {
+		const int r = i / F32_VS, c = i % F32_VS;
+		if (c < nv)
+			state[((size_t)h * DK + r) * DV + vb + c] = S[r * lds + c];
+	}
+}
+
+static size_t f32_prep_smem(int dk) { return (size_t)(2 * GDN_C * (dk + 1) + 3 * GDN_C * 65 + 768 + 128) * 4; }
+static size_t f32_scan_smem(int dk) {
+	return (size_t)(dk * 33 + 2 * GDN_C * (dk + 1) + 2 * GDN_C * 65 + 3 * GDN_C * 33 + GDN_C) * 4;
+}
+#define BF16_PREP_SMEM (2 * GDN_C * PREP_LDS * 2 + 2 * GDN_C * 65 * 4 + 768 * 4 + 128 * 4)
+
+size_t gdn_scratch_bytes(int T, int NV, int f32) {
+	const size_t nc = (size_t)(T + GDN_C - 1) / GDN_C;
+	return (size_t)NV * nc * (2 * GDN_C * GDN_C * (f32 ? 4 : 2) + GDN_C * 4);
+}
+
+static int g_max_smem = 0; // opt-in shared memory per block
+
+int gdn_chunk_f32(const GdnArgs &a, void *scratch, cudaStream_t st) {
+	QR_ARG(a.NV % a.NK == 0 && a.DK > 0 && a.DV > 0, "gdn f32: bad heads");
+	const size_t sp = f32_prep_smem(a.DK), ss = f32_scan_smem(a.DK);
+	QR_ARG((int)sp <= g_max_smem && (int)ss <= g_max_smem,
+	       "gdn f32 chunked: dk=%d needs %zu bytes of shared memory (limit %d); use the recurrent variant", a.DK,
+	       ss, g_max_smem);
+	if (a.T == 0)
+		return QR_OK;
+	const int nc = (a.T + GDN_C - 1) / GDN_C;
+	QR_CK(cudaFuncSetAttribute(k_gdn_prep_f32, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sp));
+	QR_CK(cudaFuncSetAttribute(k_gdn_scan_f32, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ss));
+	k_gdn_prep_f32<<<dim3(nc, a.NV), 256, sp, st>>>((const float *)a.q, a.ldq, (const float *)a.k, a.ldk, a.g,
+	                                                a.beta, a.T, a.NK, a.NV, a.DK, scratch);
+	QR_CKL("gdn_prep_f32");
+	k_gdn_scan_f32<<<dim3(cdiv(a.DV, F32_VS), a.NV), 256, ss, st>>>(
+	    (const float *)a.q, a.ldq, (const float *)a.k, a.ldk, (const float *)a.v, a.ldv, (float *)a.out, a.ldo,
+	    a.state, a.T, a.NK, a.NV, a.DK, a.DV, scratch);
+	QR_CKL("gdn_scan_f32");
+	return QR_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Tensor-core scan: one block per (value head, BV value columns), 32*BV/8
+// threads; dk = dv = 128. The fp32 state S^T [BV][128] lives in mma
+// accumulators (warp w owns dk columns [128/NW*w, +128/NW)); its bf16 copy
+// Ss feeds the products. Inputs stream in by cp.async, each buffer reloaded
+// for chunk n+1 as soon as chunk n is done with it (K double-buffered since
+// it is used first and last). See the phase comments for the four cp.async
+// groups; every wait is "all but the 3 newest groups".
+#define LDK 136 // 128 + 8 bf16 of padding: conflict-free fragment loads
+#define LDC 72  // 64 + 8
+template <int BV> struct ScanSmem {
+	static constexpr int NW = BV / 8;
+	static constexpr int LDV = BV + 8;
+	static constexpr size_t Ks = 0;                                  // [2][64][LDK]
+	static constexpr size_t Qs = Ks + 2 * GDN_C * LDK * 2;           // [64][LDK]
+	static constexpr size_t Ps = Qs + GDN_C * LDK * 2;               // [64][LDC]
+	static constexpr size_t Ts = Ps + GDN_C * LDC * 2;               // [64][LDC]
+	static constexpr size_t Vs = Ts + GDN_C * LDC * 2;               // [64][LDV]
+	static constexpr size_t Ss = Vs + GDN_C * LDV * 2;               // [BV][LDK]  S^T bf16
+	static constexpr size_t Ys = Ss + BV * LDK * 2;                  // [BV][LDC]  Y^T
+	static constexpr size_t Vns = Ys + BV * LDC * 2;                 // [BV][LDC]  V_new^T
+	static constexpr size_t Vn2s = Vns + BV * LDC * 2;               // [BV][LDC]  (decayed V_new)^T
+	static constexpr size_t gam = Vn2s + BV * LDC * 2;               // [2][64] f32
+	static constexpr size_t bytes = gam + 2 * GDN_C * 4;
+};
+
+// The scan's loaders: every thread copies a strided share of 16-byte pieces
+// with cp.async (rows past T are zero-filled with plain stores) and commits
+// one group per call, also when there is nothing left to load, so the
+// group arithmetic of the waits stays fixed.
+template <int BV> struct ScanIO {
+	const bf16_t *q;
+	int ldq;
+	const bf16_t *k;
+	int ldk;
+	const bf16_t *v;
+	int ldv;
+	const bf16_t *Pg, *Tg;
+	const float *gamg;
+	int T, nc, hk, h, vb, tid, nt;
+
+	__device__ __forceinline__ void rows128(bf16_t *dst, const bf16_t *src, int ld, int n) const {
+		for (int i = tid; i < GDN_C * 16; i += nt) {
+			const int r = i >> 4, c8 = (i & 15) * 8, t = n * GDN_C + r;
+			if (t < T)
+				cp_async16(dst + r * LDK + c8, src + (size_t)t * ld + hk * 128 + c8);
+			else
+				*(uint4 *)(dst + r * LDK + c8) = make_uint4(0, 0, 0, 0);
+		}
+	}
+	__device__ __forceinline__ void mat64(bf16_t *dst, const bf16_t *src) const {
+		for (int i = tid; i < GDN_C * 8; i += nt) {
+			const int r = i >> 3, c8 = (i & 7) * 8;
+			cp_async16(dst + r * LDC + c8, src + r * GDN_C + c8);
+		}
+	}
+	// K rows -> Ks[n&1], gam -> gams[n&1]
+	__device__ __forceinline__ void issue_K(bf16_t *Ks, float *gams, int n) const {
+		if (n < nc) {
+			rows128(Ks + (n & 1) * GDN_C * LDK, k, ldk, n);
+			if (tid < 16)
+				cp_async16(gams + (n & 1) * GDN_C + tid * 4, gamg + (size_t)n * GDN_C + tid * 4);
+		}
+		cp_async_commit();
+	}
+	__device__ __forceinline__ void issue_Q(bf16_t *Qs, int n) const {
+		if (n < nc)
+			rows128(Qs, q, ldq, n);
+		cp_async_commit();
+	}
+	// T' -> Ts, the block's V columns -> Vs
+	__device__ __forceinline__ void issue_TV(bf16_t *Ts, bf16_t *Vs, int n) const {
+		if (n < nc) {
+			mat64(Ts, Tg + (size_t)n * GDN_C * GDN_C);
+			constexpr int PER = BV / 8, LDV = BV + 8;
+			for (int i = tid; i < GDN_C * PER; i += nt) {
+				const int r = i / PER, c8 = (i % PER) * 8, t = n * GDN_C + r;
+				if (t < T)
+					cp_async16(Vs + r * LDV + c8, v + (size_t)t * ldv + h * 128 + vb + c8);
+				else
+					*(uint4 *)(Vs + r * LDV + c8) = make_uint4(0, 0, 0, 0);
+			}
+		}
+		cp_async_commit();
+	}
+	__device__ __forceinline__ void issue_P(bf16_t *Ps, int n) const {
+		if (n < nc)
+			mat64(Ps, Pg + (size_t)n * GDN_C * GDN_C);
+		cp_async_commit();
+	}
+};
+
+// bf16 copy of the fp32 state accumulators, S^T [BV][LDK].
+template <int MT, int NTS>
+__device__ __forceinline__ void write_Ss(bf16_t *Ss, const float (&accS)[MT][NTS][4], int gq, int cq, int dk0) {
+#pragma unroll
+	for (int mi = 0; mi < MT; mi++)
+#pragma unroll
+		for (int j = 0; j < NTS; j++)
+#pragma unroll
+			for (int hh = 0; hh < 2; hh++) {
+				const int vv = 16 * mi + gq + 8 * hh, d = dk0 + 8 * j + 2 * cq;
+				*(unsigned *)(Ss + vv * LDK + d) = pack_bf2(accS[mi][j][2 * hh], accS[mi][j][2 * hh + 1]);
+			}
+}
+
+template <int BV, typename Tout>
+__global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restrict__ q, int ldq,
+                                                         const bf16_t *__restrict__ k, int ldk,
+                                                         const bf16_t *__restrict__ v, int ldv,
+                                                         Tout *__restrict__ out, int ldo, float *state, int T,
+                                                         int NK, int NV, const void *scratch) {
+	typedef ScanSmem<BV> L;
+	constexpr int NW = L::NW, LDV = L::LDV;
+	constexpr int MT = BV / 16;       // m-tiles of S^T per warp
+	constexpr int NTS = 16 / NW;      // n-tiles (8 dk columns) of S^T per warp
+	constexpr int DKW = 128 / NW;     // dk columns per warp
+	extern __shared__ __align__(16) unsigned char qr_smem[];
+	unsigned char *sm = qr_smem;
+	bf16_t *Ks = (bf16_t *)(sm + L::Ks), *Qs = (bf16_t *)(sm + L::Qs), *Ps = (bf16_t *)(sm + L::Ps);
+	bf16_t *Ts = (bf16_t *)(sm + L::Ts), *Vs = (bf16_t *)(sm + L::Vs), *Ss = (bf16_t *)(sm + L::Ss);
+	bf16_t *Ys = (bf16_t *)(sm + L::Ys), *Vns = (bf16_t *)(sm + L::Vns), *Vn2s = (bf16_t *)(sm + L::Vn2s);
+	float *gams = (float *)(sm + L::gam);
+
+	const int h = blockIdx.y, vb = blockIdx.x * BV, hk = h / (NV / NK);
+	const int nc = (T + GDN_C - 1) / GDN_C;
+	const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5;
+	const int gq = lane >> 2, cq = lane & 3;
+	const int rw = 16 * (w & 3), cg = 32 * (w >> 2); // row tile and column group for the t x v products
+	const int dk0 = DKW * w;
+	GdnScratch sc = GdnScratch::at((void *)scratch, NV, nc, sizeof(bf16_t));
+	const bf16_t *Pg = (const bf16_t *)sc.P + (size_t)h * nc * GDN_C * GDN_C;
+	const bf16_t *Tg = (const bf16_t *)sc.T + (size_t)h * nc * GDN_C * GDN_C;
+	const float *gamg = sc.gam + (size_t)h * nc * GDN_C;
+
+	ScanIO<BV> io = {q, ldq, k, ldk, v, ldv, Pg, Tg, gamg, T, nc, hk, h, vb, tid, nt};
+
+	// State: S^T fragment (mi, j, e) is v = 16mi + gq + 8(e>>1), dk = dk0 + 8j + 2cq + (e&1).
+	float accS[MT][NTS][4];
+#pragma unroll
+	for (int mi = 0; mi < MT; mi++)
+#pragma unroll
+		for (int j = 0; j < NTS; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				const int vv = 16 * mi + gq + 8 * (e >> 1), d = dk0 + 8 * j + 2 * cq + (e & 1);
+				accS[mi][j][e] = state[((size_t)h * 128 + d) * 128 + vb + vv];
+			}
+	write_Ss<MT, NTS>(Ss, accS, gq, cq, dk0);
+	io.issue_K(Ks, gams, 0);
+	io.issue_Q(Qs, 0);
+	io.issue_TV(Ts, Vs, 0);
+	io.issue_P(Ps, 0);
+
+	for (int n = 0; n < nc; n++) {
+		const int kb = n & 1;
+		const bf16_t *Kc = Ks + kb * GDN_C * LDK;
+		const float *gm = gams + kb * GDN_C;
+		io.issue_K(Ks, gams, n + 1);
+		cp_async_wait<3>(); // K(n), Q(n)
+		__syncthreads();
+
+		// Phase 1: X = K S and Z = Q S for rows rw.., columns cg.. (4 n-tiles).
+		float accX[4][4], accZ[4][4];
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				accX[j][e] = accZ[j][e] = 0.0f;
+#pragma unroll
+		for (int kc = 0; kc < 8; kc++) {
+			unsigned ak[4], aq[4];
+			lda_frag(ak, Kc + rw * LDK + 16 * kc, LDK, lane);
+			lda_frag(aq, Qs + rw * LDK + 16 * kc, LDK, lane);
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				unsigned b[2];
+				ldb_frag(b, Ss + (cg + 8 * j) * LDK + 16 * kc, LDK, lane);
+				mma_bf16(accX[j], ak, b);
+				mma_bf16(accZ[j], aq, b);
+			}
+		}
+		__syncthreads(); // everyone is done with Qs
+		io.issue_Q(Qs, n + 1);
+		cp_async_wait<3>(); // T'(n), V(n)
+		__syncthreads();
+
+		// Phase 2: Y = V - e^gam X, stored transposed (Y^T [v][t]).
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+#pragma unroll
+			for (int hh = 0; hh < 2; hh++) {
+				const int r = rw + gq + 8 * hh, c = cg + 8 * j + 2 * cq;
+				const float eg = expf(gm[r]);
+				const float y0 = bf2f(Vs[r * LDV + c]) - eg * accX[j][2 * hh];
+				const float y1 = bf2f(Vs[r * LDV + c + 1]) - eg * accX[j][2 * hh + 1];
+				Ys[c * LDC + r] = f2bf(y0);
+				Ys[(c + 1) * LDC + r] = f2bf(y1);
+			}
+		__syncthreads();
+
+		// Phase 3: V_new = T' Y; store V_new^T and its decayed copy.
+		float accV[4][4];
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				accV[j][e] = 0.0f;
+#pragma unroll
+		for (int kc = 0; kc < 4; kc++) {
+			unsigned at[4];
+			lda_frag(at, Ts + rw * LDC + 16 * kc, LDC, lane);
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				unsigned b[2];
+				ldb_frag(b, Ys + (cg + 8 * j) * LDC + 16 * kc, LDC, lane);
+				mma_bf16(accV[j], at, b);
+			}
+		}
+		const float gC = gm[GDN_C - 1];
+#pragma unroll
+		for (int hh = 0; hh < 2; hh++) {
+			const int r = rw + gq + 8 * hh;
+			const float dec = expf(gC - gm[r]);
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				const int c = cg + 8 * j + 2 * cq;
+				Vns[c * LDC + r] = f2bf(accV[j][2 * hh]);
+				Vns[(c + 1) * LDC + r] = f2bf(accV[j][2 * hh + 1]);
+				Vn2s[c * LDC + r] = f2bf(dec * accV[j][2 * hh]);
+				Vn2s[(c + 1) * LDC + r] = f2bf(dec * accV[j][2 * hh + 1]);
+			}
+		}
+		__syncthreads(); // Ts, Vs, Ys consumed
+		io.issue_TV(Ts, Vs, n + 1);
+		cp_async_wait<3>(); // P(n)
+		__syncthreads();
+
+		// Phase 4: O = e^gam Z + P V_new, written out.
+#pragma unroll
+		for (int hh = 0; hh < 2; hh++) {
+			const float eg = expf(gm[rw + gq + 8 * hh]);
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				accZ[j][2 * hh] *= eg;
+				accZ[j][2 * hh + 1] *= eg;
+			}
+		}
+#pragma unroll
+		for (int kc = 0; kc < 4; kc++) {
+			unsigned ap[4];
+			lda_frag(ap, Ps + rw * LDC + 16 * kc, LDC, lane);
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				unsigned b[2];
+				ldb_frag(b, Vns + (cg + 8 * j) * LDC + 16 * kc, LDC, lane);
+				mma_bf16(accZ[j], ap, b);
+			}
+		}
+#pragma unroll
+		for (int hh = 0; hh < 2; hh++) {
+			const int t = n * GDN_C + rw + gq + 8 * hh;
+			if (t < T) {
+#pragma unroll
+				for (int j = 0; j < 4; j++) {
+					const int c = vb + cg + 8 * j + 2 * cq;
+					Tout *o = out + (size_t)t * ldo + h * 128 + c;
+					if (sizeof(Tout) == 2)
+						*(unsigned *)o = pack_bf2(accZ[j][2 * hh], accZ[j][2 * hh + 1]);
+					else
+						*(float2 *)o = make_float2(accZ[j][2 * hh], accZ[j][2 * hh + 1]);
+				}
+			}
+		}
+
+		// Phase 5: S^T = e^gam_C S^T + (decayed V_new)^T K.
+		const float lam = expf(gC);
+#pragma unroll
+		for (int mi = 0; mi < MT; mi++)
+#pragma unroll
+			for (int j = 0; j < NTS; j++)
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					accS[mi][j][e] *= lam;
+#pragma unroll
+		for (int kc = 0; kc < 4; kc++) {
+			unsigned av[MT][4];
+#pragma unroll
+			for (int mi = 0; mi < MT; mi++)
+				lda_frag(av[mi], Vn2s + 16 * mi * LDC + 16 * kc, LDC, lane);
+#pragma unroll
+			for (int jp = 0; jp < NTS / 2; jp++) {
+				unsigned b[4];
+				ldb_frag_trans_x2(b, Kc + 16 * kc * LDK + dk0 + 16 * jp, LDK, lane);
+#pragma unroll
+				for (int mi = 0; mi < MT; mi++) {
+					mma_bf16(accS[mi][2 * jp], av[mi], b);
+					mma_bf16(accS[mi][2 * jp + 1], av[mi], b + 2);
+				}
+			}
+		}
+		__syncthreads(); // Ps, K(n), V_new copies and Ss consumed
+		io.issue_P(Ps, n + 1);
+		write_Ss<MT, NTS>(Ss, accS, gq, cq, dk0);
+	}
+	cp_async_wait<0>();
+#pragma unroll
+	for (int mi = 0; mi < MT; mi++)
+#pragma unroll
+		for (int j = 0; j < NTS; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				const int vv = 16 * mi + gq + 8 * (e >> 1), d = dk0 + 8 * j + 2 * cq + (e & 1);
+				state[((size_t)h * 128 + d) * 128 + vb + vv] = accS[mi][j][e];
+			}
+}
+
+template <int BV, typename Tout> static int scan_bf16_launch(const GdnArgs &a, const void *scratch, cudaStream_t st) {
+	const size_t sm = ScanSmem<BV>::bytes;
+	k_gdn_scan_bf16<BV, Tout><<<dim3(128 / BV, a.NV), BV * 4, sm, st>>>(
+	    (const bf16_t *)a.q, a.ldq, (const bf16_t *)a.k, a.ldk, (const bf16_t *)a.v, a.ldv, (Tout *)a.out, a.ldo,
+	    a.state, a.T, a.NK, a.NV, scratch);
+	QR_CKL("gdn_scan_bf16");
+	return QR_OK;
+}
+
+int gdn_chunk_bf16(const GdnArgs &a, int bv, int out_f32, void *scratch, cudaStream_t st) {
+	QR_ARG(a.DK == 128 && a.DV == 128, "gdn bf16 chunked: needs dk = dv = 128, got %d/%d", a.DK, a.DV);
+	QR_ARG(a.NV % a.NK == 0, "gdn bf16: nv %% nk != 0");
+	QR_ARG(bv == 32 || bv == 64, "gdn bf16: value block %d (32 or 64)", bv);
+	QR_ARG(a.ldq % 8 == 0 && a.ldk % 8 == 0 && a.ldv % 8 == 0 && a.ldo % 2 == 0 && ((uintptr_t)a.q & 15) == 0 &&
+	           ((uintptr_t)a.k & 15) == 0 && ((uintptr_t)a.v & 15) == 0,
+	       "gdn bf16: q/k/v need 16-byte aligned rows");
+	if (a.T == 0)
+		return QR_OK;
+	const int nc = (a.T + GDN_C - 1) / GDN_C;
+	k_gdn_prep_bf16<<<dim3(nc, a.NV), 128, BF16_PREP_SMEM, st>>>((const bf16_t *)a.q, a.ldq, (const bf16_t *)a.k,
+	                                                             a.ldk, a.g, a.beta, a.T, a.NK, a.NV, scratch);
+	QR_CKL("gdn_prep_bf16");
+	if (bv == 32)
+		return out_f32 ? scan_bf16_launch<32, float>(a, scratch, st) : scan_bf16_launch<32, bf16_t>(a, scratch, st);
+	return out_f32 ? scan_bf16_launch<64, float>(a, scratch, st) : scan_bf16_launch<64, bf16_t>(a, scratch, st);
+}
+
+// ---------------------------------------------------------------------------
+// Recurrence, one token at a time (spec §3.3 step 6): one block per (value
+// head, 32 value columns), 4 warps; the fp32 state slice S[dk][32] sits in
+// shared memory, lane j owns column j, warp w rows w, w+4, ...
+template <typename Tin, typename Tout>
+__global__ void __launch_bounds__(128) k_gdn_recurrent(const Tin *__restrict__ q, int ldq, const Tin *__restrict__ k,
+                                                       int ldk, const Tin *__restrict__ v, int ldv,
+                                                       const float *__restrict__ g, const float *__restrict__ beta,
+                                                       Tout *__restrict__ out, int ldo, float *state, int T, int NK,
+                                                       int NV, int DK, int DV) {
+	extern __shared__ __align__(16) unsigned char qr_smem[];
+	float *sm = (float *)qr_smem;
+	float *S = sm, *kq = S + DK * 32, *red = kq + 2 * DK; // red [2][4][32]
+	const int h = blockIdx.y, vb = blockIdx.x * 32, hk = h / (NV / NK);
+	const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+	const int col = vb + lane;
+	const bool ok = col < DV;
+	for (int i = tid; i < DK * 32; i += 128) {
+		const int r = i >> 5, c = vb + (i & 31);
+		S[i] = c < DV ? state[((size_t)h * DK + r) * DV + c] : 0.0f;
+	}
+	for (int t = 0; t < T; t++) {
+		for (int i = tid; i < DK; i += 128) {
+			kq[i] = ldf(k + (size_t)t * ldk + hk * DK + i);
+			kq[DK + i] = ldf(q + (size_t)t * ldq + hk * DK + i);
+		}
+		__syncthreads();
+		const float alpha = expf(g[(size_t)t * NV + h]), b = beta[(size_t)t * NV + h];
+		float p = 0.0f;
+		for (int r = w; r < DK; r += 4)
+			p = fmaf(S[r * 32 + lane], kq[r], p);
+		red[w * 32 + lane] = p;
+		__syncthreads();
+		const float ks = red[lane] + red[32 + lane] + red[64 + lane] + red[96 + lane];
+		const float vv = ok ? ldf(v + (size_t)t * ldv + h * DV + col) : 0.0f;
+		const float delta = b * (vv - alpha * ks);
+		float o = 0.0f;
+		for (int r = w; r < DK; r += 4) {
+			const float s = fmaf(alpha, S[r * 32 + lane], kq[r] * delta);
+			S[r * 32 + lane] = s;
+			o = fmaf(s, kq[DK + r], o);
+		}
+		red[128 + w * 32 + lane] = o;
+		__syncthreads();
+		if (w == 0 && ok)
+			stf(out + (size_t)t * ldo + h * DV + col,
+			    red[128 + lane] + red[160 + lane] + red[192 + lane] + red[224 + lane]);
+	}
+	__syncthreads();
+	for (int i = tid; i < DK * 32; i += 128) {
+		const int r = i >> 5, c = vb + (i & 31);
+		if (c < DV)
+			state[((size_t)h * DK + r) * DV + c] = S[i];
+	}
+}
+
+int gdn_recurrent(const GdnArgs &a, int in_bf16, int out_bf16, cudaStream_t st) {
+	QR_ARG(a.NV % a.NK == 0 && a.DK > 0 && a.DV > 0, "gdn recurrent: bad heads");
+	const size_t sm = (size_t)(a.DK * 32 + 2 * a.DK + 256) * 4;
+	QR_ARG((int)sm <= g_max_smem, "gdn recurrent: dk=%d too large", a.DK);
+	if (sm > 48 * 1024) {
+		if (in_bf16)
+			QR_CK(cudaFuncSetAttribute(k_gdn_recurrent<bf16_t, bf16_t>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+			                           (int)sm));
+		else
+			QR_CK(cudaFuncSetAttribute(k_gdn_recurrent<float, float>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+			                           (int)sm));
+	}
+	dim3 grid(cdiv(a.DV, 32), a.NV);
+	if (in_bf16 && out_bf16)
+		k_gdn_recurrent<bf16_t, bf16_t><<<grid, 128, sm, st>>>(
+		    (const bf16_t *)a.q, a.ldq, (const bf16_t *)a.k, a.ldk, (const bf16_t *)a.v, a.ldv, a.g, a.beta,
+		    (bf16_t *)a.out, a.ldo, a.state, a.T, a.NK, a.NV, a.DK, a.DV);
+	else if (!in_bf16 && !out_bf16)
+		k_gdn_recurrent<float, float><<<grid, 128, sm, st>>>((const float *)a.q, a.ldq, (const float *)a.k, a.ldk,
+		                                                     (const float *)a.v, a.ldv, a.g, a.beta, (float *)a.out,
+		                                                     a.ldo, a.state, a.T, a.NK, a.NV, a.DK, a.DV);
+	else
+		QR_ARG(false, "gdn recurrent: mixed precisions not built");
+	QR_CKL("gdn_recurrent");
+	return QR_OK;
+}
+
+// Called once from qr_init: opt in to large shared memory where needed.
+int qr_gdn_init() {
+	int dev = g_qr.device;
+	QR_CK(cudaDeviceGetAttribute(&g_max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+	QR_CK(cudaFuncSetAttribute(k_gdn_prep_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize, BF16_PREP_SMEM));
+	QR_CK(cudaFuncSetAttribute(k_gdn_scan_bf16<32, float>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                           (int)ScanSmem<32>::bytes));
+	QR_CK(cudaFuncSetAttribute(k_gdn_scan_bf16<32, bf16_t>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                           (int)ScanSmem<32>::bytes));
+	QR_CK(cudaFuncSetAttribute(k_gdn_scan_bf16<64, float>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                           (int)ScanSmem<64>::bytes));
+	QR_CK(cudaFuncSetAttribute(k_gdn_scan_bf16<64, bf16_t>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                           (int)ScanSmem<64>::bytes));
+	return QR_OK;
+}
+
+extern "C" int qr_gdn_forward(float *out, const float *q, const float *k, const float *v, const float *g,
+                              const float *beta, int t, int nk, int nv, int dk, int dv, float *state, int variant) {
+	QR_TRY(qr_require());
+	QR_ARG(t >= 0 && nk > 0 && nv > 0 && dk > 0 && dv > 0 && nv % nk == 0, "qr_gdn_forward: bad dims");
+	const size_t nq = (size_t)t * nk * dk, nvv = (size_t)t * nv * dv, ng = (size_t)t * nv,
+	             ns = (size_t)nv * dk * dv;
+	DevBuf dq, dk_, dv_, dg, db, ds, dout, scratch, q16, k16, v16;
+	QR_TRY(upload(dq, q, nq));
+	QR_TRY(upload(dk_, k, nq));
+	QR_TRY(upload(dv_, v, nvv));
+	QR_TRY(upload(dg, g, ng));
+	QR_TRY(upload(db, beta, ng));
+	QR_TRY(upload(ds, state, ns));
+	QR_TRY(dout.alloc(nvv * 4));
+	QR_TRY(qr_fill_nan(dout.p, nvv * 4, g_qr.stream));
+	GdnArgs a = {t, nk, nv, dk, dv, dq.p, nk * dk, dk_.p, nk * dk, dv_.p, nv * dv, dg.as<float>(), db.as<float>(),
+	             dout.p, nv * dv, ds.as<float>()};
+	switch (variant) {
+	case QR_GDN_CHUNK_F32:
+		QR_TRY(scratch.alloc(gdn_scratch_bytes(t, nv, 1)));
+		QR_TRY(gdn_chunk_f32(a, scratch.p, g_qr.stream));
+		break;
+	case QR_GDN_CHUNK_BF16:
+		QR_TRY(scratch.alloc(gdn_scratch_bytes(t, nv, 0)));
+		QR_TRY(q16.alloc(nq * 2));
+		QR_TRY(k16.alloc(nq * 2));
+		QR_TRY(v16.alloc(nvv * 2));
+		QR_TRY(qr_convert_f32_bf16(q16.as<bf16_t>(), dq.as<float>(), nq, g_qr.stream));
+		QR_TRY(qr_convert_f32_bf16(k16.as<bf16_t>(), dk_.as<float>(), nq, g_qr.stream));
+		QR_TRY(qr_convert_f32_bf16(v16.as<bf16_t>(), dv_.as<float>(), nvv, g_qr.stream));
+		a.q = q16.p;
+		a.k = k16.p;
+		a.v = v16.p;
+		QR_TRY(gdn_chunk_bf16(a, 32, 1, scratch.p, g_qr.stream));
+		break;
+	case QR_GDN_RECURRENT:
+		QR_TRY(gdn_recurrent(a, 0, 0, g_qr.stream));
+		break;
+	default:
+		QR_ARG(false, "qr_gdn_forward: unknown variant %d", variant);
+	}
+	QR_CK(cudaStreamSynchronize(g_qr.stream));
+	QR_TRY(download(out, dout, nvv));
+	return download(state, ds, ns);
+}

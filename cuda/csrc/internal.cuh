@@ -1,0 +1,69 @@
+// internal.cuh: device-level launchers shared between the .cu files. All
+// pointers here are device pointers; every launcher enqueues on stream st
+// and returns a QR_* status (launch errors only; completion is checked by
+// the caller's synchronisation).
+#pragma once
+
+#include "common.cuh"
+
+int qr_kernels_init();   // one-time kernel attributes (shared-memory limits)
+void qr_bench_release(); // frees bench-owned buffers (qr_shutdown)
+
+// cuBLAS GEMM, row-major y[m,n] = x[m,k] . W^T; x, W bf16; y f32 or bf16.
+int qr_gemm_bf16(void *y, int y_is_f32, int ldy, const bf16_t *x, int ldx, const bf16_t *w, int ldw, int m, int n,
+                 int k, cudaStream_t st);
+// y[n] = W[n,k] . x[k] for one token (decode), bf16 in and out, fp32 sums.
+int launch_gemv_bf16(bf16_t *y, const bf16_t *x, const bf16_t *w, int n, int k, cudaStream_t st);
+
+// Causal depthwise conv + SiLU. x [t, ldx] (first c columns used), y [t, ldy];
+// w [c, kw] fp32; state_in/state_out [kw, c] of x's type (may be null: zeros /
+// not written). xbf/ybf: 1 = bf16, 0 = f32.
+int launch_conv(void *y, int ybf, int ldy, const void *x, int xbf, int ldx, int t, int c, const float *w, int kw,
+                const void *state_in, void *state_out, cudaStream_t st);
+
+// Gated delta rule core arguments. Strides are in elements between tokens;
+// head h of a token starts at h*dk (q, k) or h*dv (v, out).
+struct GdnArgs {
+	int T, NK, NV, DK, DV;
+	const void *q;
+	int ldq;
+	const void *k;
+	int ldk;
+	const void *v;
+	int ldv;
+	const float *g;    // [T, NV]
+	const float *beta; // [T, NV]
+	void *out;
+	int ldo;
+	float *state; // [NV, DK, DV], initial on entry, final on return
+};
+// Scratch for the chunked paths: per (value head, chunk) the 64x64 P and
+// T' = (I + A)^-1 diag(beta) matrices and the 64 cumulative log-decays.
+size_t gdn_scratch_bytes(int T, int NV, int f32);
+// fp32 everywhere, SIMT; any dk <= 256, any dv.
+int gdn_chunk_f32(const GdnArgs &a, void *scratch, cudaStream_t st);
+// bf16 q/k/v on tensor cores, fp32 state; dk = dv = 128; bv = 32 or 64
+// value columns per block; out f32 or bf16.
+int gdn_chunk_bf16(const GdnArgs &a, int bv, int out_f32, void *scratch, cudaStream_t st);
+// Per-token recurrence in fp32 (decode); inputs f32 or bf16, out likewise.
+int gdn_recurrent(const GdnArgs &a, int in_bf16, int out_bf16, cudaStream_t st);
+
+// RMSNorm rows of n (fp32 math). one_plus selects the (1+w) form.
+int launch_rmsnorm(void *y, int ybf, const void *x, int xbf, int rows, int n, const float *w, float eps, int one_plus,
+                   cudaStream_t st);
+// Gated RMSNorm per (token, head): y = w * norm(x) * SiLU(z), n = head dim.
+int launch_gated_rmsnorm(void *y, int ybf, int ldy, const void *x, int xbf, int ldx, const void *z, int zbf, int ldz,
+                         int t, int heads, int n, const float *w, float eps, cudaStream_t st);
+// GDN layer prep: from the conv output u [t, ldu] (q | k | v channels) write
+// L2-normalised q (scaled by dk^-1/2) and k as bf16 [t, nk, dk]; from the
+// projections ba [t, ldp] (b at column 0, a at column nv) write beta and the
+// log-decay g as fp32 [t, nv].
+int launch_gdn_prep(bf16_t *qn, bf16_t *kn, float *g, float *beta, const bf16_t *u, int ldu, const bf16_t *ba, int ldp,
+                    int t, int nk, int nv, int dk, const float *a_log, const float *dt_bias, cudaStream_t st);
+// Partial rotate-half RoPE in place on x [t, heads, d].
+int launch_rope(void *x, int bf, const int32_t *pos, int t, int heads, int d, int rot, float theta, cudaStream_t st);
+// y = SiLU(gate) * up.
+int launch_swiglu(void *y, const void *gate, const void *up, size_t n, int bf, cudaStream_t st);
+// fp32 causal GQA attention (online softmax).
+int launch_attention(float *out, const float *q, const float *k, const float *v, int t, int s, int nh, int nkv, int d,
+                     float scale, cudaStream_t st);

@@ -1,0 +1,130 @@
+// layer.cuh: one Gated DeltaNet layer on the device (spec §3.3), bf16
+// weights and activations, fp32 gates and recurrent state. Used by the host
+// entry qr_gdn_layer (verification) and by the benchmarks.
+#pragma once
+
+#include "common.cuh"
+#include "internal.cuh"
+
+struct GdnLayer {
+	qr_gdn_dims d{};
+	int C = 0;   // conv channels 2 nk dk + nv dv
+	int NIN = 0; // rows of w_in: C + nv dv + 2 nv
+	int bv = 32; // value block of the tensor-core scan
+	// weights
+	DevBuf w_in, w_out, conv_w, a_log, dt_bias, norm_w;
+	// state
+	DevBuf conv_state[2];
+	int cs = 0;
+	DevBuf rec_state;
+	// activations for up to tcap tokens
+	int tcap = 0;
+	DevBuf proj, u, qn, kn, g, beta, o, y, scratch;
+
+	int dims(const qr_gdn_dims &dd) {
+		d = dd;
+		QR_ARG(d.hidden > 0 && d.nk > 0 && d.nv > 0 && d.nv % d.nk == 0 && d.dk > 0 && d.dv > 0 && d.kconv > 0 &&
+		           d.kconv <= 8,
+		       "gdn layer: bad dims");
+		C = 2 * d.nk * d.dk + d.nv * d.dv;
+		NIN = C + d.nv * d.dv + 2 * d.nv;
+		return QR_OK;
+	}
+	// Allocate weights and zeroed state.
+	int alloc_weights() {
+		QR_TRY(w_in.alloc((size_t)NIN * d.hidden * 2));
+		QR_TRY(w_out.alloc((size_t)d.hidden * d.nv * d.dv * 2));
+		QR_TRY(conv_w.alloc((size_t)C * d.kconv * 4));
+		QR_TRY(a_log.alloc((size_t)d.nv * 4));
+		QR_TRY(dt_bias.alloc((size_t)d.nv * 4));
+		QR_TRY(norm_w.alloc((size_t)d.dv * 4));
+		for (int i = 0; i < 2; i++) {
+			QR_TRY(conv_state[i].alloc((size_t)d.kconv * C * 2));
+			QR_CK(cudaMemsetAsync(conv_state[i].p, 0, (size_t)d.kconv * C * 2, g_qr.stream));
+		}
+		QR_TRY(rec_state.alloc((size_t)d.nv * d.dk * d.dv * 4));
+		QR_CK(cudaMemsetAsync(rec_state.p, 0, (size_t)d.nv * d.dk * d.dv * 4, g_qr.stream));
+		return QR_OK;
+	}
+	int alloc_acts(int T) {
+		if (T <= tcap)
+			return QR_OK;
+		tcap = T;
+		QR_TRY(proj.alloc((size_t)T * NIN * 2));
+		QR_TRY(u.alloc((size_t)T * C * 2));
+		QR_TRY(qn.alloc((size_t)T * d.nk * d.dk * 2));
+		QR_TRY(kn.alloc((size_t)T * d.nk * d.dk * 2));
+		QR_TRY(g.alloc((size_t)T * d.nv * 4));
+		QR_TRY(beta.alloc((size_t)T * d.nv * 4));
+		QR_TRY(o.alloc((size_t)T * d.nv * d.dv * 2));
+		QR_TRY(y.alloc((size_t)T * d.nv * d.dv * 2));
+		QR_TRY(scratch.alloc(gdn_scratch_bytes(T, d.nv, 0)));
+		return QR_OK;
+	}
+	bool tensor_core_core() const { return d.dk == 128 && d.dv == 128; }
+
+	// Stages; x [T, hidden] and out [T, hidden] bf16 device buffers.
+	int s_inproj(const bf16_t *x, int T, cudaStream_t st) {
+		if (T == 1)
+			return launch_gemv_bf16(proj.as<bf16_t>(), x, w_in.as<bf16_t>(), NIN, d.hidden, st);
+		return qr_gemm_bf16(proj.p, 0, NIN, x, d.hidden, w_in.as<bf16_t>(), d.hidden, T, NIN, d.hidden, st);
+	}
+	int s_conv(int T, cudaStream_t st) {
+		QR_TRY(launch_conv(u.p, 1, C, proj.p, 1, NIN, T, C, conv_w.as<float>(), d.kconv, conv_state[cs].p,
+		                   conv_state[cs ^ 1].p, st));
+		cs ^= 1;
+		return QR_OK;
+	}
+	int s_prep(int T, cudaStream_t st) {
+		const bf16_t *ba = proj.as<bf16_t>() + C + d.nv * d.dv;
+		return launch_gdn_prep(qn.as<bf16_t>(), kn.as<bf16_t>(), g.as<float>(), beta.as<float>(), u.as<bf16_t>(), C,
+		                       ba, NIN, T, d.nk, d.nv, d.dk, a_log.as<float>(), dt_bias.as<float>(), st);
+	}
+	GdnArgs core_args(int T) {
+		GdnArgs a = {T,
+		             d.nk,
+		             d.nv,
+		             d.dk,
+		             d.dv,
+		             qn.p,
+		             d.nk * d.dk,
+		             kn.p,
+		             d.nk * d.dk,
+		             u.as<bf16_t>() + 2 * d.nk * d.dk,
+		             C,
+		             g.as<float>(),
+		             beta.as<float>(),
+		             o.p,
+		             d.nv * d.dv,
+		             rec_state.as<float>()};
+		return a;
+	}
+	int s_core(int T, cudaStream_t st) {
+		GdnArgs a = core_args(T);
+		if (T == 1 || !tensor_core_core())
+			return gdn_recurrent(a, 1, 1, st);
+		return gdn_chunk_bf16(a, bv, 0, scratch.p, st);
+	}
+	int s_norm(int T, cudaStream_t st) {
+		const bf16_t *z = proj.as<bf16_t>() + C;
+		return launch_gated_rmsnorm(y.p, 1, d.nv * d.dv, o.p, 1, d.nv * d.dv, z, 1, NIN, T, d.nv, d.dv,
+		                            norm_w.as<float>(), d.eps, st);
+	}
+	int s_outproj(bf16_t *out, int T, cudaStream_t st) {
+		if (T == 1)
+			return launch_gemv_bf16(out, y.as<bf16_t>(), w_out.as<bf16_t>(), d.hidden, d.nv * d.dv, st);
+		return qr_gemm_bf16(out, 0, d.hidden, y.as<bf16_t>(), d.nv * d.dv, w_out.as<bf16_t>(), d.nv * d.dv, T,
+		                    d.hidden, d.nv * d.dv, st);
+	}
+	int forward(bf16_t *out, const bf16_t *x, int T, cudaStream_t st) {
+		QR_TRY(alloc_acts(T));
+		if (T == 0)
+			return QR_OK;
+		QR_TRY(s_inproj(x, T, st));
+		QR_TRY(s_conv(T, st));
+		QR_TRY(s_prep(T, st));
+		QR_TRY(s_core(T, st));
+		QR_TRY(s_norm(T, st));
+		return s_outproj(out, T, st);
+	}
+};

@@ -1,0 +1,1 @@
+// lint-only: intentionally empty (see ../cuda_runtime.h)

@@ -1,0 +1,142 @@
+/*
+ * qwenref_cuda.h: the C ABI of libqwenref_cuda.so, qwenref's CUDA backend.
+ *
+ * The library is built with nvcc (sm_90) and loaded by the Go package
+ * github.com/qwenref/qwenref/cuda through dlopen, so this header is plain C
+ * and includes no CUDA header: the Go side compiles without a CUDA toolkit.
+ *
+ * Conventions:
+ *  - Every function returns 0 on success or a nonzero QR_E* code; the message
+ *    of the last failure on the calling thread is qr_last_error().
+ *  - "host" pointers are ordinary CPU memory; those functions copy in, run and
+ *    copy out, and are the verification entry points. Device pointers are
+ *    opaque void* handles from qr_alloc/qr_upload_*.
+ *  - bf16 values travel as uint16_t bit patterns (the top half of a float32).
+ *  - Layouts are those of the Go kernel interfaces (row-major, last axis
+ *    contiguous); the comments give them per function.
+ */
+#ifndef QWENREF_CUDA_H
+#define QWENREF_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QR_ABI_VERSION 1
+
+enum {
+	QR_OK = 0,
+	QR_ECUDA = 1,   /* a CUDA runtime call failed */
+	QR_ECUBLAS = 2, /* a cuBLAS call failed */
+	QR_EARG = 3,    /* bad dimensions or arguments */
+	QR_ESTATE = 4,  /* library not initialised, or used after shutdown */
+	QR_ECHECK = 5   /* a built-in self-check failed (bench) */
+};
+
+/* Version of this ABI compiled into the library (QR_ABI_VERSION). */
+int qr_abi_version(void);
+/* Message of the last failure on this thread ("" if none). */
+const char *qr_last_error(void);
+
+/* Select a device, create the cuBLAS handle and the default stream. */
+int qr_init(int device);
+/* Free everything the library allocated internally; device buffers handed
+ * out by qr_alloc/qr_upload_* must be freed by the caller first. */
+int qr_shutdown(void);
+/* Device name (NUL-terminated, truncated to name_len), multiprocessors,
+ * compute capability and global memory in bytes. */
+int qr_device_info(char *name, int name_len, int *sm_count, int *cc_major, int *cc_minor, size_t *total_mem);
+
+/* ---- device memory ---- */
+int qr_alloc(void **dptr, size_t bytes);
+int qr_free(void *dptr);
+int qr_memcpy_h2d(void *dst, const void *src, size_t bytes);
+int qr_memcpy_d2h(void *dst, const void *src, size_t bytes);
+/* Upload bf16 bit patterns into a new device buffer of n bf16 values. */
+int qr_upload_bf16(void **dptr, const uint16_t *src, size_t n);
+/* Upload float32 values into a new device buffer of n bf16 values
+ * (rounded to nearest even on the device). */
+int qr_upload_f32_as_bf16(void **dptr, const float *src, size_t n);
+
+/* ---- host-API kernels (host pointers, float32 in and out) ---- */
+
+/* y[m,n] = x[m,k] . W^T with W a device bf16 [n,k] buffer; x is rounded to
+ * bf16 and the product accumulates in fp32 on tensor cores (cuBLAS). */
+int qr_matmul_bf16(float *y, const float *x, int m, int k, int n, const void *w_dev);
+
+/* Causal depthwise conv + SiLU: x,y [t,c]; w [c,kw]; state [kw,c] in/out. */
+int qr_conv_forward(float *y, const float *x, int t, int c, const float *w, int kw, float *state);
+
+/* Gated delta rule core variants. */
+enum {
+	QR_GDN_CHUNK_F32 = 0,  /* chunked (C=64), fp32 everywhere, SIMT */
+	QR_GDN_CHUNK_BF16 = 1, /* chunked, bf16 operands on tensor cores, fp32 state; dk=dv=128 */
+	QR_GDN_RECURRENT = 2   /* per-token recurrence, fp32 */
+};
+/* q,k [t,nk,dk] (normalised, q scaled); v [t,nv,dv]; g,beta [t,nv];
+ * state [nv,dk,dv] fp32 in/out; out [t,nv,dv]. */
+int qr_gdn_forward(float *out, const float *q, const float *k, const float *v, const float *g, const float *beta,
+                   int t, int nk, int nv, int dk, int dv, float *state, int variant);
+
+/* Causal GQA attention: q [t,nh,d], k,v [s,nkv,d], out [t,nh,d]; query i
+ * sits at position s-t+i. fp32, online softmax (flash style). */
+int qr_attention_forward(float *out, const float *q, const float *k, const float *v, int t, int s, int nh, int nkv,
+                         int d, float scale);
+
+/* RMSNorm over rows of n: y = x * rsqrt(mean(x^2)+eps) * (one_plus ? 1+w : w). */
+int qr_rmsnorm(float *y, const float *x, int rows, int n, const float *w, float eps, int one_plus);
+/* Gated RMSNorm: y = w * (x * rsqrt(mean(x^2)+eps)) * SiLU(z), rows of n. */
+int qr_gated_rmsnorm(float *y, const float *x, const float *z, int rows, int n, const float *w, float eps);
+/* Partial rotate-half RoPE in place: x [t,heads,d]; the first rot dims of
+ * each head rotate (pairs i, i+rot/2) at angle pos[t] * theta^(-2i/rot). */
+int qr_rope(float *x, const int32_t *pos, int t, int heads, int d, int rot, float theta);
+/* SwiGLU: y = SiLU(gate) * up, n values. */
+int qr_swiglu(float *y, const float *gate, const float *up, size_t n);
+
+/* ---- a whole Gated DeltaNet layer (bf16 weights, bf16 activations) ---- */
+typedef struct {
+	int hidden;   /* H */
+	int nk, nv;   /* key and value heads */
+	int dk, dv;   /* head dims (the tensor-core core needs 128/128) */
+	int kconv;    /* conv taps */
+	float eps;    /* gated-norm epsilon */
+} qr_gdn_dims;
+
+typedef struct {
+	const uint16_t *w_in;  /* [2nk dk + 2nv dv + 2nv, H] bf16: rows qkv | z | b | a */
+	const uint16_t *w_out; /* [H, nv dv] bf16 */
+	const float *conv_w;   /* [2nk dk + nv dv, kconv] */
+	const float *a_log;    /* [nv] */
+	const float *dt_bias;  /* [nv] */
+	const float *norm_w;   /* [dv], plain scale */
+} qr_gdn_weights;
+
+/* out [t,H] = GatedDeltaNet(x [t,H]). conv_state [kconv, conv dim] and
+ * rec_state [nv,dk,dv] are in/out (zeros start a sequence). t == 1 takes
+ * the decode path (GEMV + recurrent update); t > 1 the prefill path
+ * (cuBLAS + chunked tensor-core core). */
+int qr_gdn_layer(float *out, const float *x, int t, const qr_gdn_dims *d, const qr_gdn_weights *w,
+                 float *conv_state, float *rec_state);
+
+/* ---- device-resident timing (27B dimensions, random data from a seed) ---- */
+enum {
+	QR_BENCH_COPY = 0,      /* device-to-device copy; t = MiB; out[3] = GB/s (read+write) */
+	QR_BENCH_GEMM = 1,      /* cuBLAS bf16 t x t x t; out[3] = TFLOP/s */
+	QR_BENCH_CONV = 2,      /* conv+SiLU, 10240 channels, bf16 in/out */
+	QR_BENCH_GDN_CORE = 3,  /* chunked core, 48/16 heads of 128; variant = value-block width 32|64, 0 = fp32 SIMT */
+	QR_BENCH_GDN_LAYER = 4, /* whole GDN layer prefill; out[3..] = stage medians */
+	QR_BENCH_DECODE = 5,    /* one GDN layer decode step; variant 1 = CUDA graph replay */
+	QR_BENCH_ATTN = 6       /* fp32 attention core, 24/4 heads of 256 (verification kernel) */
+};
+/* Runs warm-ups, then reps timed repetitions (CUDA events) and writes
+ * out[0] = median ms, out[1] = min ms, out[2] = max ms, out[3..nout) =
+ * per-benchmark extras (see the enum). Returns QR_EARG for unknown what. */
+int qr_bench(int what, int t, int variant, int reps, double *out, int nout);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

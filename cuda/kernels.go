@@ -1,0 +1,217 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/qwenref/qwenref/layers/attention"
+	"github.com/qwenref/qwenref/layers/conv1d"
+	"github.com/qwenref/qwenref/layers/gateddelta"
+	"github.com/qwenref/qwenref/linalg"
+	"github.com/qwenref/qwenref/tensor"
+)
+
+// The host-slice kernels below copy their inputs to the GPU, run, and copy
+// the results back: they exist to check the GPU against the CPU backends on
+// the same inputs, not to be fast (the device-resident paths are the
+// benchmarks and GDNLayer). Each output is poisoned with NaN on the device
+// before the kernel runs, so an element a kernel forgets to write fails
+// any comparison.
+
+// Conv is conv1d.Kernel on the GPU (fp32 throughout).
+type Conv struct{ Dev *Device }
+
+var _ conv1d.Kernel = Conv{}
+
+// Forward implements conv1d.Kernel.
+func (c Conv) Forward(y, x []float32, t, ch int, w []float32, k int, state []float32) error {
+	if err := conv1d.CheckDims(y, x, t, ch, w, k, state); err != nil {
+		return err
+	}
+	return c.Dev.call("conv", func() int { return cConv(y, x, t, ch, w, k, state) })
+}
+
+// GDNVariant selects the algorithm and precision of GatedDelta.
+type GDNVariant int
+
+const (
+	// ChunkF32 is the chunked algorithm (64-token chunks) in fp32, SIMT; it
+	// is the verification variant and takes any dk, dv with dk ≤ 128 or so
+	// (shared memory).
+	ChunkF32 GDNVariant = iota
+	// ChunkBF16 is the fast path: bf16 q/k/v on tensor cores with an fp32
+	// state; it needs dk = dv = 128 (every Qwen3.5/3.6 size).
+	ChunkBF16
+	// Recurrent is the per-token recurrence in fp32 (what decode runs).
+	Recurrent
+)
+
+func (v GDNVariant) String() string {
+	switch v {
+	case ChunkF32:
+		return "chunk-f32"
+	case ChunkBF16:
+		return "chunk-bf16"
+	case Recurrent:
+		return "recurrent"
+	}
+	return fmt.Sprintf("GDNVariant(%d)", int(v))
+}
+
+// GatedDelta is gateddelta.Kernel on the GPU.
+type GatedDelta struct {
+	Dev     *Device
+	Variant GDNVariant
+}
+
+var _ gateddelta.Kernel = GatedDelta{}
+
+// Forward implements gateddelta.Kernel.
+func (g GatedDelta) Forward(out, q, k, v, gg, beta []float32, d gateddelta.Dims, state []float32) error {
+	if err := d.Check(out, q, k, v, gg, beta, state); err != nil {
+		return err
+	}
+	return g.Dev.call("gdn/"+g.Variant.String(), func() int {
+		return cGDN(out, q, k, v, gg, beta, d, state, int(g.Variant))
+	})
+}
+
+// Attention is attention.Kernel on the GPU: fp32, one warp per (query,
+// head), online softmax over the keys in order (flash style, O(1) memory
+// beyond the output). It is the verification kernel; head dims up to 256.
+type Attention struct{ Dev *Device }
+
+var _ attention.Kernel = Attention{}
+
+// Forward implements attention.Kernel.
+func (a Attention) Forward(out, q, k, v []float32, d attention.Dims, scale float32) error {
+	if err := d.Check(out, q, k, v); err != nil {
+		return err
+	}
+	return a.Dev.call("attention", func() int { return cAttention(out, q, k, v, d.T, d.S, d.NH, d.NKV, d.D, scale) })
+}
+
+// MatMul is linalg.MatMuler on the GPU: cuBLAS bf16 tensor cores with fp32
+// accumulation. x is rounded to bf16 on the device; W is uploaded once
+// (rounded to bf16 if stored as F32) and stays resident, keyed by its
+// pointer, until the Device closes.
+type MatMul struct{ Dev *Device }
+
+var _ linalg.MatMuler = MatMul{}
+
+// MatMulT implements linalg.MatMuler.
+func (m MatMul) MatMulT(y, x []float32, rows int, w *tensor.Matrix) error {
+	if err := linalg.CheckDims(y, x, rows, w); err != nil {
+		return err
+	}
+	if rows == 0 || w.Rows == 0 {
+		return nil
+	}
+	if w.Cols == 0 {
+		clear(y)
+		return nil
+	}
+	d := m.Dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, err := d.weight(w)
+	if err != nil {
+		return err
+	}
+	return d.callLocked("matmul", func() int { return cMatMul(y, x, rows, w.Cols, w.Rows, p) })
+}
+
+// RMSNorm computes y = x·rsqrt(mean(x²)+eps)·s over rows of n, with s = 1+w
+// when onePlus (Qwen's zero-centred norms) and s = w otherwise.
+func (d *Device) RMSNorm(y, x []float32, rows, n int, w []float32, eps float32, onePlus bool) error {
+	if rows < 0 || n <= 0 || len(x) != rows*n || len(y) != rows*n || len(w) != n {
+		return fmt.Errorf("cuda: rmsnorm: bad lengths for %d rows of %d", rows, n)
+	}
+	return d.call("rmsnorm", func() int { return cRMSNorm(y, x, rows, n, w, eps, onePlus) })
+}
+
+// GatedRMSNorm computes y = w·(x·rsqrt(mean(x²)+eps))·SiLU(z) over rows of n
+// (the GDN output norm, fp32 throughout).
+func (d *Device) GatedRMSNorm(y, x, z []float32, rows, n int, w []float32, eps float32) error {
+	if rows < 0 || n <= 0 || len(x) != rows*n || len(z) != rows*n || len(y) != rows*n || len(w) != n {
+		return fmt.Errorf("cuda: gated rmsnorm: bad lengths for %d rows of %d", rows, n)
+	}
+	return d.call("gated_rmsnorm", func() int { return cGatedRMSNorm(y, x, z, rows, n, w, eps) })
+}
+
+// RoPE rotates x [t, heads, dim] in place: the first rot dims of each head,
+// rotate-half pairs (i, i+rot/2), at angle pos[t]·theta^(−2i/rot) computed
+// in fp32 as transformers does.
+func (d *Device) RoPE(x []float32, pos []int32, t, heads, dim, rot int, theta float32) error {
+	if t < 0 || heads <= 0 || dim <= 0 || rot <= 0 || rot > dim || rot%2 != 0 || len(x) != t*heads*dim ||
+		len(pos) != t {
+		return fmt.Errorf("cuda: rope: bad dims t=%d heads=%d dim=%d rot=%d", t, heads, dim, rot)
+	}
+	return d.call("rope", func() int { return cRoPE(x, pos, t, heads, dim, rot, theta) })
+}
+
+// SwiGLU computes y = SiLU(gate)·up elementwise.
+func (d *Device) SwiGLU(y, gate, up []float32) error {
+	if len(gate) != len(y) || len(up) != len(y) {
+		return fmt.Errorf("cuda: swiglu: lengths %d, %d, %d differ", len(y), len(gate), len(up))
+	}
+	return d.call("swiglu", func() int { return cSwiGLU(y, gate, up) })
+}
+
+// GDNLayer runs one whole Gated DeltaNet layer on the GPU: out [t, H] from
+// the input-normed x [t, H], reading and advancing st exactly as
+// gateddelta.Layer.Forward does. Weights and activations are bf16 on the
+// device (fp32 accumulation), gates and the recurrent state fp32; t == 1
+// takes the decode path (GEMV + recurrent update), t > 1 the prefill path
+// (cuBLAS + the tensor-core chunked core; dk = dv = 128 for that core, other
+// head dims fall back to the recurrence). The weights are uploaded per call:
+// this entry is for verification.
+func (d *Device) GDNLayer(out, x []float32, t int, dims gateddelta.LayerDims, w *gateddelta.LayerWeights,
+	st *gateddelta.State) error {
+	c, hv := dims.ConvDim(), dims.NV*dims.DV
+	switch {
+	case t < 0 || dims.Hidden <= 0 || dims.NK <= 0 || dims.NV <= 0 || dims.NV%dims.NK != 0 || dims.DK <= 0 ||
+		dims.DV <= 0 || dims.ConvK <= 0 || dims.ConvK > 8:
+		return fmt.Errorf("cuda: gdn layer: bad dims %+v", dims)
+	case len(x) != t*dims.Hidden || len(out) != t*dims.Hidden:
+		return fmt.Errorf("cuda: gdn layer: x has %d and out %d values, want %d", len(x), len(out), t*dims.Hidden)
+	case len(st.Conv) != dims.ConvK*c || len(st.S) != dims.NV*dims.DK*dims.DV:
+		return fmt.Errorf("cuda: gdn layer: state sizes %d, %d do not match %+v", len(st.Conv), len(st.S), dims)
+	case len(w.ConvW) != c*dims.ConvK || len(w.ALog) != dims.NV || len(w.DtBias) != dims.NV ||
+		len(w.NormW) != dims.DV:
+		return fmt.Errorf("cuda: gdn layer: vector weight sizes do not match %+v", dims)
+	}
+	for _, m := range []struct {
+		name       string
+		w          *tensor.Matrix
+		rows, cols int
+	}{
+		{"in_proj_qkv", w.InProjQKV, c, dims.Hidden}, {"in_proj_z", w.InProjZ, hv, dims.Hidden},
+		{"in_proj_b", w.InProjB, dims.NV, dims.Hidden}, {"in_proj_a", w.InProjA, dims.NV, dims.Hidden},
+		{"out_proj", w.OutProj, dims.Hidden, hv},
+	} {
+		if m.w == nil || m.w.Rows != m.rows || m.w.Cols != m.cols {
+			return fmt.Errorf("cuda: gdn layer: %s is not [%d,%d]", m.name, m.rows, m.cols)
+		}
+	}
+	win := make([]uint16, 0, (c+hv+2*dims.NV)*dims.Hidden)
+	for _, m := range []*tensor.Matrix{w.InProjQKV, w.InProjZ, w.InProjB, w.InProjA} {
+		win = appendBF16(win, m)
+	}
+	wout := appendBF16(nil, w.OutProj)
+	return d.call("gdn_layer", func() int {
+		return cGDNLayer(out, x, t, dims, win, wout, w.ConvW, w.ALog, w.DtBias, w.NormW, st.Conv, st.S)
+	})
+}
+
+// appendBF16 appends m's values as bf16 bit patterns (rounding F32 storage).
+func appendBF16(dst []uint16, m *tensor.Matrix) []uint16 {
+	if m.IsBF16() {
+		return append(dst, m.BF16...)
+	}
+	for _, v := range m.F32 {
+		dst = append(dst, tensor.Float32ToBF16(v))
+	}
+	return dst
+}
