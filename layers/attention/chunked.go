@@ -1,0 +1,205 @@
+package attention
+
+import (
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Chunked is flash-style attention: queries are processed in tiles, keys in
+// blocks, and an online softmax (running row maximum m and sum l) rescales
+// the partial output whenever the maximum grows, so no T×S score matrix is
+// ever built: memory is O(tile), whatever S is.
+//
+// A tile is BlockQ query tokens times the NH/NKV query heads that share one
+// KV head, so each key and value row read from the cache serves all of them
+// (GQA). Inside a tile everything is stored transposed, one tile row per
+// SIMD lane: Qᵀ [D][M] (pre-multiplied by scale), scores Sᵀ [BK][M] and the
+// output accumulator Oᵀ [D][M]. Both products are then broadcast-K (or V)
+// times a vector of 16 rows, and the softmax bookkeeping (max, exp, sum,
+// rescale) is vector-wide over rows too.
+//
+// Tiles (KV head × query block) are shared out among GOMAXPROCS workers,
+// latest queries first because causal masking makes them the longest.
+// Decode (T = 1) is one tile per KV head.
+type Chunked struct {
+	BlockQ int // query tokens per tile; 0 means about 96 rows (96/(NH/NKV) tokens)
+	BlockK int // keys per block; 0 means 64
+}
+
+const defaultBlockK = 64
+
+// vPad pads the packed value rows. The cache's rows for one KV head lie
+// NKV·D·4 bytes apart (4 KiB at the 27B shapes), so walking down a block of
+// them hits a single L1 set and thrashes; a stride of D+16 floats spreads
+// consecutive rows over different sets.
+const vPad = 16
+
+// tileBufs recycles per-worker tile buffers, so decode steps do not allocate.
+var tileBufs = sync.Pool{New: func() any { return new(tile) }}
+
+// tile is one worker's scratch space for one (KV head, query block).
+type tile struct {
+	qt, st, ot []float32 // Qᵀ·scale [D][mp], scores/probabilities [BK][mp], Oᵀ [D][mp]
+	vb         []float32 // one block of value rows, [BK][D+vPad]
+	m, l, corr []float32 // per row: running max, running sum, rescale factor
+	rowOff     []int     // per row: offset of its q/out vector
+}
+
+// grow sizes the tile for mp lanes (rows padded to 16), head dim d and bk keys.
+func (tl *tile) grow(mp, d, bk int) {
+	need := func(s []float32, n int) []float32 {
+		if cap(s) < n {
+			return make([]float32, n)
+		}
+		return s[:n]
+	}
+	tl.qt, tl.ot, tl.st = need(tl.qt, d*mp), need(tl.ot, d*mp), need(tl.st, bk*mp)
+	tl.m, tl.l, tl.corr = need(tl.m, mp), need(tl.l, mp), need(tl.corr, mp)
+	tl.vb = need(tl.vb, bk*(d+vPad))
+	if cap(tl.rowOff) < mp {
+		tl.rowOff = make([]int, mp)
+	}
+	tl.rowOff = tl.rowOff[:mp]
+}
+
+// Forward implements Kernel.
+func (c Chunked) Forward(out, q, k, v []float32, d Dims, scale float32) error {
+	if err := d.Check(out, q, k, v); err != nil {
+		return err
+	}
+	if d.T == 0 {
+		return nil
+	}
+	group := d.NH / d.NKV
+	bq := c.BlockQ
+	if bq <= 0 {
+		bq = max(1, 96/group)
+	}
+	bq = min(bq, d.T)
+	bk := c.BlockK
+	if bk <= 0 {
+		bk = defaultBlockK
+	}
+	nqb := (d.T + bq - 1) / bq
+	units := nqb * d.NKV
+	mp := (bq*group + 15) &^ 15
+
+	run := func(tl *tile, u int) {
+		// Unit u: latest query blocks first (they see the most keys).
+		qb, g := nqb-1-u/d.NKV, u%d.NKV
+		t0 := qb * bq
+		c.tile(tl, out, q, k, v, d, scale, g, t0, min(t0+bq, d.T), bk)
+	}
+	workers := min(runtime.GOMAXPROCS(0), units)
+	if workers == 1 {
+		tl := tileBufs.Get().(*tile)
+		tl.grow(mp, d.D, bk)
+		for u := range units {
+			run(tl, u)
+		}
+		tileBufs.Put(tl)
+		return nil
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			tl := tileBufs.Get().(*tile)
+			tl.grow(mp, d.D, bk)
+			for u := int(next.Add(1) - 1); u < units; u = int(next.Add(1) - 1) {
+				run(tl, u)
+			}
+			tileBufs.Put(tl)
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+// tile computes the outputs of query tokens [t0, t1) for the query heads
+// of KV head g.
+func (c Chunked) tile(tl *tile, out, q, k, v []float32, d Dims, scale float32, g, t0, t1, bk int) {
+	group := d.NH / d.NKV
+	rows := (t1 - t0) * group
+	mp := (rows + 15) &^ 15
+	D := d.D
+	qt, st, ot := tl.qt[:D*mp], tl.st[:bk*mp], tl.ot[:D*mp]
+	m, l, corr := tl.m[:mp], tl.l[:mp], tl.corr[:mp]
+
+	// Row i is token t0 + i/group, head g·group + i%group. Pack Qᵀ·scale
+	// sixteen rows at a time, so the sixteen q rows being read and the Qᵀ
+	// lines being written all stay in L1; padding rows get q = 0 (finite
+	// scores, discarded at the end).
+	rowOff := tl.rowOff[:mp]
+	for i := range rows {
+		t, h := t0+i/group, g*group+i%group
+		rowOff[i] = (t*d.NH + h) * D
+	}
+	for i0 := 0; i0 < mp; i0 += 16 {
+		for j := range D {
+			dst := qt[j*mp+i0 : j*mp+i0+16]
+			for i := range dst {
+				if i0+i < rows {
+					dst[i] = q[rowOff[i0+i]+j] * scale
+				} else {
+					dst[i] = 0
+				}
+			}
+		}
+	}
+	clear(ot)
+	for i := range m {
+		m[i], l[i] = float32(math.Inf(-1)), 0
+	}
+
+	off := d.S - d.T // absolute position of token 0
+	kvStride := d.NKV * D
+	lastKey := off + t1 - 1 // the last tile row sees keys 0..lastKey
+	for j0 := 0; j0 <= lastKey; j0 += bk {
+		jn := min(bk, lastKey+1-j0)
+		kb := k[(j0*d.NKV+g)*D:]
+		vs := D + vPad
+		vb := tl.vb[:jn*vs]
+		for jj := range jn {
+			copy(vb[jj*vs:jj*vs+D], v[((j0+jj)*d.NKV+g)*D:])
+		}
+
+		// Sᵀ[jj][i] = Σ_d K[j0+jj][d] · Qᵀ[d][i].
+		gemm(jn, D, kb, kvStride, 1, qt, st, mp, nil)
+
+		// Causal mask: row i (token t) sees keys ≤ off+t. Only blocks that
+		// reach past the first row's limit need it.
+		if j0+jn-1 > off+t0 {
+			for i := range rows {
+				lim := off + t0 + i/group // last visible key of row i
+				for jj := max(0, lim+1-j0); jj < jn; jj++ {
+					st[jj*mp+i] = float32(math.Inf(-1))
+				}
+			}
+		}
+
+		// Online softmax: m ← max(m, block max), corr = e^(m_old−m),
+		// Sᵀ ← e^(Sᵀ−m), l ← l·corr + Σ_jj Sᵀ.
+		softmaxBlock(st[:jn*mp], mp, m, l, corr)
+
+		// Oᵀ[d][i] = corr[i]·Oᵀ[d][i] + Σ_jj V[j0+jj][d] · Sᵀ[jj][i].
+		gemm(D, jn, vb, 1, vs, st, ot, mp, corr)
+	}
+
+	// out = Oᵀ / l, back in [T, NH, D] order, sixteen rows at a time as
+	// for Qᵀ. l ≥ 1: the row maximum contributes e^0.
+	for i := range rows {
+		l[i] = 1 / l[i]
+	}
+	for i0 := 0; i0 < rows; i0 += 16 {
+		n := min(16, rows-i0)
+		for j := range D {
+			src := ot[j*mp+i0 : j*mp+i0+n]
+			for i, x := range src {
+				out[rowOff[i0+i]+j] = x * l[i0+i]
+			}
+		}
+	}
+}
