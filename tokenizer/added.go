@@ -1,0 +1,233 @@
+package tokenizer
+
+import (
+	"sort"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// AddedToken is one entry of a tokenizer.json's added_tokens: a string that
+// is cut out of the input whole, before normalization and pre-tokenization,
+// and maps to a single id.
+type AddedToken struct {
+	// ID is the id HF assigns: the model vocabulary's id if Content is in
+	// it, otherwise the next free id after the model vocabulary, in file
+	// order. (The "id" field of the file is not consulted, as in HF.)
+	ID int
+	// Content is the token's text as written in the file.
+	Content string
+	// Special marks control tokens such as <|im_end|>.
+	Special bool
+	// Normalized tokens are matched in normalized text (against their own
+	// normalized form); the others in the raw input.
+	Normalized bool
+	// LStrip and RStrip make the token swallow the whitespace to its left
+	// or right.
+	LStrip, RStrip bool
+	// SingleWord tokens match only where neither neighbour is a word
+	// character.
+	SingleWord bool
+}
+
+// addedVocab holds the added tokens and the two matchers HF builds: one
+// for non-normalized tokens over the raw text, one for normalized tokens
+// over normalized text.
+type addedVocab struct {
+	byContent  map[string]int
+	byID       map[int]*AddedToken
+	normalForm map[int]string // normalized content, where it differs
+	special    map[string]bool
+	raw, norm  matcher
+}
+
+// newAddedVocab assigns ids and builds the matchers following HF's
+// AddedVocabulary::add_tokens: empty contents are skipped; a repeated
+// content keeps its id and takes the later flags.
+func newAddedVocab(list []addedTokenJSON, model *bpe, nz *normalizer) *addedVocab {
+	av := &addedVocab{
+		byContent:  map[string]int{},
+		byID:       map[int]*AddedToken{},
+		normalForm: map[int]string{},
+		special:    map[string]bool{},
+	}
+	next := len(model.vocab)
+	for _, j := range list {
+		if j.Content == "" {
+			continue
+		}
+		t := AddedToken{
+			Content: j.Content, Special: j.Special, Normalized: !j.Special,
+			LStrip: j.LStrip, RStrip: j.RStrip, SingleWord: j.SingleWord,
+		}
+		if j.Normalized != nil {
+			t.Normalized = *j.Normalized
+		}
+		id, ok := av.byContent[t.Content]
+		if !ok {
+			id, ok = model.vocab[t.Content]
+		}
+		if !ok {
+			id = next
+			next++
+		}
+		t.ID = id
+		// As in HF, a stale normalized form survives a later non-normalized
+		// duplicate.
+		if t.Normalized && nz != nil {
+			if n := nz.apply(t.Content); n != t.Content {
+				av.normalForm[id] = n
+			}
+		}
+		av.byContent[t.Content] = id
+		if t.Special {
+			av.special[t.Content] = true
+		}
+		tc := t
+		av.byID[id] = &tc
+	}
+	var raw, normd []matchPattern
+	for id, t := range av.byID {
+		if t.Normalized {
+			p := t.Content
+			if n, ok := av.normalForm[id]; ok {
+				p = n
+			}
+			normd = append(normd, matchPattern{p, id})
+		} else {
+			raw = append(raw, matchPattern{t.Content, id})
+		}
+	}
+	av.raw = newMatcher(raw)
+	av.norm = newMatcher(normd)
+	return av
+}
+
+// tokens returns the added tokens sorted by id.
+func (av *addedVocab) tokens() []AddedToken {
+	out := make([]AddedToken, 0, len(av.byID))
+	for _, t := range av.byID {
+		out = append(out, *t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// matchPattern is a string to find and the id it stands for.
+type matchPattern struct {
+	text string
+	id   int
+}
+
+// matcher finds non-overlapping leftmost-longest occurrences of a set of
+// strings, like the Aho-Corasick automaton HF uses.
+type matcher struct {
+	byFirst [256][]matchPattern // longest first
+	any     bool
+}
+
+func newMatcher(ps []matchPattern) matcher {
+	var m matcher
+	for _, p := range ps {
+		m.byFirst[p.text[0]] = append(m.byFirst[p.text[0]], p)
+		m.any = true
+	}
+	for i := range m.byFirst {
+		l := m.byFirst[i]
+		sort.Slice(l, func(a, b int) bool {
+			if len(l[a].text) != len(l[b].text) {
+				return len(l[a].text) > len(l[b].text)
+			}
+			return l[a].text < l[b].text
+		})
+	}
+	return m
+}
+
+// next finds the leftmost-longest match at or after from.
+func (m *matcher) next(s string, from int) (start, end, id int, ok bool) {
+	for i := from; i < len(s); i++ {
+		for _, p := range m.byFirst[s[i]] {
+			if strings.HasPrefix(s[i:], p.text) {
+				return i, i + len(p.text), p.id, true
+			}
+		}
+	}
+	return 0, 0, 0, false
+}
+
+// split walks s, calling emit for every stretch of plain text (id -1) and
+// every added token found, applying single_word, lstrip and rstrip as HF's
+// AddedVocabulary::find_matches does. Empty stretches are not emitted.
+func (av *addedVocab) split(m *matcher, s string, emit func(text string, id int) error) error {
+	if !m.any {
+		if s == "" {
+			return nil
+		}
+		return emit(s, -1)
+	}
+	startOffset := 0
+	for from := 0; from < len(s); {
+		start, stop, id, ok := m.next(s, from)
+		if !ok {
+			break
+		}
+		from = stop
+		t := av.byID[id]
+		if t.SingleWord {
+			startSpace := start == 0 || !endsWithWordChar(s[:start])
+			stopSpace := stop == len(s) || !startsWithWordChar(s[stop:])
+			if !startSpace || !stopSpace {
+				continue
+			}
+		}
+		if t.LStrip {
+			start = max(start-trailingSpaceLen(s[:start]), startOffset)
+		}
+		if t.RStrip {
+			stop += leadingSpaceLen(s[stop:])
+		}
+		if startOffset < start {
+			if err := emit(s[startOffset:start], -1); err != nil {
+				return err
+			}
+		}
+		if err := emit("", id); err != nil {
+			return err
+		}
+		startOffset = stop
+	}
+	if startOffset < len(s) {
+		return emit(s[startOffset:], -1)
+	}
+	return nil
+}
+
+// isWordChar is Rust regex's Unicode \w: alphabetic, marks, decimal
+// digits, connector punctuation and the joiners.
+func isWordChar(r rune) bool {
+	return unicode.IsLetter(r) || unicode.Is(unicode.Nl, r) || unicode.Is(unicode.Other_Alphabetic, r) ||
+		unicode.IsMark(r) || unicode.Is(unicode.Nd, r) || unicode.Is(unicode.Pc, r) ||
+		r == 0x200C || r == 0x200D
+}
+
+func endsWithWordChar(s string) bool {
+	r, n := utf8.DecodeLastRuneInString(s)
+	return n > 0 && isWordChar(r)
+}
+
+func startsWithWordChar(s string) bool {
+	r, n := utf8.DecodeRuneInString(s)
+	return n > 0 && isWordChar(r)
+}
+
+// leadingSpaceLen is the byte length of the whitespace s starts with
+// (Unicode White_Space, which is what unicode.IsSpace tests).
+func leadingSpaceLen(s string) int {
+	return len(s) - len(strings.TrimLeftFunc(s, unicode.IsSpace))
+}
+
+// trailingSpaceLen is the byte length of the whitespace s ends with.
+func trailingSpaceLen(s string) int {
+	return len(s) - len(strings.TrimRightFunc(s, unicode.IsSpace))
+}

@@ -1,0 +1,122 @@
+package tokenizer
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// splitAll runs addedVocab.split over s and renders the result as a list
+// of plain stretches and [content] for tokens.
+func splitAll(t *testing.T, av *addedVocab, m *matcher, s string) []string {
+	t.Helper()
+	var out []string
+	err := av.split(m, s, func(text string, id int) error {
+		if id >= 0 {
+			out = append(out, "["+av.byID[id].Content+"]")
+		} else {
+			out = append(out, text)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+func testAddedVocab(t *testing.T, list []addedTokenJSON) *addedVocab {
+	t.Helper()
+	model := newTestBPE(t, []string{"a", "b", "ab"}, nil, modelJSON{})
+	return newAddedVocab(list, model, &normalizer{forms: nil})
+}
+
+func TestAddedLeftmostLongest(t *testing.T) {
+	av := testAddedVocab(t, []addedTokenJSON{
+		{Content: "<|a|>", Normalized: boolp(false)},
+		{Content: "<|a|><|b|>", Normalized: boolp(false)},
+		{Content: "|", Normalized: boolp(false)},
+	})
+	assert.Equal(t, []string{"x", "[<|a|><|b|>]", "y", "[<|a|>]", "<", "[|]", "b", "[|]"},
+		splitAll(t, av, &av.raw, "x<|a|><|b|>y<|a|><|b|"))
+}
+
+func TestAddedFlags(t *testing.T) {
+	av := testAddedVocab(t, []addedTokenJSON{
+		{Content: "[SW]", Normalized: boolp(false), SingleWord: true},
+		{Content: "[L]", Normalized: boolp(false), LStrip: true},
+		{Content: "[R]", Normalized: boolp(false), RStrip: true},
+	})
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{"[SW]", []string{"[[SW]]"}},
+		{"a [SW] b", []string{"a ", "[[SW]]", " b"}},
+		{"a[SW] b", []string{"a[SW] b"}},         // word character before
+		{"_[SW]", []string{"_[SW]"}},             // '_' is a word character
+		{"é[SW]", []string{"é[SW]"}},             // so are letters beyond ASCII
+		{"a\u0301[SW]", []string{"a\u0301[SW]"}}, // and marks
+		{".[SW].", []string{".", "[[SW]]", "."}},
+		{"a \t[L]b", []string{"a", "[[L]]", "b"}},
+		{"[L]", []string{"[[L]]"}},
+		{"a[R] \n b", []string{"a", "[[R]]", "b"}},
+		{"[R][L]", []string{"[[R]]", "[[L]]"}},
+		{"x [R]  [L] y", []string{"x ", "[[R]]", "[[L]]", " y"}},
+		{"\u3000[L]", []string{"[[L]]"}}, // Unicode whitespace is stripped too
+	} {
+		assert.Equal(t, c.want, splitAll(t, av, &av.raw, c.in), "%q", c.in)
+	}
+}
+
+func TestAddedIDsFollowHF(t *testing.T) {
+	// Ids come from the model vocabulary if the content is there, else
+	// from len(vocab) upwards in file order; the file's ids are ignored.
+	nine := int64(9)
+	av := testAddedVocab(t, []addedTokenJSON{
+		{Content: "ab", ID: &nine},
+		{Content: "<x>", Special: true, ID: &nine},
+		{Content: ""},
+		{Content: "<y>"},
+		{Content: "<x>", Special: false, Normalized: boolp(true)},
+	})
+	got := av.tokens()
+	require.Len(t, got, 3)
+	assert.Equal(t, AddedToken{ID: 2, Content: "ab", Normalized: true}, got[0])
+	assert.Equal(t, AddedToken{ID: 3, Content: "<x>", Normalized: true}, got[1], "a repeat keeps the id and takes the new flags")
+	assert.Equal(t, AddedToken{ID: 4, Content: "<y>", Normalized: true}, got[2])
+	assert.True(t, av.special["<x>"], "special status is never withdrawn")
+}
+
+func TestAddedNormalizedForm(t *testing.T) {
+	model := newTestBPE(t, []string{"a"}, nil, modelJSON{})
+	nz, err := parseNormalizer([]byte(`{"type":"NFC"}`), "normalizer")
+	require.NoError(t, err)
+	av := newAddedVocab([]addedTokenJSON{{Content: "cafe\u0301"}}, model, nz)
+	assert.Equal(t, map[int]string{1: "café"}, av.normalForm)
+	assert.Equal(t, []string{"[cafe\u0301]", "!"}, splitAll(t, av, &av.norm, "café!"))
+	assert.Equal(t, []string{"cafe\u0301!"}, splitAll(t, av, &av.raw, "cafe\u0301!"), "normalized tokens are not matched raw")
+}
+
+func TestIsWordChar(t *testing.T) {
+	for _, r := range "aZé中_0٣Ⅻ\u0301\u200d\u24b6" {
+		assert.True(t, isWordChar(r), "%U", r)
+	}
+	for _, r := range " .-\u00a0\u3000!😀\u200b" {
+		assert.False(t, isWordChar(r), "%U", r)
+	}
+}
+
+func ExampleTokenizer_AddedTokens() {
+	tok, err := Load("../testdata/tokenizer/qwen3-tokenizer.json.gz")
+	if err != nil {
+		panic(err)
+	}
+	var names []string
+	for _, a := range tok.SpecialTokens()[:3] {
+		names = append(names, fmt.Sprintf("%d=%s", a.ID, a.Content))
+	}
+	fmt.Println(strings.Join(names, " "))
+	// Output: 151643=<|endoftext|> 151644=<|im_start|> 151645=<|im_end|>
+}

@@ -1,0 +1,333 @@
+package tokenizer
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// normalizer applies Unicode normalization forms in order (a Sequence of
+// NFC/NFD/NFKC/NFKD, or one of them).
+type normalizer struct {
+	forms []norm.Form
+}
+
+func (n *normalizer) apply(s string) string {
+	for _, f := range n.forms {
+		s = f.String(s)
+	}
+	return s
+}
+
+// parseNormalizer reads the normalizer section; null means none.
+func parseNormalizer(raw json.RawMessage, field string) (*normalizer, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	n := &normalizer{}
+	if err := n.add(raw, field); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *normalizer) add(raw json.RawMessage, field string) error {
+	typ, err := typeOf(raw, field)
+	if err != nil {
+		return err
+	}
+	switch typ {
+	case "NFC":
+		n.forms = append(n.forms, norm.NFC)
+	case "NFD":
+		n.forms = append(n.forms, norm.NFD)
+	case "NFKC":
+		n.forms = append(n.forms, norm.NFKC)
+	case "NFKD":
+		n.forms = append(n.forms, norm.NFKD)
+	case "Sequence":
+		var seq struct {
+			Normalizers []json.RawMessage `json:"normalizers"`
+		}
+		if err := json.Unmarshal(raw, &seq); err != nil {
+			return fmt.Errorf("%s: %w", field, err)
+		}
+		if seq.Normalizers == nil {
+			return fmt.Errorf("%s: Sequence without \"normalizers\"", field)
+		}
+		for i, sub := range seq.Normalizers {
+			if err := n.add(sub, fmt.Sprintf("%s.normalizers[%d]", field, i)); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("%s.type %q: unsupported normalizer (supported: NFC, NFD, NFKC, NFKD, Sequence)", field, typ)
+	}
+	return nil
+}
+
+// splitBehavior is what HF's Split does with the delimiters it finds.
+type splitBehavior int
+
+const (
+	behaviorRemoved splitBehavior = iota
+	behaviorIsolated
+	behaviorMergedWithPrevious
+	behaviorMergedWithNext
+	behaviorContiguous
+)
+
+var behaviorNames = map[string]splitBehavior{
+	"Removed":            behaviorRemoved,
+	"Isolated":           behaviorIsolated,
+	"MergedWithPrevious": behaviorMergedWithPrevious,
+	"MergedWithNext":     behaviorMergedWithNext,
+	"Contiguous":         behaviorContiguous,
+}
+
+// preStep is one pre-tokenizer: either a Split or a ByteLevel.
+type preStep struct {
+	// Split
+	re       *regex
+	behavior splitBehavior
+	invert   bool
+	// ByteLevel
+	byteLevel      bool
+	addPrefixSpace bool
+	useRegex       bool
+}
+
+// gpt2Pattern is the split ByteLevel applies when use_regex is true.
+const gpt2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
+
+var (
+	gpt2Once sync.Once
+	gpt2Re   *regex
+)
+
+func gpt2Regex() *regex {
+	gpt2Once.Do(func() {
+		re, err := compileRegex(gpt2Pattern)
+		if err != nil {
+			panic("tokenizer: built-in GPT-2 pattern does not compile: " + err.Error())
+		}
+		gpt2Re = re
+	})
+	return gpt2Re
+}
+
+// parsePreTokenizer flattens the pre_tokenizer section into steps.
+func parsePreTokenizer(raw json.RawMessage, field string) ([]preStep, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var steps []preStep
+	if err := addPreStep(&steps, raw, field); err != nil {
+		return nil, err
+	}
+	return steps, nil
+}
+
+func addPreStep(steps *[]preStep, raw json.RawMessage, field string) error {
+	typ, err := typeOf(raw, field)
+	if err != nil {
+		return err
+	}
+	switch typ {
+	case "Sequence":
+		var seq struct {
+			PreTokenizers []json.RawMessage `json:"pretokenizers"`
+		}
+		if err := json.Unmarshal(raw, &seq); err != nil {
+			return fmt.Errorf("%s: %w", field, err)
+		}
+		if seq.PreTokenizers == nil {
+			return fmt.Errorf("%s: Sequence without \"pretokenizers\"", field)
+		}
+		for i, sub := range seq.PreTokenizers {
+			if err := addPreStep(steps, sub, fmt.Sprintf("%s.pretokenizers[%d]", field, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "Split":
+		var sp struct {
+			Pattern *struct {
+				String *string `json:"String"`
+				Regex  *string `json:"Regex"`
+			} `json:"pattern"`
+			Behavior *string `json:"behavior"`
+			Invert   bool    `json:"invert"`
+		}
+		if err := json.Unmarshal(raw, &sp); err != nil {
+			return fmt.Errorf("%s: %w", field, err)
+		}
+		if sp.Pattern == nil || (sp.Pattern.String == nil) == (sp.Pattern.Regex == nil) {
+			return fmt.Errorf("%s.pattern: want exactly one of {\"String\": ...} or {\"Regex\": ...}", field)
+		}
+		if sp.Behavior == nil {
+			return fmt.Errorf("%s.behavior: missing", field)
+		}
+		b, ok := behaviorNames[*sp.Behavior]
+		if !ok {
+			return fmt.Errorf("%s.behavior %q: want Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous", field, *sp.Behavior)
+		}
+		pat := ""
+		if sp.Pattern.Regex != nil {
+			pat = *sp.Pattern.Regex
+		} else {
+			pat = escapeLiteral(*sp.Pattern.String)
+		}
+		re, err := compileRegex(pat)
+		if err != nil {
+			return fmt.Errorf("%s.pattern: %w", field, err)
+		}
+		*steps = append(*steps, preStep{re: re, behavior: b, invert: sp.Invert})
+		return nil
+	case "ByteLevel":
+		// Missing flags take HF's ByteLevel defaults (all true).
+		bl := struct {
+			AddPrefixSpace *bool `json:"add_prefix_space"`
+			UseRegex       *bool `json:"use_regex"`
+		}{}
+		if err := json.Unmarshal(raw, &bl); err != nil {
+			return fmt.Errorf("%s: %w", field, err)
+		}
+		*steps = append(*steps, preStep{
+			byteLevel:      true,
+			addPrefixSpace: bl.AddPrefixSpace == nil || *bl.AddPrefixSpace,
+			useRegex:       bl.UseRegex == nil || *bl.UseRegex,
+		})
+		return nil
+	}
+	return fmt.Errorf("%s.type %q: unsupported pre-tokenizer (supported: Split, ByteLevel, Sequence)", field, typ)
+}
+
+// escapeLiteral quotes the characters Rust's regex::escape quotes, which
+// is how HF turns a String pattern into a regex.
+func escapeLiteral(s string) string {
+	var sb strings.Builder
+	for _, c := range s {
+		if strings.ContainsRune(`\.+*?()|[]{}^$#&-~`, c) {
+			sb.WriteByte('\\')
+		}
+		sb.WriteRune(c)
+	}
+	return sb.String()
+}
+
+// preTokenize splits piece into the words BPE sees, applying the steps in
+// order and dropping empty words after each, as HF's PreTokenizedString
+// does.
+func preTokenize(steps []preStep, piece string) ([]string, error) {
+	words := []string{piece}
+	for i := range steps {
+		st := &steps[i]
+		next := make([]string, 0, len(words))
+		for _, w := range words {
+			var err error
+			if st.byteLevel {
+				next, err = st.applyByteLevel(next, w)
+			} else {
+				next, err = st.re.split(next, w, st.behavior, st.invert)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		words = next
+	}
+	return words, nil
+}
+
+// applyByteLevel adds the prefix space, optionally splits with the GPT-2
+// pattern, and maps every byte to its stand-in rune.
+func (st *preStep) applyByteLevel(dst []string, w string) ([]string, error) {
+	if st.addPrefixSpace && !strings.HasPrefix(w, " ") {
+		w = " " + w
+	}
+	if !st.useRegex {
+		return append(dst, byteLevelEncode(w)), nil
+	}
+	start := len(dst)
+	dst, err := gpt2Regex().split(dst, w, behaviorIsolated, false)
+	if err != nil {
+		return nil, err
+	}
+	for i := start; i < len(dst); i++ {
+		dst[i] = byteLevelEncode(dst[i])
+	}
+	return dst, nil
+}
+
+// split appends the non-empty pieces of s that HF's Split keeps.
+func (r *regex) split(dst []string, s string, b splitBehavior, invert bool) ([]string, error) {
+	spans, err := r.findMatches(s)
+	if err != nil {
+		return nil, err
+	}
+	if invert {
+		for i := range spans {
+			spans[i].match = !spans[i].match
+		}
+	}
+	type piece struct {
+		start, end int
+		remove     bool
+	}
+	var pieces []piece
+	switch b {
+	case behaviorIsolated:
+		for _, sp := range spans {
+			pieces = append(pieces, piece{sp.start, sp.end, false})
+		}
+	case behaviorRemoved:
+		for _, sp := range spans {
+			pieces = append(pieces, piece{sp.start, sp.end, sp.match})
+		}
+	case behaviorContiguous:
+		prevMatch := false
+		for _, sp := range spans {
+			if sp.match == prevMatch && len(pieces) > 0 {
+				pieces[len(pieces)-1].end = sp.end
+			} else {
+				pieces = append(pieces, piece{sp.start, sp.end, false})
+			}
+			prevMatch = sp.match
+		}
+	case behaviorMergedWithPrevious:
+		prevMatch := false
+		for _, sp := range spans {
+			if sp.match && !prevMatch && len(pieces) > 0 {
+				pieces[len(pieces)-1].end = sp.end
+			} else {
+				pieces = append(pieces, piece{sp.start, sp.end, false})
+			}
+			prevMatch = sp.match
+		}
+	case behaviorMergedWithNext:
+		// HF folds from the right; build reversed, then restore order.
+		prevMatch := false
+		for i := len(spans) - 1; i >= 0; i-- {
+			sp := spans[i]
+			if sp.match && !prevMatch && len(pieces) > 0 {
+				pieces[len(pieces)-1].start = sp.start
+			} else {
+				pieces = append(pieces, piece{sp.start, sp.end, false})
+			}
+			prevMatch = sp.match
+		}
+		for i, j := 0, len(pieces)-1; i < j; i, j = i+1, j-1 {
+			pieces[i], pieces[j] = pieces[j], pieces[i]
+		}
+	}
+	for _, p := range pieces {
+		if !p.remove && p.end > p.start {
+			dst = append(dst, s[p.start:p.end])
+		}
+	}
+	return dst, nil
+}

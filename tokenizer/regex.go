@@ -1,0 +1,285 @@
+package tokenizer
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+
+	"github.com/dlclark/regexp2"
+)
+
+// regex wraps a regexp2 pattern so that it finds the same matches as the
+// Oniguruma engine HF uses. Go's regexp cannot be used: tokenizer patterns
+// rely on look-ahead (`\s+(?!\S)`).
+type regex struct {
+	re *regexp2.Regexp
+}
+
+// compileRegex compiles an Oniguruma-style pattern from a tokenizer.json.
+func compileRegex(pattern string) (*regex, error) {
+	re, err := regexp2.Compile(foldCaseLiterals(pattern), regexp2.None)
+	if err != nil {
+		return nil, err
+	}
+	if re.RightToLeft() {
+		return nil, fmt.Errorf("right-to-left matching is not supported")
+	}
+	return &regex{re: re}, nil
+}
+
+// span is a piece of a string in byte offsets; match tells a pattern match
+// from the text between matches.
+type span struct {
+	start, end int
+	match      bool
+}
+
+// findMatches covers s with alternating match and non-match spans, like
+// HF's Pattern::find_matches over Oniguruma's find_iter: after a non-empty
+// match the next empty match is skipped, and after an empty match the
+// search moves on by one character.
+func (r *regex) findMatches(s string) ([]span, error) {
+	if s == "" {
+		return []span{{0, 0, false}}, nil
+	}
+	runes := []rune(s)
+	off := make([]int, len(runes)+1)
+	for i, c := range runes {
+		off[i+1] = off[i] + len(string(c))
+	}
+	var out []span
+	prev, lastEnd, skipNextEmpty := 0, 0, false
+	for lastEnd <= len(runes) {
+		m, err := r.re.FindRunesMatchStartingAt(runes, lastEnd)
+		if err != nil {
+			return nil, err
+		}
+		if m == nil {
+			break
+		}
+		st, en := m.Index, m.Index+m.Length
+		lastEnd = en
+		if st == en {
+			lastEnd++
+			if skipNextEmpty {
+				skipNextEmpty = false
+				continue
+			}
+		} else {
+			skipNextEmpty = true
+		}
+		if prev != st {
+			out = append(out, span{off[prev], off[st], false})
+		}
+		out = append(out, span{off[st], off[en], true})
+		prev = en
+	}
+	if prev != len(runes) {
+		out = append(out, span{off[prev], len(s), false})
+	}
+	return out, nil
+}
+
+// foldCaseLiterals rewrites literal characters inside case-insensitive
+// scopes ((?i) and (?i:...)) whose case-folding class regexp2 would not
+// match in full. regexp2 compares lower-cased runes, whereas Oniguruma uses
+// Unicode case folding, under which for example 'ſ' (U+017F) matches 's'
+// and so "'ſ" matches Qwen's (?i:'s|...). Such a literal becomes a class of
+// its whole folding orbit. Character classes, escapes and group syntax are
+// copied unchanged; a pattern the scanner does not understand is returned
+// as is (regexp2 then reports any syntax error).
+func foldCaseLiterals(p string) string {
+	if !strings.Contains(p, "(?") {
+		return p
+	}
+	rs := []rune(p)
+	var out strings.Builder
+	ic := false
+	var stack []bool
+	for i := 0; i < len(rs); i++ {
+		c := rs[i]
+		switch {
+		case c == '\\':
+			j := skipEscape(rs, i)
+			out.WriteString(string(rs[i:j]))
+			i = j - 1
+		case c == '[':
+			j := skipClass(rs, i)
+			if j < 0 {
+				return p
+			}
+			out.WriteString(string(rs[i:j]))
+			i = j - 1
+		case c == '(':
+			j, push, newIC, ok := scanGroupOpen(rs, i, ic)
+			if !ok {
+				return p
+			}
+			if push {
+				stack = append(stack, ic)
+			}
+			ic = newIC
+			out.WriteString(string(rs[i:j]))
+			i = j - 1
+		case c == ')':
+			if n := len(stack); n > 0 {
+				ic = stack[n-1]
+				stack = stack[:n-1]
+			}
+			out.WriteRune(c)
+		case ic && needsFoldClass(c):
+			out.WriteString(foldClass(c))
+		default:
+			out.WriteRune(c)
+		}
+	}
+	return out.String()
+}
+
+// skipEscape returns the index after the escape starting at rs[i] == '\\'.
+func skipEscape(rs []rune, i int) int {
+	j := i + 2
+	if j > len(rs) {
+		return len(rs)
+	}
+	closer := rune(0)
+	if j < len(rs) {
+		switch {
+		case rs[j] == '{' && strings.ContainsRune("pPxuok", rs[i+1]):
+			closer = '}'
+		case rs[j] == '<' && strings.ContainsRune("kg", rs[i+1]):
+			closer = '>'
+		}
+	}
+	if closer != 0 {
+		for j < len(rs) && rs[j] != closer {
+			j++
+		}
+		if j < len(rs) {
+			j++
+		}
+	}
+	return j
+}
+
+// skipClass returns the index after the bracket class starting at rs[i],
+// or -1 if it is not closed. Nested classes and escapes are allowed.
+func skipClass(rs []rune, i int) int {
+	depth := 0
+	for j := i; j < len(rs); j++ {
+		switch rs[j] {
+		case '\\':
+			j++
+		case '[':
+			depth++
+			// A ']' right after '[' or '[^' is a literal.
+			if j+1 < len(rs) && rs[j+1] == '^' {
+				j++
+			}
+			if j+1 < len(rs) && rs[j+1] == ']' {
+				j++
+			}
+		case ']':
+			depth--
+			if depth == 0 {
+				return j + 1
+			}
+		}
+	}
+	return -1
+}
+
+// scanGroupOpen reads the group syntax at rs[i] == '(' and returns the
+// index after it, whether it opens a scope, and the case-insensitivity
+// that applies after it.
+func scanGroupOpen(rs []rune, i int, ic bool) (next int, push, newIC, ok bool) {
+	j := i + 1
+	if j >= len(rs) || rs[j] != '?' {
+		return j, true, ic, true
+	}
+	j++
+	if j >= len(rs) {
+		return 0, false, ic, false
+	}
+	switch rs[j] {
+	case '#': // comment
+		for j < len(rs) && rs[j] != ')' {
+			j++
+		}
+		if j == len(rs) {
+			return 0, false, ic, false
+		}
+		// The ')' is copied by the caller's next step as a plain rune; keep
+		// the scope balanced by pushing here.
+		return j, true, ic, true
+	case '=', '!', '>':
+		return j + 1, true, ic, true
+	case '<':
+		if j+1 < len(rs) && (rs[j+1] == '=' || rs[j+1] == '!') {
+			return j + 2, true, ic, true
+		}
+		return skipName(rs, j+1, '>', ic)
+	case '\'':
+		return skipName(rs, j+1, '\'', ic)
+	case 'P':
+		if j+1 < len(rs) && rs[j+1] == '<' {
+			return skipName(rs, j+2, '>', ic)
+		}
+	}
+	on := true
+	v := ic
+	for ; j < len(rs); j++ {
+		switch c := rs[j]; {
+		case c == '-':
+			on = false
+		case c == 'i':
+			v = on
+		case c == ':':
+			return j + 1, true, v, true
+		case c == ')':
+			// Inline flags: they last to the end of the enclosing group.
+			return j + 1, false, v, true
+		case unicode.IsLetter(c):
+		default:
+			return 0, false, ic, false
+		}
+	}
+	return 0, false, ic, false
+}
+
+// skipName skips a group name up to and including closer.
+func skipName(rs []rune, j int, closer rune, ic bool) (int, bool, bool, bool) {
+	for j < len(rs) && rs[j] != closer {
+		j++
+	}
+	if j == len(rs) {
+		return 0, false, ic, false
+	}
+	return j + 1, true, ic, true
+}
+
+// foldOrbit lists r and every rune that case-folds together with it.
+func foldOrbit(r rune) []rune {
+	orbit := []rune{r}
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		orbit = append(orbit, f)
+	}
+	return orbit
+}
+
+// needsFoldClass reports whether lower-casing misses part of r's orbit.
+func needsFoldClass(r rune) bool {
+	lr := unicode.ToLower(r)
+	for _, m := range foldOrbit(r) {
+		if unicode.ToLower(m) != lr {
+			return true
+		}
+	}
+	return false
+}
+
+// foldClass renders r's folding orbit as a bracket class. Orbit members
+// are cased letters, never class syntax, so they are written as they are.
+func foldClass(r rune) string {
+	return "[" + string(foldOrbit(r)) + "]"
+}
