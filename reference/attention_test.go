@@ -1,6 +1,7 @@
 package reference
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -61,4 +62,28 @@ func TestAttentionErrors(t *testing.T) {
 	err := Attention(make([]float64, 2), make([]float64, 2), make([]float64, 1), make([]float64, 2),
 		attention.Dims{T: 1, S: 2, NH: 2, NKV: 1, D: 1}, 1)
 	assert.ErrorContains(t, err, "k has 1 values, want 2")
+}
+
+// The float32 naive kernel must match the float64 reference: each output
+// is a softmax-weighted mean of O(1) values whose weights come from D-term
+// dot products; float32 rounding (≈6e-8 per op, sums of a few hundred
+// terms) gives ~1e-7 relative L2, and 2e-6 still fails any wrong mask,
+// offset, scale or head mapping by orders of magnitude.
+func TestAttentionMatchesNaive(t *testing.T) {
+	for _, d := range []attention.Dims{
+		{T: 70, S: 70, NH: 4, NKV: 2, D: 32},
+		{T: 5, S: 40, NH: 6, NKV: 1, D: 16}, // continuation behind a cache
+		{T: 1, S: 9, NH: 2, NKV: 2, D: 8},   // decode
+	} {
+		r := rand.New(rand.NewPCG(7, uint64(d.S)))
+		q, k, v := randn(r, d.T*d.NH*d.D, 1), randn(r, d.S*d.NKV*d.D, 1), randn(r, d.S*d.NKV*d.D, 1)
+		scale := float32(1 / math.Sqrt(float64(d.D)))
+		out32 := make([]float32, len(q))
+		require.NoError(t, attention.Naive{}.Forward(out32, q, k, v, d, scale))
+		out64 := make([]float64, len(q))
+		require.NoError(t, Attention(out64, Widen(q), Widen(k), Widen(v), d, float64(scale)))
+		e := RelL2(out32, out64)
+		t.Logf("%+v: out rel L2 %.2e", d, e)
+		assert.Less(t, e, 2e-6)
+	}
 }
