@@ -133,6 +133,7 @@ func (s *Session) Forward(ids []int, be *Backend, opt Options) (*tensor.Tensor, 
 		lrec.Record("mlp_out", mix, t, h)
 		addInto(x, mix)
 		lrec.Record("output", x, t, h)
+		m.dropBlock(li)
 	}
 	s.pos += t
 
@@ -148,6 +149,9 @@ func (s *Session) Forward(ids []int, be *Backend, opt Options) (*tensor.Tensor, 
 	logits := tensor.New(t, cfg.VocabSize)
 	if err := be.MatMul.MatMulT(logits.Data, rows, t, m.LMHead); err != nil {
 		return nil, fmt.Errorf("lm_head: %w", err)
+	}
+	if m.streaming && m.store != nil {
+		_ = m.store.DropPages(m.LMHead)
 	}
 	rec.Record("logits", logits.Data, logits.Shape...)
 	if i := firstNonFinite(logits.Data); i >= 0 {

@@ -22,7 +22,8 @@ type Model struct {
 	// Warnings lists non-fatal findings of Load (e.g. unused tensors).
 	Warnings []string
 
-	store *weights.Store
+	store     *weights.Store
+	streaming bool // drop each layer's mapped pages after use (SetStreaming)
 }
 
 // Block is one decoder layer: a token mixer and the SwiGLU MLP, each behind

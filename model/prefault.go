@@ -17,18 +17,39 @@ func (m *Model) Matrices() []*tensor.Matrix {
 		add(m.LMHead)
 	}
 	for i := range m.Blocks {
-		b := &m.Blocks[i]
-		add(b.MLP.Gate, b.MLP.Up, b.MLP.Down)
-		if b.GDN != nil {
-			w := &b.GDN.W
-			add(w.InProjQKV, w.InProjZ, w.InProjB, w.InProjA, w.OutProj)
-		}
-		if b.Attn != nil {
-			w := &b.Attn.W
-			add(w.QProj, w.KProj, w.VProj, w.OProj)
-		}
+		add(m.Blocks[i].matrices()...)
 	}
 	return out
+}
+
+// matrices lists one block's weight matrices.
+func (b *Block) matrices() []*tensor.Matrix {
+	out := []*tensor.Matrix{b.MLP.Gate, b.MLP.Up, b.MLP.Down}
+	if b.GDN != nil {
+		w := &b.GDN.W
+		out = append(out, w.InProjQKV, w.InProjZ, w.InProjB, w.InProjA, w.OutProj)
+	}
+	if b.Attn != nil {
+		w := &b.Attn.W
+		out = append(out, w.QProj, w.KProj, w.VProj, w.OProj)
+	}
+	return out
+}
+
+// SetStreaming makes every forward pass drop each layer's memory-mapped
+// pages once the layer is done, so a checkpoint larger than RAM runs with
+// a resident set of about one layer plus the embedding and head. It has no
+// effect on models not loaded from a checkpoint.
+func (m *Model) SetStreaming(on bool) { m.streaming = on }
+
+// dropBlock releases one block's mapped pages when streaming.
+func (m *Model) dropBlock(i int) {
+	if !m.streaming || m.store == nil {
+		return
+	}
+	for _, x := range m.Blocks[i].matrices() {
+		_ = m.store.DropPages(x) // advisory: a failure only costs memory
+	}
 }
 
 // WeightBytes is the storage size of all weight matrices.

@@ -38,8 +38,9 @@ func prefault(m *model.Model, stderr io.Writer) error {
 		return nil
 	}
 	if avail := memAvailable(); avail > 0 && size > avail*6/10 {
-		fmt.Fprintf(stderr, "weights: %.1f GB memory-mapped, more than 60%% of available RAM (%.1f GB): layers page in and out during the forward pass\n",
+		fmt.Fprintf(stderr, "weights: %.1f GB memory-mapped, more than 60%% of available RAM (%.1f GB): streaming, each layer pages in for its turn and is dropped after it\n",
 			float64(size)/1e9, float64(avail)/1e9)
+		m.SetStreaming(true)
 		return nil
 	}
 	start := time.Now()
