@@ -73,7 +73,8 @@ type problem struct {
 // scratch is one worker's reusable memory. Buffers grow on demand.
 type scratch struct {
 	gkk, gqk, kT     []float32 // shared per key-head chunk: K Kᵀ, Q Kᵀ, Kᵀ
-	gam, eg, ek, row []float32 // γ, e^γ, e^(γ_C−γ), a Γ row
+	gam              []float64 // γ, the cumulative log-decay
+	eg, ek, row      []float32 // e^γ, e^(γ_C−γ), a Γ row
 	tm, pm           []float32 // (I + strict_lower(A))⁻¹ (built over A in place), P
 	rm, uw           []float32 // R = [V_β | e^γ K_β] and [U | W] = T R
 	qt, kt           []float32 // Q̃ and K̃
@@ -85,6 +86,14 @@ type scratch struct {
 func grow(buf []float32, n int) []float32 {
 	if cap(buf) < n {
 		return make([]float32, n)
+	}
+	return buf[:n]
+}
+
+// growF64 is grow for float64 buffers.
+func growF64(buf []float64, n int) []float64 {
+	if cap(buf) < n {
+		return make([]float64, n)
 	}
 	return buf[:n]
 }

@@ -63,14 +63,15 @@ func gemmGenericRange(i0, i1, j0, j1, k int, alpha float32, a []float32, lda, ak
 	}
 }
 
-// expAffineGeneric sets dst[i] = exp(a + b·src[i]), with the exponent
+// expAffineGeneric sets dst[i] = exp(a + b·src[i]). The exponent is
+// formed in float64 because the callers pass differences of cumulative
+// log-decays, which can be large numbers whose difference is small; it is
 // clamped to ±expClamp so no Inf can appear (callers mask what they do not
 // want, and the contract g ≤ 0 keeps the wanted values ≤ 1 anyway).
-func expAffineGeneric(dst, src []float32, a, b float32) {
+func expAffineGeneric(dst []float32, src []float64, a, b float64) {
 	for i, s := range src[:len(dst)] {
-		x := a + b*s
-		x = max(min(x, expClamp), -expClamp)
-		dst[i] = float32(math.Exp(float64(x)))
+		x := max(min(a+b*s, expClamp), -expClamp)
+		dst[i] = float32(math.Exp(x))
 	}
 }
 
@@ -145,5 +146,32 @@ func mulScaledGeneric(dst, x, y []float32, a float32) {
 	x, y = x[:len(dst)], y[:len(dst)]
 	for i := range dst {
 		dst[i] = a * x[i] * y[i]
+	}
+}
+
+// unitLowerInverse overwrites the strictly lower n×n matrix N (row-major,
+// zeros on and above the diagonal) with T = (I + N)⁻¹, which is unit lower
+// triangular, by forward substitution: T_r = e_r − Σ_{s<r} N_rs T_s, row
+// by row (row r of N is read whole before T_r replaces it). n is a
+// multiple of 16 and tmp holds n floats.
+func unitLowerInverse(tm, tmp []float32, n int) {
+	for r := 0; r < n; r++ {
+		tr := tm[r*n : (r+1)*n]
+		for j0 := 0; j0 < r; j0 += 16 {
+			// Columns [j0, j0+16) of T_r: only rows s ≥ j0 of T are
+			// non-zero there (T_s vanishes right of its diagonal).
+			triInvAcc(tmp[j0:j0+16], tm, tr, n, j0, r)
+		}
+		copy(tr[:r], tmp[:r])
+		tr[r] = 1 // before any later row reads T_r
+	}
+}
+
+// triInvAccGeneric sets dst = −Σ_{s=j0}^{r−1} N_rs · T_s[j0:j0+len(dst)],
+// with N_rs = nr[s] and T_s the row s of tm (row stride n).
+func triInvAccGeneric(dst, tm, nr []float32, n, j0, r int) {
+	clear(dst)
+	for s := j0; s < r; s++ {
+		axpyGeneric(dst, -nr[s], tm[s*n+j0:])
 	}
 }

@@ -11,7 +11,7 @@ func gemm(m, n, k int, alpha float32, a []float32, lda, aks int, b []float32, ld
 	gemmGeneric(m, n, k, alpha, a, lda, aks, b, ldb, beta, c, ldc, tri)
 }
 
-func expAffine(dst, src []float32, a, b float32) { expAffineGeneric(dst, src, a, b) }
+func expAffine(dst []float32, src []float64, a, b float64) { expAffineGeneric(dst, src, a, b) }
 
 func axpy(y []float32, a float32, x []float32) { axpyGeneric(y, a, x) }
 
@@ -24,3 +24,5 @@ func recBlockWidth(rem int) int { return min(rem, 32) }
 func recBlock(s []float32, lds, w, dk int, q, k []float32, ldqk int, v, out []float32, ldv int, sc *tokScalars, n int) {
 	recBlockGeneric(s, lds, w, dk, q, k, ldqk, v, out, ldv, sc, n)
 }
+
+func triInvAcc(dst, tm, nr []float32, n, j0, r int) { triInvAccGeneric(dst, tm, nr, n, j0, r) }

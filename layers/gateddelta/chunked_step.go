@@ -9,7 +9,7 @@ func (p *problem) chunkStep(w *scratch, kh, h, t0 int) {
 	dk, dv := d.DK, d.DV
 	ldqk, ldv, nv := d.NK*dk, d.NV*dv, d.NV
 	ldr := dv + dk // row stride of R and [U | W]
-	w.gam = grow(w.gam, C)
+	w.gam = growF64(w.gam, C)
 	w.eg = grow(w.eg, C)
 	w.ek = grow(w.ek, C)
 	w.row = grow(w.row, C)
@@ -20,14 +20,17 @@ func (p *problem) chunkStep(w *scratch, kh, h, t0 int) {
 	w.qt = grow(w.qt, C*dk)
 	w.kt = grow(w.kt, C*dk)
 
-	// γ_r = Σ_{i≤r} g_i, the inclusive cumulative log-decay. The sum runs
-	// in float64 so long strongly-decaying chunks lose nothing to it.
+	// γ_r = Σ_{i≤r} g_i, the inclusive cumulative log-decay, kept in
+	// float64: a strongly decaying chunk reaches γ ≈ −600, where a float32
+	// γ would put errors of 4e-5 into every e^{γ_r−γ_s} (torch's float32
+	// cumsum does; the chunk's final state then drifts 10× further from the
+	// exact recurrence than the per-token kernels).
 	var acc float64
 	for r := 0; r < C; r++ {
 		acc += float64(p.g[(t0+r)*nv+h])
-		w.gam[r] = float32(acc)
+		w.gam[r] = acc
 	}
-	expAffine(w.eg, w.gam, 0, 1)            // e^{γ_r}
+	expAffine(w.eg, w.gam, 0, 1)           // e^{γ_r}
 	expAffine(w.ek, w.gam, w.gam[C-1], -1) // e^{γ_C − γ_r}
 	lambda := w.eg[C-1]                    // λ = e^{γ_C}, the whole chunk's decay
 
@@ -48,23 +51,8 @@ func (p *problem) chunkStep(w *scratch, kh, h, t0 int) {
 		clear(pr[r+1:])
 	}
 
-	// T = (I + N)⁻¹ by forward substitution, in place over N:
-	// T_r = e_r − Σ_{s<r} N_rs T_s. T_s is zero right of its diagonal, so
-	// the update of row r only needs T_s's first s+1 entries (rounded up
-	// to a vector, which only adds exact zeros).
-	tmp := w.row
-	for r := 0; r < C; r++ {
-		tr := w.tm[r*C : (r+1)*C]
-		clear(tmp[:(r+15)&^15])
-		for s := 0; s < r; s++ {
-			if nrs := tr[s]; nrs != 0 {
-				ns := (s + 16) &^ 15
-				axpy(tmp[:ns], -nrs, w.tm[s*C:s*C+ns])
-			}
-		}
-		copy(tr[:r], tmp[:r])
-		tr[r] = 1 // before any later row reads T_r
-	}
+	// T = (I + N)⁻¹ by forward substitution, in place over N.
+	unitLowerInverse(w.tm, w.row, C)
 
 	// R = [V_β | diag(e^γ) K_β], Q̃ = diag(e^γ) Q, K̃ = diag(e^{γ_C−γ}) K.
 	for r := 0; r < C; r++ {

@@ -177,7 +177,7 @@ func TestNaiveHandComputed(t *testing.T) {
 	state := []float32{1, 0, 0, 2}
 	out := make([]float32, 2)
 	g := []float32{float32(math.Log(0.5))}
-	for _, kern := range []Kernel{Naive{}, Chunked{}} {
+	for _, kern := range []Kernel{Naive{}, Chunked{}, Recurrent{}} {
 		st := append([]float32(nil), state...)
 		require.NoError(t, kern.Forward(out, []float32{0, 1}, []float32{1, 0}, []float32{3, 4}, g, []float32{0.5}, d, st))
 		require.InDeltaSlice(t, []float32{0, 1}, out, 1e-6)
@@ -189,7 +189,7 @@ func TestKernelsRejectBadInput(t *testing.T) {
 	good := Dims{T: 3, NK: 2, NV: 4, DK: 4, DV: 5}
 	in := newInputs(3, good, false)
 	out := make([]float32, good.T*good.NV*good.DV)
-	for _, kern := range []Kernel{Naive{}, Chunked{}, Chunked{ChunkSize: 16}} {
+	for _, kern := range []Kernel{Naive{}, Recurrent{}, Chunked{}, Chunked{ChunkSize: 16}} {
 		// Each case breaks exactly one thing.
 		require.Error(t, kern.Forward(out[1:], in.q, in.k, in.v, in.g, in.beta, good, in.state), "short out")
 		require.Error(t, kern.Forward(out, in.q[1:], in.k, in.v, in.g, in.beta, good, in.state), "short q")
@@ -219,7 +219,7 @@ func TestZeroTokensLeaveStateAlone(t *testing.T) {
 		state[i] = float32(i)
 	}
 	want := append([]float32(nil), state...)
-	for _, kern := range []Kernel{Naive{}, Chunked{}} {
+	for _, kern := range []Kernel{Naive{}, Chunked{}, Recurrent{}} {
 		require.NoError(t, kern.Forward(nil, nil, nil, nil, nil, nil, d, state))
 		require.Equal(t, want, state)
 	}
