@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -107,7 +108,7 @@ Examples:
 		if _, isDim := over[f.Name]; !isDim || bad != nil {
 			return
 		}
-		if !contains(allowed, f.Name) {
+		if !slices.Contains(allowed, f.Name) {
 			bad = usageErr("--%s does not apply to --op %s (its overrides: --%s)", f.Name, *op, strings.Join(allowed, ", --"))
 		} else if v := *over[f.Name]; v < 1 && !(f.Name == "past" && v == 0) {
 			bad = usageErr("--%s must be positive, not %d", f.Name, v)
@@ -148,15 +149,6 @@ Examples:
 		fmt.Fprintf(stdout, "  %-13s %s %v\n", t.Name, t.DType, t.Shape)
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func describeDims(op string, d goldenDims) string {
