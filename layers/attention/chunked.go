@@ -13,12 +13,17 @@ import (
 // ever built: memory is O(tile), whatever S is.
 //
 // A tile is BlockQ query tokens times the NH/NKV query heads that share one
-// KV head, so each key and value row read from the cache serves all of them
-// (GQA). Inside a tile everything is stored transposed, one tile row per
-// SIMD lane: Qᵀ [D][M] (pre-multiplied by scale), scores Sᵀ [BK][M] and the
-// output accumulator Oᵀ [D][M]. Both products are then broadcast-K (or V)
-// times a vector of 16 rows, and the softmax bookkeeping (max, exp, sum,
-// rescale) is vector-wide over rows too.
+// KV head, so each key and value row read from the cache serves all M rows
+// of the tile (GQA). Queries and scores are stored transposed, one tile row
+// per SIMD lane: Qᵀ [D][M] (pre-multiplied by scale) and Sᵀ [BK][M]. So
+// QKᵀ is a key element broadcast against 16 query rows at a time, and the
+// softmax bookkeeping (max, exp, sum, rescale factor) is vector-wide over
+// rows. PV then broadcasts probabilities against value rows into a
+// row-major O [M][D], which is rescaled row by row and copied out.
+//
+// Tiles of at most eight rows (decode: one token, NH/NKV heads) would leave
+// most lanes idle; the AVX-512 build runs them row-major instead, with q·k
+// dot products along D (chunked_rows_simd.go).
 //
 // Tiles (KV head × query block) are shared out among GOMAXPROCS workers,
 // latest queries first because causal masking makes them the longest.
@@ -41,10 +46,11 @@ var tileBufs = sync.Pool{New: func() any { return new(tile) }}
 
 // tile is one worker's scratch space for one (KV head, query block).
 type tile struct {
-	qt, st, ot []float32 // Qᵀ·scale [D][mp], scores/probabilities [BK][mp], Oᵀ [D][mp]
+	qt, st, ot []float32 // Qᵀ·scale [D][mp], scores/probabilities [BK][mp], O [rows][D]
 	vb         []float32 // one block of value rows, [BK][D+vPad]
 	m, l, corr []float32 // per row: running max, running sum, rescale factor
 	rowOff     []int     // per row: offset of its q/out vector
+	ones       []float32 // D ones, for kernels whose rescale is done already
 }
 
 // grow sizes the tile for mp lanes (rows padded to 16), head dim d and bk keys.
@@ -62,7 +68,21 @@ func (tl *tile) grow(mp, d, bk int) {
 		tl.rowOff = make([]int, mp)
 	}
 	tl.rowOff = tl.rowOff[:mp]
+	if len(tl.ones) < d {
+		tl.ones = make([]float32, d)
+		for i := range tl.ones {
+			tl.ones[i] = 1
+		}
+	}
 }
+
+// smallTile, when set (AVX-512 builds), handles tiles of at most
+// smallRows rows, which the lane-per-row layout would leave mostly idle:
+// decode with NH/NKV ≤ 8 is one such tile per KV head. It reports false
+// when it cannot take the shape.
+var smallTile func(tl *tile, out, q, k, v []float32, d Dims, scale float32, g, t0, t1, bk int) bool
+
+const smallRows = 8
 
 // Forward implements Kernel.
 func (c Chunked) Forward(out, q, k, v []float32, d Dims, scale float32) error {
@@ -123,33 +143,34 @@ func (c Chunked) Forward(out, q, k, v []float32, d Dims, scale float32) error {
 func (c Chunked) tile(tl *tile, out, q, k, v []float32, d Dims, scale float32, g, t0, t1, bk int) {
 	group := d.NH / d.NKV
 	rows := (t1 - t0) * group
+	if rows <= smallRows && smallTile != nil && smallTile(tl, out, q, k, v, d, scale, g, t0, t1, bk) {
+		return
+	}
 	mp := (rows + 15) &^ 15
 	D := d.D
-	qt, st, ot := tl.qt[:D*mp], tl.st[:bk*mp], tl.ot[:D*mp]
+	qt, st, o := tl.qt[:D*mp], tl.st[:bk*mp], tl.ot[:rows*D]
 	m, l, corr := tl.m[:mp], tl.l[:mp], tl.corr[:mp]
 
-	// Row i is token t0 + i/group, head g·group + i%group. Pack Qᵀ·scale
-	// sixteen rows at a time, so the sixteen q rows being read and the Qᵀ
-	// lines being written all stay in L1; padding rows get q = 0 (finite
-	// scores, discarded at the end).
+	// Row i is token t0 + i/group, head g·group + i%group. Qᵀ·scale is
+	// packed one row at a time: the row is read contiguously and its writes
+	// land in the sixteen-lane group's cache lines, which stay in L1 while
+	// the group's rows are packed. Padding rows get q = 0 (finite scores,
+	// discarded at the end).
 	rowOff := tl.rowOff[:mp]
-	for i := range rows {
+	for i := range mp {
+		if i >= rows {
+			for j := range D {
+				qt[j*mp+i] = 0
+			}
+			continue
+		}
 		t, h := t0+i/group, g*group+i%group
 		rowOff[i] = (t*d.NH + h) * D
-	}
-	for i0 := 0; i0 < mp; i0 += 16 {
-		for j := range D {
-			dst := qt[j*mp+i0 : j*mp+i0+16]
-			for i := range dst {
-				if i0+i < rows {
-					dst[i] = q[rowOff[i0+i]+j] * scale
-				} else {
-					dst[i] = 0
-				}
-			}
+		for j, x := range q[rowOff[i] : rowOff[i]+D] {
+			qt[j*mp+i] = x * scale
 		}
 	}
-	clear(ot)
+	clear(o)
 	for i := range m {
 		m[i], l[i] = float32(math.Inf(-1)), 0
 	}
@@ -157,17 +178,13 @@ func (c Chunked) tile(tl *tile, out, q, k, v []float32, d Dims, scale float32, g
 	off := d.S - d.T // absolute position of token 0
 	kvStride := d.NKV * D
 	lastKey := off + t1 - 1 // the last tile row sees keys 0..lastKey
+	vs := D + vPad
 	for j0 := 0; j0 <= lastKey; j0 += bk {
 		jn := min(bk, lastKey+1-j0)
-		kb := k[(j0*d.NKV+g)*D:]
-		vs := D + vPad
-		vb := tl.vb[:jn*vs]
-		for jj := range jn {
-			copy(vb[jj*vs:jj*vs+D], v[((j0+jj)*d.NKV+g)*D:])
-		}
 
-		// Sᵀ[jj][i] = Σ_d K[j0+jj][d] · Qᵀ[d][i].
-		gemm(jn, D, kb, kvStride, 1, qt, st, mp, nil)
+		// Sᵀ[jj][i] = Σ_d K[j0+jj][d] · Qᵀ[d][i]: the key row is the
+		// broadcast operand, sixteen query rows per vector.
+		gemm(jn, D, k[(j0*d.NKV+g)*D:], kvStride, 1, qt, mp, st, mp, mp, nil, true)
 
 		// Causal mask: row i (token t) sees keys ≤ off+t. Only blocks that
 		// reach past the first row's limit need it.
@@ -184,22 +201,25 @@ func (c Chunked) tile(tl *tile, out, q, k, v []float32, d Dims, scale float32, g
 		// Sᵀ ← e^(Sᵀ−m), l ← l·corr + Σ_jj Sᵀ.
 		softmaxBlock(st[:jn*mp], mp, m, l, corr)
 
-		// Oᵀ[d][i] = corr[i]·Oᵀ[d][i] + Σ_jj V[j0+jj][d] · Sᵀ[jj][i].
-		gemm(D, jn, vb, 1, vs, st, ot, mp, corr)
-	}
-
-	// out = Oᵀ / l, back in [T, NH, D] order, sixteen rows at a time as
-	// for Qᵀ. l ≥ 1: the row maximum contributes e^0.
-	for i := range rows {
-		l[i] = 1 / l[i]
-	}
-	for i0 := 0; i0 < rows; i0 += 16 {
-		n := min(16, rows-i0)
-		for j := range D {
-			src := ot[j*mp+i0 : j*mp+i0+n]
-			for i, x := range src {
-				out[rowOff[i0+i]+j] = x * l[i0+i]
+		// O[i] = corr[i]·O[i] + Σ_jj Sᵀ[jj][i] · V[j0+jj]: now the
+		// probabilities are broadcast and the value rows are the vectors,
+		// so O stays row-major and is written out without a transpose.
+		for i := range rows {
+			if c := corr[i]; c != 1 {
+				scaleRow(o[i*D:(i+1)*D], c)
 			}
 		}
+		vb := tl.vb[:jn*vs]
+		for jj := range jn {
+			copy(vb[jj*vs:jj*vs+D], v[((j0+jj)*d.NKV+g)*D:])
+		}
+		gemm(rows, jn, st, 1, mp, vb, vs, o, D, D, tl.ones[:D], true)
+	}
+
+	// out = O / l; l ≥ 1, since the row maximum contributes e^0.
+	for i := range rows {
+		dst := out[rowOff[i] : rowOff[i]+D]
+		copy(dst, o[i*D:(i+1)*D])
+		scaleRow(dst, 1/l[i])
 	}
 }

@@ -7,31 +7,40 @@ import "math"
 var (
 	gemm         = gemmScalar
 	softmaxBlock = softmaxBlockScalar
+	scaleRow     = scaleRowScalar
 )
 
-// gemmScalar computes, for r < rows and lanes i < mp,
+// gemmScalar computes, for r < rows and lanes i < lanes,
 //
-//	c[r·mp+i] = corr[i]·c[r·mp+i] + Σ_{k<kdim} a[r·ars+k·aks] · b[k·mp+i]
+//	c[r·ldc+i] = cv[i]·c[r·ldc+i] + Σ_{k<kdim} a[r·ars+k·aks] · b[k·ldb+i]
 //
-// with the corr term left out (c overwritten) when corr is nil. The strided
-// A serves both products of a tile: keys as rows (QKᵀ) and head dims as
-// rows over a block of value rows (PV), with no packing.
-func gemmScalar(rows, kdim int, a []float32, ars, aks int, b, c []float32, mp int, corr []float32) {
+// with the cv term left out (c overwritten) when cv is nil. The strided A
+// serves both products of a tile with no packing: key rows against Qᵀ, and
+// probabilities (read down Sᵀ) against value rows. laneOuter is a loop
+// order hint for the vector version and changes nothing here.
+func gemmScalar(rows, kdim int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc, lanes int, cv []float32, laneOuter bool) {
 	for r := range rows {
-		cr := c[r*mp : (r+1)*mp]
-		if corr != nil {
+		cr := c[r*ldc : r*ldc+lanes]
+		if cv != nil {
 			for i := range cr {
-				cr[i] *= corr[i]
+				cr[i] *= cv[i]
 			}
 		} else {
 			clear(cr)
 		}
 		for kk := range kdim {
 			x := a[r*ars+kk*aks]
-			for i, y := range b[kk*mp : (kk+1)*mp] {
+			for i, y := range b[kk*ldb : kk*ldb+lanes] {
 				cr[i] += x * y
 			}
 		}
+	}
+}
+
+// scaleRowScalar multiplies r by c in place.
+func scaleRowScalar(r []float32, c float32) {
+	for i := range r {
+		r[i] *= c
 	}
 }
 

@@ -14,6 +14,8 @@ func init() {
 		ec = newExpConsts()
 		gemm = gemmAVX512
 		softmaxBlock = softmaxBlockAVX512
+		smallTile = smallTileAVX512
+		scaleRow = scaleRowAVX512
 	}
 }
 
@@ -39,61 +41,66 @@ func ptr(s []float32) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(s)
 // gemmAVX512 is gemmScalar in register tiles of 4 rows × 32 lanes (eight
 // accumulators, two B vectors and four broadcasts: within the 15 vector
 // registers archsimd allocates, so nothing spills), with 16-lane and
-// single-row tiles for the edges.
-func gemmAVX512(rows, kdim int, a []float32, ars, aks int, b, c []float32, mp int, corr []float32) {
-	if rows == 0 || kdim == 0 {
-		gemmScalar(rows, kdim, a, ars, aks, b, c, mp, corr)
+// single-row tiles for the edges. Lane counts that are not a multiple of
+// 16 (head dims no model uses) take the scalar path.
+func gemmAVX512(rows, kdim int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc, lanes int, cv []float32, laneOuter bool) {
+	if rows == 0 || kdim == 0 || lanes%16 != 0 {
+		gemmScalar(rows, kdim, a, ars, aks, b, ldb, c, ldc, lanes, cv, laneOuter)
 		return
 	}
-	if mp%16 != 0 || len(a) <= (rows-1)*ars+(kdim-1)*aks || len(b) < kdim*mp || len(c) < rows*mp ||
-		(corr != nil && len(corr) < mp) {
+	if len(a) <= (rows-1)*ars+(kdim-1)*aks || len(b) < (kdim-1)*ldb+lanes || len(c) < (rows-1)*ldc+lanes ||
+		(cv != nil && len(cv) < lanes) {
 		panic("attention: gemm bounds") // unreachable: the tile code sizes every buffer
 	}
-	pa, pb, pc := ptr(a), ptr(b), ptr(c)
-	var pcorr unsafe.Pointer
-	if corr != nil {
-		pcorr = ptr(corr)
+	var pcv unsafe.Pointer
+	if cv != nil {
+		pcv = ptr(cv)
 	}
+	gemmTiles(rows, kdim, ptr(a), ars, aks, ptr(b), ldb, ptr(c), ldc, lanes, pcv, laneOuter)
+}
+
+// gemmTiles computes, for r < rows and lanes i < lanes (a multiple of 16),
+// c[r·ldc+i] = cv[i]·c[r·ldc+i] + Σ_k a[r·ars+k·aks]·b[k·ldb+i], or without
+// the cv term when cv is nil. The caller has checked every bound.
+// laneOuter walks lane chunks in the outer loop, so one B panel serves all
+// row groups; otherwise each group of A rows serves all lane chunks.
+func gemmTiles(rows, kdim int, pa unsafe.Pointer, ars, aks int, pb unsafe.Pointer, ldb int, pc unsafe.Pointer, ldc, lanes int, pcv unsafe.Pointer, laneOuter bool) {
 	// tiles runs one lane chunk [i, i+width) over rows [r0, r1).
 	tiles := func(i, width, r0, r1 int) {
 		var cv unsafe.Pointer
-		if pcorr != nil {
-			cv = unsafe.Add(pcorr, i*4)
+		if pcv != nil {
+			cv = unsafe.Add(pcv, i*4)
 		}
+		pb := unsafe.Add(pb, i*4)
 		for r := r0; r < r1; {
 			pa := unsafe.Add(pa, r*ars*4)
-			pc := unsafe.Add(pc, (r*mp+i)*4)
-			pb := unsafe.Add(pb, i*4)
+			pc := unsafe.Add(pc, (r*ldc+i)*4)
 			switch {
 			case r+4 <= r1 && width == 32:
-				tile4x32(kdim, pa, ars, aks, pb, mp, pc, cv)
+				tile4x32(kdim, pa, ars, aks, pb, ldb, pc, ldc, cv)
 				r += 4
 			case r+4 <= r1:
-				tile4x16(kdim, pa, ars, aks, pb, mp, pc, cv)
+				tile4x16(kdim, pa, ars, aks, pb, ldb, pc, ldc, cv)
 				r += 4
 			case width == 32:
-				tile1x32(kdim, pa, aks, pb, mp, pc, cv)
+				tile1x32(kdim, pa, aks, pb, ldb, pc, cv)
 				r++
 			default:
-				tile1x16(kdim, pa, aks, pb, mp, pc, cv)
+				tile1x16(kdim, pa, aks, pb, ldb, pc, cv)
 				r++
 			}
 		}
 	}
-	lanes32 := mp &^ 31
-	if kdim*32*4 > 16<<10 {
-		// Long K (QKᵀ over D): keep one 32-lane B panel in L1 across all
-		// row groups.
+	lanes32 := lanes &^ 31
+	if laneOuter {
 		for i := 0; i < lanes32; i += 32 {
 			tiles(i, 32, 0, rows)
 		}
-		if lanes32 < mp {
+		if lanes32 < lanes {
 			tiles(lanes32, 16, 0, rows)
 		}
 		return
 	}
-	// Short K (PV over a key block): B is small; keep each group of four
-	// A rows (adjacent head dims of the same value rows) across lane chunks.
 	for r := 0; r < rows; {
 		step := 4
 		if rows-r < 4 {
@@ -102,17 +109,17 @@ func gemmAVX512(rows, kdim int, a []float32, ars, aks int, b, c []float32, mp in
 		for i := 0; i < lanes32; i += 32 {
 			tiles(i, 32, r, r+step)
 		}
-		if lanes32 < mp {
+		if lanes32 < lanes {
 			tiles(lanes32, 16, r, r+step)
 		}
 		r += step
 	}
 }
 
-// tile4x32 computes a 4-row × 32-lane block of gemmScalar's C at c (row
-// stride ldb, like B): A rows at a + r·ars, k steps aks apart; B rows ldb
-// apart; cv the 32 rescale factors, or nil to overwrite C.
-func tile4x32(kdim int, a unsafe.Pointer, ars, aks int, b unsafe.Pointer, ldb int, c, cv unsafe.Pointer) {
+// tile4x32 computes a 4-row × 32-lane block of C at c (rows ldc apart):
+// A rows at a + r·ars with k steps aks apart, B rows ldb apart, and cv the
+// 32 lane rescale factors, or nil to overwrite C.
+func tile4x32(kdim int, a unsafe.Pointer, ars, aks int, b unsafe.Pointer, ldb int, c unsafe.Pointer, ldc int, cv unsafe.Pointer) {
 	var c00, c01, c10, c11, c20, c21, c30, c31 vec
 	a1 := unsafe.Add(a, ars*4)
 	a2 := unsafe.Add(a1, ars*4)
@@ -137,16 +144,16 @@ func tile4x32(kdim int, a unsafe.Pointer, ars, aks int, b unsafe.Pointer, ldb in
 	}
 	put(c, 0, cv, 0, c00)
 	put(c, 16, cv, 16, c01)
-	put(c, ldb, cv, 0, c10)
-	put(c, ldb+16, cv, 16, c11)
-	put(c, 2*ldb, cv, 0, c20)
-	put(c, 2*ldb+16, cv, 16, c21)
-	put(c, 3*ldb, cv, 0, c30)
-	put(c, 3*ldb+16, cv, 16, c31)
+	put(c, ldc, cv, 0, c10)
+	put(c, ldc+16, cv, 16, c11)
+	put(c, 2*ldc, cv, 0, c20)
+	put(c, 2*ldc+16, cv, 16, c21)
+	put(c, 3*ldc, cv, 0, c30)
+	put(c, 3*ldc+16, cv, 16, c31)
 }
 
 // tile4x16 is tile4x32 for a 16-lane edge.
-func tile4x16(kdim int, a unsafe.Pointer, ars, aks int, b unsafe.Pointer, ldb int, c, cv unsafe.Pointer) {
+func tile4x16(kdim int, a unsafe.Pointer, ars, aks int, b unsafe.Pointer, ldb int, c unsafe.Pointer, ldc int, cv unsafe.Pointer) {
 	var c0, c1, c2, c3 vec
 	a1 := unsafe.Add(a, ars*4)
 	a2 := unsafe.Add(a1, ars*4)
@@ -162,13 +169,13 @@ func tile4x16(kdim int, a unsafe.Pointer, ars, aks int, b unsafe.Pointer, ldb in
 		b = unsafe.Add(b, bstep)
 	}
 	put(c, 0, cv, 0, c0)
-	put(c, ldb, cv, 0, c1)
-	put(c, 2*ldb, cv, 0, c2)
-	put(c, 3*ldb, cv, 0, c3)
+	put(c, ldc, cv, 0, c1)
+	put(c, 2*ldc, cv, 0, c2)
+	put(c, 3*ldc, cv, 0, c3)
 }
 
 // tile1x32 is tile4x32 for one row.
-func tile1x32(kdim int, a unsafe.Pointer, aks int, b unsafe.Pointer, ldb int, c, cv unsafe.Pointer) {
+func tile1x32(kdim int, a unsafe.Pointer, aks int, b unsafe.Pointer, ldb int, c unsafe.Pointer, cv unsafe.Pointer) {
 	var c0, c1 vec
 	step, bstep := uintptr(aks*4), uintptr(ldb*4)
 	for range kdim {
@@ -182,7 +189,7 @@ func tile1x32(kdim int, a unsafe.Pointer, aks int, b unsafe.Pointer, ldb int, c,
 }
 
 // tile1x16 is tile4x32 for one row and 16 lanes.
-func tile1x16(kdim int, a unsafe.Pointer, aks int, b unsafe.Pointer, ldb int, c, cv unsafe.Pointer) {
+func tile1x16(kdim int, a unsafe.Pointer, aks int, b unsafe.Pointer, ldb int, c unsafe.Pointer, cv unsafe.Pointer) {
 	var c0 vec
 	step, bstep := uintptr(aks*4), uintptr(ldb*4)
 	for range kdim {

@@ -68,7 +68,7 @@ func TestChunkedMatchesNaive(t *testing.T) {
 		{BlockQ: 64, BlockK: 64}, // divide T = 64 exactly
 	}
 	for _, hd := range []heads{{2, 2}, {12, 2}} { // GQA ratios 1 and 6
-		for _, dim := range []int{256, 8, 13} { // 13: PV rows not a multiple of 4
+		for _, dim := range []int{256, 16, 13} { // 13: PV rows not a multiple of 4, nor D of 16
 			for _, tt := range []int{1, 7, 64, 65, 300} {
 				for _, past := range []int{0, 37} { // S = T, and a cached prefix
 					d := Dims{T: tt, S: tt + past, NH: hd.nh, NKV: hd.nkv, D: dim}
