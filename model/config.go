@@ -34,11 +34,11 @@ type Config struct {
 	ModelType    string // "qwen3_5" (hub, with text_config) or "qwen3_5_text" (flat)
 	Architecture string // e.g. Qwen3_5ForConditionalGeneration
 
-	VocabSize        int
-	HiddenSize       int
-	IntermediateSize int
-	NumLayers        int
-	LayerTypes       []LayerKind
+	VocabSize        int         // V
+	HiddenSize       int         // H
+	IntermediateSize int         // I, the MLP width
+	NumLayers        int         // decoder layers
+	LayerTypes       []LayerKind // per layer: linear (GDN) or full attention
 
 	NumHeads   int // full attention query heads n_h
 	NumKVHeads int // full attention key/value heads n_kv
@@ -50,14 +50,14 @@ type Config struct {
 	LinearValueHeadDim  int // d_v
 	LinearConvKernel    int // K
 
-	RMSNormEps          float64
-	RopeTheta           float64
-	PartialRotaryFactor float64
-	MRopeSection        []int
+	RMSNormEps          float64 // ε of every RMSNorm
+	RopeTheta           float64 // RoPE base θ
+	PartialRotaryFactor float64 // share of the head dim that rotates
+	MRopeSection        []int   // multimodal RoPE sections (identical to 1D RoPE for text)
 
-	TieWordEmbeddings     bool
-	MaxPositionEmbeddings int
-	EOSTokenIDs           []int
+	TieWordEmbeddings     bool  // lm_head is the embedding
+	MaxPositionEmbeddings int   // context length the model was trained for
+	EOSTokenIDs           []int // generation stops on these (config.json or generation_config.json)
 }
 
 // ConvDim is the conv channel count C = 2·n_k·d_k + n_v·d_v.

@@ -31,13 +31,13 @@ func writeTiny(t *testing.T, mutate func(name string, shape []int, v []float32) 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644))
 	var ts []weights.NamedTensor
 	for _, e := range cfg.ExpectedTensors() {
-		shape, v := e.shape, RandomValues(1, e.name, e.shape)
+		shape, v := e.Shape, RandomValues(1, e.Name, e.Shape)
 		keep := true
 		if mutate != nil {
-			shape, v, keep = mutate(e.name, shape, v)
+			shape, v, keep = mutate(e.Name, shape, v)
 		}
 		if keep {
-			ts = append(ts, weights.NamedTensor{Name: "model.language_model." + e.name, DType: "F32", Shape: shape, Data: v})
+			ts = append(ts, weights.NamedTensor{Name: "model.language_model." + e.Name, DType: "F32", Shape: shape, Data: v})
 		}
 	}
 	require.NoError(t, weights.WriteFile(filepath.Join(dir, "model.safetensors"), ts, nil))

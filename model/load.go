@@ -48,55 +48,56 @@ func (m *Model) Close() error {
 	return err
 }
 
-// expect is one tensor the config requires.
-type expect struct {
-	name  string
-	shape []int
+// TensorSpec is one tensor the config requires: its canonical name
+// (without the checkpoint's prefix) and its shape as stored.
+type TensorSpec struct {
+	Name  string
+	Shape []int
 }
 
 // ExpectedTensors lists every text tensor the config requires, with its
 // shape as stored (nn.Linear [out, in]; conv1d [C, 1, K]).
-func (c *Config) ExpectedTensors() []expect {
+func (c *Config) ExpectedTensors() []TensorSpec {
 	h, v, in := c.HiddenSize, c.VocabSize, c.IntermediateSize
 	nv, dv := c.LinearNumValueHeads, c.LinearValueHeadDim
 	nh, nkv, dh := c.NumHeads, c.NumKVHeads, c.HeadDim
 	conv := c.ConvDim()
-	ex := []expect{{"embed_tokens.weight", []int{v, h}}, {"norm.weight", []int{h}}}
+	ex := []TensorSpec{{"embed_tokens.weight", []int{v, h}}, {"norm.weight", []int{h}}}
 	if !c.TieWordEmbeddings {
-		ex = append(ex, expect{"lm_head.weight", []int{v, h}})
+		ex = append(ex, TensorSpec{"lm_head.weight", []int{v, h}})
 	}
 	for i, k := range c.LayerTypes {
 		p := fmt.Sprintf("layers.%d.", i)
 		ex = append(ex,
-			expect{p + "input_layernorm.weight", []int{h}},
-			expect{p + "post_attention_layernorm.weight", []int{h}},
-			expect{p + "mlp.gate_proj.weight", []int{in, h}},
-			expect{p + "mlp.up_proj.weight", []int{in, h}},
-			expect{p + "mlp.down_proj.weight", []int{h, in}},
+			TensorSpec{p + "input_layernorm.weight", []int{h}},
+			TensorSpec{p + "post_attention_layernorm.weight", []int{h}},
+			TensorSpec{p + "mlp.gate_proj.weight", []int{in, h}},
+			TensorSpec{p + "mlp.up_proj.weight", []int{in, h}},
+			TensorSpec{p + "mlp.down_proj.weight", []int{h, in}},
 		)
 		if k == FullAttention {
 			a := p + "self_attn."
 			ex = append(ex,
-				expect{a + "q_proj.weight", []int{2 * nh * dh, h}},
-				expect{a + "k_proj.weight", []int{nkv * dh, h}},
-				expect{a + "v_proj.weight", []int{nkv * dh, h}},
-				expect{a + "o_proj.weight", []int{h, nh * dh}},
-				expect{a + "q_norm.weight", []int{dh}},
-				expect{a + "k_norm.weight", []int{dh}},
+				TensorSpec{a + "q_proj.weight", []int{2 * nh * dh, h}},
+				TensorSpec{a + "k_proj.weight", []int{nkv * dh, h}},
+				TensorSpec{a + "v_proj.weight", []int{nkv * dh, h}},
+				TensorSpec{a + "o_proj.weight", []int{h, nh * dh}},
+				TensorSpec{a + "q_norm.weight", []int{dh}},
+				TensorSpec{a + "k_norm.weight", []int{dh}},
 			)
 			continue
 		}
 		g := p + "linear_attn."
 		ex = append(ex,
-			expect{g + "in_proj_qkv.weight", []int{conv, h}},
-			expect{g + "in_proj_z.weight", []int{nv * dv, h}},
-			expect{g + "in_proj_b.weight", []int{nv, h}},
-			expect{g + "in_proj_a.weight", []int{nv, h}},
-			expect{g + "conv1d.weight", []int{conv, 1, c.LinearConvKernel}},
-			expect{g + "dt_bias", []int{nv}},
-			expect{g + "A_log", []int{nv}},
-			expect{g + "norm.weight", []int{dv}},
-			expect{g + "out_proj.weight", []int{h, nv * dv}},
+			TensorSpec{g + "in_proj_qkv.weight", []int{conv, h}},
+			TensorSpec{g + "in_proj_z.weight", []int{nv * dv, h}},
+			TensorSpec{g + "in_proj_b.weight", []int{nv, h}},
+			TensorSpec{g + "in_proj_a.weight", []int{nv, h}},
+			TensorSpec{g + "conv1d.weight", []int{conv, 1, c.LinearConvKernel}},
+			TensorSpec{g + "dt_bias", []int{nv}},
+			TensorSpec{g + "A_log", []int{nv}},
+			TensorSpec{g + "norm.weight", []int{dv}},
+			TensorSpec{g + "out_proj.weight", []int{h, nv * dv}},
 		)
 	}
 	return ex
@@ -111,14 +112,14 @@ var supportedDTypes = []string{"BF16", "F16", "F32"}
 func CheckTensors(cfg *Config, st *weights.Store) error {
 	var problems []string
 	for _, e := range cfg.ExpectedTensors() {
-		info, ok := st.Info(e.name)
+		info, ok := st.Info(e.Name)
 		switch {
 		case !ok:
-			problems = append(problems, fmt.Sprintf("%s: missing (want shape %v)", e.name, e.shape))
+			problems = append(problems, fmt.Sprintf("%s: missing (want shape %v)", e.Name, e.Shape))
 		case !slices.Contains(supportedDTypes, info.DType):
-			problems = append(problems, fmt.Sprintf("%s (in %s): dtype %s is not supported (want BF16, F16 or F32)", e.name, info.File, info.DType))
-		case !slices.Equal(info.Shape, e.shape):
-			problems = append(problems, fmt.Sprintf("%s (in %s): shape %v, want %v from the config", e.name, info.File, info.Shape, e.shape))
+			problems = append(problems, fmt.Sprintf("%s (in %s): dtype %s is not supported (want BF16, F16 or F32)", e.Name, info.File, info.DType))
+		case !slices.Equal(info.Shape, e.Shape):
+			problems = append(problems, fmt.Sprintf("%s (in %s): shape %v, want %v from the config", e.Name, info.File, info.Shape, e.Shape))
 		}
 	}
 	if len(problems) > 0 {
@@ -268,7 +269,7 @@ func (l *loader) err() error {
 func unusedTensors(cfg *Config, st *weights.Store) []string {
 	want := map[string]bool{"lm_head.weight": true}
 	for _, e := range cfg.ExpectedTensors() {
-		want[e.name] = true
+		want[e.Name] = true
 	}
 	var extra []string
 	for _, n := range st.Names() {

@@ -144,7 +144,7 @@ func (r *randomSource) values(name string, s []int) []float32 {
 func NewRandom(cfg *Config, seed uint64, bf16 bool) (*Model, error) {
 	src := &randomSource{seed: seed, bf16: bf16, shapes: map[string][]int{}}
 	for _, e := range cfg.ExpectedTensors() {
-		src.shapes[e.name] = e.shape
+		src.shapes[e.Name] = e.Shape
 	}
 	return build(cfg, src)
 }

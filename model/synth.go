@@ -24,7 +24,7 @@ type SynthOptions struct {
 func SyntheticBytes(cfg *Config) int64 {
 	var n int64
 	for _, e := range cfg.ExpectedTensors() {
-		n += 2 * int64(numel(e.shape))
+		n += 2 * int64(numel(e.Shape))
 	}
 	return n
 }
@@ -70,12 +70,12 @@ func WriteSynthetic(dir string, cfg *Config, configJSON []byte, opt SynthOptions
 	var shards []*shard
 	cur := &shard{}
 	for _, e := range cfg.ExpectedTensors() {
-		b := 2 * int64(numel(e.shape))
+		b := 2 * int64(numel(e.Shape))
 		if cur.bytes > 0 && cur.bytes+b > opt.ShardBytes {
 			shards = append(shards, cur)
 			cur = &shard{}
 		}
-		cur.headers = append(cur.headers, weights.TensorHeader{Name: hubName(e.name), DType: "BF16", Shape: e.shape})
+		cur.headers = append(cur.headers, weights.TensorHeader{Name: hubName(e.Name), DType: "BF16", Shape: e.Shape})
 		cur.bytes += b
 	}
 	shards = append(shards, cur)

@@ -6,9 +6,9 @@ import "fmt"
 // Exactly one of F32 and BF16 holds the data: checkpoints in bf16 stay bf16
 // in memory (often straight from the mmap) and kernels widen them per tile.
 type Matrix struct {
-	Rows, Cols int
-	F32        []float32
-	BF16       []uint16
+	Rows, Cols int       // [out, in]
+	F32        []float32 // float32 storage, or nil
+	BF16       []uint16  // bf16 bit patterns, or nil
 }
 
 // NewMatrixF32 wraps float32 data, checking its length.

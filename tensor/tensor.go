@@ -13,8 +13,8 @@ import (
 
 // Tensor is a dense row-major float32 array. The last axis is contiguous.
 type Tensor struct {
-	Shape []int
-	Data  []float32
+	Shape []int     // dimensions, outermost first
+	Data  []float32 // prod(Shape) values, row-major
 }
 
 // New returns a zero-filled tensor of the given shape.

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -29,7 +28,7 @@ type stage struct {
 }
 
 func runTrace(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("trace", "--model DIR --ids 1,2,3 [--layer N | --all] [--backend B] [--compare FILE] [--out FILE.safetensors]", `
+	fs := newFlags("trace", "[--model DIR] --ids 1,2,3 [--layer N | --all] [--backend B] [--compare FILE] [--out FILE.safetensors]", `
 Runs a short prompt through the model and prints its intermediates in
 execution order: for each stage its name, shape, L2 norm ‖x‖₂, min, max and
 first few values. By default it shows one layer (--layer, default 0); --all
@@ -64,7 +63,7 @@ Examples:
 
   # one layer, in detail
   qwenref trace --model testdata/golden/causal-f16-t130 --ids 5,17,42 --layer 1 --values 8`, stderr)
-	dir := fs.String("model", "", "checkpoint directory (config.json + safetensors)")
+	dir := fs.String("model", "", "checkpoint directory (default: the bundled random-weight demo)")
 	idsFlag := fs.String("ids", "", "token ids, comma-separated, e.g. 5,17,42")
 	idsPath := fs.String("ids-json", "", "JSON file with the token ids: [1,2,3], [[1,2,3]] or a golden's inputs.json (row 0 is traced)")
 	layer := fs.Int("layer", 0, "the layer to print")
@@ -96,9 +95,6 @@ Examples:
 	}
 	m, err := traceModel(*dir, stderr)
 	if err != nil {
-		if errors.Is(err, errNoModel) {
-			return usageErr("missing --model")
-		}
 		return err
 	}
 	defer m.Close()
@@ -162,17 +158,11 @@ Examples:
 	return nil
 }
 
-// errNoModel means no --model was given and there is no default.
-var errNoModel = errors.New("no model")
-
-// traceModel opens the model to trace.
-//
-// HOOK(bundled default): with no --model, trace should run the bundled tiny
-// random model (package bundled). Until the lead wires it in here, --model
-// is required; replace the errNoModel return with the bundled model.
+// traceModel opens the model to trace: --model DIR, or the bundled demo.
 func traceModel(dir string, stderr io.Writer) (*model.Model, error) {
 	if dir == "" {
-		return nil, errNoModel
+		m, _, err := loadModelAndTokenizer("", "", false, stderr)
+		return m, err
 	}
 	m, err := model.Load(dir)
 	if err != nil {

@@ -118,7 +118,6 @@ func TestTraceErrors(t *testing.T) {
 		code     int
 		contains string
 	}{
-		{"no model", []string{"--ids", "1,2"}, 2, "missing --model"},
 		{"no ids", []string{"--model", traceGolden}, 2, "exactly one of --ids or --ids-json"},
 		{"both ids", []string{"--model", traceGolden, "--ids", "1", "--ids-json", two}, 2, "exactly one of"},
 		{"bad layer", []string{"--model", traceGolden, "--ids", "1", "--layer", "4"}, 2, "--layer 4 is outside the model's layers 0..3"},
@@ -148,4 +147,12 @@ func TestTraceHelpTeaches(t *testing.T) {
 	assert.Contains(t, stderr, "first stage where a kernel goes wrong")
 	assert.Contains(t, stderr, "Examples:")
 	assert.Contains(t, stderr, "--compare naive.safetensors")
+}
+
+// With no --model, trace runs the bundled demo.
+func TestTraceBundledDefault(t *testing.T) {
+	code, stdout, stderr := runCLI("trace", "--ids", "9707,11,1879", "--layer", "3")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "RANDOM weights")
+	assert.Contains(t, stdout, "layers.3.attn_core")
 }
