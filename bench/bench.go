@@ -1,0 +1,424 @@
+// Package bench measures what each backend's kernels cost, op by op and
+// for the whole model, and how far their results are from the naive
+// reference: the "fallback penalty" of running without fused kernels.
+//
+// A sweep runs ops × sequence lengths × backends. Each case gets the same
+// deterministic inputs on every backend; it is timed by Method (warm-up,
+// repeated runs, median/min/max), and its output is compared with the
+// naive backend's on the same inputs when naive is cheap enough to run.
+// Weights are random (model.RandomValues) unless a checkpoint is given, so
+// no download is needed; per-layer ops build only the layers they run.
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/tensor"
+)
+
+// Options configure a sweep.
+type Options struct {
+	Ops      []*Op
+	Seqs     []int
+	Backends []string // registered backend names, in order
+	// Config is the shape to run (a named shape, a config.json, or the
+	// checkpoint's). ShapeName labels it in the report.
+	Config    *model.Config
+	ShapeName string
+	// Checkpoint, if set, supplies the weights (mmap'ed) instead of
+	// random ones: op=model runs it whole, layer ops its first layers.
+	Checkpoint *model.Model
+	// Layers, if > 0, keeps only the first Layers decoder layers for op=model.
+	Layers int
+	// Vocab, if > 0, replaces the vocabulary size for op=model.
+	Vocab int
+	BF16  bool
+	Seed  uint64
+	Method
+	// NaiveMaxGFLOP skips the naive backend (timing and reference) for
+	// cases whose work exceeds it; naive runs at about 1 GFLOP/s.
+	NaiveMaxGFLOP float64
+	// MaxMemBytes bounds the random weights built in memory.
+	MaxMemBytes int64
+	// Progress receives a line per case (nil: silent); TTY makes it one
+	// updating line instead.
+	Progress io.Writer
+	TTY      bool
+	// OnGroup, if set, is called with all results so far after each
+	// (op, T) group, e.g. to save them as the sweep goes.
+	OnGroup func([]Result) error
+}
+
+// Result is one (op, T, backend) case. Absent numbers are NaN.
+type Result struct {
+	Op      string
+	Backend string
+	Seq     int
+	Stats
+	// Cold marks a single run without warm-up (it took longer than MaxTime).
+	Cold bool
+	// GFLOP is the work of one call by the op's formula; GFLOPS = GFLOP/median.
+	GFLOP, GFLOPS float64
+	// GBPS is the least traffic over the median, for memory-bound ops (else NaN).
+	GBPS float64
+	// Penalty is Median over the fastest backend's median at this op and T.
+	Penalty float64
+	// MaxAbsVsNaive and RelL2VsNaive compare the output with naive's on the
+	// same inputs (NaN when naive was not run; Note says why).
+	MaxAbsVsNaive, RelL2VsNaive float64
+	// Skipped says why the case did not run ("" if it ran).
+	Skipped string
+	Note    string
+}
+
+// Ran reports whether the case was timed.
+func (r Result) Ran() bool { return r.Skipped == "" }
+
+// validate checks the options before any work.
+func (o *Options) validate() error {
+	if len(o.Ops) == 0 {
+		return errors.New("no ops")
+	}
+	if len(o.Seqs) == 0 {
+		return errors.New("no sequence lengths")
+	}
+	for _, t := range o.Seqs {
+		if t <= 0 {
+			return fmt.Errorf("sequence length %d must be positive", t)
+		}
+	}
+	if len(o.Backends) == 0 {
+		return errors.New("no backends")
+	}
+	if o.Config == nil {
+		return errors.New("no config")
+	}
+	if o.Reps < 1 {
+		return fmt.Errorf("reps %d must be at least 1", o.Reps)
+	}
+	if o.Warmup < 0 {
+		return fmt.Errorf("warm-up count %d must not be negative", o.Warmup)
+	}
+	return nil
+}
+
+// Run performs the sweep and returns one Result per (op, T, backend), in
+// that order.
+func Run(o Options) ([]Result, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	bes := map[string]*model.Backend{}
+	getBackend := func(name string) (*model.Backend, error) {
+		if b, ok := bes[name]; ok {
+			return b, nil
+		}
+		b, err := model.NewBackend(name)
+		if err != nil {
+			return nil, err
+		}
+		bes[name] = b
+		return b, nil
+	}
+	defer func() {
+		for _, b := range bes {
+			b.Close()
+		}
+	}()
+	// Create the listed backends up front, so a broken one fails fast.
+	for _, n := range o.Backends {
+		if _, err := getBackend(n); err != nil {
+			return nil, err
+		}
+	}
+
+	prog := newProgress(o.Progress, o.TTY, o.Method)
+	defer prog.finish()
+	prog.plan(o.plan())
+
+	var results []Result
+	var layerWS *workspace
+	for _, op := range o.Ops {
+		ws, err := o.workspaceFor(op, &layerWS)
+		if err != nil {
+			return nil, fmt.Errorf("op %s: %w", op.Name, err)
+		}
+		for _, t := range o.Seqs {
+			group, err := o.runGroup(op, ws, t, getBackend, prog)
+			if err != nil {
+				return nil, fmt.Errorf("op %s T=%d: %w", op.Name, t, err)
+			}
+			results = append(results, group...)
+			if o.OnGroup != nil {
+				if err := o.OnGroup(results); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return results, nil
+}
+
+// runGroup measures every backend on one (op, T).
+func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string) (*model.Backend, error), prog *progress) ([]Result, error) {
+	gflop := op.FLOP(ws.cfg, t) / 1e9
+	make1, err := op.prepare(ws, t, o.Seed)
+	if err != nil {
+		return nil, err
+	}
+	naiveOK := gflop <= o.NaiveMaxGFLOP
+	whyNoRef := fmt.Sprintf("naive skipped: %.3g GFLOP > --naive-max-gflop %g", gflop, o.NaiveMaxGFLOP)
+
+	names := naiveFirst(o.Backends)
+	var ref []float32
+	if naiveOK && names[0] != "naive" {
+		be, err := getBackend("naive")
+		if err != nil {
+			return nil, err
+		}
+		inst := make1(be)
+		prog.start(op.Name, t, "naive", "reference run")
+		inst.reset()
+		t0 := time.Now()
+		if err := inst.run(); err != nil {
+			return nil, fmt.Errorf("naive reference: %w", err)
+		}
+		prog.done(op.Name, t, "naive", gflop, []time.Duration{time.Since(t0)}, "reference")
+		ref = inst.output()
+	}
+
+	var group []Result
+	for _, name := range names {
+		r := Result{Op: op.Name, Backend: name, Seq: t, GFLOP: gflop,
+			GFLOPS: math.NaN(), GBPS: math.NaN(), Penalty: math.NaN(), MaxAbsVsNaive: math.NaN(), RelL2VsNaive: math.NaN()}
+		if name == "naive" && !naiveOK {
+			r.Skipped = whyNoRef
+			prog.skip(op.Name, t, name, r.Skipped)
+			group = append(group, r)
+			continue
+		}
+		be, err := getBackend(name)
+		if err != nil {
+			return nil, err
+		}
+		inst := make1(be)
+		prog.start(op.Name, t, name, "")
+		samples, cold, err := measure(inst, o.Method, func(i int) { prog.tick(i) })
+		if err != nil {
+			return nil, fmt.Errorf("backend %s: %w", name, err)
+		}
+		prog.done(op.Name, t, name, gflop, samples, "")
+		st, _ := Summarize(samples)
+		r.Stats, r.Cold = st, cold
+		sec := st.Median.Seconds()
+		if sec > 0 {
+			r.GFLOPS = gflop / sec
+			if op.Bytes != nil {
+				r.GBPS = op.Bytes(ws.cfg, t) / 1e9 / sec
+			}
+		}
+		out := inst.output()
+		if name == "naive" {
+			ref = slices.Clone(out)
+		}
+		switch {
+		case ref == nil:
+			r.Note = whyNoRef
+		default:
+			r.MaxAbsVsNaive = tensor.MaxAbsDiff(out, ref)
+			r.RelL2VsNaive = tensor.RelL2(out, ref)
+			if math.IsInf(r.RelL2VsNaive, 0) || math.IsNaN(r.RelL2VsNaive) {
+				r.Note = "output is non-finite or the wrong length"
+			}
+		}
+		if cold {
+			r.Note = joinNote(r.Note, "single cold run (it took longer than --max-time)")
+		}
+		group = append(group, r)
+	}
+	setPenalties(group)
+	return group, nil
+}
+
+// naiveFirst moves naive to the front, so its output is the reference for
+// the backends after it.
+func naiveFirst(names []string) []string {
+	names = slices.Clone(names)
+	if i := slices.Index(names, "naive"); i > 0 {
+		names = append([]string{"naive"}, slices.Delete(names, i, i+1)...)
+	}
+	return names
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// setPenalties divides each median by the fastest one in the group.
+func setPenalties(group []Result) {
+	best := time.Duration(math.MaxInt64)
+	for _, r := range group {
+		if r.Ran() && r.Median > 0 && r.Median < best {
+			best = r.Median
+		}
+	}
+	for i := range group {
+		if group[i].Ran() && best < math.MaxInt64 {
+			group[i].Penalty = float64(group[i].Median) / float64(best)
+		}
+	}
+}
+
+// plan lists the cases for the progress ETA.
+func (o *Options) plan() []planned {
+	var p []planned
+	for _, op := range o.Ops {
+		c := o.Config
+		if op.Name == "model" {
+			c = o.modelConfig()
+		}
+		for _, t := range o.Seqs {
+			g := op.FLOP(c, t) / 1e9
+			naiveOK := g <= o.NaiveMaxGFLOP
+			if naiveOK && !slices.Contains(o.Backends, "naive") {
+				p = append(p, planned{op: op.Name, backend: "naive", gflop: g, runs: 1})
+			}
+			for _, b := range naiveFirst(o.Backends) {
+				if b == "naive" && !naiveOK {
+					continue
+				}
+				p = append(p, planned{op: op.Name, backend: b, gflop: g})
+			}
+		}
+	}
+	return p
+}
+
+// modelConfig is the config op=model runs: the checkpoint's, or the
+// shape cut to Layers layers and Vocab tokens.
+func (o *Options) modelConfig() *model.Config {
+	if o.Checkpoint != nil {
+		return o.Checkpoint.Config
+	}
+	c := *o.Config
+	if o.Layers > 0 && o.Layers < c.NumLayers {
+		c.NumLayers = o.Layers
+		c.LayerTypes = slices.Clone(c.LayerTypes[:o.Layers])
+	}
+	if o.Vocab > 0 {
+		c.VocabSize = o.Vocab
+		c.EOSTokenIDs = nil
+	}
+	return &c
+}
+
+// workspaceFor returns the workspace op runs in, building weights only
+// when the op needs them. Layer ops share one workspace (*layerWS); the
+// whole model gets its own, built after the layer workspace is dropped.
+func (o *Options) workspaceFor(op *Op, layerWS **workspace) (*workspace, error) {
+	if op.Name == "model" {
+		*layerWS = nil
+		runtime.GC()
+		if o.Checkpoint != nil {
+			return &workspace{cfg: o.Checkpoint.Config, m: o.Checkpoint}, nil
+		}
+		c := o.modelConfig()
+		if err := o.checkMemory(c, "op model"); err != nil {
+			return nil, err
+		}
+		m, err := model.NewRandom(c, o.Seed, o.BF16)
+		if err != nil {
+			return nil, err
+		}
+		return &workspace{cfg: c, m: m}, nil
+	}
+	if len(op.kinds) == 0 {
+		return &workspace{cfg: o.Config}, nil
+	}
+	if *layerWS != nil {
+		return *layerWS, nil
+	}
+	ws, err := o.layerWorkspace()
+	if err != nil {
+		return nil, err
+	}
+	*layerWS = ws
+	return ws, nil
+}
+
+// layerWorkspace builds one block of each kind the selected ops need: from
+// the checkpoint (its first block of the kind) or as a random model of
+// just those blocks with a token vocabulary of 16, which costs nothing.
+func (o *Options) layerWorkspace() (*workspace, error) {
+	var kinds []model.LayerKind
+	for _, op := range o.Ops {
+		if op.Name == "model" {
+			continue
+		}
+		for _, k := range op.kinds {
+			if !slices.Contains(kinds, k) {
+				kinds = append(kinds, k)
+			}
+		}
+	}
+	slices.Sort(kinds)
+	ws := &workspace{cfg: o.Config}
+	if o.Checkpoint != nil {
+		ws.m = o.Checkpoint
+	} else {
+		c := *o.Config
+		c.LayerTypes, c.NumLayers = kinds, len(kinds)
+		c.VocabSize, c.TieWordEmbeddings, c.EOSTokenIDs = 16, true, nil
+		if err := o.checkMemory(&c, "layer ops"); err != nil {
+			return nil, err
+		}
+		m, err := model.NewRandom(&c, o.Seed, o.BF16)
+		if err != nil {
+			return nil, err
+		}
+		ws.m = m
+	}
+	for i := range ws.m.Blocks {
+		b := &ws.m.Blocks[i]
+		if b.Kind == model.FullAttention && ws.attn == nil {
+			ws.attn = b
+		}
+		if b.Kind == model.LinearAttention && ws.gdn == nil {
+			ws.gdn = b
+		}
+	}
+	return ws, nil
+}
+
+// WeightBytes estimates the memory of c's weights held in memory.
+func WeightBytes(c *model.Config, bf16 bool) int64 {
+	per := int64(4)
+	if bf16 {
+		per = 2
+	}
+	return c.TextParams() * per
+}
+
+func (o *Options) checkMemory(c *model.Config, what string) error {
+	need := WeightBytes(c, o.BF16)
+	if o.MaxMemBytes <= 0 || need <= o.MaxMemBytes {
+		return nil
+	}
+	dt := "f32"
+	if o.BF16 {
+		dt = "bf16"
+	}
+	return fmt.Errorf("%s at shape %s needs %.1f GiB of random %s weights in memory (%d layers, vocab %d), over the %.1f GiB limit (--max-mem); "+
+		"run fewer layers with --layers N (e.g. --layers 4), a smaller vocabulary with --vocab, or a checkpoint from disk with --model DIR (mmap'ed)",
+		what, o.ShapeName, float64(need)/(1<<30), dt, c.NumLayers, c.VocabSize, float64(o.MaxMemBytes)/(1<<30))
+}

@@ -1,0 +1,220 @@
+package bench
+
+import (
+	"bytes"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/qwenref/qwenref/linalg"
+	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/tensor"
+)
+
+// scaledMatMul is naive's product times 1+1e-3, so a backend built on it
+// differs from naive by exactly that much in every projection.
+type scaledMatMul struct{ inner linalg.MatMuler }
+
+func (s scaledMatMul) MatMulT(y, x []float32, m int, w *tensor.Matrix) error {
+	if err := s.inner.MatMulT(y, x, m, w); err != nil {
+		return err
+	}
+	for i := range y {
+		y[i] *= 1 + 1e-3
+	}
+	return nil
+}
+
+func init() {
+	model.RegisterBackend("test-scaled", "naive with every product scaled by 1+1e-3 (bench tests)", func() (*model.Backend, error) {
+		b, err := model.NewBackend("naive")
+		if err != nil {
+			return nil, err
+		}
+		b.Name, b.MatMul = "test-scaled", scaledMatMul{b.MatMul}
+		return b, nil
+	})
+}
+
+func tinyOptions(t *testing.T, ops string, backends ...string) Options {
+	t.Helper()
+	o, err := ParseOps(ops)
+	require.NoError(t, err)
+	cfg, err := model.ShapeConfig("tiny")
+	require.NoError(t, err)
+	return Options{Ops: o, Seqs: []int{8, 16}, Backends: backends, Config: cfg, ShapeName: "tiny", BF16: true, Seed: 1,
+		Method: Method{Reps: 1}, NaiveMaxGFLOP: 1e9, MaxMemBytes: 1 << 30}
+}
+
+func find(rs []Result, op, backend string, seq int) Result {
+	for _, r := range rs {
+		if r.Op == op && r.Backend == backend && r.Seq == seq {
+			return r
+		}
+	}
+	return Result{}
+}
+
+func TestRunComparesWithNaive(t *testing.T) {
+	o := tinyOptions(t, "gdn-core,gdn-layer,model", "test-scaled", "naive")
+	var progress bytes.Buffer
+	o.Progress = &progress
+	groups := 0
+	o.OnGroup = func([]Result) error { groups++; return nil }
+	rs, err := Run(o)
+	require.NoError(t, err)
+	require.Len(t, rs, 3*2*2)
+	assert.Equal(t, 3*2, groups)
+
+	// Naive runs first in each group: its output is the reference.
+	assert.Equal(t, "naive", rs[0].Backend)
+	for _, r := range rs {
+		require.True(t, r.Ran(), r.Skipped)
+		assert.GreaterOrEqual(t, r.Runs, 1)
+		assert.LessOrEqual(t, r.Min, r.Median)
+		assert.LessOrEqual(t, r.Median, r.Max)
+		assert.Greater(t, r.GFLOP, 0.0)
+		assert.GreaterOrEqual(t, r.Penalty, 1.0)
+		if r.Backend == "naive" {
+			assert.Zero(t, r.RelL2VsNaive, "naive against itself")
+			assert.Zero(t, r.MaxAbsVsNaive)
+		}
+	}
+	// The scaled product leaves the core alone and moves every layer.
+	assert.Zero(t, find(rs, "gdn-core", "test-scaled", 8).RelL2VsNaive)
+	for _, op := range []string{"gdn-layer", "model"} {
+		d := find(rs, op, "test-scaled", 16).RelL2VsNaive
+		assert.Greater(t, d, 1e-4, op)
+		assert.Less(t, d, 0.1, op)
+	}
+	// Within each group the fastest backend has penalty exactly 1.
+	for i := 0; i < len(rs); i += 2 {
+		assert.Equal(t, 1.0, math.Min(rs[i].Penalty, rs[i+1].Penalty))
+	}
+	assert.Contains(t, progress.String(), "[12/12] model T=16")
+}
+
+func TestRunNaiveReferenceWhenNotListed(t *testing.T) {
+	o := tinyOptions(t, "mlp", "test-scaled")
+	var progress bytes.Buffer
+	o.Progress = &progress
+	rs, err := Run(o)
+	require.NoError(t, err)
+	require.Len(t, rs, 2, "the reference run is not a result")
+	for _, r := range rs {
+		assert.Equal(t, "test-scaled", r.Backend)
+		// gate, up and down each scaled: about (1+1e-3)³ − 1, bent a little by SiLU.
+		assert.InDelta(t, 3e-3, r.RelL2VsNaive, 4e-4)
+	}
+	assert.Contains(t, progress.String(), "naive: ")
+	assert.Contains(t, progress.String(), "reference")
+}
+
+func TestRunSkipsNaiveOverBudget(t *testing.T) {
+	o := tinyOptions(t, "conv", "naive", "test-scaled")
+	o.NaiveMaxGFLOP = 0
+	rs, err := Run(o)
+	require.NoError(t, err)
+	require.Len(t, rs, 4)
+	nv := find(rs, "conv", "naive", 8)
+	assert.False(t, nv.Ran())
+	assert.Contains(t, nv.Skipped, "--naive-max-gflop")
+	assert.True(t, math.IsNaN(nv.Penalty))
+	sc := find(rs, "conv", "test-scaled", 16)
+	assert.True(t, sc.Ran())
+	assert.True(t, math.IsNaN(sc.RelL2VsNaive))
+	assert.True(t, math.IsNaN(sc.MaxAbsVsNaive))
+	assert.Contains(t, sc.Note, "naive skipped")
+	assert.Equal(t, 1.0, sc.Penalty)
+	assert.Greater(t, sc.GBPS, 0.0, "conv is memory-bound: GB/s reported")
+}
+
+func TestRunRefusesHugeModel(t *testing.T) {
+	o := tinyOptions(t, "model", "naive")
+	cfg, err := model.ShapeConfig("27b")
+	require.NoError(t, err)
+	o.Config, o.ShapeName, o.MaxMemBytes = cfg, "27b", 16<<30
+	_, err = Run(o)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "--layers N")
+	assert.ErrorContains(t, err, "--model DIR")
+	assert.ErrorContains(t, err, "27b")
+
+	// Cut to a few layers and a small vocabulary, the estimate fits.
+	o.Layers, o.Vocab = 4, 4096
+	mc := o.modelConfig()
+	assert.Equal(t, 4, mc.NumLayers)
+	assert.Equal(t, []model.LayerKind{model.LinearAttention, model.LinearAttention, model.LinearAttention, model.FullAttention}, mc.LayerTypes)
+	assert.NoError(t, o.checkMemory(mc, "op model"))
+	assert.Equal(t, 64, cfg.NumLayers, "the shape itself is not changed")
+}
+
+func TestRunValidates(t *testing.T) {
+	base := tinyOptions(t, "conv", "naive")
+	for name, mut := range map[string]func(*Options){
+		"no ops":      func(o *Options) { o.Ops = nil },
+		"no seqs":     func(o *Options) { o.Seqs = nil },
+		"bad seq":     func(o *Options) { o.Seqs = []int{0} },
+		"no backends": func(o *Options) { o.Backends = nil },
+		"bad backend": func(o *Options) { o.Backends = []string{"nope"} },
+		"no reps":     func(o *Options) { o.Reps = 0 },
+	} {
+		o := base
+		o.Ops, o.Seqs, o.Backends = slices.Clone(base.Ops), slices.Clone(base.Seqs), slices.Clone(base.Backends)
+		mut(&o)
+		_, err := Run(o)
+		assert.Error(t, err, name)
+	}
+}
+
+// Every op must compute the same thing on every run: reset restores all
+// state the run changes (recurrent state, KV cache, residual stream).
+func TestOpsRepeatable(t *testing.T) {
+	o := tinyOptions(t, "all", "naive")
+	be, err := model.NewBackend("naive")
+	require.NoError(t, err)
+	var layerWS *workspace
+	for _, op := range o.Ops {
+		ws, err := o.workspaceFor(op, &layerWS)
+		require.NoError(t, err, op.Name)
+		mk, err := op.prepare(ws, 9, o.Seed)
+		require.NoError(t, err, op.Name)
+		inst := mk(be)
+		inst.reset()
+		require.NoError(t, inst.run(), op.Name)
+		first := slices.Clone(inst.output())
+		require.NotEmpty(t, first, op.Name)
+		inst.reset()
+		require.NoError(t, inst.run(), op.Name)
+		assert.Equal(t, first, inst.output(), op.Name)
+		// Fresh inputs for another T or seed differ (the stream is keyed).
+		mk2, err := op.prepare(ws, 9, o.Seed+1)
+		require.NoError(t, err)
+		inst2 := mk2(be)
+		inst2.reset()
+		require.NoError(t, inst2.run())
+		assert.NotEqual(t, first, inst2.output(), op.Name)
+	}
+}
+
+// The FLOP counts reproduce the anchors' figures for the 27B shapes.
+func TestFLOPCountsMatchAnchors(t *testing.T) {
+	c, err := model.ShapeConfig("27b")
+	require.NoError(t, err)
+	assert.InDelta(t, 231.7e6, gdnProjFLOP(c), 0.1e6, "projections per token")
+	core, _ := LookupOp("gdn-core")
+	assert.InDelta(t, 11.27e9, core.FLOP(c, 2048), 0.01e9, "recurrent core at T=2048")
+	layer, _ := LookupOp("gdn-layer")
+	assert.InDelta(t, 1.94e12, layer.FLOP(c, 8192), 0.01e12, "one GDN layer at T=8192 (anchors: 1.97 T with the chunked core count)")
+	attn, _ := LookupOp("attention-layer")
+	assert.Equal(t, 2*512.0*511*256*24, attn.FLOP(c, 512)-attn.FLOP(c, 1)*512, "causal attention term is 2·T²·d_h·n_h")
+	mlp, _ := LookupOp("mlp")
+	assert.Equal(t, 6.0*5120*17408, mlp.FLOP(c, 1))
+	dec, _ := LookupOp("decoder-layer")
+	assert.Equal(t, layer.FLOP(c, 100)+mlp.FLOP(c, 100), dec.FLOP(c, 100))
+	whole, _ := LookupOp("model")
+	assert.InDelta(t, 4.16e14, whole.FLOP(c, 8192), 0.1e14, "anchors: whole-model prefill at T=8192")
+}

@@ -1,0 +1,100 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"gonum.org/v1/plot"
+)
+
+// WriteAtomic writes a file through a temporary one in the same directory
+// and a rename, so readers see the old file or the whole new one, never a
+// part; on error the temporary file is removed and path is untouched.
+func WriteAtomic(path string, fill func(io.Writer) error) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err = fill(f); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// WriteData writes results.csv, results.json and report.txt into dir
+// (created if missing). The sweep calls it after every (op, T) group, so
+// an interrupted sweep keeps what it finished.
+func WriteData(dir string, meta Meta, results []Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	files := []struct {
+		name string
+		fill func(io.Writer) error
+	}{
+		{"results.csv", func(w io.Writer) error { return WriteCSV(w, meta, results) }},
+		{"results.json", func(w io.Writer) error { return WriteJSON(w, meta, results) }},
+		{"report.txt", func(w io.Writer) error { return WriteTable(w, meta, results) }},
+	}
+	for _, f := range files {
+		if err := WriteAtomic(filepath.Join(dir, f.name), f.fill); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WritePlots writes time-<op> and penalty-<op> charts as SVG and PNG into
+// dir and returns the paths written. Each chart is rendered in memory
+// first, so a failing render leaves no file behind.
+func WritePlots(dir string, results []Result) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var written []string
+	for _, op := range groupOps(results) {
+		for _, kind := range []struct {
+			name string
+			make func([]Result, string) (*plot.Plot, error)
+		}{{"time", timePlot}, {"penalty", penaltyPlot}} {
+			p, err := kind.make(results, op)
+			if err != nil {
+				return written, fmt.Errorf("%s plot of %s: %w", kind.name, op, err)
+			}
+			if p == nil {
+				continue
+			}
+			for _, format := range []string{"svg", "png"} {
+				var buf bytes.Buffer
+				if err := renderPlot(p, format, &buf); err != nil {
+					return written, fmt.Errorf("%s plot of %s: %w", kind.name, op, err)
+				}
+				path := filepath.Join(dir, fmt.Sprintf("%s-%s.%s", kind.name, op, format))
+				if err := WriteAtomic(path, func(w io.Writer) error { _, err := w.Write(buf.Bytes()); return err }); err != nil {
+					return written, err
+				}
+				written = append(written, path)
+			}
+		}
+	}
+	return written, nil
+}

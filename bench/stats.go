@@ -1,0 +1,135 @@
+package bench
+
+import (
+	"errors"
+	"runtime"
+	"slices"
+	"time"
+)
+
+// Stats summarise repeated timings of one case.
+type Stats struct {
+	Median, Min, Max time.Duration
+	Runs             int
+}
+
+// Summarize returns the median (the mean of the middle two for an even
+// count), minimum and maximum of samples. Medians resist the other jobs on
+// a shared machine better than means.
+func Summarize(samples []time.Duration) (Stats, error) {
+	if len(samples) == 0 {
+		return Stats{}, errors.New("no samples")
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	n := len(s)
+	med := s[n/2]
+	if n%2 == 0 {
+		med = (s[n/2-1] + s[n/2]) / 2
+	}
+	return Stats{Median: med, Min: s[0], Max: s[n-1], Runs: n}, nil
+}
+
+// Method says how each case is timed.
+type Method struct {
+	// Warmup untimed runs first (page faults, goroutine start-up, caches).
+	Warmup int
+	// Reps timed runs at least.
+	Reps int
+	// MinTime: keep repeating past Reps until the timed runs add up to it.
+	MinTime time.Duration
+	// MaxTime: stop repeating once the timed runs add up to it (after at
+	// least one). A warm-up run that alone takes MaxTime or longer becomes
+	// the single sample instead, so a very slow case costs one run.
+	MaxTime time.Duration
+}
+
+// gcMinRun is the run time from which every run is preceded by a GC.
+const gcMinRun = 20 * time.Millisecond
+
+// maxRuns caps the repetitions of a tiny case under a large MinTime.
+const maxRuns = 10000
+
+// measure times inst by Method. cold reports that the only sample is a
+// warm-up run (see Method.MaxTime). tick, if set, is called before each
+// run with the run's index (negative during warm-up).
+func measure(inst instance, m Method, tick func(i int)) (samples []time.Duration, cold bool, err error) {
+	var last time.Duration
+	once := func(i int) (time.Duration, error) {
+		inst.reset()
+		// Collect now so garbage from the last run is not charged to this
+		// one; for runs much shorter than a collection, only once per case.
+		if i == -m.Warmup || last >= gcMinRun {
+			runtime.GC()
+		}
+		if tick != nil {
+			tick(i)
+		}
+		t0 := time.Now()
+		err := inst.run()
+		last = time.Since(t0)
+		return last, err
+	}
+	for i := 0; i < m.Warmup; i++ {
+		d, err := once(i - m.Warmup)
+		if err != nil {
+			return nil, false, err
+		}
+		if m.MaxTime > 0 && d >= m.MaxTime {
+			return []time.Duration{d}, true, nil
+		}
+	}
+	var total time.Duration
+	for len(samples) < maxRuns {
+		enough := len(samples) >= m.Reps && total >= m.MinTime
+		overBudget := len(samples) >= 1 && m.MaxTime > 0 && total >= m.MaxTime
+		if enough || overBudget {
+			break
+		}
+		d, err := once(len(samples))
+		if err != nil {
+			return nil, false, err
+		}
+		samples = append(samples, d)
+		total += d
+	}
+	return samples, false, nil
+}
+
+// estimateRuns predicts how many runs (warm-up included) measure makes for
+// a case whose single run takes run, for the progress ETA.
+func (m Method) estimateRuns(run time.Duration) int {
+	if run <= 0 {
+		return m.Warmup + max(m.Reps, 1)
+	}
+	if m.MaxTime > 0 && run >= m.MaxTime {
+		return 1 // the first run, warm-up or not, is the only one
+	}
+	n := max(m.Reps, 1)
+	if m.MinTime > 0 && time.Duration(n)*run < m.MinTime {
+		n = int(m.MinTime/run) + 1
+	}
+	if m.MaxTime > 0 && time.Duration(n)*run > m.MaxTime {
+		n = int(m.MaxTime/run) + 1
+	}
+	return min(n, maxRuns) + m.Warmup
+}
+
+// MeasureCopyGBPS measures this machine's memory copy rate (bytes read
+// plus bytes written per second, in GB/s) with a 64 MiB copy, best of
+// three: the ceiling of a memory-bound op such as the conv.
+func MeasureCopyGBPS() float64 {
+	const n = 16 << 20 // float32s: 64 MiB, well past the caches
+	src, dst := make([]float32, n), make([]float32, n)
+	for i := range src {
+		src[i] = float32(i)
+	}
+	copy(dst, src) // fault the pages in
+	best := time.Duration(1<<63 - 1)
+	for range 3 {
+		t0 := time.Now()
+		copy(dst, src)
+		best = min(best, time.Since(t0))
+	}
+	return 2 * 4 * n / best.Seconds() / 1e9
+}

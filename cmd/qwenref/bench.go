@@ -1,0 +1,281 @@
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/qwenref/qwenref/bench"
+	"github.com/qwenref/qwenref/model"
+)
+
+func init() {
+	register(&command{name: "bench", summary: "time backends op by op and for the whole model: the fallback penalty", run: runBench})
+}
+
+func runBench(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench", "[--op OPS] [--seq 512,2048,8192] [--backends naive,chunked] [--shape 27b | --model DIR | --config FILE] [--json] [--out DIR]", `
+Times every backend on each op and sequence length T with the same inputs,
+and reports the median (min – max) time, GFLOP/s (GB/s for the memory-bound
+conv) against the machine's ceiling, the fallback penalty (time over the
+fastest backend's) and each output's difference from the naive backend's.
+
+Ops (--op, comma-separated): `+strings.Join(bench.OpNames(), ", ")+`;
+"layers" is every op but model (the default), "all" every op.
+  conv             causal depthwise conv + SiLU of one GDN layer
+  gdn-core         the gated delta rule alone (the fused kernel's job)
+  gdn-layer        one GDN token mixer (projections, conv, core, norm)
+  attention-layer  one gated attention token mixer (prefill, empty cache)
+  mlp              one SwiGLU MLP
+  decoder-layer    norm + GDN mixer + residual + norm + MLP + residual
+  decoder-layer-attn  the same with the attention mixer
+  model            the whole forward (prefill; last token's logits)
+
+Weights are random (deterministic from --seed) and made in memory, so no
+checkpoint is needed; layer ops build only one layer of each kind they
+run. The whole 27B model does not fit in memory: op model at --shape 27b
+is refused unless --layers N cuts it (e.g. --layers 4: three GDN layers
+and one attention layer) or --model DIR runs a checkpoint from disk (mmap).
+
+Method: --warmup untimed runs, then at least --reps timed runs and at
+least --min-time in all; repetition stops once --max-time is spent, and a
+warm-up run longer than --max-time is the single (cold) sample. Times are
+medians because the machine may be shared.
+
+Naive is the reference: it runs (timed if listed in --backends, else once
+untimed) only where a call's work is at most --naive-max-gflop, since its
+plain loops reach about 1 GFLOP/s; elsewhere its row and every difference
+are "–" (null in JSON) with the reason.
+
+FLOP counts (anchors' conventions): projections 2·in·out per token; GDN
+core 7·d_k·d_v per value-head-token (recurrent count); conv 2·K·C per
+token; attention 4·T·S·d_h·heads/2, causal. Ceilings: CPU ≈ 200 GFLOP/s fp32
+(OpenBLAS on the project's 2-core Zen 4), H200 694 TFLOP/s bf16.
+
+Output: a table per op on stdout, or with --json a list of objects with
+op, backend, seq, median_ms, min_ms, max_ms, gflops, rel_l2_vs_naive (and
+more). --out DIR also writes results.csv, results.json and report.txt
+(after every op and T, atomically) and time-<op> and penalty-<op> charts
+as SVG and PNG. Progress goes to stderr.
+
+Examples:
+  qwenref bench --op gdn-core --seq 512,2048,8192,32768 --backends naive,chunked
+  qwenref bench --op layers --seq 512,2048 --out bench-out
+  qwenref bench --op model --shape 0.8b --seq 512,2048 --json
+  qwenref bench --op model --shape 27b --layers 4 --vocab 4096 --seq 512`, stderr)
+	opList := fs.String("op", "layers", "ops to run, comma-separated (see above)")
+	seqList := fs.String("seq", "512,2048,8192", "sequence lengths T, comma-separated (k = ×1024)")
+	beList := fs.String("backends", "", fmt.Sprintf("backends, comma-separated; empty = all registered: %s", strings.Join(model.BackendNames(), ",")))
+	shape := fs.String("shape", "27b", fmt.Sprintf("named shape: %s", strings.Join(model.ShapeNames(), ", ")))
+	dir := fs.String("model", "", "checkpoint directory: run its weights (mmap'ed) instead of random ones")
+	cfgPath := fs.String("config", "", "config.json to take the shape from (random weights)")
+	layers := fs.Int("layers", 0, "op model: keep only the first N decoder layers (0 = all)")
+	vocab := fs.Int("vocab", 0, "op model: vocabulary size override (0 = the shape's)")
+	dtype := fs.String("dtype", "bf16", "random weights' type in memory: bf16 or f32")
+	seed := fs.Uint64("seed", 1, "seed of the random weights and inputs")
+	warmup := fs.Int("warmup", 1, "untimed warm-up runs per case")
+	reps := fs.Int("reps", 5, "timed runs per case, at least")
+	minTime := fs.Duration("min-time", 200*time.Millisecond, "keep repeating a case until its timed runs add up to this")
+	maxTime := fs.Duration("max-time", time.Minute, "stop repeating a case once its timed runs add up to this")
+	naiveMax := fs.Float64("naive-max-gflop", 30, "run naive (timing and reference) only for calls of at most this many GFLOP")
+	maxMem := fs.Float64("max-mem", defaultMaxMemGiB(), "GiB of random weights the bench may build (default: 75% of RAM)")
+	ceiling := fs.Float64("ceiling-gflops", bench.CPUCeilingGFLOPS, "this CPU's fp32 ceiling for the %ceil column")
+	asJSON := fs.Bool("json", false, "print a JSON list of results instead of the table")
+	outDir := fs.String("out", "", "directory for results.csv/.json, report.txt and SVG/PNG charts")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	bad := func(format string, a ...any) error {
+		fmt.Fprintf(stderr, "qwenref bench: "+format+"\n(run 'qwenref bench -h' for help)\n", a...)
+		return errUsage
+	}
+
+	opts := bench.Options{Seed: *seed, NaiveMaxGFLOP: *naiveMax, Layers: *layers, Vocab: *vocab,
+		Method:      bench.Method{Warmup: *warmup, Reps: *reps, MinTime: *minTime, MaxTime: *maxTime},
+		MaxMemBytes: int64(*maxMem * (1 << 30)), Progress: stderr, TTY: isTerminal(stderr)}
+	var err error
+	if opts.Ops, err = bench.ParseOps(*opList); err != nil {
+		return bad("--op %q: %v", *opList, err)
+	}
+	if opts.Seqs, err = bench.ParseSeqs(*seqList); err != nil {
+		return bad("--seq %q: %v", *seqList, err)
+	}
+	if opts.Backends, err = bench.ParseBackends(*beList, model.BackendNames()); err != nil {
+		return bad("--backends %q: %v", *beList, err)
+	}
+	switch {
+	case *reps < 1:
+		return bad("--reps %d: need at least one timed run", *reps)
+	case *warmup < 0:
+		return bad("--warmup %d: must not be negative", *warmup)
+	case *minTime < 0 || *maxTime < 0:
+		return bad("--min-time and --max-time must not be negative")
+	case *naiveMax < 0:
+		return bad("--naive-max-gflop %g: must not be negative", *naiveMax)
+	case *layers < 0 || *vocab < 0:
+		return bad("--layers and --vocab must not be negative")
+	case *maxMem <= 0:
+		return bad("--max-mem %g: must be positive", *maxMem)
+	case *ceiling <= 0:
+		return bad("--ceiling-gflops %g: must be positive", *ceiling)
+	}
+	switch *dtype {
+	case "bf16", "f32":
+		opts.BF16 = *dtype == "bf16"
+	default:
+		return bad("--dtype %q: want bf16 or f32", *dtype)
+	}
+	sources := 0
+	for _, n := range []string{"shape", "model", "config"} {
+		if set[n] {
+			sources++
+		}
+	}
+	if sources > 1 {
+		return bad("give one of --shape, --model and --config")
+	}
+
+	meta := bench.Meta{DType: *dtype, Seed: *seed, Method: opts.Method, Naive: *naiveMax,
+		Machine: machine(), CPUCeiling: *ceiling, Command: "qwenref bench " + shellJoin(args), Date: time.Now()}
+	switch {
+	case *dir != "":
+		if set["layers"] || set["vocab"] || set["dtype"] {
+			return bad("--layers, --vocab and --dtype apply to random weights, not to --model")
+		}
+		m, err := model.Load(*dir)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		opts.Checkpoint, opts.Config, opts.ShapeName = m, m.Config, *dir
+		meta.DType = "checkpoint"
+	case *cfgPath != "":
+		if opts.Config, err = model.LoadConfig(*cfgPath); err != nil {
+			return bad("--config %q: %v", *cfgPath, err)
+		}
+		opts.ShapeName = *cfgPath
+	default:
+		if opts.Config, err = model.ShapeConfig(*shape); err != nil {
+			return bad("--shape: %v", err)
+		}
+		opts.ShapeName = strings.ToLower(*shape)
+	}
+	if *layers > opts.Config.NumLayers {
+		return bad("--layers %d: shape %s has %d layers", *layers, opts.ShapeName, opts.Config.NumLayers)
+	}
+	meta.Shape, meta.Config = opts.ShapeName, opts.Config
+	for _, op := range opts.Ops {
+		if op.Bytes != nil {
+			meta.CPUCopyGBPS = bench.MeasureCopyGBPS()
+			break
+		}
+	}
+
+	if *outDir != "" {
+		if err := os.MkdirAll(*outDir, 0o755); err != nil {
+			return fmt.Errorf("--out: %w", err)
+		}
+		opts.OnGroup = func(rs []bench.Result) error { return bench.WriteData(*outDir, meta, rs) }
+	}
+	results, err := bench.Run(opts)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		err = bench.WriteJSON(stdout, meta, results)
+	} else {
+		err = bench.WriteTable(stdout, meta, results)
+	}
+	if err != nil {
+		return err
+	}
+	if *outDir != "" {
+		if err := bench.WriteData(*outDir, meta, results); err != nil {
+			return err
+		}
+		files, err := bench.WritePlots(*outDir, results)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "bench: wrote results.csv, results.json, report.txt and %d charts to %s\n", len(files), *outDir)
+	}
+	return nil
+}
+
+// isTerminal reports whether w is a character device (a terminal), where
+// progress can rewrite one line.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// defaultMaxMemGiB is 75% of the machine's memory (16 GiB if unknown).
+func defaultMaxMemGiB() float64 {
+	if kb := meminfoKB("MemTotal"); kb > 0 {
+		return float64(kb) * 0.75 / (1 << 20)
+	}
+	return 16
+}
+
+func meminfoKB(key string) int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && k == key {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// machine names the CPU, the Go build and the parallelism for the header.
+func machine() string {
+	cpu := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	s := fmt.Sprintf("%s/%s, %s, %d CPUs, GOMAXPROCS=%d, %s", runtime.GOOS, runtime.GOARCH, cpu, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, st := range bi.Settings {
+			if (st.Key == "GOEXPERIMENT" || st.Key == "-tags") && st.Value != "" {
+				s += fmt.Sprintf(", %s=%s", st.Key, st.Value)
+			}
+		}
+	}
+	return s
+}
+
+// shellJoin quotes args for a copy-pasteable command line.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?;&|<>()") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		q[i] = a
+	}
+	return strings.Join(q, " ")
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/qwenref/qwenref/bench"
+	"github.com/qwenref/qwenref/model"
+)
+
+func benchCLI(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = Main(append([]string{"bench"}, args...), &o, &e)
+	return code, o.String(), e.String()
+}
+
+// quick flags keep the tiny end-to-end runs to one run per case.
+var quick = []string{"--shape", "tiny", "--seq", "8,16", "--reps", "1", "--warmup", "0", "--min-time", "0"}
+
+func TestBenchJSONEndToEnd(t *testing.T) {
+	code, stdout, stderr := benchCLI(append(quick, "--op", "all", "--json")...)
+	require.Equal(t, 0, code, stderr)
+
+	var rows []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rows), stdout)
+	backends := model.BackendNames()
+	require.Len(t, rows, len(bench.Ops())*2*len(backends), "one row per op × T × backend")
+
+	ops := map[string]bool{}
+	for _, r := range rows {
+		for _, k := range []string{"op", "backend", "seq", "median_ms", "min_ms", "max_ms", "gflops", "rel_l2_vs_naive"} {
+			require.Contains(t, r, k)
+		}
+		require.IsType(t, "", r["op"])
+		require.IsType(t, "", r["backend"])
+		require.IsType(t, 0.0, r["seq"])
+		for _, k := range []string{"median_ms", "min_ms", "max_ms", "gflops", "rel_l2_vs_naive"} {
+			require.IsType(t, 0.0, r[k], "%s in %v: a number (nothing is skipped at tiny)", k, r)
+		}
+		assert.Contains(t, []float64{8, 16}, r["seq"])
+		assert.Contains(t, backends, r["backend"])
+		assert.LessOrEqual(t, r["min_ms"], r["median_ms"])
+		assert.LessOrEqual(t, r["median_ms"], r["max_ms"])
+		if r["backend"] == "naive" {
+			assert.Zero(t, r["rel_l2_vs_naive"])
+		} else {
+			assert.Less(t, r["rel_l2_vs_naive"], 1e-3, "%v", r)
+		}
+		ops[r["op"].(string)] = true
+	}
+	assert.Len(t, ops, len(bench.Ops()))
+	assert.Contains(t, stderr, "model T=16", "progress on stderr")
+}
+
+func TestBenchTableAndOut(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "res")
+	code, stdout, stderr := benchCLI(append(quick, "--op", "gdn-core,conv", "--out", out)...)
+	require.Equal(t, 0, code, stderr)
+	for _, s := range []string{"shape tiny", "200 GFLOP/s", "== gdn-core", "== conv", "GB/s", "penalty", "command: qwenref bench --shape tiny"} {
+		assert.Contains(t, stdout, s)
+	}
+
+	var names []string
+	entries, err := os.ReadDir(out)
+	require.NoError(t, err)
+	for _, e := range entries {
+		names = append(names, e.Name())
+		assert.False(t, strings.HasPrefix(e.Name(), "."), "temporary file left: %s", e.Name())
+	}
+	for _, want := range []string{"results.csv", "results.json", "report.txt",
+		"time-gdn-core.svg", "time-gdn-core.png", "penalty-gdn-core.svg", "penalty-gdn-core.png", "time-conv.svg", "penalty-conv.png"} {
+		assert.Contains(t, names, want)
+	}
+	f, err := os.Open(filepath.Join(out, "results.csv"))
+	require.NoError(t, err)
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	require.NoError(t, err)
+	assert.Equal(t, "op", recs[0][0])
+	assert.Len(t, recs, 1+2*2*len(model.BackendNames()))
+	report, err := os.ReadFile(filepath.Join(out, "report.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, stdout, string(report), "report.txt is the printed table")
+	png, err := os.ReadFile(filepath.Join(out, "time-gdn-core.png"))
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG")))
+}
+
+func TestBenchNaiveBudget(t *testing.T) {
+	code, stdout, stderr := benchCLI(append(quick, "--op", "mlp", "--backends", "naive", "--naive-max-gflop", "0", "--json")...)
+	require.Equal(t, 0, code, stderr)
+	var rows []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rows))
+	require.Len(t, rows, 2)
+	for _, r := range rows {
+		assert.Nil(t, r["median_ms"])
+		assert.Nil(t, r["rel_l2_vs_naive"])
+		assert.Contains(t, r["skipped"], "--naive-max-gflop")
+	}
+}
+
+func TestBenchBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--op", "gdn"}, `--op "gdn": unknown op`},
+		{[]string{"--op", ","}, "empty op list"},
+		{[]string{"--seq", "8,x"}, `--seq "8,x"`},
+		{[]string{"--seq", "0"}, "not a sequence length"},
+		{[]string{"--seq", ""}, "empty list"},
+		{[]string{"--backends", "metal"}, `unknown backend "metal"`},
+		{[]string{"--backends", ","}, "empty backend list"},
+		{[]string{"--dtype", "f16"}, `--dtype "f16"`},
+		{[]string{"--reps", "0"}, "--reps 0"},
+		{[]string{"--shape", "70b"}, `unknown shape "70b"`},
+		{[]string{"--shape", "tiny", "--config", "x.json"}, "one of --shape, --model and --config"},
+		{[]string{"--layers", "99", "--op", "model", "--shape", "tiny"}, "--layers 99"},
+		{[]string{"--max-mem", "0"}, "--max-mem"},
+		{[]string{"stray"}, "unexpected argument"},
+	} {
+		code, stdout, stderr := benchCLI(c.args...)
+		assert.Equal(t, 2, code, "%v: %s", c.args, stderr)
+		assert.Contains(t, stderr, c.want, c.args)
+		assert.Empty(t, stdout, c.args)
+	}
+}
+
+func TestBenchRefuses27BModel(t *testing.T) {
+	code, stdout, stderr := benchCLI("--op", "model", "--shape", "27b", "--seq", "8", "--max-mem", "16")
+	assert.Equal(t, 1, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "--layers N")
+	assert.Contains(t, stderr, "--model DIR")
+}
+
+func TestBenchHelp(t *testing.T) {
+	code, stdout, _ := runHelp("bench")
+	assert.Equal(t, 0, code)
+	for _, s := range []string{"--naive-max-gflop", "gdn-core", "--layers", "7·d_k·d_v"} {
+		assert.Contains(t, stdout, s)
+	}
+}
+
+func runHelp(cmd string) (int, string, string) {
+	var o, e bytes.Buffer
+	code := Main([]string{"help", cmd}, &o, &e)
+	return code, o.String(), e.String()
+}
