@@ -57,11 +57,8 @@ func newAddedVocab(list []addedTokenJSON, model *bpe, nz *normalizer) *addedVoca
 			continue
 		}
 		t := AddedToken{
-			Content: j.Content, Special: j.Special, Normalized: !j.Special,
+			Content: j.Content, Special: j.Special, Normalized: j.Normalized,
 			LStrip: j.LStrip, RStrip: j.RStrip, SingleWord: j.SingleWord,
-		}
-		if j.Normalized != nil {
-			t.Normalized = *j.Normalized
 		}
 		id, ok := av.byContent[t.Content]
 		if !ok {

@@ -34,9 +34,9 @@ func testAddedVocab(t *testing.T, list []addedTokenJSON) *addedVocab {
 
 func TestAddedLeftmostLongest(t *testing.T) {
 	av := testAddedVocab(t, []addedTokenJSON{
-		{Content: "<|a|>", Normalized: boolp(false)},
-		{Content: "<|a|><|b|>", Normalized: boolp(false)},
-		{Content: "|", Normalized: boolp(false)},
+		{Content: "<|a|>", Normalized: false},
+		{Content: "<|a|><|b|>", Normalized: false},
+		{Content: "|", Normalized: false},
 	})
 	assert.Equal(t, []string{"x", "[<|a|><|b|>]", "y", "[<|a|>]", "<", "[|]", "b", "[|]"},
 		splitAll(t, av, &av.raw, "x<|a|><|b|>y<|a|><|b|"))
@@ -44,9 +44,9 @@ func TestAddedLeftmostLongest(t *testing.T) {
 
 func TestAddedFlags(t *testing.T) {
 	av := testAddedVocab(t, []addedTokenJSON{
-		{Content: "[SW]", Normalized: boolp(false), SingleWord: true},
-		{Content: "[L]", Normalized: boolp(false), LStrip: true},
-		{Content: "[R]", Normalized: boolp(false), RStrip: true},
+		{Content: "[SW]", Normalized: false, SingleWord: true},
+		{Content: "[L]", Normalized: false, LStrip: true},
+		{Content: "[R]", Normalized: false, RStrip: true},
 	})
 	for _, c := range []struct {
 		in   string
@@ -73,13 +73,12 @@ func TestAddedFlags(t *testing.T) {
 func TestAddedIDsFollowHF(t *testing.T) {
 	// Ids come from the model vocabulary if the content is there, else
 	// from len(vocab) upwards in file order; the file's ids are ignored.
-	nine := int64(9)
 	av := testAddedVocab(t, []addedTokenJSON{
-		{Content: "ab", ID: &nine},
-		{Content: "<x>", Special: true, ID: &nine},
+		{Content: "ab", ID: 9, Normalized: true},
+		{Content: "<x>", Special: true, ID: 9},
 		{Content: ""},
-		{Content: "<y>"},
-		{Content: "<x>", Special: false, Normalized: boolp(true)},
+		{Content: "<y>", Normalized: true},
+		{Content: "<x>", Special: false, Normalized: true},
 	})
 	got := av.tokens()
 	require.Len(t, got, 3)
@@ -93,7 +92,7 @@ func TestAddedNormalizedForm(t *testing.T) {
 	model := newTestBPE(t, []string{"a"}, nil, modelJSON{})
 	nz, err := parseNormalizer([]byte(`{"type":"NFC"}`), "normalizer")
 	require.NoError(t, err)
-	av := newAddedVocab([]addedTokenJSON{{Content: "cafe\u0301"}}, model, nz)
+	av := newAddedVocab([]addedTokenJSON{{Content: "cafe\u0301", Normalized: true}}, model, nz)
 	assert.Equal(t, map[int]string{1: "café"}, av.normalForm)
 	assert.Equal(t, []string{"[cafe\u0301]", "!"}, splitAll(t, av, &av.norm, "café!"))
 	assert.Equal(t, []string{"cafe\u0301!"}, splitAll(t, av, &av.raw, "cafe\u0301!"), "normalized tokens are not matched raw")

@@ -13,24 +13,87 @@ import (
 // and post_processor do not affect Encode (which never adds special tokens)
 // and are not read.
 type fileJSON struct {
-	Version      *string          `json:"version"`
-	AddedTokens  []addedTokenJSON `json:"added_tokens"`
-	Normalizer   json.RawMessage  `json:"normalizer"`
-	PreTokenizer json.RawMessage  `json:"pre_tokenizer"`
-	Decoder      json.RawMessage  `json:"decoder"`
-	Model        json.RawMessage  `json:"model"`
+	Version      *string         `json:"version"`
+	AddedTokens  []rawAddedToken `json:"added_tokens"`
+	Normalizer   json.RawMessage `json:"normalizer"`
+	PreTokenizer json.RawMessage `json:"pre_tokenizer"`
+	Decoder      json.RawMessage `json:"decoder"`
+	Model        json.RawMessage `json:"model"`
 }
 
-// addedTokenJSON is one entry of added_tokens. Flags left out take HF's
-// AddedToken defaults (normalized defaults to !special).
+// rawAddedToken is one entry of added_tokens as written. HF requires every
+// field (serde has no defaults for them), and so does parseAddedTokens.
+type rawAddedToken struct {
+	ID         *int64  `json:"id"`
+	Content    *string `json:"content"`
+	SingleWord *bool   `json:"single_word"`
+	LStrip     *bool   `json:"lstrip"`
+	RStrip     *bool   `json:"rstrip"`
+	Normalized *bool   `json:"normalized"`
+	Special    *bool   `json:"special"`
+}
+
+// addedTokenJSON is a checked added_tokens entry.
 type addedTokenJSON struct {
-	ID         *int64 `json:"id"`
-	Content    string `json:"content"`
-	SingleWord bool   `json:"single_word"`
-	LStrip     bool   `json:"lstrip"`
-	RStrip     bool   `json:"rstrip"`
-	Normalized *bool  `json:"normalized"`
-	Special    bool   `json:"special"`
+	ID                                              int64
+	Content                                         string
+	SingleWord, LStrip, RStrip, Normalized, Special bool
+}
+
+// parseAddedTokens checks that every entry has all fields and an id that
+// fits u32.
+func parseAddedTokens(raws []rawAddedToken) ([]addedTokenJSON, error) {
+	out := make([]addedTokenJSON, len(raws))
+	for i, r := range raws {
+		missing := ""
+		switch {
+		case r.ID == nil:
+			missing = "id"
+		case r.Content == nil:
+			missing = "content"
+		case r.SingleWord == nil:
+			missing = "single_word"
+		case r.LStrip == nil:
+			missing = "lstrip"
+		case r.RStrip == nil:
+			missing = "rstrip"
+		case r.Normalized == nil:
+			missing = "normalized"
+		case r.Special == nil:
+			missing = "special"
+		}
+		if missing != "" {
+			return nil, fmt.Errorf("added_tokens[%d]: missing field %q", i, missing)
+		}
+		if *r.ID < 0 || *r.ID > math.MaxUint32 {
+			return nil, fmt.Errorf("added_tokens[%d].id %d is outside 0..2^32-1", i, *r.ID)
+		}
+		out[i] = addedTokenJSON{
+			ID: *r.ID, Content: *r.Content, SingleWord: *r.SingleWord, LStrip: *r.LStrip,
+			RStrip: *r.RStrip, Normalized: *r.Normalized, Special: *r.Special,
+		}
+	}
+	return out, nil
+}
+
+// requireBools checks that raw (a JSON object) has each named field as a
+// boolean, as HF's serde structs demand.
+func requireBools(raw json.RawMessage, field string, names ...string) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	for _, n := range names {
+		v, ok := m[n]
+		if !ok {
+			return fmt.Errorf("%s: missing field %q", field, n)
+		}
+		var b bool
+		if err := json.Unmarshal(v, &b); err != nil {
+			return fmt.Errorf("%s.%s: want true or false", field, n)
+		}
+	}
+	return nil
 }
 
 // modelJSON is the model section; only BPE is supported.

@@ -33,8 +33,9 @@ func FuzzLoad(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte(`{"model":{"vocab":{},"merges":[]}}`))
-	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":4294967295},"merges":[]},"added_tokens":[{"content":"a","lstrip":true,"rstrip":true,"single_word":true}]}`))
+	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":4294967295},"merges":[]},"added_tokens":[{"id":0,"content":"a","lstrip":true,"rstrip":true,"single_word":true,"normalized":true,"special":false}]}`))
 	f.Add([]byte(`{"model":{"vocab":{"a":0},"merges":[]},"pre_tokenizer":{"type":"Split","pattern":{"Regex":"(?i)(?<n>s)|(?=a)|a*"},"behavior":"Contiguous","invert":true}}`))
+	f.Add([]byte(`{"model":{"vocab":{"a":0},"merges":[]},"pre_tokenizer":{"type":"Split","pattern":{"Regex":"(?i)[^a-z]|[]s]"},"behavior":"Removed","invert":false}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tok, err := FromJSON(data)
 		if err != nil {

@@ -162,6 +162,9 @@ func addPreStep(steps *[]preStep, raw json.RawMessage, field string) error {
 			Behavior *string `json:"behavior"`
 			Invert   bool    `json:"invert"`
 		}
+		if err := requireBools(raw, field, "invert"); err != nil {
+			return err
+		}
 		if err := json.Unmarshal(raw, &sp); err != nil {
 			return fmt.Errorf("%s: %w", field, err)
 		}
@@ -188,9 +191,12 @@ func addPreStep(steps *[]preStep, raw json.RawMessage, field string) error {
 		*steps = append(*steps, preStep{re: re, behavior: b, invert: sp.Invert})
 		return nil
 	case "ByteLevel":
-		// Missing flags take HF's ByteLevel defaults (all true).
+		// As in HF, use_regex alone may be left out (default true).
+		if err := requireBools(raw, field, "add_prefix_space", "trim_offsets"); err != nil {
+			return err
+		}
 		bl := struct {
-			AddPrefixSpace *bool `json:"add_prefix_space"`
+			AddPrefixSpace bool  `json:"add_prefix_space"`
 			UseRegex       *bool `json:"use_regex"`
 		}{}
 		if err := json.Unmarshal(raw, &bl); err != nil {
@@ -198,7 +204,7 @@ func addPreStep(steps *[]preStep, raw json.RawMessage, field string) error {
 		}
 		*steps = append(*steps, preStep{
 			byteLevel:      true,
-			addPrefixSpace: bl.AddPrefixSpace == nil || *bl.AddPrefixSpace,
+			addPrefixSpace: bl.AddPrefixSpace,
 			useRegex:       bl.UseRegex == nil || *bl.UseRegex,
 		})
 		return nil

@@ -39,16 +39,16 @@ func TestSplitBehaviors(t *testing.T) {
 }
 
 func TestFindMatchesEmptyMatches(t *testing.T) {
-	// Oniguruma's find_iter: an empty match right after a non-empty one is
-	// skipped, and the search steps one character past an empty match.
+	// The onig crate's find_iter: an empty match where the previous match
+	// ended is skipped, and the search steps one character past it.
 	spans, err := mustRegex(t, "a*").findMatches("baab")
 	require.NoError(t, err)
 	assert.Equal(t, []span{{0, 0, true}, {0, 1, false}, {1, 3, true}, {3, 4, false}, {4, 4, true}}, spans)
 
-	// The skip applies to the next empty match even when it is not adjacent.
+	// An empty match elsewhere is kept (HF splits "xbc" before the c).
 	spans, err = mustRegex(t, "x|(?=c)").findMatches("xbc")
 	require.NoError(t, err)
-	assert.Equal(t, []span{{0, 1, true}, {1, 3, false}}, spans)
+	assert.Equal(t, []span{{0, 1, true}, {1, 2, false}, {2, 2, true}, {2, 3, false}}, spans)
 
 	spans, err = mustRegex(t, "x").findMatches("")
 	require.NoError(t, err)
@@ -72,7 +72,9 @@ func TestFoldCaseLiterals(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{`(?i:'s|'t)`, `(?i:'[sſS]|'t)`},
 		{`'s|(?i:x)`, `'s|(?i:x)`},
-		{`(?i)\p{Ps}s[s]`, `(?i)\p{Ps}[sſS][s]`},
+		{`(?i)\p{Ps}s[s]`, `(?i)\p{Ps}[sſS][ſs]`},
+		{`(?i)[a-z]+|[^a-z]|[]r-t]|[]a-c]`, `(?i)[ſa-z]+|[^ſa-z]|[]ſr-t]|[]a-c]`},
+		{`[a-z](?i:[0-9])`, `[a-z](?i:[0-9])`},
 		{`(?i)(?<s>s)(?-i:s)s`, `(?i)(?<s>[sſS])(?-i:s)[sſS]`},
 		{`(?i:σ)`, `(?i:[σΣς])`},
 		{`(?#s)(?i)k`, `(?#s)(?i)k`}, // the Kelvin sign lower-cases to k already
@@ -96,7 +98,7 @@ func TestPreTokenizeByteLevel(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"ĠHello", "Ġ", "Ġworld", "'s", "Ċ"}, got)
 
-	steps, err = parsePreTokenizer([]byte(`{"type":"ByteLevel","add_prefix_space":false,"use_regex":false}`), "pre_tokenizer")
+	steps, err = parsePreTokenizer([]byte(`{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":false}`), "pre_tokenizer")
 	require.NoError(t, err)
 	got, err = preTokenize(steps, "a b")
 	require.NoError(t, err)
@@ -107,10 +109,13 @@ func TestParseErrorsNameTheField(t *testing.T) {
 	for _, c := range []struct{ json, want string }{
 		{`{"type":"Nope"}`, `pre_tokenizer.type "Nope": unsupported pre-tokenizer`},
 		{`{"pretokenizers":[]}`, `pre_tokenizer: missing "type"`},
-		{`{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"("},"behavior":"Isolated"}]}`, `pre_tokenizer.pretokenizers[0].pattern:`},
-		{`{"type":"Split","pattern":{"Regex":"a"},"behavior":"Sideways"}`, `pre_tokenizer.behavior "Sideways"`},
-		{`{"type":"Split","pattern":{},"behavior":"Isolated"}`, `pre_tokenizer.pattern: want exactly one`},
-		{`{"type":"Split","pattern":{"String":"a"}}`, `pre_tokenizer.behavior: missing`},
+		{`{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"("},"behavior":"Isolated","invert":false}]}`, `pre_tokenizer.pretokenizers[0].pattern:`},
+		{`{"type":"Split","pattern":{"Regex":"a"},"behavior":"Sideways","invert":false}`, `pre_tokenizer.behavior "Sideways"`},
+		{`{"type":"Split","pattern":{},"behavior":"Isolated","invert":false}`, `pre_tokenizer.pattern: want exactly one`},
+		{`{"type":"Split","pattern":{"String":"a"},"invert":false}`, `pre_tokenizer.behavior: missing`},
+		{`{"type":"Split","pattern":{"String":"a"},"behavior":"Isolated"}`, `pre_tokenizer: missing field "invert"`},
+		{`{"type":"Split","pattern":{"String":"a"},"behavior":"Isolated","invert":1}`, `pre_tokenizer.invert: want true or false`},
+		{`{"type":"ByteLevel","add_prefix_space":false}`, `pre_tokenizer: missing field "trim_offsets"`},
 		{`{"type":"Sequence"}`, `pre_tokenizer: Sequence without "pretokenizers"`},
 		{`[1]`, `pre_tokenizer: json:`},
 	} {

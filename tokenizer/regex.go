@@ -3,7 +3,9 @@ package tokenizer
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/dlclark/regexp2"
 )
@@ -35,9 +37,9 @@ type span struct {
 }
 
 // findMatches covers s with alternating match and non-match spans, like
-// HF's Pattern::find_matches over Oniguruma's find_iter: after a non-empty
-// match the next empty match is skipped, and after an empty match the
-// search moves on by one character.
+// HF's Pattern::find_matches over the onig crate's find_iter: an empty
+// match is dropped when it ends where the previous match ended (and the
+// search then moves on by one character).
 func (r *regex) findMatches(s string) ([]span, error) {
 	if s == "" {
 		return []span{{0, 0, false}}, nil
@@ -45,10 +47,10 @@ func (r *regex) findMatches(s string) ([]span, error) {
 	runes := []rune(s)
 	off := make([]int, len(runes)+1)
 	for i, c := range runes {
-		off[i+1] = off[i] + len(string(c))
+		off[i+1] = off[i] + utf8.RuneLen(c)
 	}
 	var out []span
-	prev, lastEnd, skipNextEmpty := 0, 0, false
+	prev, lastEnd, lastMatchEnd := 0, 0, -1
 	for lastEnd <= len(runes) {
 		m, err := r.re.FindRunesMatchStartingAt(runes, lastEnd)
 		if err != nil {
@@ -58,16 +60,11 @@ func (r *regex) findMatches(s string) ([]span, error) {
 			break
 		}
 		st, en := m.Index, m.Index+m.Length
-		lastEnd = en
-		if st == en {
+		if st == en && en == lastMatchEnd {
 			lastEnd++
-			if skipNextEmpty {
-				skipNextEmpty = false
-				continue
-			}
-		} else {
-			skipNextEmpty = true
+			continue
 		}
+		lastEnd, lastMatchEnd = en, en
 		if prev != st {
 			out = append(out, span{off[prev], off[st], false})
 		}
@@ -80,14 +77,15 @@ func (r *regex) findMatches(s string) ([]span, error) {
 	return out, nil
 }
 
-// foldCaseLiterals rewrites literal characters inside case-insensitive
-// scopes ((?i) and (?i:...)) whose case-folding class regexp2 would not
-// match in full. regexp2 compares lower-cased runes, whereas Oniguruma uses
-// Unicode case folding, under which for example 'ſ' (U+017F) matches 's'
-// and so "'ſ" matches Qwen's (?i:'s|...). Such a literal becomes a class of
-// its whole folding orbit. Character classes, escapes and group syntax are
-// copied unchanged; a pattern the scanner does not understand is returned
-// as is (regexp2 then reports any syntax error).
+// foldCaseLiterals rewrites case-insensitive parts ((?i) and (?i:...)) of
+// a pattern so that regexp2 matches what Oniguruma matches. regexp2
+// compares lower-cased runes, whereas Oniguruma uses Unicode case folding,
+// under which for example 'ſ' (U+017F) matches 's', so "'ſ" matches Qwen's
+// (?i:'s|...) and [a-z] matches 'ſ'. A literal whose folding orbit
+// lower-casing misses becomes a class of the whole orbit; a bracket class
+// gets the runes it misses added. Escapes and group syntax are copied
+// unchanged; a pattern the scanner does not understand is returned as is
+// (regexp2 then reports any syntax error).
 func foldCaseLiterals(p string) string {
 	if !strings.Contains(p, "(?") {
 		return p
@@ -108,7 +106,11 @@ func foldCaseLiterals(p string) string {
 			if j < 0 {
 				return p
 			}
-			out.WriteString(string(rs[i:j]))
+			if ic {
+				out.WriteString(foldClassText(rs[i:j]))
+			} else {
+				out.WriteString(string(rs[i:j]))
+			}
 			i = j - 1
 		case c == '(':
 			j, push, newIC, ok := scanGroupOpen(rs, i, ic)
@@ -282,4 +284,64 @@ func needsFoldClass(r rune) bool {
 // are cased letters, never class syntax, so they are written as they are.
 func foldClass(r rune) string {
 	return "[" + string(foldOrbit(r)) + "]"
+}
+
+var (
+	foldMissOnce sync.Once
+	foldMiss     []rune // runes whose orbit lower-casing does not cover
+)
+
+// foldMissRunes lists every rune for which needsFoldClass holds.
+func foldMissRunes() []rune {
+	foldMissOnce.Do(func() {
+		for r := rune(0); r <= unicode.MaxRune; r++ {
+			if unicode.SimpleFold(r) != r && needsFoldClass(r) {
+				foldMiss = append(foldMiss, r)
+			}
+		}
+	})
+	return foldMiss
+}
+
+// foldClassText adds to the bracket class cls (case-insensitive) every rune
+// that Oniguruma's case folding puts in it but regexp2's lower-casing
+// leaves out. In a negated class the added runes are thereby excluded, as
+// Oniguruma excludes them. On any doubt cls is returned unchanged.
+func foldClassText(cls []rune) string {
+	neg := len(cls) > 1 && cls[1] == '^'
+	body := 1
+	if neg {
+		body = 2
+	}
+	if body < len(cls) && cls[body] == ']' {
+		body++ // a leading ']' is a literal; insert after it
+	}
+	positive := string(cls)
+	if neg {
+		positive = "[" + string(cls[2:])
+	}
+	re, err := regexp2.Compile(`\A`+positive+`\z`, regexp2.IgnoreCase)
+	if err != nil {
+		return string(cls)
+	}
+	in := func(r rune) bool {
+		ok, err := re.MatchString(string(r))
+		return err == nil && ok
+	}
+	var add []rune
+	for _, r := range foldMissRunes() {
+		if in(r) {
+			continue
+		}
+		for _, m := range foldOrbit(r)[1:] {
+			if in(m) {
+				add = append(add, r)
+				break
+			}
+		}
+	}
+	if len(add) == 0 {
+		return string(cls)
+	}
+	return string(cls[:body]) + string(add) + string(cls[body:])
 }

@@ -123,14 +123,16 @@ func fromJSON(data []byte) (*Tokenizer, error) {
 		if typ != "ByteLevel" {
 			return nil, fmt.Errorf("decoder.type %q: unsupported decoder (supported: ByteLevel)", typ)
 		}
+		if err := requireBools(f.Decoder, "decoder", "add_prefix_space", "trim_offsets"); err != nil {
+			return nil, err
+		}
 		t.byteLevel = true
 	}
-	for i, a := range f.AddedTokens {
-		if a.ID != nil && (*a.ID < 0 || *a.ID > 1<<32-1) {
-			return nil, fmt.Errorf("added_tokens[%d].id %d is outside 0..2^32-1", i, *a.ID)
-		}
+	added, err := parseAddedTokens(f.AddedTokens)
+	if err != nil {
+		return nil, err
 	}
-	t.added = newAddedVocab(f.AddedTokens, model, nz)
+	t.added = newAddedVocab(added, model, nz)
 	// HF's get_vocab_size(with_added_tokens=true).
 	t.vocabSize = len(vocab) + len(t.added.byContent)
 	for c := range t.added.byContent {

@@ -17,10 +17,11 @@ import (
 // merge "a b", plus one special token.
 const smallJSON = `{
  "version": "1.0",
- "added_tokens": [{"id": 4, "content": "<s>", "special": true, "normalized": false}],
+ "added_tokens": [{"id": 4, "content": "<s>", "single_word": false, "lstrip": false, "rstrip": false,
+   "normalized": false, "special": true}],
  "normalizer": {"type": "NFC"},
- "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
- "decoder": {"type": "ByteLevel"},
+ "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": true},
+ "decoder": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false},
  "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "Ġ": 2, "ab": 3}, "merges": ["a b"]}
 }`
 
@@ -110,6 +111,12 @@ func patch(t *testing.T, section, key string, value any) []byte {
 	return out
 }
 
+// addedEntry is a complete added_tokens entry.
+func addedEntry(content string, id int) map[string]any {
+	return map[string]any{"id": id, "content": content, "single_word": false, "lstrip": false,
+		"rstrip": false, "normalized": false, "special": false}
+}
+
 func TestFromJSONErrors(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -135,8 +142,10 @@ func TestFromJSONErrors(t *testing.T) {
 		{"unknown normalizer", patch(t, "", "normalizer", map[string]any{"type": "Lowercase"}), `normalizer.type "Lowercase"`},
 		{"unknown decoder", patch(t, "", "decoder", map[string]any{"type": "WordPiece"}), `decoder.type "WordPiece": unsupported decoder`},
 		{"decoder without type", patch(t, "", "decoder", map[string]any{}), `decoder: missing "type"`},
-		{"bad regex", patch(t, "", "pre_tokenizer", map[string]any{"type": "Split", "pattern": map[string]string{"Regex": "(?<"}, "behavior": "Isolated"}), "pre_tokenizer.pattern:"},
-		{"added id", patch(t, "", "added_tokens", []any{map[string]any{"id": -3, "content": "x"}}), "added_tokens[0].id -3"},
+		{"decoder flags", patch(t, "", "decoder", map[string]any{"type": "ByteLevel"}), `decoder: missing field "add_prefix_space"`},
+		{"bad regex", patch(t, "", "pre_tokenizer", map[string]any{"type": "Split", "pattern": map[string]string{"Regex": "(?<"}, "behavior": "Isolated", "invert": false}), "pre_tokenizer.pattern:"},
+		{"added id", patch(t, "", "added_tokens", []any{addedEntry("x", -3)}), "added_tokens[0].id -3"},
+		{"added flag", patch(t, "", "added_tokens", []any{map[string]any{"id": 3, "content": "x", "single_word": false}}), `added_tokens[0]: missing field "lstrip"`},
 	} {
 		_, err := FromJSON(c.data)
 		if assert.Error(t, err, c.name) {

@@ -269,6 +269,28 @@ def tiny_variants(tiny_dir):
     out.append(("tiny-charbpe-ignoremerges", v))
     out.append(("tiny-charbpe-affix", affix))
 
+    # Fields left out or inconsistent: whatever HF does (load or refuse),
+    # the Go loader must do too.
+    v = copy.deepcopy(bytelevel)
+    v["pre_tokenizer"] = {"type": "ByteLevel"}
+    out.append(("tiny-lenient-bytelevel-noflags", v))
+    v = copy.deepcopy(split)
+    del v["pre_tokenizer"]["pretokenizers"][0]["invert"]
+    out.append(("tiny-lenient-split-noinvert", v))
+    v = copy.deepcopy(bytelevel)
+    for i, a in enumerate(v["added_tokens"]):
+        a["id"] = 1000 + 7 * i
+    out.append(("tiny-lenient-file-ids-ignored", v))
+    v = copy.deepcopy(bytelevel)
+    for a in v["added_tokens"]:
+        for k in ("single_word", "lstrip", "rstrip", "normalized"):
+            a.pop(k, None)
+    out.append(("tiny-lenient-added-defaults", v))
+    v = copy.deepcopy(split)
+    del v["version"]
+    del v["model"]["type"]
+    out.append(("tiny-lenient-noversion-notype", v))
+
     # Files HF must refuse; the Go loader must refuse them too.
     def broken(label, mutate):
         v = copy.deepcopy(bytelevel)
