@@ -113,7 +113,7 @@ func penaltyPlot(results []Result, op string) (*plot.Plot, error) {
 			b.xs, b.ys = append(b.xs, float64(j)), append(b.ys, y)
 			if !math.IsNaN(y) {
 				lab.XYs = append(lab.XYs, plotter.XY{X: float64(j), Y: y})
-				lab.Labels = append(lab.Labels, fmt.Sprintf("%.3g", y))
+				lab.Labels = append(lab.Labels, fmt.Sprintf("%.3g×", y))
 				ymax = math.Max(ymax, y)
 			}
 		}

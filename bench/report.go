@@ -93,15 +93,15 @@ func WriteTable(w io.Writer, meta Meta, results []Result) error {
 		if o.Bytes != nil {
 			rate = "GB/s"
 		}
-		fmt.Fprintf(&b, "%7s  %-9s %10s  %-23s %5s %9s %6s %9s %9s %9s  %s\n",
-			"T", "backend", "median", "(min – max)", "runs", rate, "%ceil", "penalty", "max|Δ|", "relL2", "note")
+		fmt.Fprintf(&b, "%7s  %-9s %8s %10s  %-23s %5s %9s %6s %9s %9s %9s  %s\n",
+			"T", "backend", "GFLOP", "median", "(min – max)", "runs", rate, "%ceil", "penalty", "max|Δ|", "relL2", "note")
 		for _, r := range results {
 			if r.Op != op {
 				continue
 			}
 			if !r.Ran() {
-				fmt.Fprintf(&b, "%7d  %-9s %10s  %-23s %5s %9s %6s %9s %9s %9s  %s\n",
-					r.Seq, r.Backend, "–", "", "", "", "", "", "", "", r.Skipped)
+				fmt.Fprintf(&b, "%7d  %-9s %8.3g %10s  %-23s %5s %9s %6s %9s %9s %9s  %s\n",
+					r.Seq, r.Backend, r.GFLOP, "–", "", "", "", "", "", "", "", r.Skipped)
 				continue
 			}
 			gf, gb := meta.ceiling(r.Backend)
@@ -113,8 +113,8 @@ func WriteTable(w io.Writer, meta Meta, results []Result) error {
 			if ceil > 0 && !math.IsNaN(val) {
 				pct = fmt.Sprintf("%.0f%%", 100*val/ceil)
 			}
-			fmt.Fprintf(&b, "%7d  %-9s %10s  %-23s %5d %9s %6s %9s %9s %9s  %s\n",
-				r.Seq, r.Backend, fmtDur(r.Median), "("+fmtDur(r.Min)+" – "+fmtDur(r.Max)+")", r.Runs,
+			fmt.Fprintf(&b, "%7d  %-9s %8.3g %10s  %-23s %5d %9s %6s %9s %9s %9s  %s\n",
+				r.Seq, r.Backend, r.GFLOP, fmtDur(r.Median), "("+fmtDur(r.Min)+" – "+fmtDur(r.Max)+")", r.Runs,
 				fmtNum(val, "%.3g"), pct, fmtPenalty(r.Penalty), fmtNum(r.MaxAbsVsNaive, "%.2g"), fmtNum(r.RelL2VsNaive, "%.2g"), r.Note)
 		}
 	}
