@@ -72,14 +72,14 @@ type problem struct {
 
 // scratch is one worker's reusable memory. Buffers grow on demand.
 type scratch struct {
-	gkk, gqk, kT     []float32 // shared per key-head chunk: K Kᵀ, Q Kᵀ, Kᵀ
-	gam              []float64 // γ, the cumulative log-decay
-	eg, ek, row      []float32 // e^γ, e^(γ_C−γ), a Γ row
-	tm, pm           []float32 // (I + strict_lower(A))⁻¹ (built over A in place), P
-	rm, uw           []float32 // R = [V_β | e^γ K_β] and [U | W] = T R
-	qt, kt           []float32 // Q̃ and K̃
-	blk              []float32 // contiguous copy of a state column block
-	tok              tokScalars
+	gkk, gqk, kT []float32 // shared per key-head chunk: K Kᵀ, Q Kᵀ, Kᵀ
+	gam          []float64 // γ, the cumulative log-decay
+	eg, ek, row  []float32 // e^γ, e^(γ_C−γ), a Γ row
+	tm, pm       []float32 // (I + strict_lower(A))⁻¹ (built over A in place), P
+	rm, uw       []float32 // R = [V_β | e^γ K_β] and [U | W] = T R
+	qt, kt       []float32 // Q̃ and K̃
+	blk          []float32 // contiguous copy of a state column block
+	tok          tokScalars
 }
 
 // grow returns buf resized to n, reallocating only when too small.

@@ -157,10 +157,10 @@ func mulScaledGeneric(dst, x, y []float32, a float32) {
 func unitLowerInverse(tm, tmp []float32, n int) {
 	for r := 0; r < n; r++ {
 		tr := tm[r*n : (r+1)*n]
-		for j0 := 0; j0 < r; j0 += 16 {
-			// Columns [j0, j0+16) of T_r: only rows s ≥ j0 of T are
-			// non-zero there (T_s vanishes right of its diagonal).
-			triInvAcc(tmp[j0:j0+16], tm, tr, n, j0, r)
+		// Columns are done 64 at a time; T_s vanishes right of its
+		// diagonal, so columns [j0, …) only need rows s ≥ j0.
+		for j0 := 0; j0 < r; j0 += 64 {
+			triInvAcc(tmp[j0:min(j0+64, n)], tm, tr, n, j0, r)
 		}
 		copy(tr[:r], tmp[:r])
 		tr[r] = 1 // before any later row reads T_r

@@ -10,9 +10,9 @@ import (
 // AVX-512 versions of the hot kernels, written with Go 1.26's archsimd.
 // They index through raw pointers after one explicit bounds check per call
 // (on the extreme index each kernel can touch), so the inner loops carry
-// no bounds checks. Go's register allocator uses 16 vector registers here,
-// which is why the matrix tile is 4×32 (8 accumulators): larger tiles
-// spill and run slower.
+// no bounds checks. The matrix tile is 4×32 (8 accumulators): Go 1.26's
+// register allocator spills the 12- and 16-accumulator tiles (6×32, 4×64),
+// which then run at a third of the speed.
 
 // simdEnabled reports whether the archsimd kernels are in use: this build
 // has them, and they run only on CPUs with AVX-512 (F/CD/BW/DQ/VL) and FMA.
@@ -22,10 +22,10 @@ type vec = archsimd.Float32x16
 
 // at is p advanced by i float32s; i must stay inside p's allocation.
 func at(p *float32, i int) *float32 { return (*float32)(unsafe.Add(unsafe.Pointer(p), 4*i)) }
-func ld(p *float32) vec               { return archsimd.LoadFloat32x16((*[16]float32)(unsafe.Pointer(p))) }
-func st(x vec, p *float32)            { x.Store((*[16]float32)(unsafe.Pointer(p))) }
-func bc(p *float32) vec               { return archsimd.BroadcastFloat32x16(*p) }
-func splat(x float32) vec             { return archsimd.BroadcastFloat32x16(x) }
+func ld(p *float32) vec             { return archsimd.LoadFloat32x16((*[16]float32)(unsafe.Pointer(p))) }
+func st(x vec, p *float32)          { x.Store((*[16]float32)(unsafe.Pointer(p))) }
+func bc(p *float32) vec             { return archsimd.BroadcastFloat32x16(*p) }
+func splat(x float32) vec           { return archsimd.BroadcastFloat32x16(x) }
 
 // gemm computes C = beta·C + alpha·A·B; see gemmGeneric for the operand
 // conventions. Full 4×32 and 4×16 tiles run in SIMD; ragged rows and
@@ -39,22 +39,10 @@ func gemm(m, n, k int, alpha float32, a []float32, lda, aks int, b []float32, ld
 	_ = b[(k-1)*ldb+n-1]
 	_ = c[(m-1)*ldc+n-1]
 	m4, n16, n32 := m&^3, n&^15, n&^31
-	// B panels (k×32) are packed contiguously when there are enough row
-	// tiles to reuse them: in place their rows sit ldb floats apart, which
-	// for ldb = 128 or 256 maps a whole panel onto a few L1 sets.
-	var pack [maxPackK * 32]float32
-	doPack := k <= maxPackK && m4 >= 16
 	for j0 := 0; j0 < n16; {
 		bw := 16
 		if j0 < n32 {
 			bw = 32
-		}
-		pb, ldp := &b[j0], ldb
-		if doPack {
-			for p := 0; p < k; p++ {
-				copy(pack[p*bw:(p+1)*bw], b[p*ldb+j0:])
-			}
-			pb, ldp = &pack[0], bw
 		}
 		for i0 := 0; i0 < m4; i0 += 4 {
 			if tri == triLowerC && j0 > i0+3 {
@@ -66,9 +54,9 @@ func gemm(m, n, k int, alpha float32, a []float32, lda, aks int, b []float32, ld
 			}
 			pa, pc := &a[i0*lda], &c[i0*ldc+j0]
 			if bw == 32 {
-				tile4x32(kk, pa, lda, aks, pb, ldp, pc, ldc, alpha, beta)
+				tile4x32(kk, pa, lda, aks, &b[j0], ldb, pc, ldc, alpha, beta)
 			} else {
-				tile4x16(kk, pa, lda, aks, pb, ldp, pc, ldc, alpha, beta)
+				tile4x16(kk, pa, lda, aks, &b[j0], ldb, pc, ldc, alpha, beta)
 			}
 		}
 		j0 += bw
@@ -80,9 +68,6 @@ func gemm(m, n, k int, alpha float32, a []float32, lda, aks int, b []float32, ld
 		gemmGenericRange(0, m, n16, n, k, alpha, a, lda, aks, b, ldb, beta, c, ldc, tri)
 	}
 }
-
-// maxPackK is the largest k for which gemm packs B panels (on the stack).
-const maxPackK = 256
 
 // wb writes one accumulator back: C = beta·C + alpha·acc (C unread when
 // beta is 0).
@@ -255,28 +240,34 @@ func mulScaled(dst, x, y []float32, a float32) {
 	mulScaledGeneric(dst[i:], x[i:], y[i:], a)
 }
 
-// triInvAcc sets dst (16 floats) = −Σ_{s=j0}^{r−1} N_rs · T_s[j0:j0+16]
-// (see triInvAccGeneric), with two accumulators to hide FMA latency.
+// triInvAcc sets dst = −Σ_{s=j0}^{r−1} N_rs · T_s[j0:j0+len(dst)] (see
+// triInvAccGeneric) for len(dst) = 64: four independent accumulators.
+// Entries of T_s right of its diagonal are zeros, so summing whole vectors
+// is exact.
 func triInvAcc(dst, tm, nr []float32, n, j0, r int) {
-	if !simdEnabled || len(dst) != 16 || r <= j0 {
+	if !simdEnabled || len(dst) != 64 || r <= j0 {
 		triInvAccGeneric(dst, tm, nr, n, j0, r)
 		return
 	}
-	_ = tm[(r-1)*n+j0+15]
+	_ = tm[(r-1)*n+j0+63]
 	_ = nr[r-1]
-	var a, b vec
+	var a0, a1, a2, a3 vec
 	pt, pn := unsafe.Pointer(&tm[j0*n+j0]), unsafe.Pointer(&nr[j0])
 	st := uintptr(4 * n)
 	for s := j0; s < r; s++ {
 		x := archsimd.BroadcastFloat32x16(*(*float32)(pn))
-		if s&1 == 0 {
-			a = archsimd.LoadFloat32x16((*[16]float32)(pt)).MulAdd(x, a)
-		} else {
-			b = archsimd.LoadFloat32x16((*[16]float32)(pt)).MulAdd(x, b)
-		}
+		a0 = archsimd.LoadFloat32x16((*[16]float32)(pt)).MulAdd(x, a0)
+		a1 = archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(pt, 64))).MulAdd(x, a1)
+		a2 = archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(pt, 128))).MulAdd(x, a2)
+		a3 = archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(pt, 192))).MulAdd(x, a3)
 		if s+1 < r {
 			pt, pn = unsafe.Add(pt, st), unsafe.Add(pn, 4)
 		}
 	}
-	splat(0).Sub(a.Add(b)).Store((*[16]float32)(dst))
+	d := (*[64]float32)(dst)
+	var z vec
+	z.Sub(a0).Store((*[16]float32)(d[0:16]))
+	z.Sub(a1).Store((*[16]float32)(d[16:32]))
+	z.Sub(a2).Store((*[16]float32)(d[32:48]))
+	z.Sub(a3).Store((*[16]float32)(d[48:64]))
 }

@@ -8,7 +8,7 @@ func (p *problem) chunkStep(w *scratch, kh, h, t0 int) {
 	d, C := p.d, p.C
 	dk, dv := d.DK, d.DV
 	ldqk, ldv, nv := d.NK*dk, d.NV*dv, d.NV
-	ldr := dv + dk // row stride of R and [U | W]
+	ldr := dv + dk // row stride of R
 	w.gam = growF64(w.gam, C)
 	w.eg = grow(w.eg, C)
 	w.ek = grow(w.ek, C)
@@ -16,7 +16,7 @@ func (p *problem) chunkStep(w *scratch, kh, h, t0 int) {
 	w.tm = grow(w.tm, C*C)
 	w.pm = grow(w.pm, C*C)
 	w.rm = grow(w.rm, C*ldr)
-	w.uw = grow(w.uw, C*ldr)
+	w.uw = grow(w.uw, C*dv)
 	w.qt = grow(w.qt, C*dk)
 	w.kt = grow(w.kt, C*dk)
 
@@ -65,17 +65,18 @@ func (p *problem) chunkStep(w *scratch, kh, h, t0 int) {
 		scaleCopy(w.qt[r*dk:(r+1)*dk], p.q[t*ldqk+kh*dk:][:dk], w.eg[r])
 		scaleCopy(w.kt[r*dk:(r+1)*dk], kr, w.ek[r])
 	}
-	// [U | W] = T R: U = T V_β (the new values), W = T diag(e^γ) K_β.
-	gemm(C, ldr, C, 1, w.tm, C, 1, w.rm, ldr, 0, w.uw, ldr, triLowerA)
-
 	S := p.state[h*dk*dv : (h+1)*dk*dv]
-	u, wm := w.uw, w.uw[dv:] // U and W, interleaved by row in uw
-	// V_new = U − W S, in place over U.
-	gemm(C, dv, dk, -1, wm, ldr, 1, S, dv, 1, u, ldr, triNone)
+	// V_new = U − W S with U = T V_β and W = T diag(e^γ) K_β is computed
+	// as T (V_β − diag(e^γ) K_β S): the same product regrouped, which
+	// skips forming W (a C×C by C×d_k product, ~7% of the chunk's work).
+	z := w.rm // Z = V_β − diag(e^γ) K_β S, in place over R's V_β half
+	gemm(C, dv, dk, -1, w.rm[dv:], ldr, 1, S, dv, 1, z, ldr, triNone)
+	vn := w.uw[:C*dv] // V_new = T Z
+	gemm(C, dv, C, 1, w.tm, C, 1, z, ldr, 0, vn, dv, triLowerA)
 	// O = Q̃ S + P V_new, written straight into this head's output rows.
 	o := p.out[t0*ldv+h*dv:]
 	gemm(C, dv, dk, 1, w.qt, dk, 1, S, dv, 0, o, ldv, triNone)
-	gemm(C, dv, C, 1, w.pm, C, 1, u, ldr, 1, o, ldv, triLowerA)
+	gemm(C, dv, C, 1, w.pm, C, 1, vn, dv, 1, o, ldv, triLowerA)
 	// S ← λ S + K̃ᵀ V_new (K̃ read transposed: lda = 1, aks = dk).
-	gemm(dk, dv, C, 1, w.kt, 1, dk, u, ldr, lambda, S, dv, triNone)
+	gemm(dk, dv, C, 1, w.kt, 1, dk, vn, dv, lambda, S, dv, triNone)
 }

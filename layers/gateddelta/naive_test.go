@@ -11,10 +11,9 @@ import (
 
 // inputs is one random, realistic gated-delta-rule problem.
 type inputs struct {
-	d                  Dims
-	q, k, v, g, beta   []float32
-	state              []float32 // initial state (not modified by run)
-	decayMin, decayMax float64   // range of exp(a) in g = −exp(a)·softplus(b)
+	d                Dims
+	q, k, v, g, beta []float32
+	state            []float32 // initial state (not modified by run)
 }
 
 // newInputs draws a problem the way the layer feeds the core: q̂ and k̂
@@ -23,6 +22,12 @@ type inputs struct {
 // over orders of magnitude, and β = σ(b′) ∈ (0,1). withState draws a
 // non-zero initial state.
 func newInputs(seed uint64, d Dims, withState bool) *inputs {
+	return newInputsDecay(seed, d, withState, -5, 1.5)
+}
+
+// newInputsDecay is newInputs with each head's log-rate a drawn from
+// [aMin, aMax]: a ≈ −9 gives heads that remember ~10⁴ tokens.
+func newInputsDecay(seed uint64, d Dims, withState bool, aMin, aMax float64) *inputs {
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	in := &inputs{d: d}
 	normRows := func(x []float32, n int, scale float64) {
@@ -47,10 +52,11 @@ func newInputs(seed uint64, d Dims, withState bool) *inputs {
 	for i := range in.v {
 		in.v[i] = float32(rng.NormFloat64())
 	}
-	// Per head log-rate a in [-5, 1.5]: exp(a)·softplus(b) spans ~1e-3..10.
+	// Per head log-rate a: with the default [-5, 1.5], exp(a)·softplus(b)
+	// spans ~1e-3..10.
 	logRate := make([]float64, d.NV)
 	for j := range logRate {
-		logRate[j] = -5 + 6.5*rng.Float64()
+		logRate[j] = aMin + (aMax-aMin)*rng.Float64()
 	}
 	in.g = make([]float32, d.T*d.NV)
 	in.beta = make([]float32, d.T*d.NV)
