@@ -181,7 +181,7 @@ func scaleRowAVX512(r []float32, c float32) {
 	for ; i+16 <= len(r); i += 16 {
 		archsimd.LoadFloat32x16Slice(r[i:]).Mul(cv).StoreSlice(r[i:])
 	}
-	if i < len(r) {
-		archsimd.LoadFloat32x16SlicePart(r[i:]).Mul(cv).StoreSlicePart(r[i:])
+	for ; i < len(r); i++ { // a scalar tail: partial loads trip checkptr
+		r[i] *= c
 	}
 }

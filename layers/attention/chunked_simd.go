@@ -118,29 +118,28 @@ func gemmTiles(rows, kdim int, pa unsafe.Pointer, ars, aks int, pb unsafe.Pointe
 
 // tile4x32 computes a 4-row × 32-lane block of C at c (rows ldc apart):
 // A rows at a + r·ars with k steps aks apart, B rows ldb apart, and cv the
-// 32 lane rescale factors, or nil to overwrite C.
+// 32 lane rescale factors, or nil to overwrite C. Offsets advance as
+// integers, never as pointers: a pointer may not step past its allocation,
+// not even after the last iteration (checkptr enforces this under -race).
 func tile4x32(kdim int, a unsafe.Pointer, ars, aks int, b unsafe.Pointer, ldb int, c unsafe.Pointer, ldc int, cv unsafe.Pointer) {
 	var c00, c01, c10, c11, c20, c21, c30, c31 vec
-	a1 := unsafe.Add(a, ars*4)
-	a2 := unsafe.Add(a1, ars*4)
-	a3 := unsafe.Add(a2, ars*4)
-	step, bstep := uintptr(aks*4), uintptr(ldb*4)
+	ai, bi := 0, 0
 	for range kdim {
-		b0, b1 := ld(b, 0), ld(b, 16)
-		x := bc(a, 0)
+		b0, b1 := ld(b, bi), ld(b, bi+16)
+		x := bc(a, ai)
 		c00 = b0.MulAdd(x, c00)
 		c01 = b1.MulAdd(x, c01)
-		x = bc(a1, 0)
+		x = bc(a, ai+ars)
 		c10 = b0.MulAdd(x, c10)
 		c11 = b1.MulAdd(x, c11)
-		x = bc(a2, 0)
+		x = bc(a, ai+2*ars)
 		c20 = b0.MulAdd(x, c20)
 		c21 = b1.MulAdd(x, c21)
-		x = bc(a3, 0)
+		x = bc(a, ai+3*ars)
 		c30 = b0.MulAdd(x, c30)
 		c31 = b1.MulAdd(x, c31)
-		a, a1, a2, a3 = unsafe.Add(a, step), unsafe.Add(a1, step), unsafe.Add(a2, step), unsafe.Add(a3, step)
-		b = unsafe.Add(b, bstep)
+		ai += aks
+		bi += ldb
 	}
 	put(c, 0, cv, 0, c00)
 	put(c, 16, cv, 16, c01)
@@ -155,18 +154,15 @@ func tile4x32(kdim int, a unsafe.Pointer, ars, aks int, b unsafe.Pointer, ldb in
 // tile4x16 is tile4x32 for a 16-lane edge.
 func tile4x16(kdim int, a unsafe.Pointer, ars, aks int, b unsafe.Pointer, ldb int, c unsafe.Pointer, ldc int, cv unsafe.Pointer) {
 	var c0, c1, c2, c3 vec
-	a1 := unsafe.Add(a, ars*4)
-	a2 := unsafe.Add(a1, ars*4)
-	a3 := unsafe.Add(a2, ars*4)
-	step, bstep := uintptr(aks*4), uintptr(ldb*4)
+	ai, bi := 0, 0
 	for range kdim {
-		b0 := ld(b, 0)
-		c0 = b0.MulAdd(bc(a, 0), c0)
-		c1 = b0.MulAdd(bc(a1, 0), c1)
-		c2 = b0.MulAdd(bc(a2, 0), c2)
-		c3 = b0.MulAdd(bc(a3, 0), c3)
-		a, a1, a2, a3 = unsafe.Add(a, step), unsafe.Add(a1, step), unsafe.Add(a2, step), unsafe.Add(a3, step)
-		b = unsafe.Add(b, bstep)
+		b0 := ld(b, bi)
+		c0 = b0.MulAdd(bc(a, ai), c0)
+		c1 = b0.MulAdd(bc(a, ai+ars), c1)
+		c2 = b0.MulAdd(bc(a, ai+2*ars), c2)
+		c3 = b0.MulAdd(bc(a, ai+3*ars), c3)
+		ai += aks
+		bi += ldb
 	}
 	put(c, 0, cv, 0, c0)
 	put(c, ldc, cv, 0, c1)
@@ -177,12 +173,13 @@ func tile4x16(kdim int, a unsafe.Pointer, ars, aks int, b unsafe.Pointer, ldb in
 // tile1x32 is tile4x32 for one row.
 func tile1x32(kdim int, a unsafe.Pointer, aks int, b unsafe.Pointer, ldb int, c unsafe.Pointer, cv unsafe.Pointer) {
 	var c0, c1 vec
-	step, bstep := uintptr(aks*4), uintptr(ldb*4)
+	ai, bi := 0, 0
 	for range kdim {
-		x := bc(a, 0)
-		c0 = ld(b, 0).MulAdd(x, c0)
-		c1 = ld(b, 16).MulAdd(x, c1)
-		a, b = unsafe.Add(a, step), unsafe.Add(b, bstep)
+		x := bc(a, ai)
+		c0 = ld(b, bi).MulAdd(x, c0)
+		c1 = ld(b, bi+16).MulAdd(x, c1)
+		ai += aks
+		bi += ldb
 	}
 	put(c, 0, cv, 0, c0)
 	put(c, 16, cv, 16, c1)
@@ -191,10 +188,11 @@ func tile1x32(kdim int, a unsafe.Pointer, aks int, b unsafe.Pointer, ldb int, c 
 // tile1x16 is tile4x32 for one row and 16 lanes.
 func tile1x16(kdim int, a unsafe.Pointer, aks int, b unsafe.Pointer, ldb int, c unsafe.Pointer, cv unsafe.Pointer) {
 	var c0 vec
-	step, bstep := uintptr(aks*4), uintptr(ldb*4)
+	ai, bi := 0, 0
 	for range kdim {
-		c0 = ld(b, 0).MulAdd(bc(a, 0), c0)
-		a, b = unsafe.Add(a, step), unsafe.Add(b, bstep)
+		c0 = ld(b, bi).MulAdd(bc(a, ai), c0)
+		ai += aks
+		bi += ldb
 	}
 	put(c, 0, cv, 0, c0)
 }

@@ -89,13 +89,9 @@ func convRow4AVX512(y, r0, r1, r2, r3, w0, w1, w2, w3 []float32) {
 	full := n &^ 15
 	row4(full, ptr(y), ptr(r0), ptr(r1), ptr(r2), ptr(r3), ptr(w0), ptr(w1), ptr(w2), ptr(w3))
 	if full < n {
-		// The ragged tail goes through the zero-padded partial loads.
-		part := func(s []float32) vec { return archsimd.LoadFloat32x16SlicePart(s[full:n]) }
-		u := part(w0).Mul(part(r0))
-		u = part(w1).MulAdd(part(r1), u)
-		u = part(w2).MulAdd(part(r2), u)
-		u = part(w3).MulAdd(part(r3), u)
-		ec.silu(u).StoreSlicePart(y[full:n])
+		// The ragged tail (< 16 channels) goes through the scalar kernel:
+		// archsimd's partial loads trip checkptr under -race.
+		convRow4Scalar(y[full:n], r0[full:n], r1[full:n], r2[full:n], r3[full:n], w0[full:n], w1[full:n], w2[full:n], w3[full:n])
 	}
 }
 
@@ -110,16 +106,33 @@ func row4(n int, y, r0, r1, r2, r3, w0, w1, w2, w3 unsafe.Pointer) {
 	}
 }
 
-// convRowKAVX512 is convRowKScalar with 16 channels per step.
+// convRowKAVX512 is convRowKScalar with 16 channels per step (and the
+// scalar kernel for a ragged tail).
 func convRowKAVX512(y []float32, rows [][]float32, wt []float32) {
 	n := len(y)
-	for i := 0; i < n; i += 16 {
-		e := min(i+16, n)
-		u := archsimd.LoadFloat32x16SlicePart(wt[i:e]).Mul(archsimd.LoadFloat32x16SlicePart(rows[0][i:e]))
-		for j := 1; j < len(rows); j++ {
-			u = archsimd.LoadFloat32x16SlicePart(wt[j*n+i:j*n+e]).MulAdd(archsimd.LoadFloat32x16SlicePart(rows[j][i:e]), u)
+	for _, r := range rows {
+		if len(r) < n {
+			panic("conv1d: short row") // unreachable: convBlock slices them all to n
 		}
-		ec.silu(u).StoreSlicePart(y[i:e])
+	}
+	if len(wt) < len(rows)*n {
+		panic("conv1d: short taps") // unreachable, as above
+	}
+	full := n &^ 15
+	py, pw := ptr(y), ptr(wt)
+	for i := 0; i < full; i += 16 {
+		u := ld(pw, i).Mul(ld(ptr(rows[0]), i))
+		for j := 1; j < len(rows); j++ {
+			u = ld(pw, j*n+i).MulAdd(ld(ptr(rows[j]), i), u)
+		}
+		st(ec.silu(u), py, i)
+	}
+	for i := full; i < n; i++ {
+		var u float32
+		for j, r := range rows {
+			u += wt[j*n+i] * r[i]
+		}
+		y[i] = siluFast(u)
 	}
 }
 
