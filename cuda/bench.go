@@ -2,7 +2,10 @@
 
 package cuda
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // BenchKind names a device-resident benchmark of the library (qr_bench).
 type BenchKind int
@@ -13,8 +16,8 @@ type BenchKind int
 const (
 	BenchCopy     BenchKind = iota // device-to-device copy of t MiB; Extra[0] = GB/s (read + write)
 	BenchGEMM                      // cuBLAS bf16 t×t×t; Extra[0] = TFLOP/s
-	BenchConv                      // conv+SiLU over 10240 channels, bf16; Extra[0] = GB/s
-	BenchGDNCore                   // chunked core; variant 32|64 = tensor-core value block, 0 = fp32 SIMT; Extra[0] = TFLOP/s
+	BenchConv                      // conv+SiLU over 10240 channels, bf16; variant 100·U+TT = launch shape (0 default); Extra[0] = GB/s
+	BenchGDNCore                   // chunked core; variant 32|64 = tensor-core value block, 0 = fp32 SIMT; Extra = TFLOP/s, prep ms, scan ms
 	BenchGDNLayer                  // whole layer prefill; Extra = stage medians (ms) then projection TFLOP/s
 	BenchDecode                    // one decode step of one layer; variant 1 = CUDA graph replay; Extra[0] = GB/s of weights
 	BenchAttn                      // fp32 attention core (the verification kernel); Extra[0] = TFLOP/s
@@ -42,11 +45,14 @@ func (d *Device) Bench(kind BenchKind, t, variant, reps int) (Timing, error) {
 	if err != nil {
 		return Timing{}, err
 	}
-	n := 1
-	if kind == BenchGDNLayer {
-		n = len(LayerStages)
+	tm := Timing{Median: out[0], Min: out[1], Max: out[2]}
+	for _, v := range out[3:] {
+		if math.IsNaN(v) { // the library fills unused extras with NaN
+			break
+		}
+		tm.Extra = append(tm.Extra, v)
 	}
-	return Timing{Median: out[0], Min: out[1], Max: out[2], Extra: append([]float64(nil), out[3:3+n]...)}, nil
+	return tm, nil
 }
 
 // BenchConv times the fused causal conv + SiLU at t tokens (bf16 in and out).

@@ -326,10 +326,22 @@ static int bench_core(int T, int variant, int reps, double *out, int nout) {
 	// Chunked FLOP count of the anchors: C(5dk+3dv)+6 dk dv per head-token.
 	const double flop = (double)T * NV * (64.0 * (5 * D + 3 * D) + 6.0 * D * D);
 	put(out, nout, 3, flop / (tm.med * 1e-3) / 1e12);
+	if (!f32) { // the two kernels on their own
+		Timing ts;
+		QR_TRY(time_op([&]() { return gdn_prep_bf16(a, scratch.p, st); }, 1, reps, &ts));
+		put(out, nout, 4, ts.med);
+		QR_TRY(time_op(
+		    [&]() -> int {
+			    QR_CK(cudaMemsetAsync(s.p, 0, (size_t)NV * D * D * 4, st));
+			    return gdn_scan_bf16(a, variant, 0, scratch.p, st);
+		    },
+		    1, reps, &ts));
+		put(out, nout, 5, ts.med);
+	}
 	return QR_OK;
 }
 
-static int bench_conv(int T, int reps, double *out, int nout) {
+static int bench_conv(int T, int variant, int reps, double *out, int nout) {
 	cudaStream_t st = g_qr.stream;
 	const int C = 10240, K = 4;
 	DevBuf x, y, w;
@@ -339,6 +351,12 @@ static int bench_conv(int T, int reps, double *out, int nout) {
 	QR_TRY(qr_fill_uniform(x.p, 1, (size_t)T * C, 21, -2, 2, st));
 	QR_TRY(qr_fill_uniform(w.p, 0, (size_t)C * K, 22, -0.5f, 0.5f, st));
 	QR_TRY(qr_fill_nan(y.p, (size_t)T * C * 2, st));
+	// variant = 100*U + TT picks a launch shape (0: the default).
+	struct Restore {
+		~Restore() { g_conv_u = g_conv_tt = 0; }
+	} restore;
+	g_conv_u = variant / 100;
+	g_conv_tt = variant % 100;
 	Timing tm;
 	QR_TRY(time_op([&]() { return launch_conv(y.p, 1, C, x.p, 1, C, T, C, w.as<float>(), K, nullptr, nullptr, st); },
 	               3, reps, &tm));
@@ -426,7 +444,7 @@ extern "C" int qr_bench(int what, int t, int variant, int reps, double *out, int
 	case QR_BENCH_GEMM:
 		return bench_gemm(t, reps, out, nout);
 	case QR_BENCH_CONV:
-		return bench_conv(t, reps, out, nout);
+		return bench_conv(t, variant, reps, out, nout);
 	case QR_BENCH_GDN_CORE:
 		QR_ARG(variant == 0 || variant == 32 || variant == 64, "qr_bench core: variant 0, 32 or 64");
 		return bench_core(t, variant, reps, out, nout);

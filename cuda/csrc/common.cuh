@@ -112,17 +112,18 @@ __host__ __device__ __forceinline__ float bf2f(bf16_t h) {
 	return c.f;
 #endif
 }
-// Round to nearest even, NaN stays a quiet NaN (as torch and tensor.Float32ToBF16).
+// Round to nearest even (the hardware cvt; NaN stays NaN, as torch and
+// tensor.Float32ToBF16).
 __device__ __forceinline__ bf16_t f2bf(float f) {
-	unsigned u = __float_as_uint(f);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (bf16_t)((u >> 16) | 0x40u);
-	u += 0x7fffu + ((u >> 16) & 1u);
-	return (bf16_t)(u >> 16);
+	unsigned short h;
+	asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(f));
+	return h;
 }
 // Two floats into one register of two bf16 (lo in the low half).
 __device__ __forceinline__ unsigned pack_bf2(float lo, float hi) {
-	return (unsigned)f2bf(lo) | ((unsigned)f2bf(hi) << 16);
+	unsigned r;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+	return r;
 }
 __device__ __forceinline__ float silu(float a) { return a / (1.0f + expf(-a)); }
 __device__ __forceinline__ float softplus(float a) { return a > 20.0f ? a : log1pf(expf(a)); }

@@ -35,7 +35,7 @@ template <> struct Vec<8> { // bf16 x 8 = 16 bytes
 };
 
 // x [t, ldx], y [t, ldy], w [c, kw], state [kw, c]; kw <= KMAX.
-template <typename Tin, typename Tout, int VEC, int KMAX>
+template <typename Tin, typename Tout, int VEC, int KMAX, int U>
 __global__ void __launch_bounds__(128) k_conv_silu(Tout *__restrict__ y, int ldy, const Tin *__restrict__ x, int ldx,
                                                    int T, int C, const float *__restrict__ w, int kw,
                                                    const Tin *__restrict__ state, int TT) {
@@ -67,23 +67,37 @@ __global__ void __launch_bounds__(128) k_conv_silu(Tout *__restrict__ y, int ldy
 				H[i][v] = 0.0f;
 		}
 	}
-	for (int t = t0; t < t1; t++) {
-		Vec<VEC>::load(H[KMAX - 1], x + (size_t)t * ldx + c0);
-		float o[VEC];
+	// Loads for U steps go out together so each thread keeps U rows in
+	// flight (U = 1 is the plain loop).
+	for (int tb = t0; tb < t1; tb += U) {
+		float in[U][VEC];
 #pragma unroll
-		for (int v = 0; v < VEC; v++) {
-			float acc = 0.0f;
+		for (int u = 0; u < U; u++)
+			if (tb + u < t1)
+				Vec<VEC>::load(in[u], x + (size_t)(tb + u) * ldx + c0);
 #pragma unroll
-			for (int i = 0; i < KMAX; i++)
-				acc = fmaf(W[i][v], H[i][v], acc);
-			o[v] = silu(acc);
-		}
-		Vec<VEC>::store(y + (size_t)t * ldy + c0, o);
-#pragma unroll
-		for (int i = 0; i < KMAX - 1; i++)
+		for (int u = 0; u < U; u++) {
+			if (tb + u >= t1)
+				break;
 #pragma unroll
 			for (int v = 0; v < VEC; v++)
-				H[i][v] = H[i + 1][v];
+				H[KMAX - 1][v] = in[u][v];
+			float o[VEC];
+#pragma unroll
+			for (int v = 0; v < VEC; v++) {
+				float acc = 0.0f;
+#pragma unroll
+				for (int i = 0; i < KMAX; i++)
+					acc = fmaf(W[i][v], H[i][v], acc);
+				o[v] = silu(acc);
+			}
+			Vec<VEC>::store(y + (size_t)(tb + u) * ldy + c0, o);
+#pragma unroll
+			for (int i = 0; i < KMAX - 1; i++)
+#pragma unroll
+				for (int v = 0; v < VEC; v++)
+					H[i][v] = H[i + 1][v];
+		}
 	}
 }
 
@@ -106,15 +120,30 @@ __global__ void k_conv_state(T *__restrict__ so, const T *__restrict__ si, const
 	so[i] = v;
 }
 
+// Launch shape: U rows in flight per thread, TT time steps per thread.
+// Defaults (0) are the measured best for the 27B conv (docs/perf-cuda.md).
+int g_conv_u = 0, g_conv_tt = 0;
+
+template <typename Tin, typename Tout, int VEC, int KMAX, int U>
+static int conv_launch_u(Tout *y, int ldy, const Tin *x, int ldx, int T, int C, const float *w, int kw, const Tin *si,
+                         int TT, cudaStream_t st) {
+	dim3 grid(cdiv((size_t)C / VEC, 128), cdiv(T, TT));
+	k_conv_silu<Tin, Tout, VEC, KMAX, U><<<grid, 128, 0, st>>>(y, ldy, x, ldx, T, C, w, kw, si, TT);
+	QR_CKL("conv_silu");
+	return QR_OK;
+}
+
 template <typename Tin, typename Tout, int VEC, int KMAX>
 static int conv_launch(Tout *y, int ldy, const Tin *x, int ldx, int T, int C, const float *w, int kw, const Tin *si,
                        cudaStream_t st) {
 	// Short runs for short inputs so the grid still fills the chip.
-	const int TT = T >= 4096 ? 64 : (T >= 512 ? 16 : 4);
-	dim3 grid(cdiv((size_t)C / VEC, 128), cdiv(T, TT));
-	k_conv_silu<Tin, Tout, VEC, KMAX><<<grid, 128, 0, st>>>(y, ldy, x, ldx, T, C, w, kw, si, TT);
-	QR_CKL("conv_silu");
-	return QR_OK;
+	int TT = g_conv_tt ? g_conv_tt : (T >= 4096 ? 64 : (T >= 512 ? 16 : 4));
+	const int u = g_conv_u ? g_conv_u : 1;
+	if (u >= 4)
+		return conv_launch_u<Tin, Tout, VEC, KMAX, 4>(y, ldy, x, ldx, T, C, w, kw, si, TT, st);
+	if (u == 2)
+		return conv_launch_u<Tin, Tout, VEC, KMAX, 2>(y, ldy, x, ldx, T, C, w, kw, si, TT, st);
+	return conv_launch_u<Tin, Tout, VEC, KMAX, 1>(y, ldy, x, ldx, T, C, w, kw, si, TT, st);
 }
 
 template <typename Tin, typename Tout, int VEC>

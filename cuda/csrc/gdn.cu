@@ -1,6 +1,6 @@
 // gdn.cu: the gated delta rule core: the chunked scan (fp32 SIMT and bf16
-// tensor cores) after the prep of gdn_prep.cuh, the per-token recurrence
-// (decode) and the host entry point.
+// tensor cores) after the prep of gdn_prep.cuh, and the host entry point.
+// The per-token recurrence and the fused decode step are in gdn_recurrent.cu.
 #include "common.cuh"
 #include "gdn_prep.cuh"
 #include "internal.cuh"
@@ -100,21 +100,20 @@ static size_t f32_prep_smem(int dk) { return (size_t)(2 * GDN_C * (dk + 1) + 3 *
 static size_t f32_scan_smem(int dk) {
 	return (size_t)(dk * 33 + 2 * GDN_C * (dk + 1) + 2 * GDN_C * 65 + 3 * GDN_C * 33 + GDN_C) * 4;
 }
-#define BF16_PREP_SMEM (2 * GDN_C * PREP_LDS * 2 + 2 * GDN_C * 65 * 4 + 768 * 4 + 128 * 4)
 
 size_t gdn_scratch_bytes(int T, int NV, int f32) {
 	const size_t nc = (size_t)(T + GDN_C - 1) / GDN_C;
 	return (size_t)NV * nc * (2 * GDN_C * GDN_C * (f32 ? 4 : 2) + GDN_C * 4);
 }
 
-static int g_max_smem = 0; // opt-in shared memory per block
+int qr_max_smem = 0; // opt-in shared memory per block (set by qr_gdn_init)
 
 int gdn_chunk_f32(const GdnArgs &a, void *scratch, cudaStream_t st) {
 	QR_ARG(a.NV % a.NK == 0 && a.DK > 0 && a.DV > 0, "gdn f32: bad heads");
 	const size_t sp = f32_prep_smem(a.DK), ss = f32_scan_smem(a.DK);
-	QR_ARG((int)sp <= g_max_smem && (int)ss <= g_max_smem,
+	QR_ARG((int)sp <= qr_max_smem && (int)ss <= qr_max_smem,
 	       "gdn f32 chunked: dk=%d needs %zu bytes of shared memory (limit %d); use the recurrent variant", a.DK,
-	       ss, g_max_smem);
+	       ss, qr_max_smem);
 	if (a.T == 0)
 		return QR_OK;
 	const int nc = (a.T + GDN_C - 1) / GDN_C;
@@ -169,20 +168,25 @@ template <int BV> struct ScanIO {
 	int ldv;
 	const bf16_t *Pg, *Tg;
 	const float *gamg;
-	int T, nc, hk, h, vb, tid, nt;
+	int T, nc, hk, h, vb, tid;
+	static constexpr int NT = BV * 4; // threads; fixed so the loops unroll
 
 	__device__ __forceinline__ void rows128(bf16_t *dst, const bf16_t *src, int ld, int n) const {
-		for (int i = tid; i < GDN_C * 16; i += nt) {
-			const int r = i >> 4, c8 = (i & 15) * 8, t = n * GDN_C + r;
+		const bf16_t *base = src + hk * 128 + (tid & 15) * 8;
+#pragma unroll
+		for (int it = 0; it < GDN_C * 16 / NT; it++) {
+			const int r = (tid >> 4) + it * (NT / 16), t = n * GDN_C + r;
+			bf16_t *d = dst + r * LDK + (tid & 15) * 8;
 			if (t < T)
-				cp_async16(dst + r * LDK + c8, src + (size_t)t * ld + hk * 128 + c8);
+				cp_async16(d, base + (size_t)t * ld);
 			else
-				*(uint4 *)(dst + r * LDK + c8) = make_uint4(0, 0, 0, 0);
+				*(uint4 *)d = make_uint4(0, 0, 0, 0);
 		}
 	}
 	__device__ __forceinline__ void mat64(bf16_t *dst, const bf16_t *src) const {
-		for (int i = tid; i < GDN_C * 8; i += nt) {
-			const int r = i >> 3, c8 = (i & 7) * 8;
+#pragma unroll
+		for (int it = 0; it < GDN_C * 8 / NT; it++) {
+			const int r = (tid >> 3) + it * (NT / 8), c8 = (tid & 7) * 8;
 			cp_async16(dst + r * LDC + c8, src + r * GDN_C + c8);
 		}
 	}
@@ -205,7 +209,9 @@ template <int BV> struct ScanIO {
 		if (n < nc) {
 			mat64(Ts, Tg + (size_t)n * GDN_C * GDN_C);
 			constexpr int PER = BV / 8, LDV = BV + 8;
-			for (int i = tid; i < GDN_C * PER; i += nt) {
+#pragma unroll
+			for (int it = 0; it < GDN_C * PER / NT; it++) {
+				const int i = tid + it * NT;
 				const int r = i / PER, c8 = (i % PER) * 8, t = n * GDN_C + r;
 				if (t < T)
 					cp_async16(Vs + r * LDV + c8, v + (size_t)t * ldv + h * 128 + vb + c8);
@@ -256,7 +262,7 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 
 	const int h = blockIdx.y, vb = blockIdx.x * BV, hk = h / (NV / NK);
 	const int nc = (T + GDN_C - 1) / GDN_C;
-	const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5;
+	const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
 	const int gq = lane >> 2, cq = lane & 3;
 	const int rw = 16 * (w & 3), cg = 32 * (w >> 2); // row tile and column group for the t x v products
 	const int dk0 = DKW * w;
@@ -265,7 +271,7 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 	const bf16_t *Tg = (const bf16_t *)sc.T + (size_t)h * nc * GDN_C * GDN_C;
 	const float *gamg = sc.gam + (size_t)h * nc * GDN_C;
 
-	ScanIO<BV> io = {q, ldq, k, ldk, v, ldv, Pg, Tg, gamg, T, nc, hk, h, vb, tid, nt};
+	ScanIO<BV> io = {q, ldq, k, ldk, v, ldv, Pg, Tg, gamg, T, nc, hk, h, vb, tid};
 
 	// State: S^T fragment (mi, j, e) is v = 16mi + gq + 8(e>>1), dk = dk0 + 8j + 2cq + (e&1).
 	float accS[MT][NTS][4];
@@ -323,7 +329,7 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 #pragma unroll
 			for (int hh = 0; hh < 2; hh++) {
 				const int r = rw + gq + 8 * hh, c = cg + 8 * j + 2 * cq;
-				const float eg = expf(gm[r]);
+				const float eg = __expf(gm[r]);
 				const float y0 = bf2f(Vs[r * LDV + c]) - eg * accX[j][2 * hh];
 				const float y1 = bf2f(Vs[r * LDV + c + 1]) - eg * accX[j][2 * hh + 1];
 				Ys[c * LDC + r] = f2bf(y0);
@@ -353,7 +359,7 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 #pragma unroll
 		for (int hh = 0; hh < 2; hh++) {
 			const int r = rw + gq + 8 * hh;
-			const float dec = expf(gC - gm[r]);
+			const float dec = __expf(gC - gm[r]);
 #pragma unroll
 			for (int j = 0; j < 4; j++) {
 				const int c = cg + 8 * j + 2 * cq;
@@ -371,7 +377,7 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 		// Phase 4: O = e^gam Z + P V_new, written out.
 #pragma unroll
 		for (int hh = 0; hh < 2; hh++) {
-			const float eg = expf(gm[rw + gq + 8 * hh]);
+			const float eg = __expf(gm[rw + gq + 8 * hh]);
 #pragma unroll
 			for (int j = 0; j < 4; j++) {
 				accZ[j][2 * hh] *= eg;
@@ -406,7 +412,7 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 		}
 
 		// Phase 5: S^T = e^gam_C S^T + (decayed V_new)^T K.
-		const float lam = expf(gC);
+		const float lam = __expf(gC);
 #pragma unroll
 		for (int mi = 0; mi < MT; mi++)
 #pragma unroll
@@ -456,111 +462,45 @@ template <int BV, typename Tout> static int scan_bf16_launch(const GdnArgs &a, c
 	return QR_OK;
 }
 
-int gdn_chunk_bf16(const GdnArgs &a, int bv, int out_f32, void *scratch, cudaStream_t st) {
+static int check_bf16_args(const GdnArgs &a, int bv) {
 	QR_ARG(a.DK == 128 && a.DV == 128, "gdn bf16 chunked: needs dk = dv = 128, got %d/%d", a.DK, a.DV);
 	QR_ARG(a.NV % a.NK == 0, "gdn bf16: nv %% nk != 0");
 	QR_ARG(bv == 32 || bv == 64, "gdn bf16: value block %d (32 or 64)", bv);
 	QR_ARG(a.ldq % 8 == 0 && a.ldk % 8 == 0 && a.ldv % 8 == 0 && a.ldo % 2 == 0 && ((uintptr_t)a.q & 15) == 0 &&
 	           ((uintptr_t)a.k & 15) == 0 && ((uintptr_t)a.v & 15) == 0,
 	       "gdn bf16: q/k/v need 16-byte aligned rows");
+	return QR_OK;
+}
+
+int gdn_prep_bf16(const GdnArgs &a, void *scratch, cudaStream_t st) {
+	QR_TRY(check_bf16_args(a, 32));
 	if (a.T == 0)
 		return QR_OK;
 	const int nc = (a.T + GDN_C - 1) / GDN_C;
 	k_gdn_prep_bf16<<<dim3(nc, a.NV), 128, BF16_PREP_SMEM, st>>>((const bf16_t *)a.q, a.ldq, (const bf16_t *)a.k,
 	                                                             a.ldk, a.g, a.beta, a.T, a.NK, a.NV, scratch);
 	QR_CKL("gdn_prep_bf16");
+	return QR_OK;
+}
+
+int gdn_scan_bf16(const GdnArgs &a, int bv, int out_f32, const void *scratch, cudaStream_t st) {
+	QR_TRY(check_bf16_args(a, bv));
+	if (a.T == 0)
+		return QR_OK;
 	if (bv == 32)
 		return out_f32 ? scan_bf16_launch<32, float>(a, scratch, st) : scan_bf16_launch<32, bf16_t>(a, scratch, st);
 	return out_f32 ? scan_bf16_launch<64, float>(a, scratch, st) : scan_bf16_launch<64, bf16_t>(a, scratch, st);
 }
 
-// ---------------------------------------------------------------------------
-// Recurrence, one token at a time (spec §3.3 step 6): one block per (value
-// head, 32 value columns), 4 warps; the fp32 state slice S[dk][32] sits in
-// shared memory, lane j owns column j, warp w rows w, w+4, ...
-template <typename Tin, typename Tout>
-__global__ void __launch_bounds__(128) k_gdn_recurrent(const Tin *__restrict__ q, int ldq, const Tin *__restrict__ k,
-                                                       int ldk, const Tin *__restrict__ v, int ldv,
-                                                       const float *__restrict__ g, const float *__restrict__ beta,
-                                                       Tout *__restrict__ out, int ldo, float *state, int T, int NK,
-                                                       int NV, int DK, int DV) {
-	extern __shared__ __align__(16) unsigned char qr_smem[];
-	float *sm = (float *)qr_smem;
-	float *S = sm, *kq = S + DK * 32, *red = kq + 2 * DK; // red [2][4][32]
-	const int h = blockIdx.y, vb = blockIdx.x * 32, hk = h / (NV / NK);
-	const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-	const int col = vb + lane;
-	const bool ok = col < DV;
-	for (int i = tid; i < DK * 32; i += 128) {
-		const int r = i >> 5, c = vb + (i & 31);
-		S[i] = c < DV ? state[((size_t)h * DK + r) * DV + c] : 0.0f;
-	}
-	for (int t = 0; t < T; t++) {
-		for (int i = tid; i < DK; i += 128) {
-			kq[i] = ldf(k + (size_t)t * ldk + hk * DK + i);
-			kq[DK + i] = ldf(q + (size_t)t * ldq + hk * DK + i);
-		}
-		__syncthreads();
-		const float alpha = expf(g[(size_t)t * NV + h]), b = beta[(size_t)t * NV + h];
-		float p = 0.0f;
-		for (int r = w; r < DK; r += 4)
-			p = fmaf(S[r * 32 + lane], kq[r], p);
-		red[w * 32 + lane] = p;
-		__syncthreads();
-		const float ks = red[lane] + red[32 + lane] + red[64 + lane] + red[96 + lane];
-		const float vv = ok ? ldf(v + (size_t)t * ldv + h * DV + col) : 0.0f;
-		const float delta = b * (vv - alpha * ks);
-		float o = 0.0f;
-		for (int r = w; r < DK; r += 4) {
-			const float s = fmaf(alpha, S[r * 32 + lane], kq[r] * delta);
-			S[r * 32 + lane] = s;
-			o = fmaf(s, kq[DK + r], o);
-		}
-		red[128 + w * 32 + lane] = o;
-		__syncthreads();
-		if (w == 0 && ok)
-			stf(out + (size_t)t * ldo + h * DV + col,
-			    red[128 + lane] + red[160 + lane] + red[192 + lane] + red[224 + lane]);
-	}
-	__syncthreads();
-	for (int i = tid; i < DK * 32; i += 128) {
-		const int r = i >> 5, c = vb + (i & 31);
-		if (c < DV)
-			state[((size_t)h * DK + r) * DV + c] = S[i];
-	}
-}
-
-int gdn_recurrent(const GdnArgs &a, int in_bf16, int out_bf16, cudaStream_t st) {
-	QR_ARG(a.NV % a.NK == 0 && a.DK > 0 && a.DV > 0, "gdn recurrent: bad heads");
-	const size_t sm = (size_t)(a.DK * 32 + 2 * a.DK + 256) * 4;
-	QR_ARG((int)sm <= g_max_smem, "gdn recurrent: dk=%d too large", a.DK);
-	if (sm > 48 * 1024) {
-		if (in_bf16)
-			QR_CK(cudaFuncSetAttribute(k_gdn_recurrent<bf16_t, bf16_t>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-			                           (int)sm));
-		else
-			QR_CK(cudaFuncSetAttribute(k_gdn_recurrent<float, float>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-			                           (int)sm));
-	}
-	dim3 grid(cdiv(a.DV, 32), a.NV);
-	if (in_bf16 && out_bf16)
-		k_gdn_recurrent<bf16_t, bf16_t><<<grid, 128, sm, st>>>(
-		    (const bf16_t *)a.q, a.ldq, (const bf16_t *)a.k, a.ldk, (const bf16_t *)a.v, a.ldv, a.g, a.beta,
-		    (bf16_t *)a.out, a.ldo, a.state, a.T, a.NK, a.NV, a.DK, a.DV);
-	else if (!in_bf16 && !out_bf16)
-		k_gdn_recurrent<float, float><<<grid, 128, sm, st>>>((const float *)a.q, a.ldq, (const float *)a.k, a.ldk,
-		                                                     (const float *)a.v, a.ldv, a.g, a.beta, (float *)a.out,
-		                                                     a.ldo, a.state, a.T, a.NK, a.NV, a.DK, a.DV);
-	else
-		QR_ARG(false, "gdn recurrent: mixed precisions not built");
-	QR_CKL("gdn_recurrent");
-	return QR_OK;
+int gdn_chunk_bf16(const GdnArgs &a, int bv, int out_f32, void *scratch, cudaStream_t st) {
+	QR_TRY(gdn_prep_bf16(a, scratch, st));
+	return gdn_scan_bf16(a, bv, out_f32, scratch, st);
 }
 
 // Called once from qr_init: opt in to large shared memory where needed.
 int qr_gdn_init() {
 	int dev = g_qr.device;
-	QR_CK(cudaDeviceGetAttribute(&g_max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+	QR_CK(cudaDeviceGetAttribute(&qr_max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
 	QR_CK(cudaFuncSetAttribute(k_gdn_prep_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize, BF16_PREP_SMEM));
 	QR_CK(cudaFuncSetAttribute(k_gdn_scan_bf16<32, float>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 	                           (int)ScanSmem<32>::bytes));

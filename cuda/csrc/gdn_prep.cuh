@@ -42,14 +42,22 @@ __device__ inline void solve_unit_lower64(float *X, const float *A, int ld, floa
 		X[(i >> 6) * ld + (i & 63)] = 0.0f;
 	__syncthreads();
 	if (tid < GDN_C) {
+		// Column col of its 16x16 diagonal block, kept in registers so each
+		// row needs only the A loads (no shared-memory round trip per step).
 		const int base = tid & ~15, m = tid & 15, col = tid;
-		X[col * ld + col] = 1.0f;
-		for (int i = m + 1; i < 16; i++) {
+		float x[16];
+#pragma unroll
+		for (int i = 0; i < 16; i++) {
 			float s = 0.0f;
-			for (int j = m; j < i; j++)
-				s = fmaf(A[(base + i) * ld + base + j], X[(base + j) * ld + col], s);
-			X[(base + i) * ld + col] = -s;
+#pragma unroll
+			for (int j = 0; j < i; j++)
+				if (j >= m)
+					s = fmaf(A[(base + i) * ld + base + j], x[j], s);
+			x[i] = i < m ? 0.0f : (i == m ? 1.0f : -s);
 		}
+#pragma unroll
+		for (int i = 0; i < 16; i++)
+			X[(base + i) * ld + col] = x[i];
 	}
 	__syncthreads();
 	for (int d = 1; d < 4; d++) {
@@ -87,12 +95,17 @@ __device__ inline void load_gates(float *gam, float *bet, const float *g, const 
 		bet[tid] = t < T ? beta[(size_t)t * NV + h] : 0.0f;
 	}
 	__syncthreads();
-	if (tid == 0) {
-		float s = 0.0f;
-		for (int r = 0; r < GDN_C; r++) {
-			s += gam[r];
-			gam[r] = s;
+	if (tid < 32) { // inclusive scan of 64 values, two per lane
+		const float a = gam[2 * tid], b = gam[2 * tid + 1];
+		float s = a + b;
+#pragma unroll
+		for (int o = 1; o < 32; o <<= 1) {
+			const float u = __shfl_up_sync(0xffffffffu, s, o);
+			if (tid >= o)
+				s += u;
 		}
+		gam[2 * tid] = s - b;
+		gam[2 * tid + 1] = s;
 	}
 	__syncthreads();
 }
@@ -166,9 +179,12 @@ __global__ void __launch_bounds__(256) k_gdn_prep_f32(const float *__restrict__ 
 }
 
 // Tensor-core prep: q, k bf16 with dk = 128. Block 128 (4 warps, warp w owns
-// rows 16w..16w+15 of K K^T and Q K^T). smem: Ks, Qs bf16 [64][136] reused as
-// X after the products; KK, QK [64][65]; tmp 768; gam, bet.
+// rows 16w..16w+15 of K K^T and Q K^T). P goes to memory straight from the
+// Q K^T fragments and A (from K K^T) into shared memory for the solve.
+// smem: Ks, Qs bf16 [64][136], reused as X after the products; A [64][65];
+// tmp 768; gam, bet 64 each (55 KB: four blocks per SM).
 #define PREP_LDS 136
+#define BF16_PREP_SMEM (2 * GDN_C * PREP_LDS * 2 + GDN_C * 65 * 4 + 768 * 4 + 128 * 4)
 __global__ void __launch_bounds__(128) k_gdn_prep_bf16(const bf16_t *__restrict__ q, int ldq,
                                                        const bf16_t *__restrict__ k, int ldk, const float *g,
                                                        const float *beta, int T, int NK, int NV, void *scratch) {
@@ -179,18 +195,19 @@ __global__ void __launch_bounds__(128) k_gdn_prep_bf16(const bf16_t *__restrict_
 	const int ld = GDN_C + 1;
 	bf16_t *Ks = (bf16_t *)smraw, *Qs = Ks + GDN_C * PREP_LDS;
 	float *X = (float *)smraw; // aliases Ks/Qs once the products are done
-	float *KK = (float *)(smraw + 2 * GDN_C * PREP_LDS * sizeof(bf16_t));
-	float *QK = KK + GDN_C * ld, *tmp = QK + GDN_C * ld, *gam = tmp + 768, *bet = gam + GDN_C;
+	float *A = (float *)(smraw + 2 * GDN_C * PREP_LDS * sizeof(bf16_t));
+	float *tmp = A + GDN_C * ld, *gam = tmp + 768, *bet = gam + GDN_C;
 	const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-	for (int i = tid; i < GDN_C * 16; i += blockDim.x) {
-		const int r = i >> 4, cc = i & 15, t = n * GDN_C + r;
+#pragma unroll
+	for (int it = 0; it < GDN_C * 16 / 128; it++) {
+		const int r = (tid >> 4) + 8 * it, c8 = (tid & 15) * 8, t = n * GDN_C + r;
 		uint4 kv = make_uint4(0, 0, 0, 0), qv = kv;
 		if (t < T) {
-			kv = *(const uint4 *)(k + (size_t)t * ldk + hk * 128 + cc * 8);
-			qv = *(const uint4 *)(q + (size_t)t * ldq + hk * 128 + cc * 8);
+			kv = *(const uint4 *)(k + (size_t)t * ldk + hk * 128 + c8);
+			qv = *(const uint4 *)(q + (size_t)t * ldq + hk * 128 + c8);
 		}
-		*(uint4 *)(Ks + r * PREP_LDS + cc * 8) = kv;
-		*(uint4 *)(Qs + r * PREP_LDS + cc * 8) = qv;
+		*(uint4 *)(Ks + r * PREP_LDS + c8) = kv;
+		*(uint4 *)(Qs + r * PREP_LDS + c8) = qv;
 	}
 	load_gates(gam, bet, g, beta, T, NV, n, h); // includes barriers
 	float kk[8][4], qk[8][4];
@@ -212,18 +229,35 @@ __global__ void __launch_bounds__(128) k_gdn_prep_bf16(const bf16_t *__restrict_
 			mma_bf16(qk[j], aq, b);
 		}
 	}
-	const int gq = lane >> 2, cq = lane & 3;
-#pragma unroll
-	for (int j = 0; j < 8; j++)
-#pragma unroll
-		for (int e = 0; e < 4; e++) {
-			const int r = 16 * w + gq + 8 * (e >> 1), s = 8 * j + 2 * cq + (e & 1);
-			KK[r * ld + s] = kk[j][e];
-			QK[r * ld + s] = qk[j][e];
-		}
-	__syncthreads(); // Ks/Qs are dead from here; X reuses them
 	GdnScratch S = GdnScratch::at(scratch, NV, nc, sizeof(bf16_t));
 	const size_t off = ((size_t)h * nc + n) * GDN_C * GDN_C;
-	prep_finish<bf16_t>(KK, QK, X, tmp, ld, gam, bet, (bf16_t *)S.P + off, (bf16_t *)S.T + off,
-	                    S.gam + ((size_t)h * nc + n) * GDN_C);
+	bf16_t *Pg = (bf16_t *)S.P + off;
+	const int gq = lane >> 2, cq = lane & 3;
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++) {
+		const int r = 16 * w + gq + 8 * hh;
+		const float gr = gam[r], br = bet[r];
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			float p[2];
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const int s = 8 * j + 2 * cq + e;
+				const float dec = s <= r ? __expf(gr - gam[s]) : 0.0f;
+				p[e] = qk[j][2 * hh + e] * dec;
+				A[r * ld + s] = s < r ? br * kk[j][2 * hh + e] * dec : 0.0f;
+			}
+			*(unsigned *)(Pg + r * GDN_C + 8 * j + 2 * cq) = pack_bf2(p[0], p[1]);
+		}
+	}
+	__syncthreads(); // Ks/Qs are dead from here; X reuses them
+	solve_unit_lower64(X, A, ld, tmp);
+	bf16_t *Tg = (bf16_t *)S.T + off;
+#pragma unroll 4
+	for (int i = tid; i < GDN_C * GDN_C / 2; i += 128) {
+		const int r = i >> 5, s = (i & 31) * 2;
+		*(unsigned *)(Tg + r * GDN_C + s) = pack_bf2(X[r * ld + s] * bet[s], X[r * ld + s + 1] * bet[s + 1]);
+	}
+	if (tid < GDN_C)
+		S.gam[((size_t)h * nc + n) * GDN_C + tid] = gam[tid];
 }

@@ -20,6 +20,9 @@ int launch_gemv_bf16(bf16_t *y, const bf16_t *x, const bf16_t *w, int n, int k, 
 // not written). xbf/ybf: 1 = bf16, 0 = f32.
 int launch_conv(void *y, int ybf, int ldy, const void *x, int xbf, int ldx, int t, int c, const float *w, int kw,
                 const void *state_in, void *state_out, cudaStream_t st);
+// Conv launch shape override (rows in flight per thread, steps per thread);
+// 0 = default. Benchmarks set these to compare shapes.
+extern int g_conv_u, g_conv_tt;
 
 // Gated delta rule core arguments. Strides are in elements between tokens;
 // head h of a token starts at h*dk (q, k) or h*dv (v, out).
@@ -45,6 +48,14 @@ int gdn_chunk_f32(const GdnArgs &a, void *scratch, cudaStream_t st);
 // bf16 q/k/v on tensor cores, fp32 state; dk = dv = 128; bv = 32 or 64
 // value columns per block; out f32 or bf16.
 int gdn_chunk_bf16(const GdnArgs &a, int bv, int out_f32, void *scratch, cudaStream_t st);
+// Its two kernels separately (benchmarks): the parallel per-chunk prep and
+// the sequential scan.
+int gdn_prep_bf16(const GdnArgs &a, void *scratch, cudaStream_t st);
+int gdn_scan_bf16(const GdnArgs &a, int bv, int out_f32, const void *scratch, cudaStream_t st);
+// One fused decode step for dk = dv = 128: u is one token's conv output
+// (q | k | v), ba its b then a projections; out [nv*128] bf16.
+int launch_gdn_decode128(bf16_t *out, const bf16_t *u, const bf16_t *ba, float *state, int nk, int nv,
+                         const float *a_log, const float *dt_bias, cudaStream_t st);
 // Per-token recurrence in fp32 (decode); inputs f32 or bf16, out likewise.
 int gdn_recurrent(const GdnArgs &a, int in_bf16, int out_bf16, cudaStream_t st);
 

@@ -122,8 +122,14 @@ struct GdnLayer {
 			return QR_OK;
 		QR_TRY(s_inproj(x, T, st));
 		QR_TRY(s_conv(T, st));
-		QR_TRY(s_prep(T, st));
-		QR_TRY(s_core(T, st));
+		if (T == 1 && tensor_core_core()) { // decode: prep fused into the update
+			QR_TRY(launch_gdn_decode128(o.as<bf16_t>(), u.as<bf16_t>(), proj.as<bf16_t>() + C + d.nv * d.dv,
+			                            rec_state.as<float>(), d.nk, d.nv, a_log.as<float>(), dt_bias.as<float>(),
+			                            st));
+		} else {
+			QR_TRY(s_prep(T, st));
+			QR_TRY(s_core(T, st));
+		}
 		QR_TRY(s_norm(T, st));
 		return s_outproj(out, T, st);
 	}

@@ -189,34 +189,74 @@ int launch_swiglu(void *y, const void *gate, const void *up, size_t n, int bf, c
 	return QR_OK;
 }
 
-// ---- decode GEMV: one warp per output row, 16-byte loads ----
+// ---- decode GEMV: y[n] = W[n,:] . x, bf16, fp32 sums ----
+// A decode step is bound by reading the weights once, so the kernel is
+// shaped for bytes in flight: x is staged in shared memory once per block,
+// each warp owns GEMV_ROWS rows, and every lane issues GEMV_U 16-byte loads
+// per row before it uses any of them.
+#define GEMV_MAXK 8192
+template <int GEMV_ROWS, int GEMV_U>
 __global__ void __launch_bounds__(256) k_gemv_bf16(bf16_t *__restrict__ y, const bf16_t *__restrict__ x,
                                                    const bf16_t *__restrict__ W, int N, int K) {
-	const int row = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-	if (row >= N)
-		return;
-	const uint4 *wr = (const uint4 *)(W + (size_t)row * K);
-	const uint4 *xv = (const uint4 *)x;
+	__shared__ __align__(16) bf16_t xs[GEMV_MAXK];
 	const int n8 = K / 8;
-	float acc0 = 0.0f, acc1 = 0.0f;
-#pragma unroll 4
-	for (int i = lane; i < n8; i += 32) {
-		const uint4 a = __ldg(wr + i), b = __ldg(xv + i);
-		const unsigned aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
+	for (int i = threadIdx.x; i < n8; i += blockDim.x)
+		((uint4 *)xs)[i] = __ldg((const uint4 *)x + i);
+	__syncthreads();
+	const int lane = threadIdx.x & 31;
+	const int row0 = (blockIdx.x * 8 + (threadIdx.x >> 5)) * GEMV_ROWS;
+	if (row0 >= N)
+		return;
+	const uint4 *wr[GEMV_ROWS];
 #pragma unroll
-		for (int j = 0; j < 4; j++) {
-			acc0 = fmaf(__uint_as_float(aw[j] << 16), __uint_as_float(bw[j] << 16), acc0);
-			acc1 = fmaf(__uint_as_float(aw[j] & 0xffff0000u), __uint_as_float(bw[j] & 0xffff0000u), acc1);
+	for (int r = 0; r < GEMV_ROWS; r++)
+		wr[r] = (const uint4 *)(W + (size_t)min(row0 + r, N - 1) * K);
+	float acc[GEMV_ROWS];
+#pragma unroll
+	for (int r = 0; r < GEMV_ROWS; r++)
+		acc[r] = 0.0f;
+	for (int base = lane; base < n8; base += 32 * GEMV_U) {
+		uint4 a[GEMV_ROWS][GEMV_U];
+#pragma unroll
+		for (int u = 0; u < GEMV_U; u++)
+#pragma unroll
+			for (int r = 0; r < GEMV_ROWS; r++)
+				if (base + 32 * u < n8)
+					a[r][u] = __ldg(wr[r] + base + 32 * u);
+#pragma unroll
+		for (int u = 0; u < GEMV_U; u++) {
+			if (base + 32 * u >= n8)
+				break;
+			const uint4 b = ((const uint4 *)xs)[base + 32 * u];
+			const unsigned bw[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+			for (int r = 0; r < GEMV_ROWS; r++) {
+				const unsigned aw[4] = {a[r][u].x, a[r][u].y, a[r][u].z, a[r][u].w};
+#pragma unroll
+				for (int j = 0; j < 4; j++) {
+					acc[r] = fmaf(__uint_as_float(aw[j] << 16), __uint_as_float(bw[j] << 16), acc[r]);
+					acc[r] = fmaf(__uint_as_float(aw[j] & 0xffff0000u), __uint_as_float(bw[j] & 0xffff0000u), acc[r]);
+				}
+			}
 		}
 	}
-	const float s = warp_sum(acc0 + acc1);
-	if (lane == 0)
-		y[row] = f2bf(s);
+#pragma unroll
+	for (int r = 0; r < GEMV_ROWS; r++) {
+		const float s = warp_sum(acc[r]);
+		if (lane == 0 && row0 + r < N)
+			y[row0 + r] = f2bf(s);
+	}
 }
 
 int launch_gemv_bf16(bf16_t *y, const bf16_t *x, const bf16_t *w, int n, int k, cudaStream_t st) {
-	QR_ARG(k % 8 == 0 && ((uintptr_t)w & 15) == 0 && ((uintptr_t)x & 15) == 0, "gemv: k %% 8 or alignment");
-	k_gemv_bf16<<<cdiv(n, 8), 256, 0, st>>>(y, x, w, n, k);
+	QR_ARG(k % 8 == 0 && k <= GEMV_MAXK && ((uintptr_t)w & 15) == 0 && ((uintptr_t)x & 15) == 0,
+	       "gemv: k=%d (multiple of 8, <= %d) or alignment", k, GEMV_MAXK);
+	// Two rows per warp where there are rows to spare, one where the grid
+	// would otherwise be too small to keep every SM's loads in flight.
+	if (n >= 8192)
+		k_gemv_bf16<2, 4><<<cdiv(n, 16), 256, 0, st>>>(y, x, w, n, k);
+	else
+		k_gemv_bf16<1, 8><<<cdiv(n, 8), 256, 0, st>>>(y, x, w, n, k);
 	QR_CKL("gemv_bf16");
 	return QR_OK;
 }
