@@ -46,34 +46,17 @@ type blocking struct {
 
 // defaultBlocking was tuned on a 2-core Zen 5 (48 KiB L1d and 1 MiB L2 per
 // core, 32 MiB shared L3); see docs/perf-linalg.md.
-var defaultBlocking = blocking{kc: 512, mc: 2048, gemvMaxM: 4, minParallel: 1 << 17}
+var defaultBlocking = blocking{kc: 512, mc: 2048, gemvMaxM: 2, minParallel: 1 << 17}
 
 // MatMulT implements MatMuler.
 func (b Blocked) MatMulT(y, x []float32, m int, w *tensor.Matrix) error {
-	if err := CheckDims(y, x, m, w); err != nil {
-		return err
-	}
-	n, k := w.Rows, w.Cols
-	if (w.BF16 == nil && len(w.F32) != n*k) || (w.BF16 != nil && len(w.BF16) != n*k) {
-		return fmt.Errorf("linalg: weight [%d,%d] holds %d float32 and %d bf16 values", n, k, len(w.F32), len(w.BF16))
-	}
-	if m == 0 || n == 0 {
-		return nil
-	}
-	if k == 0 {
-		clear(y)
-		return nil
-	}
 	blk := &defaultBlocking
 	if b.blk != nil {
 		blk = b.blk
 	}
-	threads := b.Threads
-	if threads <= 0 {
-		threads = runtime.GOMAXPROCS(0)
-	}
-	if m*n*k < blk.minParallel {
-		threads = 1
+	threads, done, err := prologue(y, x, m, w, b.Threads, blk)
+	if done || err != nil {
+		return err
 	}
 	if m <= blk.gemvMaxM {
 		gv := b.gemv
@@ -89,6 +72,32 @@ func (b Blocked) MatMulT(y, x []float32, m int, w *tensor.Matrix) error {
 	}
 	runGemm(gk, blk, y, x, m, w, threads)
 	return nil
+}
+
+// prologue checks the operands, settles the empty cases (done: y is final)
+// and picks the goroutine count.
+func prologue(y, x []float32, m int, w *tensor.Matrix, threads int, blk *blocking) (int, bool, error) {
+	if err := CheckDims(y, x, m, w); err != nil {
+		return 0, true, err
+	}
+	n, k := w.Rows, w.Cols
+	if (w.BF16 == nil && len(w.F32) != n*k) || (w.BF16 != nil && len(w.BF16) != n*k) {
+		return 0, true, fmt.Errorf("linalg: weight [%d,%d] holds %d float32 and %d bf16 values", n, k, len(w.F32), len(w.BF16))
+	}
+	if m == 0 || n == 0 {
+		return 0, true, nil
+	}
+	if k == 0 {
+		clear(y)
+		return 0, true, nil
+	}
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	if m*n*k < blk.minParallel {
+		threads = 1
+	}
+	return threads, false, nil
 }
 
 // runGemv splits the rows of W (columns of y) evenly between goroutines.
@@ -119,8 +128,16 @@ func runGemv(gv *gemvKernel, y, x []float32, m int, w *tensor.Matrix, threads in
 // streams past it from L3, and the first K slice writes y, later ones add.
 func runGemm(gk *gemmKernel, blk *blocking, y, x []float32, m int, w *tensor.Matrix, threads int) {
 	n, k := w.Rows, w.Cols
-	mr, nr := gk.mr, gk.nr
+	mr, nr, ks := gk.mr, gk.nr, max(1, gk.kstep)
+	pA, pB := gk.packA, gk.packB
+	if pA == nil {
+		pA = packA
+	}
+	if pB == nil {
+		pB = packB
+	}
 	kc := ceilDiv(k, ceilDiv(k, blk.kc))
+	kc = ceilDiv(kc, ks) * ks // whole pairs, so every K slice but the last is even
 	mc := min(m, blk.mc)
 	mc = ceilDiv(m, ceilDiv(m, mc)) // equal blocks rather than a ragged last one
 	colPanels := ceilDiv(n, nr)
@@ -147,12 +164,13 @@ func runGemm(gk *gemmKernel, blk *blocking, y, x []float32, m int, w *tensor.Mat
 		byCols := colPanels >= 2*threads || rowPanels < threads
 		for k0 := 0; k0 < k; k0 += kc {
 			kb := min(kc, k-k0)
+			ku := ceilDiv(kb, ks) // packed steps in this slice
 			acc := k0 > 0
 			parallelFor(min(threads, rowPanels), func(t int) {
 				p0, p1 := split(rowPanels, min(threads, rowPanels), t)
 				for p := p0; p < p1; p++ {
 					r := min(mr, rows-p*mr)
-					packA(a[p*mr*kb:], x, k, i0+p*mr, r, k0, kb)
+					pA(a[p*mr*ku:], x, k, i0+p*mr, r, k0, kb)
 				}
 			})
 			parallelFor(threads, func(t int) {
@@ -165,11 +183,11 @@ func runGemm(gk *gemmKernel, blk *blocking, y, x []float32, m int, w *tensor.Mat
 				bp := *bBufs[t]
 				for c := c0; c < c1; c++ {
 					cols := min(nr, n-c*nr)
-					packB(bp, w, nr, c*nr, cols, k0, kb)
+					pB(bp, w, nr, c*nr, cols, k0, kb)
 					for p := q0; p < q1; p++ {
 						r := min(mr, rows-p*mr)
 						off := (i0+p*mr)*n + c*nr
-						gk.tile(kb, a[p*mr*kb:], bp, y[off:], n, r, cols, acc)
+						gk.tile(ku, a[p*mr*ku:], bp, y[off:], n, r, cols, acc)
 					}
 				}
 			})

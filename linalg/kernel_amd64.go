@@ -14,6 +14,9 @@ func init() {
 	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW {
 		registerGemm(avx512Gemm)
 		tposeF32, tposeBF16 = transpose16F32, transpose16BF16
+		if cpu.X86.HasAVX512BF16 {
+			bf16DotKernels = append([]*gemmKernel{avx512BF16Dot}, bf16DotKernels...)
+		}
 	}
 }
 
@@ -35,4 +38,22 @@ func avx512Tile(kc int, a, b, c []float32, ldc, rows, cols int, acc bool) {
 		accFlag = 1
 	}
 	sgemmAVX512[rows](kc, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c), ldc, mask, accFlag)
+}
+
+// avx512BF16Dot is the 14×32 VDPBF16PS kernel over bf16 pairs.
+var avx512BF16Dot = &gemmKernel{
+	name: "avx512bf16asm14x32", mr: 14, nr: 32, prio: 20, tile: avx512BF16DotTile,
+	kstep: 2, packA: packAPairs, packB: packBPairs,
+}
+
+func avx512BF16DotTile(kc int, a, b, c []float32, ldc, rows, cols int, acc bool) {
+	_ = a[kc*rows-1]
+	_ = b[kc*32-1]
+	_ = c[(rows-1)*ldc+cols-1]
+	mask := uint64(1)<<uint(cols) - 1
+	accFlag := 0
+	if acc {
+		accFlag = 1
+	}
+	sbdotAVX512[rows](kc, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c), ldc, mask, accFlag)
 }

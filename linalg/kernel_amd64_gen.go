@@ -47,6 +47,48 @@ func sgemm13x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
 func sgemm14x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
 
 //go:noescape
+func sbdot1x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
+
+//go:noescape
+func sbdot2x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
+
+//go:noescape
+func sbdot3x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
+
+//go:noescape
+func sbdot4x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
+
+//go:noescape
+func sbdot5x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
+
+//go:noescape
+func sbdot6x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
+
+//go:noescape
+func sbdot7x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
+
+//go:noescape
+func sbdot8x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
+
+//go:noescape
+func sbdot9x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
+
+//go:noescape
+func sbdot10x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
+
+//go:noescape
+func sbdot11x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
+
+//go:noescape
+func sbdot12x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
+
+//go:noescape
+func sbdot13x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
+
+//go:noescape
+func sbdot14x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
+
+//go:noescape
 func transpose16F32(dst *float32, ldd int, src *float32, lds, rows, blocks int, mask uint64)
 
 //go:noescape
@@ -69,4 +111,23 @@ var sgemmAVX512 = [15]func(kc int, a, b, c *float32, ldc int, mask uint64, acc i
 	sgemm12x32,
 	sgemm13x32,
 	sgemm14x32,
+}
+
+// sbdotAVX512 indexes the bf16-pair kernels by their row count.
+var sbdotAVX512 = [15]func(kc int, a, b, c *float32, ldc int, mask uint64, acc int){
+	nil,
+	sbdot1x32,
+	sbdot2x32,
+	sbdot3x32,
+	sbdot4x32,
+	sbdot5x32,
+	sbdot6x32,
+	sbdot7x32,
+	sbdot8x32,
+	sbdot9x32,
+	sbdot10x32,
+	sbdot11x32,
+	sbdot12x32,
+	sbdot13x32,
+	sbdot14x32,
 }

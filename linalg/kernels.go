@@ -3,6 +3,8 @@ package linalg
 import (
 	"math"
 	"sort"
+
+	"github.com/qwenref/qwenref/tensor"
 )
 
 // gemmKernel is a register-tile micro-kernel and the panel shapes it reads.
@@ -17,6 +19,13 @@ type gemmKernel struct {
 	// that starts at c[0] with row stride ldc:
 	// C[i][j] (+)= Σ_{k<kc} a[k·rows+i]·b[k·nr+j], rows ≤ mr, cols ≤ nr.
 	tile func(kc int, a, b, c []float32, ldc, rows, cols int, acc bool)
+	// kstep is the number of k values in one packed element: 1, or 2 for
+	// the bf16-pair kernels, whose kc and panels count pairs.
+	kstep int
+	// packA and packB pack kb values of k into ⌈kb/kstep⌉ panel steps;
+	// nil means the float32 packers packA and packB.
+	packA func(dst, x []float32, ldx, i0, rows, k0, kb int)
+	packB func(dst []float32, w *tensor.Matrix, nr, j0, cols, k0, kb int)
 }
 
 // gemvKernel is the small-M path: it streams W rows once, unpacked, and
