@@ -8,7 +8,7 @@ import (
 )
 
 // Chunked is the fast CPU kernel: the chunked (WY/UT) form of spec §4.1 for
-// every whole chunk, and a fused single-pass recurrence (see recurrentHead)
+// every whole chunk, and a fused single-pass recurrence (see Recurrent)
 // for sequences shorter than one chunk (decode) and for the ragged tail of
 // longer ones, so no work is spent on padding. Work is spread over
 // GOMAXPROCS goroutines by key head (value heads sharing a key head share
@@ -50,16 +50,24 @@ func (c Chunked) Forward(out, q, k, v, g, beta []float32, d Dims, state []float3
 	if nFull == 0 {
 		// Shorter than a chunk: the fused recurrence is cheaper than one
 		// padded chunk and has no setup cost (decode is T = 1).
-		parallelFor(d.NV, func(w *scratch, h int) { p.recurrentHead(w, h, 0, d.T) })
+		p.recurrentAll()
 		return nil
 	}
-	r := d.NV / d.NK
-	if d.NK >= runtime.GOMAXPROCS(0) {
-		parallelFor(d.NK, func(w *scratch, kh int) { p.chunkGroup(w, kh, kh*r, (kh+1)*r, nFull) })
-	} else {
-		parallelFor(d.NV, func(w *scratch, h int) { p.chunkGroup(w, h/r, h, h+1, nFull) })
-	}
+	p.forEachGroup(func(w *scratch, kh, h0, h1 int) { p.chunkGroup(w, kh, h0, h1, nFull) })
 	return nil
+}
+
+// forEachGroup runs body for every key head kh with its value heads
+// [h0,h1) in parallel; when there are fewer key heads than cores it
+// splits the groups into single value heads instead (each then redoes
+// the per-key-head work, but every core is busy).
+func (p *problem) forEachGroup(body func(w *scratch, kh, h0, h1 int)) {
+	r := p.d.NV / p.d.NK
+	if p.d.NK >= runtime.GOMAXPROCS(0) {
+		parallelFor(p.d.NK, func(w *scratch, kh int) { body(w, kh, kh*r, (kh+1)*r) })
+	} else {
+		parallelFor(p.d.NV, func(w *scratch, h int) { body(w, h/r, h, h+1) })
+	}
 }
 
 // problem bundles one Forward call's arguments for the workers.
@@ -72,14 +80,15 @@ type problem struct {
 
 // scratch is one worker's reusable memory. Buffers grow on demand.
 type scratch struct {
-	gkk, gqk, kT []float32 // shared per key-head chunk: K Kᵀ, Q Kᵀ, Kᵀ
-	gam          []float64 // γ, the cumulative log-decay
-	eg, ek, row  []float32 // e^γ, e^(γ_C−γ), a Γ row
-	tm, pm       []float32 // (I + strict_lower(A))⁻¹ (built over A in place), P
-	rm, uw       []float32 // R = [V_β | e^γ K_β] and [U | W] = T R
-	qt, kt       []float32 // Q̃ and K̃
-	blk          []float32 // contiguous copy of a state column block
-	tok          tokScalars
+	gkk, gqk, kT   []float32    // shared per key-head chunk: K Kᵀ, Q Kᵀ, Kᵀ
+	gam            []float64    // γ, the cumulative log-decay
+	eg, ek, row    []float32    // e^γ, e^(γ_C−γ), a Γ row
+	tm, pm         []float32    // (I + strict_lower(A))⁻¹ (built over A in place), P
+	rm, uw         []float32    // R = [V_β | e^γ K_β] and V_new
+	qt, kt         []float32    // Q̃ and K̃
+	blk            []float32    // the state, as contiguous column blocks
+	wq, wk, wv, wo []float32    // a window's q̂, k̂, v and o rows, contiguous
+	toks           []tokScalars // per value head of the group
 }
 
 // grow returns buf resized to n, reallocating only when too small.
@@ -159,8 +168,6 @@ func (p *problem) chunkGroup(w *scratch, kh, h0, h1, nFull int) {
 		}
 	}
 	if t0 := nFull * C; t0 < d.T {
-		for h := h0; h < h1; h++ {
-			p.recurrentHead(w, h, t0, d.T)
-		}
+		p.recurrentGroup(w, kh, h0, h1, t0, d.T)
 	}
 }

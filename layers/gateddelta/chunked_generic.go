@@ -94,7 +94,7 @@ func scaleCopyGeneric(dst, src []float32, a float32) {
 	}
 }
 
-// recBlockGeneric runs the fused recurrence (see recurrentHead) over all
+// recBlockGeneric runs the fused recurrence (see recurrentGroup) over all
 // n tokens for one column block of w state columns: s is the dk×w block
 // (row stride lds), q/k rows have stride ldqk, v/out rows have stride ldv
 // and start at this block's first column.

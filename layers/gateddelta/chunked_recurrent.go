@@ -20,8 +20,19 @@ func (Recurrent) Forward(out, q, k, v, g, beta []float32, d Dims, state []float3
 		return nil
 	}
 	p := &problem{out: out, q: q, k: k, v: v, g: g, beta: beta, d: d, state: state}
-	parallelFor(d.NV, func(w *scratch, h int) { p.recurrentHead(w, h, 0, d.T) })
+	p.recurrentAll()
 	return nil
+}
+
+// recurrentAll runs every token of every head with the fused recurrence:
+// by value head for decode (the state is used in place), by head group
+// otherwise.
+func (p *problem) recurrentAll() {
+	if p.d.T < copyMinTokens {
+		parallelFor(p.d.NV, func(w *scratch, h int) { p.recurrentGroup(w, h/(p.d.NV/p.d.NK), h, h+1, 0, p.d.T) })
+		return
+	}
+	p.forEachGroup(func(w *scratch, kh, h0, h1 int) { p.recurrentGroup(w, kh, h0, h1, 0, p.d.T) })
 }
 
 // The fused recurrence keeps the state as S = c·S̃, with c the product of
@@ -82,61 +93,91 @@ func (sc *tokScalars) fill(g, beta []float32, stride, n int) {
 const copyMinTokens = 3
 
 // recWindow is how many tokens each column block runs before the next
-// block takes over. All blocks of a head then share one window of q̂, k̂
-// (2·recWindow·DK floats, 256 KiB at DK = 128) in L2, instead of each
-// block streaming the whole sequence from memory again.
-const recWindow = 256
+// block takes over. The window's rows of q̂, k̂, v and o are staged in
+// contiguous scratch (256 KiB at d_k = d_v = 128, so it stays in L2):
+// every block then reads them from cache, and the copies stream the rows
+// in with many loads in flight, where the sweeps alone would stall once a
+// token on each row's cache miss (rows of v and o sit NV·DV floats apart).
+const recWindow = 128
 
 // window returns the scalars of tokens [a,b).
 func (sc *tokScalars) window(a, b int) tokScalars {
 	return tokScalars{sc.yScale[a:b], sc.betaD[a:b], sc.rho[a:b], sc.oScale[a:b]}
 }
 
-// recurrentHead runs tokens [t0,t1) of value head h with the fused
-// recurrence, updating the head's state in place.
-func (p *problem) recurrentHead(w *scratch, h, t0, t1 int) {
+// recurrentGroup runs tokens [t0,t1) of value heads [h0,h1), which all
+// read key head kh, with the fused recurrence, updating their states in
+// place. The heads share each window's staged q̂ and k̂.
+func (p *problem) recurrentGroup(w *scratch, kh, h0, h1, t0, t1 int) {
 	d := p.d
-	dk, dv, n := d.DK, d.DV, t1-t0
-	kh := h / (d.NV / d.NK)
+	dk, dv, n, nh := d.DK, d.DV, t1-t0, h1-h0
 	ldqk, ldv := d.NK*dk, d.NV*dv
-	w.tok.fill(p.g[t0*d.NV+h:], p.beta[t0*d.NV+h:], d.NV, n)
-	S := p.state[h*dk*dv : (h+1)*dk*dv]
+	if len(w.toks) < nh {
+		w.toks = make([]tokScalars, nh)
+	}
+	for h := h0; h < h1; h++ {
+		w.toks[h-h0].fill(p.g[t0*d.NV+h:], p.beta[t0*d.NV+h:], d.NV, n)
+	}
 	if n < copyMinTokens {
-		// Decode: work on the state in place, one pass per block.
-		for j0 := 0; j0 < dv; {
-			bw := recBlockWidth(dv - j0)
-			recBlock(S[j0:], dv, bw, dk, p.q[t0*ldqk+kh*dk:], p.k[t0*ldqk+kh*dk:], ldqk,
-				p.v[t0*ldv+h*dv+j0:], p.out[t0*ldv+h*dv+j0:], ldv, &w.tok, n)
-			j0 += bw
+		// Decode: work on each state in place, one pass per block.
+		for h := h0; h < h1; h++ {
+			S := p.state[h*dk*dv : (h+1)*dk*dv]
+			for j0 := 0; j0 < dv; {
+				bw := recBlockWidth(dv - j0)
+				recBlock(S[j0:], dv, bw, dk, p.q[t0*ldqk+kh*dk:], p.k[t0*ldqk+kh*dk:], ldqk,
+					p.v[t0*ldv+h*dv+j0:], p.out[t0*ldv+h*dv+j0:], ldv, &w.toks[h-h0], n)
+				j0 += bw
+			}
 		}
 		return
 	}
-	// Copy the state into contiguous column blocks (block j0 at j0*dk).
-	w.blk = grow(w.blk, dk*dv)
-	for j0 := 0; j0 < dv; {
-		bw := recBlockWidth(dv - j0)
-		for i := 0; i < dk; i++ {
-			copy(w.blk[j0*dk+i*bw:j0*dk+(i+1)*bw], S[i*dv+j0:])
-		}
-		j0 += bw
-	}
-	for a := 0; a < n; a += recWindow {
-		b := min(a+recWindow, n)
-		sc := w.tok.window(a, b)
-		q := p.q[(t0+a)*ldqk+kh*dk:]
-		k := p.k[(t0+a)*ldqk+kh*dk:]
+	// Copy the states into contiguous column blocks (head h's block j0
+	// at (h−h0)·dk·dv + j0·dk).
+	w.blk = grow(w.blk, nh*dk*dv)
+	for h := h0; h < h1; h++ {
+		S, B := p.state[h*dk*dv:(h+1)*dk*dv], w.blk[(h-h0)*dk*dv:]
 		for j0 := 0; j0 < dv; {
 			bw := recBlockWidth(dv - j0)
-			recBlock(w.blk[j0*dk:], bw, bw, dk, q, k, ldqk,
-				p.v[(t0+a)*ldv+h*dv+j0:], p.out[(t0+a)*ldv+h*dv+j0:], ldv, &sc, b-a)
+			for i := 0; i < dk; i++ {
+				copy(B[j0*dk+i*bw:j0*dk+(i+1)*bw], S[i*dv+j0:])
+			}
 			j0 += bw
 		}
 	}
-	for j0 := 0; j0 < dv; {
-		bw := recBlockWidth(dv - j0)
-		for i := 0; i < dk; i++ {
-			copy(S[i*dv+j0:i*dv+j0+bw], w.blk[j0*dk+i*bw:])
+	wn := min(n, recWindow)
+	w.wq, w.wk = grow(w.wq, wn*dk), grow(w.wk, wn*dk)
+	w.wv, w.wo = grow(w.wv, wn*dv), grow(w.wo, wn*dv)
+	for a := 0; a < n; a += recWindow {
+		b := min(a+recWindow, n)
+		for t := a; t < b; t++ {
+			r := t - a
+			copy(w.wq[r*dk:(r+1)*dk], p.q[(t0+t)*ldqk+kh*dk:])
+			copy(w.wk[r*dk:(r+1)*dk], p.k[(t0+t)*ldqk+kh*dk:])
 		}
-		j0 += bw
+		for h := h0; h < h1; h++ {
+			for t := a; t < b; t++ {
+				copy(w.wv[(t-a)*dv:(t-a+1)*dv], p.v[(t0+t)*ldv+h*dv:])
+			}
+			sc := w.toks[h-h0].window(a, b)
+			B := w.blk[(h-h0)*dk*dv:]
+			for j0 := 0; j0 < dv; {
+				bw := recBlockWidth(dv - j0)
+				recBlock(B[j0*dk:], bw, bw, dk, w.wq, w.wk, dk, w.wv[j0:], w.wo[j0:], dv, &sc, b-a)
+				j0 += bw
+			}
+			for t := a; t < b; t++ {
+				copy(p.out[(t0+t)*ldv+h*dv:(t0+t)*ldv+(h+1)*dv], w.wo[(t-a)*dv:])
+			}
+		}
+	}
+	for h := h0; h < h1; h++ {
+		S, B := p.state[h*dk*dv:(h+1)*dk*dv], w.blk[(h-h0)*dk*dv:]
+		for j0 := 0; j0 < dv; {
+			bw := recBlockWidth(dv - j0)
+			for i := 0; i < dk; i++ {
+				copy(S[i*dv+j0:i*dv+j0+bw], B[j0*dk+i*bw:])
+			}
+			j0 += bw
+		}
 	}
 }

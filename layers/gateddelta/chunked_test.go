@@ -3,6 +3,7 @@ package gateddelta
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"testing"
 
 	"github.com/qwenref/qwenref/tensor"
@@ -152,5 +153,31 @@ func TestExpAffine(t *testing.T) {
 	require.False(t, math.IsInf(float64(dst[0]), 0) || math.IsNaN(float64(dst[0])))
 	for i := 1; i < len(big); i++ {
 		require.LessOrEqual(t, dst[i], float32(1e-37), "x=%v", big[i])
+	}
+}
+
+// TestKernelsIndependentOfGOMAXPROCS checks that how the work is split
+// (by key-head group when there are at least as many key heads as cores,
+// else by value head, and by value head for decode) does not change a
+// single bit: every head's arithmetic is the same whichever way it runs.
+func TestKernelsIndependentOfGOMAXPROCS(t *testing.T) {
+	d := Dims{T: 100, NK: 2, NV: 6, DK: 32, DV: 32}
+	in := newInputs(13, d, true)
+	decode := in.prefix(1)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, kern := range []Kernel{Chunked{}, Recurrent{}} {
+		var wantOut, wantSt, wantDec []float32
+		for _, procs := range []int{1, 2, 3} {
+			runtime.GOMAXPROCS(procs)
+			out, st := in.run(t, kern)
+			dec, _ := decode.run(t, kern)
+			if wantOut == nil {
+				wantOut, wantSt, wantDec = out, st, dec
+				continue
+			}
+			require.Equal(t, wantOut, out, "%T GOMAXPROCS=%d", kern, procs)
+			require.Equal(t, wantSt, st, "%T GOMAXPROCS=%d", kern, procs)
+			require.Equal(t, wantDec, dec, "%T GOMAXPROCS=%d decode", kern, procs)
+		}
 	}
 }
