@@ -80,15 +80,15 @@ type problem struct {
 
 // scratch is one worker's reusable memory. Buffers grow on demand.
 type scratch struct {
-	gkk, gqk, kT   []float32    // shared per key-head chunk: K Kᵀ, Q Kᵀ, Kᵀ
-	gam            []float64    // γ, the cumulative log-decay
-	eg, ek, row    []float32    // e^γ, e^(γ_C−γ), a Γ row
-	tm, pm         []float32    // (I + strict_lower(A))⁻¹ (built over A in place), P
-	rm, uw         []float32    // R = [V_β | e^γ K_β] and V_new
-	qt, kt         []float32    // Q̃ and K̃
-	blk            []float32    // the state, as contiguous column blocks
-	wq, wk, wv, wo []float32    // a window's q̂, k̂, v and o rows, contiguous
-	toks           []tokScalars // per value head of the group
+	gkk, gqk, kT    []float32    // shared per key-head chunk: K Kᵀ, Q Kᵀ, Kᵀ
+	gam             []float64    // γ, the cumulative log-decay
+	eg, ek, bg, row []float32    // e^γ, e^(γ_C−γ), β e^γ, a Γ row
+	tm, pm          []float32    // (I + strict_lower(A))⁻¹ (built over A in place), P
+	rm, uw          []float32    // V_β (then Z) and V_new
+	kt              []float32    // K̃
+	blk             []float32    // the state, as contiguous column blocks
+	wq, wk, wv, wo  []float32    // a window's q̂, k̂, v and o rows, contiguous
+	toks            []tokScalars // per value head of the group
 }
 
 // grow returns buf resized to n, reallocating only when too small.
@@ -161,8 +161,8 @@ func (p *problem) chunkGroup(w *scratch, kh, h0, h1, nFull int) {
 		}
 		// K Kᵀ (strictly lower part used) and Q Kᵀ (lower incl. diagonal):
 		// the β- and decay-free parts of A and P, shared by the group.
-		gemm(C, C, dk, 1, kc, ldqk, 1, w.kT, C, 0, w.gkk, C, triLowerC)
-		gemm(C, C, dk, 1, qc, ldqk, 1, w.kT, C, 0, w.gqk, C, triLowerC)
+		gemm(C, C, dk, 1, kc, ldqk, 1, w.kT, C, 0, w.gkk, C, triLowerC, nil)
+		gemm(C, C, dk, 1, qc, ldqk, 1, w.kT, C, 0, w.gqk, C, triLowerC, nil)
 		for h := h0; h < h1; h++ {
 			p.chunkStep(w, kh, h, t0)
 		}

@@ -17,18 +17,21 @@ const (
 	triLowerC         // only C[i][j] for j ≤ i is wanted; others may hold anything finite
 )
 
-// gemmGeneric computes C = beta·C + alpha·A·B for an m×n C (row stride
-// ldc), an m×k A addressed as a[i*lda + p*aks] (so aks = lda, lda = 1 reads
-// Aᵀ of a row-major matrix) and a k×n B (row stride ldb). beta == 0 never
-// reads C, so C may hold garbage. tri restricts the work as documented on
-// triMode; the results it promises are exact, the rest is unspecified.
-func gemmGeneric(m, n, k int, alpha float32, a []float32, lda, aks int, b []float32, ldb int, beta float32, c []float32, ldc int, tri triMode) {
-	gemmGenericRange(0, m, 0, n, k, alpha, a, lda, aks, b, ldb, beta, c, ldc, tri)
+// gemmGeneric computes C = beta·C + alpha·diag(rs)·A·B for an m×n C (row
+// stride ldc), an m×k A addressed as a[i*lda + p*aks] (so aks = lda,
+// lda = 1 reads Aᵀ of a row-major matrix) and a k×n B (row stride ldb).
+// rs, if not nil, scales row i of the product by rs[i] (a diagonal factor
+// folded into the write-back instead of into a scaled copy of A). beta == 0
+// never reads C, so C may hold garbage. tri restricts the work as
+// documented on triMode; the results it promises are exact, the rest is
+// unspecified.
+func gemmGeneric(m, n, k int, alpha float32, a []float32, lda, aks int, b []float32, ldb int, beta float32, c []float32, ldc int, tri triMode, rs []float32) {
+	gemmGenericRange(0, m, 0, n, k, alpha, a, lda, aks, b, ldb, beta, c, ldc, tri, rs)
 }
 
 // gemmGenericRange is gemmGeneric restricted to rows [i0,i1) and columns
 // [j0,j1) of C; the SIMD build uses it for edge tiles.
-func gemmGenericRange(i0, i1, j0, j1, k int, alpha float32, a []float32, lda, aks int, b []float32, ldb int, beta float32, c []float32, ldc int, tri triMode) {
+func gemmGenericRange(i0, i1, j0, j1, k int, alpha float32, a []float32, lda, aks int, b []float32, ldb int, beta float32, c []float32, ldc int, tri triMode, rs []float32) {
 	acc := make([]float32, j1-j0)
 	for i := i0; i < i1; i++ {
 		kk, jj := k, j1
@@ -51,13 +54,17 @@ func gemmGenericRange(i0, i1, j0, j1, k int, alpha float32, a []float32, lda, ak
 			}
 		}
 		crow := c[i*ldc+j0 : i*ldc+jj]
+		al := alpha
+		if rs != nil {
+			al *= rs[i]
+		}
 		if beta == 0 {
 			for j := range crow {
-				crow[j] = alpha * acc[j]
+				crow[j] = al * acc[j]
 			}
 		} else {
 			for j := range crow {
-				crow[j] = beta*crow[j] + alpha*acc[j]
+				crow[j] = beta*crow[j] + al*acc[j]
 			}
 		}
 	}

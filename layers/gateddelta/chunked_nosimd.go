@@ -7,8 +7,8 @@ package gateddelta
 // simdEnabled reports whether the archsimd kernels are in use.
 const simdEnabled = false
 
-func gemm(m, n, k int, alpha float32, a []float32, lda, aks int, b []float32, ldb int, beta float32, c []float32, ldc int, tri triMode) {
-	gemmGeneric(m, n, k, alpha, a, lda, aks, b, ldb, beta, c, ldc, tri)
+func gemm(m, n, k int, alpha float32, a []float32, lda, aks int, b []float32, ldb int, beta float32, c []float32, ldc int, tri triMode, rs []float32) {
+	gemmGeneric(m, n, k, alpha, a, lda, aks, b, ldb, beta, c, ldc, tri, rs)
 }
 
 func expAffine(dst []float32, src []float64, a, b float64) { expAffineGeneric(dst, src, a, b) }

@@ -27,17 +27,20 @@ func st(x vec, p *float32)          { x.Store((*[16]float32)(unsafe.Pointer(p)))
 func bc(p *float32) vec             { return archsimd.BroadcastFloat32x16(*p) }
 func splat(x float32) vec           { return archsimd.BroadcastFloat32x16(x) }
 
-// gemm computes C = beta·C + alpha·A·B; see gemmGeneric for the operand
-// conventions. Full 4×32 and 4×16 tiles run in SIMD; ragged rows and
+// gemm computes C = beta·C + alpha·diag(rs)·A·B; see gemmGeneric for the
+// operand conventions. Full 4×32 and 4×16 tiles run in SIMD; ragged rows and
 // columns (never at the model's shapes) go to the portable code.
-func gemm(m, n, k int, alpha float32, a []float32, lda, aks int, b []float32, ldb int, beta float32, c []float32, ldc int, tri triMode) {
+func gemm(m, n, k int, alpha float32, a []float32, lda, aks int, b []float32, ldb int, beta float32, c []float32, ldc int, tri triMode, rs []float32) {
 	if !simdEnabled || m == 0 || n == 0 || k == 0 {
-		gemmGeneric(m, n, k, alpha, a, lda, aks, b, ldb, beta, c, ldc, tri)
+		gemmGeneric(m, n, k, alpha, a, lda, aks, b, ldb, beta, c, ldc, tri, rs)
 		return
 	}
 	_ = a[(m-1)*lda+(k-1)*aks]
 	_ = b[(k-1)*ldb+n-1]
 	_ = c[(m-1)*ldc+n-1]
+	if rs != nil {
+		_ = rs[m-1]
+	}
 	m4, n16, n32 := m&^3, n&^15, n&^31
 	for j0 := 0; j0 < n16; {
 		bw := 16
@@ -52,20 +55,24 @@ func gemm(m, n, k int, alpha float32, a []float32, lda, aks int, b []float32, ld
 			if tri == triLowerA {
 				kk = min(k, i0+4)
 			}
+			al := [4]float32{alpha, alpha, alpha, alpha}
+			if rs != nil {
+				al = [4]float32{alpha * rs[i0], alpha * rs[i0+1], alpha * rs[i0+2], alpha * rs[i0+3]}
+			}
 			pa, pc := &a[i0*lda], &c[i0*ldc+j0]
 			if bw == 32 {
-				tile4x32(kk, pa, lda, aks, &b[j0], ldb, pc, ldc, alpha, beta)
+				tile4x32(kk, pa, lda, aks, &b[j0], ldb, pc, ldc, &al, beta)
 			} else {
-				tile4x16(kk, pa, lda, aks, &b[j0], ldb, pc, ldc, alpha, beta)
+				tile4x16(kk, pa, lda, aks, &b[j0], ldb, pc, ldc, &al, beta)
 			}
 		}
 		j0 += bw
 	}
 	if m4 < m {
-		gemmGenericRange(m4, m, 0, n16, k, alpha, a, lda, aks, b, ldb, beta, c, ldc, tri)
+		gemmGenericRange(m4, m, 0, n16, k, alpha, a, lda, aks, b, ldb, beta, c, ldc, tri, rs)
 	}
 	if n16 < n {
-		gemmGenericRange(0, m, n16, n, k, alpha, a, lda, aks, b, ldb, beta, c, ldc, tri)
+		gemmGenericRange(0, m, n16, n, k, alpha, a, lda, aks, b, ldb, beta, c, ldc, tri, rs)
 	}
 }
 
@@ -80,11 +87,12 @@ func wb(p *float32, acc vec, alpha, beta float32) {
 }
 
 // tile4x32 is the register-blocked micro-kernel: a 4×32 block of C from
-// kk rank-one updates (four broadcasts of A, two vectors of B, eight FMAs).
+// kk rank-one updates (four broadcasts of A, two vectors of B, eight FMAs),
+// written back as C = beta·C + al[i]·acc for row i.
 // Pointers advance only while another step follows, so none ever points
 // past its operand. (No helper calls in the loop: each inlined helper
 // leaves a NOP behind, and those cost ~20% here.)
-func tile4x32(kk int, a *float32, lda, aks int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32) {
+func tile4x32(kk int, a *float32, lda, aks int, b *float32, ldb int, c *float32, ldc int, al *[4]float32, beta float32) {
 	var c00, c01, c10, c11, c20, c21, c30, c31 vec
 	pa, pb := unsafe.Pointer(a), unsafe.Pointer(b)
 	la := uintptr(4 * lda)
@@ -112,18 +120,18 @@ func tile4x32(kk int, a *float32, lda, aks int, b *float32, ldb int, c *float32,
 			pb = unsafe.Add(pb, sb)
 		}
 	}
-	wb(c, c00, alpha, beta)
-	wb(at(c, 16), c01, alpha, beta)
-	wb(at(c, ldc), c10, alpha, beta)
-	wb(at(c, ldc+16), c11, alpha, beta)
-	wb(at(c, 2*ldc), c20, alpha, beta)
-	wb(at(c, 2*ldc+16), c21, alpha, beta)
-	wb(at(c, 3*ldc), c30, alpha, beta)
-	wb(at(c, 3*ldc+16), c31, alpha, beta)
+	wb(c, c00, al[0], beta)
+	wb(at(c, 16), c01, al[0], beta)
+	wb(at(c, ldc), c10, al[1], beta)
+	wb(at(c, ldc+16), c11, al[1], beta)
+	wb(at(c, 2*ldc), c20, al[2], beta)
+	wb(at(c, 2*ldc+16), c21, al[2], beta)
+	wb(at(c, 3*ldc), c30, al[3], beta)
+	wb(at(c, 3*ldc+16), c31, al[3], beta)
 }
 
 // tile4x16 is tile4x32 for a 16-column remainder.
-func tile4x16(kk int, a *float32, lda, aks int, b *float32, ldb int, c *float32, ldc int, alpha, beta float32) {
+func tile4x16(kk int, a *float32, lda, aks int, b *float32, ldb int, c *float32, ldc int, al *[4]float32, beta float32) {
 	var c0, c1, c2, c3 vec
 	pa, pb := unsafe.Pointer(a), unsafe.Pointer(b)
 	la := uintptr(4 * lda)
@@ -142,10 +150,10 @@ func tile4x16(kk int, a *float32, lda, aks int, b *float32, ldb int, c *float32,
 			pb = unsafe.Add(pb, sb)
 		}
 	}
-	wb(c, c0, alpha, beta)
-	wb(at(c, ldc), c1, alpha, beta)
-	wb(at(c, 2*ldc), c2, alpha, beta)
-	wb(at(c, 3*ldc), c3, alpha, beta)
+	wb(c, c0, al[0], beta)
+	wb(at(c, ldc), c1, al[1], beta)
+	wb(at(c, 2*ldc), c2, al[2], beta)
+	wb(at(c, 3*ldc), c3, al[3], beta)
 }
 
 // exp16 is e^x for 16 lanes: Cody–Waite reduction x = n ln2 + r with

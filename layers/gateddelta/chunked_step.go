@@ -8,16 +8,15 @@ func (p *problem) chunkStep(w *scratch, kh, h, t0 int) {
 	d, C := p.d, p.C
 	dk, dv := d.DK, d.DV
 	ldqk, ldv, nv := d.NK*dk, d.NV*dv, d.NV
-	ldr := dv + dk // row stride of R
 	w.gam = growF64(w.gam, C)
 	w.eg = grow(w.eg, C)
 	w.ek = grow(w.ek, C)
 	w.row = grow(w.row, C)
 	w.tm = grow(w.tm, C*C)
 	w.pm = grow(w.pm, C*C)
-	w.rm = grow(w.rm, C*ldr)
+	w.bg = grow(w.bg, C)
+	w.rm = grow(w.rm, C*dv)
 	w.uw = grow(w.uw, C*dv)
-	w.qt = grow(w.qt, C*dk)
 	w.kt = grow(w.kt, C*dk)
 
 	// γ_r = Σ_{i≤r} g_i, the inclusive cumulative log-decay, kept in
@@ -54,29 +53,31 @@ func (p *problem) chunkStep(w *scratch, kh, h, t0 int) {
 	// T = (I + N)⁻¹ by forward substitution, in place over N.
 	unitLowerInverse(w.tm, w.row, C)
 
-	// R = [V_β | diag(e^γ) K_β], Q̃ = diag(e^γ) Q, K̃ = diag(e^{γ_C−γ}) K.
+	// V_β = diag(β) V and K̃ = diag(e^{γ_C−γ}) K are built as scaled
+	// copies; the other diagonal factors (e^γ on Q, β e^γ on K) are row
+	// scales of products, applied as those products are written back.
 	for r := 0; r < C; r++ {
 		t := t0 + r
 		br := p.beta[t*nv+h]
-		kr := p.k[t*ldqk+kh*dk:][:dk]
-		rr := w.rm[r*ldr : (r+1)*ldr]
-		scaleCopy(rr[:dv], p.v[t*ldv+h*dv:][:dv], br)
-		scaleCopy(rr[dv:], kr, br*w.eg[r])
-		scaleCopy(w.qt[r*dk:(r+1)*dk], p.q[t*ldqk+kh*dk:][:dk], w.eg[r])
-		scaleCopy(w.kt[r*dk:(r+1)*dk], kr, w.ek[r])
+		w.bg[r] = br * w.eg[r]
+		scaleCopy(w.rm[r*dv:(r+1)*dv], p.v[t*ldv+h*dv:][:dv], br)
+		scaleCopy(w.kt[r*dk:(r+1)*dk], p.k[t*ldqk+kh*dk:][:dk], w.ek[r])
 	}
 	S := p.state[h*dk*dv : (h+1)*dk*dv]
+	kc := p.k[t0*ldqk+kh*dk:] // K and Q rows of the chunk, in place
+	qc := p.q[t0*ldqk+kh*dk:]
 	// V_new = U − W S with U = T V_β and W = T diag(e^γ) K_β is computed
-	// as T (V_β − diag(e^γ) K_β S): the same product regrouped, which
+	// as T (V_β − diag(β e^γ) K S): the same product regrouped, which
 	// skips forming W (a C×C by C×d_k product, ~7% of the chunk's work).
-	z := w.rm // Z = V_β − diag(e^γ) K_β S, in place over R's V_β half
-	gemm(C, dv, dk, -1, w.rm[dv:], ldr, 1, S, dv, 1, z, ldr, triNone)
-	vn := w.uw[:C*dv] // V_new = T Z
-	gemm(C, dv, C, 1, w.tm, C, 1, z, ldr, 0, vn, dv, triLowerA)
-	// O = Q̃ S + P V_new, written straight into this head's output rows.
+	z := w.rm // Z = V_β − diag(β e^γ) K S, in place over V_β
+	gemm(C, dv, dk, -1, kc, ldqk, 1, S, dv, 1, z, dv, triNone, w.bg)
+	vn := w.uw // V_new = T Z
+	gemm(C, dv, C, 1, w.tm, C, 1, z, dv, 0, vn, dv, triLowerA, nil)
+	// O = diag(e^γ) Q S + P V_new, written straight into this head's
+	// output rows.
 	o := p.out[t0*ldv+h*dv:]
-	gemm(C, dv, dk, 1, w.qt, dk, 1, S, dv, 0, o, ldv, triNone)
-	gemm(C, dv, C, 1, w.pm, C, 1, vn, dv, 1, o, ldv, triLowerA)
+	gemm(C, dv, dk, 1, qc, ldqk, 1, S, dv, 0, o, ldv, triNone, w.eg)
+	gemm(C, dv, C, 1, w.pm, C, 1, vn, dv, 1, o, ldv, triLowerA, nil)
 	// S ← λ S + K̃ᵀ V_new (K̃ read transposed: lda = 1, aks = dk).
-	gemm(dk, dv, C, 1, w.kt, 1, dk, vn, dv, lambda, S, dv, triNone)
+	gemm(dk, dv, C, 1, w.kt, 1, dk, vn, dv, lambda, S, dv, triNone, nil)
 }
