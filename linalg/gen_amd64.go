@@ -233,9 +233,12 @@ func transpose(w *bytes.Buffer, bf16 bool) {
 func vdpbf16ps(dst, src1, disp int) string {
 	const rm = 6 // SI
 	inv := func(bit int) byte { return byte(1 - bit) }
-	p0 := inv(dst>>3&1)<<7 | 1<<6 /* X̄: no index */ | 1<<5 /* B̄: SI < 8 */ | inv(dst>>4&1)<<4 | 0b10 // map 0F38
-	p1 := byte(0)<<7 /* W0 */ | byte(^src1&0xf)<<3 | 1<<2 | 0b10 // pp = F3
-	p2 := byte(0b10)<<5 /* L'L = 512 */ | 1<<4 /* broadcast */ | inv(src1>>4&1)<<3
+	// P0: R̄ X̄ B̄ R̄' 0 0 m m, with X̄ = B̄ = 1 (no index, base SI < 8) and
+	// map 0F38. P1: W=0, inverted vvvv, 1, pp = F3. P2: z=0, L'L = 512,
+	// b = 1 (broadcast), inverted V', no mask.
+	p0 := inv(dst>>3&1)<<7 | 1<<6 | 1<<5 | inv(dst>>4&1)<<4 | 0b10
+	p1 := byte(^src1&0xf)<<3 | 1<<2 | 0b10
+	p2 := byte(0b10)<<5 | 1<<4 | inv(src1>>4&1)<<3
 	var modrm byte
 	var tail []byte
 	switch {

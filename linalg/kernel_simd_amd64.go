@@ -112,11 +112,11 @@ func simdGemvF32(y []float32, ldy int, x []float32, m, k int, w []float32) {
 				a3 = archsimd.LoadFloat32x8((*[8]float32)(w3[j:j+8])).MulAdd(xv, a3)
 			}
 			if j < k {
-				xv := archsimd.LoadFloat32x8SlicePart(xi[j:])
-				a0 = archsimd.LoadFloat32x8SlicePart(w0[j:]).MulAdd(xv, a0)
-				a1 = archsimd.LoadFloat32x8SlicePart(w1[j:]).MulAdd(xv, a1)
-				a2 = archsimd.LoadFloat32x8SlicePart(w2[j:]).MulAdd(xv, a2)
-				a3 = archsimd.LoadFloat32x8SlicePart(w3[j:]).MulAdd(xv, a3)
+				xv := loadTailF32(xi[j:])
+				a0 = loadTailF32(w0[j:]).MulAdd(xv, a0)
+				a1 = loadTailF32(w1[j:]).MulAdd(xv, a1)
+				a2 = loadTailF32(w2[j:]).MulAdd(xv, a2)
+				a3 = loadTailF32(w3[j:]).MulAdd(xv, a3)
 			}
 			yi := y[i*ldy+r : i*ldy+r+4]
 			yi[0], yi[1], yi[2], yi[3] = hsum8(a0), hsum8(a1), hsum8(a2), hsum8(a3)
@@ -151,11 +151,11 @@ func simdGemvBF16(y []float32, ldy int, x []float32, m, k int, w []uint16) {
 				a3 = widen8(archsimd.LoadUint16x8((*[8]uint16)(w3[j:j+8]))).MulAdd(xv, a3)
 			}
 			if j < k {
-				xv := archsimd.LoadFloat32x8SlicePart(xi[j:])
-				a0 = widen8(archsimd.LoadUint16x8SlicePart(w0[j:])).MulAdd(xv, a0)
-				a1 = widen8(archsimd.LoadUint16x8SlicePart(w1[j:])).MulAdd(xv, a1)
-				a2 = widen8(archsimd.LoadUint16x8SlicePart(w2[j:])).MulAdd(xv, a2)
-				a3 = widen8(archsimd.LoadUint16x8SlicePart(w3[j:])).MulAdd(xv, a3)
+				xv := loadTailF32(xi[j:])
+				a0 = widen8(loadTailU16(w0[j:])).MulAdd(xv, a0)
+				a1 = widen8(loadTailU16(w1[j:])).MulAdd(xv, a1)
+				a2 = widen8(loadTailU16(w2[j:])).MulAdd(xv, a2)
+				a3 = widen8(loadTailU16(w3[j:])).MulAdd(xv, a3)
 			}
 			yi := y[i*ldy+r : i*ldy+r+4]
 			yi[0], yi[1], yi[2], yi[3] = hsum8(a0), hsum8(a1), hsum8(a2), hsum8(a3)
@@ -171,7 +171,7 @@ func simdGemvBF16(y []float32, ldy int, x []float32, m, k int, w []uint16) {
 				a0 = widen8(archsimd.LoadUint16x8Slice(wr[j:])).MulAdd(archsimd.LoadFloat32x8Slice(xi[j:]), a0)
 			}
 			if j < k {
-				a0 = widen8(archsimd.LoadUint16x8SlicePart(wr[j:])).MulAdd(archsimd.LoadFloat32x8SlicePart(xi[j:]), a0)
+				a0 = widen8(loadTailU16(wr[j:])).MulAdd(loadTailF32(xi[j:]), a0)
 			}
 			y[i*ldy+r] = hsum8(a0)
 		}
@@ -191,7 +191,7 @@ func simdDot(a, b []float32) float32 {
 		s = archsimd.LoadFloat32x8Slice(a[j:]).MulAdd(archsimd.LoadFloat32x8Slice(b[j:]), s)
 	}
 	if j < len(a) {
-		s = archsimd.LoadFloat32x8SlicePart(a[j:]).MulAdd(archsimd.LoadFloat32x8SlicePart(b[j:]), s)
+		s = loadTailF32(a[j:]).MulAdd(loadTailF32(b[j:]), s)
 	}
 	return hsum8(s)
 }
@@ -201,4 +201,20 @@ func hsum8(v archsimd.Float32x8) float32 {
 	s = s.AddPairs(s)
 	s = s.AddPairs(s)
 	return s.GetElem(0)
+}
+
+// loadTailF32 loads the last 1…7 values of a row, zero-padded. It copies
+// through a local array because archsimd's SlicePart loads convert the short
+// slice to an 8-element array pointer, which checkptr (-race) rejects.
+func loadTailF32(s []float32) archsimd.Float32x8 {
+	var t [8]float32
+	copy(t[:], s)
+	return archsimd.LoadFloat32x8(&t)
+}
+
+// loadTailU16 is loadTailF32 for bf16 bit patterns.
+func loadTailU16(s []uint16) archsimd.Uint16x8 {
+	var t [8]uint16
+	copy(t[:], s)
+	return archsimd.LoadUint16x8(&t)
 }

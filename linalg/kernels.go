@@ -124,13 +124,10 @@ func goGemvF32(y []float32, ldy int, x []float32, m, k int, w []float32) {
 }
 
 func goGemvBF16(y []float32, ldy int, x []float32, m, k int, w []uint16) {
-	row := make([]float32, k)
 	for r := 0; r < len(w)/k; r++ {
-		for j, v := range w[r*k : (r+1)*k] {
-			row[j] = math.Float32frombits(uint32(v) << 16)
-		}
+		wr := w[r*k : (r+1)*k]
 		for i := 0; i < m; i++ {
-			y[i*ldy+r] = dotGo(x[i*k:(i+1)*k], row)
+			y[i*ldy+r] = dotGoBF16(x[i*k:(i+1)*k], wr)
 		}
 	}
 }
@@ -149,6 +146,23 @@ func dotGo(a, b []float32) float32 {
 	}
 	for ; j < len(a); j++ {
 		s0 += a[j] * b[j]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// dotGoBF16 is dotGo with the bf16 weights widened as they are read.
+func dotGoBF16(a []float32, b []uint16) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	j := 0
+	for ; j+4 <= len(a); j += 4 {
+		s0 += a[j] * math.Float32frombits(uint32(b[j])<<16)
+		s1 += a[j+1] * math.Float32frombits(uint32(b[j+1])<<16)
+		s2 += a[j+2] * math.Float32frombits(uint32(b[j+2])<<16)
+		s3 += a[j+3] * math.Float32frombits(uint32(b[j+3])<<16)
+	}
+	for ; j < len(a); j++ {
+		s0 += a[j] * math.Float32frombits(uint32(b[j])<<16)
 	}
 	return (s0 + s1) + (s2 + s3)
 }
