@@ -1,7 +1,7 @@
 package weights
 
 import (
-	"syscall"
+	"os"
 	"unsafe"
 
 	"github.com/qwenref/qwenref/tensor"
@@ -39,14 +39,14 @@ func (s *Store) DropPages(m *tensor.Matrix) error {
 			continue
 		}
 		// Only whole pages inside the matrix: neighbours keep theirs.
-		page := uintptr(syscall.Getpagesize())
+		page := uintptr(os.Getpagesize())
 		start := (a + page - 1) &^ (page - 1)
 		end := (a + n) &^ (page - 1)
 		if end <= start {
 			return nil
 		}
 		b := mf.data[start-lo : end-lo]
-		return syscall.Madvise(b, syscall.MADV_DONTNEED)
+		return dontNeed(b)
 	}
 	return nil
 }
