@@ -81,6 +81,7 @@ type problem struct {
 // scratch is one worker's reusable memory. Buffers grow on demand.
 type scratch struct {
 	gkk, gqk, kT    []float32    // shared per key-head chunk: K Kᵀ, Q Kᵀ, Kᵀ
+	kc, qc          []float32    // the chunk's K and Q rows, contiguous
 	gam             []float64    // γ, the cumulative log-decay
 	eg, ek, bg, row []float32    // e^γ, e^(γ_C−γ), β e^γ, a Γ row
 	tm, pm          []float32    // (I + strict_lower(A))⁻¹ (built over A in place), P
@@ -141,6 +142,7 @@ func parallelFor(n int, body func(w *scratch, i int)) {
 
 // chunkGroup runs value heads [h0,h1), all reading key head kh, over the
 // nFull whole chunks, then the ragged tail with the fused recurrence.
+// chunkStep reads the chunk's K and Q from w.kc and w.qc.
 func (p *problem) chunkGroup(w *scratch, kh, h0, h1, nFull int) {
 	d, C := p.d, p.C
 	dk := d.DK
@@ -148,23 +150,28 @@ func (p *problem) chunkGroup(w *scratch, kh, h0, h1, nFull int) {
 	w.gkk = grow(w.gkk, C*C)
 	w.gqk = grow(w.gqk, C*C)
 	w.kT = grow(w.kT, dk*C)
+	w.kc, w.qc = grow(w.kc, C*dk), grow(w.qc, C*dk)
 	for n := 0; n < nFull; n++ {
 		t0 := n * C
-		kc := p.k[t0*ldqk+kh*dk:]
-		qc := p.q[t0*ldqk+kh*dk:]
+		// The chunk's K and Q rows, contiguous: the row copies stream
+		// them in with many cache misses in flight (in place they sit
+		// NK·DK floats apart and every later pass would pay the misses).
+		for r := 0; r < C; r++ {
+			copy(w.kc[r*dk:(r+1)*dk], p.k[(t0+r)*ldqk+kh*dk:])
+			copy(w.qc[r*dk:(r+1)*dk], p.q[(t0+r)*ldqk+kh*dk:])
+		}
 		// Kᵀ (dk×C) so both score products are plain row-major A·B.
 		for r := 0; r < C; r++ {
-			kr := kc[r*ldqk : r*ldqk+dk]
-			for i, x := range kr {
+			for i, x := range w.kc[r*dk : (r+1)*dk] {
 				w.kT[i*C+r] = x
 			}
 		}
 		// K Kᵀ (strictly lower part used) and Q Kᵀ (lower incl. diagonal):
 		// the β- and decay-free parts of A and P, shared by the group.
-		gemm(C, C, dk, 1, kc, ldqk, 1, w.kT, C, 0, w.gkk, C, triLowerC, nil)
-		gemm(C, C, dk, 1, qc, ldqk, 1, w.kT, C, 0, w.gqk, C, triLowerC, nil)
+		gemm(C, C, dk, 1, w.kc, dk, 1, w.kT, C, 0, w.gkk, C, triLowerC, nil)
+		gemm(C, C, dk, 1, w.qc, dk, 1, w.kT, C, 0, w.gqk, C, triLowerC, nil)
 		for h := h0; h < h1; h++ {
-			p.chunkStep(w, kh, h, t0)
+			p.chunkStep(w, h, t0)
 		}
 	}
 	if t0 := nFull * C; t0 < d.T {

@@ -74,7 +74,9 @@ func BenchmarkCore(b *testing.B) {
 // sits in cache; "cold48" cycles through 48 layers' states (144 MiB, as in
 // real decoding) so each step reads its state from memory.
 func BenchmarkDecodeStep(b *testing.B) {
-	in := benchInputs().prefix(1)
+	d := dims27B
+	d.T = 1
+	in := newInputs(42, d, true)
 	for _, nLayers := range []int{1, 48} {
 		name := "hot"
 		if nLayers > 1 {

@@ -1,13 +1,14 @@
 package gateddelta
 
-// chunkStep advances value head h (reading key head kh) over the C tokens
+// chunkStep advances value head h over the C tokens
 // starting at t0: spec §4.1 steps 2–5 for one chunk. It expects
-// w.gkk = K Kᵀ and w.gqk = Q Kᵀ for this chunk (chunkGroup computes them
-// once per key head) and updates the head's state in place.
-func (p *problem) chunkStep(w *scratch, kh, h, t0 int) {
+// w.kc, w.qc = the chunk's K and Q rows (contiguous), w.gkk = K Kᵀ and
+// w.gqk = Q Kᵀ (chunkGroup prepares them once per key head), and updates
+// the head's state in place.
+func (p *problem) chunkStep(w *scratch, h, t0 int) {
 	d, C := p.d, p.C
 	dk, dv := d.DK, d.DV
-	ldqk, ldv, nv := d.NK*dk, d.NV*dv, d.NV
+	ldv, nv := d.NV*dv, d.NV
 	w.gam = growF64(w.gam, C)
 	w.eg = grow(w.eg, C)
 	w.ek = grow(w.ek, C)
@@ -61,22 +62,20 @@ func (p *problem) chunkStep(w *scratch, kh, h, t0 int) {
 		br := p.beta[t*nv+h]
 		w.bg[r] = br * w.eg[r]
 		scaleCopy(w.rm[r*dv:(r+1)*dv], p.v[t*ldv+h*dv:][:dv], br)
-		scaleCopy(w.kt[r*dk:(r+1)*dk], p.k[t*ldqk+kh*dk:][:dk], w.ek[r])
+		scaleCopy(w.kt[r*dk:(r+1)*dk], w.kc[r*dk:(r+1)*dk], w.ek[r])
 	}
 	S := p.state[h*dk*dv : (h+1)*dk*dv]
-	kc := p.k[t0*ldqk+kh*dk:] // K and Q rows of the chunk, in place
-	qc := p.q[t0*ldqk+kh*dk:]
 	// V_new = U − W S with U = T V_β and W = T diag(e^γ) K_β is computed
 	// as T (V_β − diag(β e^γ) K S): the same product regrouped, which
 	// skips forming W (a C×C by C×d_k product, ~7% of the chunk's work).
 	z := w.rm // Z = V_β − diag(β e^γ) K S, in place over V_β
-	gemm(C, dv, dk, -1, kc, ldqk, 1, S, dv, 1, z, dv, triNone, w.bg)
+	gemm(C, dv, dk, -1, w.kc, dk, 1, S, dv, 1, z, dv, triNone, w.bg)
 	vn := w.uw // V_new = T Z
 	gemm(C, dv, C, 1, w.tm, C, 1, z, dv, 0, vn, dv, triLowerA, nil)
 	// O = diag(e^γ) Q S + P V_new, written straight into this head's
 	// output rows.
 	o := p.out[t0*ldv+h*dv:]
-	gemm(C, dv, dk, 1, qc, ldqk, 1, S, dv, 0, o, ldv, triNone, w.eg)
+	gemm(C, dv, dk, 1, w.qc, dk, 1, S, dv, 0, o, ldv, triNone, w.eg)
 	gemm(C, dv, C, 1, w.pm, C, 1, vn, dv, 1, o, ldv, triLowerA, nil)
 	// S ← λ S + K̃ᵀ V_new (K̃ read transposed: lda = 1, aks = dk).
 	gemm(dk, dv, C, 1, w.kt, 1, dk, vn, dv, lambda, S, dv, triNone, nil)
