@@ -15,12 +15,18 @@ type Message struct {
 //	<|im_start|>{Role}\n{Content}<|im_end|>\n
 //
 // in order, with Role and Content copied verbatim; if addGenerationPrompt
-// is true, "<|im_start|>assistant\n" follows. For plain system, user and
-// assistant turns this equals the text of Qwen3's Jinja chat template
-// except that the template also strips <think>...</think> reasoning from
-// assistant turns before the last user turn and can add an empty
-// "<think>\n\n</think>\n\n" after the generation prompt (enable_thinking =
-// false); tools, tool calls and reasoning handling are not implemented.
+// is true, "<|im_start|>assistant\n" follows. Nothing else is added.
+//
+// For system and user turns, and for assistant turns before the last user
+// turn whose content holds no </think>, this is what Qwen3's Jinja chat
+// template writes. The template differs elsewhere, and none of that is
+// implemented here: it moves "<think>...</think>" reasoning out of
+// assistant content (dropping it before the last user turn), writes
+// "<think>\n{reasoning}\n</think>\n\n" before the content of an assistant
+// turn after the last user turn when it has reasoning or is the final
+// message, can add "<think>\n\n</think>\n\n" after the generation prompt
+// (enable_thinking=false), and formats tools, tool calls and tool results.
+//
 // Encode the result with Encode: the markers become their special ids.
 func (t *Tokenizer) ApplyChatTemplate(messages []Message, addGenerationPrompt bool) string {
 	var sb strings.Builder
