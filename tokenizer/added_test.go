@@ -1,8 +1,6 @@
 package tokenizer
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -105,17 +103,4 @@ func TestIsWordChar(t *testing.T) {
 	for _, r := range " .-\u00a0\u3000!😀\u200b" {
 		assert.False(t, isWordChar(r), "%U", r)
 	}
-}
-
-func ExampleTokenizer_AddedTokens() {
-	tok, err := Load("../testdata/tokenizer/qwen3-tokenizer.json.gz")
-	if err != nil {
-		panic(err)
-	}
-	var names []string
-	for _, a := range tok.SpecialTokens()[:3] {
-		names = append(names, fmt.Sprintf("%d=%s", a.ID, a.Content))
-	}
-	fmt.Println(strings.Join(names, " "))
-	// Output: 151643=<|endoftext|> 151644=<|im_start|> 151645=<|im_end|>
 }
