@@ -3,35 +3,31 @@ package conv1d
 import (
 	"runtime"
 	"sync"
-	"sync/atomic"
 )
 
 // Chunked is the fast convolution: one streaming pass over time, SIMD over
-// channels, with channel blocks shared out among GOMAXPROCS workers. It
-// handles any T, including T = 1 (the decode update), with the same code.
+// channels, with the rows shared out among GOMAXPROCS workers in
+// contiguous time ranges. Rows are independent given the inputs (y[t]
+// reads x[t−K+1..t], never an earlier y), so only the final state update
+// waits for all workers. It handles any T, including T = 1 (the decode
+// update), with the same code.
 //
-// Each worker copies the taps of its channel block into a tap-major buffer
-// (wt[j][c], so tap j is a contiguous vector over channels) and then walks
-// the block's rows t = 0..T−1. The K input rows that feed row t were read in
-// the previous K−1 steps, so they are still in cache and every x value comes
-// from memory once. The sum is formed in the same order as Naive's
-// (w0·m0 + w1·m1 + …), which keeps the two within rounding of each other.
+// The taps are first copied tap-major (wt[j][c], so tap j is a contiguous
+// vector over channels). Each worker then sweeps its rows whole, four at a
+// time where it can (each input vector feeds all four outputs it touches),
+// so every x value comes from memory once. Each output is summed in the
+// same order as Naive's (w0·m0 + w1·m1 + …), which keeps the two within
+// rounding of each other.
 //
 // y must not overlap x or state.
 type Chunked struct{}
 
-const (
-	// blockC is the channel width of one work item. With K = 4 a block's
-	// four live input rows and taps take 2·4·blockC·4 B = 32 KiB, which stays
-	// in a Zen 4 core's 48 KiB L1 while its rows stream from memory.
-	blockC = 1024
-	// minParallel is the number of outputs below which one goroutine does
-	// all the work: starting a second costs about a microsecond.
-	minParallel = 1 << 15
-)
+// minParallel is the number of outputs below which one goroutine does all
+// the work: starting a second costs about a microsecond.
+const minParallel = 1 << 15
 
-// tapBufs recycles the per-worker tap buffers between calls, so that the
-// decode update (T = 1) does not allocate.
+// tapBufs recycles the tap buffers between calls, so that the decode
+// update (T = 1) does not allocate.
 var tapBufs = sync.Pool{New: func() any { return new([]float32) }}
 
 // Forward implements Kernel.
@@ -42,28 +38,33 @@ func (Chunked) Forward(y, x []float32, t, c int, w []float32, k int, state []flo
 	if t == 0 {
 		return nil // no tokens: no outputs, and the state is unchanged
 	}
-	nb := (c + blockC - 1) / blockC
-	workers := min(runtime.GOMAXPROCS(0), nb, max(1, t*c/minParallel))
+	buf := getBuf(k * c)
+	wt := *buf
+	transposeTaps(wt, w, k, c)
+
+	workers := min(runtime.GOMAXPROCS(0), t, max(1, t*c/minParallel))
 	if workers == 1 {
-		buf := getBuf(k * min(c, blockC))
-		for b := range nb {
-			convBlock(y, x, t, c, w, k, state, b*blockC, min(c, (b+1)*blockC), *buf)
+		convRows(y, x, 0, t, c, wt, k, state)
+	} else {
+		var wg sync.WaitGroup
+		span := (t + workers - 1) / workers
+		for ta := 0; ta < t; ta += span {
+			wg.Go(func() { convRows(y, x, ta, min(t, ta+span), c, wt, k, state) })
 		}
-		tapBufs.Put(buf)
-		return nil
+		wg.Wait()
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			buf := getBuf(k * blockC)
-			for b := int(next.Add(1) - 1); b < nb; b = int(next.Add(1) - 1) {
-				convBlock(y, x, t, c, w, k, state, b*blockC, min(c, (b+1)*blockC), *buf)
-			}
-			tapBufs.Put(buf)
-		})
+	tapBufs.Put(buf)
+
+	// state ← last K rows of [state; x]. When the source is the old state
+	// (T < K), it is row T+i > i, so walking i upwards never reads a row
+	// that this loop has already overwritten.
+	for i := range k {
+		if tau := t - k + i; tau < 0 {
+			copy(state[i*c:(i+1)*c], state[(k+tau)*c:(k+tau+1)*c])
+		} else {
+			copy(state[i*c:(i+1)*c], x[tau*c:(tau+1)*c])
+		}
 	}
-	wg.Wait()
 	return nil
 }
 
@@ -77,48 +78,45 @@ func getBuf(n int) *[]float32 {
 	return p
 }
 
-// convBlock runs channels [lo, hi) over all T rows and then updates their
-// state columns. buf holds at least K·(hi−lo) values.
-func convBlock(y, x []float32, t, c int, w []float32, k int, state []float32, lo, hi int, buf []float32) {
-	n := hi - lo
-	wt := buf[:k*n]
-	transposeTaps(wt, w[lo*k:hi*k], k, n)
-
-	// row returns channels [lo, hi) of the input at time tau (state row
-	// K+tau when tau < 0, as in Naive).
+// convRows computes output rows [ta, tb) over all channels, reading the
+// state for inputs before time 0. wt holds the taps tap-major. Rows are
+// swept whole: long contiguous runs are what the hardware prefetchers
+// follow best (row-long sweeps measured 25% less CPU than 1024-channel
+// tiles that revisit L1), and the previous rows and the taps stay in L2.
+func convRows(y, x []float32, ta, tb, c int, wt []float32, k int, state []float32) {
+	// row returns the input at time tau (state row K+tau when tau < 0, as
+	// in Naive).
 	row := func(tau int) []float32 {
 		if tau < 0 {
-			return state[(k+tau)*c+lo : (k+tau)*c+hi]
+			return state[(k+tau)*c : (k+tau+1)*c]
 		}
-		return x[tau*c+lo : tau*c+hi]
+		return x[tau*c : (tau+1)*c]
 	}
-	if k == 4 {
-		// The Qwen3.5 case, unrolled: the rows and taps are passed as
-		// separate slices so the kernel keeps them in registers.
-		w0, w1, w2, w3 := wt[:n], wt[n:2*n], wt[2*n:3*n], wt[3*n:]
-		for ti := range t {
-			convRow4(y[ti*c+lo:ti*c+hi], row(ti-3), row(ti-2), row(ti-1), row(ti), w0, w1, w2, w3)
+	var small [8][]float32
+	rows := small[:0]
+	if k > len(small) {
+		rows = make([][]float32, 0, k)
+	}
+	rows = rows[:k]
+	for ti := ta; ti < tb; {
+		if k == 4 && convRows4x4 != nil && ti >= 3 && ti+4 <= tb {
+			// Four rows at once, all inputs inside x.
+			convRows4x4(y[ti*c:(ti+4)*c], x[(ti-3)*c:(ti+4)*c], c, wt)
+			ti += 4
+			continue
 		}
-	} else {
-		var small [8][]float32
-		rows := small[:0]
-		if k > len(small) {
-			rows = make([][]float32, 0, k)
-		}
-		rows = rows[:k]
-		for ti := range t {
+		yr := y[ti*c : (ti+1)*c]
+		if k == 4 {
+			// The Qwen3.5 case, unrolled: the rows and taps are passed as
+			// separate slices so the kernel keeps them in registers.
+			convRow4(yr, row(ti-3), row(ti-2), row(ti-1), row(ti), wt[:c], wt[c:2*c], wt[2*c:3*c], wt[3*c:])
+		} else {
 			for j := range k {
 				rows[j] = row(ti - (k - 1) + j)
 			}
-			convRowK(y[ti*c+lo:ti*c+hi], rows, wt)
+			convRowK(yr, rows, wt, c)
 		}
-	}
-
-	// state ← last K rows of [state; x], for these channels only. When the
-	// source is the old state (T < K), it is row T+i > i, so walking i
-	// upwards never reads a row that this loop has already overwritten.
-	for i := range k {
-		copy(state[i*c+lo:i*c+hi], row(t-k+i))
+		ti++
 	}
 }
 

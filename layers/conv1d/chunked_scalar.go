@@ -8,6 +8,9 @@ var (
 	convRow4      = convRow4Scalar
 	convRowK      = convRowKScalar
 	transposeTaps = transposeTapsScalar
+	// convRows4x4, when set, computes four K = 4 output rows at once from
+	// the seven input rows they read (see chunked_simd.go).
+	convRows4x4 func(y, x []float32, c int, wt []float32)
 )
 
 // convRow4Scalar computes y[i] = SiLU(w0·r0 + w1·r1 + w2·r2 + w3·r3) at
@@ -22,13 +25,12 @@ func convRow4Scalar(y, r0, r1, r2, r3, w0, w1, w2, w3 []float32) {
 }
 
 // convRowKScalar is convRow4Scalar for any K: rows[j] feeds tap j, whose
-// values are wt[j·n : (j+1)·n].
-func convRowKScalar(y []float32, rows [][]float32, wt []float32) {
-	n := len(y)
+// values are wt[j·ws : j·ws+len(y)].
+func convRowKScalar(y []float32, rows [][]float32, wt []float32, ws int) {
 	for i := range y {
 		var u float32
 		for j, r := range rows {
-			u += wt[j*n+i] * r[i]
+			u += wt[j*ws+i] * r[i]
 		}
 		y[i] = siluFast(u)
 	}

@@ -13,6 +13,7 @@ func init() {
 		ec = newExpConsts()
 		convRow4 = convRow4AVX512
 		convRowK = convRowKAVX512
+		convRows4x4 = convRows4x4AVX512
 		transposeTaps = transposeTapsAVX512
 	}
 }
@@ -106,16 +107,69 @@ func row4(n int, y, r0, r1, r2, r3, w0, w1, w2, w3 unsafe.Pointer) {
 	}
 }
 
+// convRows4x4AVX512 computes four consecutive output rows, y [4][c], from
+// the seven input rows x [7][c] they read (K = 4; x row m is time t0−3+m).
+// Each input vector is loaded once and feeds every output that uses it, and
+// the four tap vectors are loaded once per four outputs: an eighth of the
+// L1/L2 loads of four convRow4 calls. Each output is still summed in
+// Naive's order, w0·m0 first.
+func convRows4x4AVX512(y, x []float32, c int, wt []float32) {
+	if len(y) < 4*c || len(x) < 7*c || len(wt) < 4*c {
+		panic("conv1d: short rows") // unreachable: convRows slices them
+	}
+	full := c &^ 15
+	rows4x4(full, c, ptr(y), ptr(x), ptr(wt))
+	for i := full; i < c; i++ { // ragged tail, scalar
+		for o := range 4 {
+			y[o*c+i] = siluFast(wt[i]*x[o*c+i] + wt[c+i]*x[(o+1)*c+i] + wt[2*c+i]*x[(o+2)*c+i] + wt[3*c+i]*x[(o+3)*c+i])
+		}
+	}
+}
+
+// rows4x4 is the inner loop of convRows4x4AVX512 over n channels (a
+// multiple of 16); rows are c floats apart in y, x and the taps.
+func rows4x4(n, c int, y, x, w unsafe.Pointer) {
+	for i := 0; i < n; i += 16 {
+		w0, w1, w2, w3 := ld(w, i), ld(w, c+i), ld(w, 2*c+i), ld(w, 3*c+i)
+		m := ld(x, i)
+		a0 := w0.Mul(m)
+		m = ld(x, c+i)
+		a0 = w1.MulAdd(m, a0)
+		a1 := w0.Mul(m)
+		m = ld(x, 2*c+i)
+		a0 = w2.MulAdd(m, a0)
+		a1 = w1.MulAdd(m, a1)
+		a2 := w0.Mul(m)
+		m = ld(x, 3*c+i)
+		a0 = w3.MulAdd(m, a0)
+		a1 = w2.MulAdd(m, a1)
+		a2 = w1.MulAdd(m, a2)
+		a3 := w0.Mul(m)
+		st(ec.silu(a0), y, i)
+		m = ld(x, 4*c+i)
+		a1 = w3.MulAdd(m, a1)
+		a2 = w2.MulAdd(m, a2)
+		a3 = w1.MulAdd(m, a3)
+		st(ec.silu(a1), y, c+i)
+		m = ld(x, 5*c+i)
+		a2 = w3.MulAdd(m, a2)
+		a3 = w2.MulAdd(m, a3)
+		st(ec.silu(a2), y, 2*c+i)
+		a3 = w3.MulAdd(ld(x, 6*c+i), a3)
+		st(ec.silu(a3), y, 3*c+i)
+	}
+}
+
 // convRowKAVX512 is convRowKScalar with 16 channels per step (and the
 // scalar kernel for a ragged tail).
-func convRowKAVX512(y []float32, rows [][]float32, wt []float32) {
+func convRowKAVX512(y []float32, rows [][]float32, wt []float32, ws int) {
 	n := len(y)
 	for _, r := range rows {
 		if len(r) < n {
-			panic("conv1d: short row") // unreachable: convBlock slices them all to n
+			panic("conv1d: short row") // unreachable: convRows slices them all to n
 		}
 	}
-	if len(wt) < len(rows)*n {
+	if len(wt) < (len(rows)-1)*ws+n {
 		panic("conv1d: short taps") // unreachable, as above
 	}
 	full := n &^ 15
@@ -123,17 +177,22 @@ func convRowKAVX512(y []float32, rows [][]float32, wt []float32) {
 	for i := 0; i < full; i += 16 {
 		u := ld(pw, i).Mul(ld(ptr(rows[0]), i))
 		for j := 1; j < len(rows); j++ {
-			u = ld(pw, j*n+i).MulAdd(ld(ptr(rows[j]), i), u)
+			u = ld(pw, j*ws+i).MulAdd(ld(ptr(rows[j]), i), u)
 		}
 		st(ec.silu(u), py, i)
 	}
-	for i := full; i < n; i++ {
-		var u float32
-		for j, r := range rows {
-			u += wt[j*n+i] * r[i]
-		}
-		y[i] = siluFast(u)
+	convRowKScalar(y[full:n], trimRows(rows, full), wt[full:], ws)
+}
+
+// trimRows returns the rows with their first n values dropped, reusing a
+// small array for the usual K ≤ 8.
+func trimRows(rows [][]float32, n int) [][]float32 {
+	var small [8][]float32
+	out := small[:0]
+	for _, r := range rows {
+		out = append(out, r[n:])
 	}
+	return out
 }
 
 // ec holds the broadcast constants of the vector exp, built once so the
