@@ -132,7 +132,7 @@ func BenchmarkStreamRead(b *testing.B) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				lo, hi := split(len(buf), threads, t)
+				lo, hi := len(buf)*t/threads, len(buf)*(t+1)/threads
 				var a0, a1, a2, a3 uint64
 				p := buf[lo:hi]
 				for i := 0; i+4 <= len(p); i += 4 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/qwenref/qwenref/tensor"
 )
@@ -13,12 +14,16 @@ import (
 // float32 while a panel is packed, so the result is the float32 product of
 // the widened weights; it differs from Naive only in summation order.
 //
-// For M ≤ 4 (decode) it skips packing and streams each weight row once,
-// parallel over N. Otherwise it packs a K-slice of x once per slice and
-// shares it between goroutines, while each goroutine packs the 32-column
-// panels of W that it owns just before using them.
+// For M ≤ 2 (decode) it skips packing and streams each weight row once,
+// parallel over N, when a SIMD streaming kernel exists (GOEXPERIMENT=simd).
+// Otherwise it packs a K-slice of x once per slice and shares it between
+// goroutines, while each goroutine packs the 32-column panels of W that it
+// owns just before using them. Kernels, best available first: AVX-512
+// assembly (14×32 tile), archsimd AVX2 (6×16), portable Go (4×4).
 //
-// The zero value is ready to use and safe for concurrent calls.
+// Results do not depend on the thread count: each output's summation order
+// is fixed by the kernel and the blocking. The zero value is ready to use
+// and safe for concurrent calls.
 type Blocked struct {
 	// Threads caps the goroutines one call uses; 0 means runtime.GOMAXPROCS.
 	Threads int
@@ -58,17 +63,21 @@ func (b Blocked) MatMulT(y, x []float32, m int, w *tensor.Matrix) error {
 	if done || err != nil {
 		return err
 	}
-	if m <= blk.gemvMaxM {
-		gv := b.gemv
-		if gv == nil {
-			gv = gemvKernels[0]
-		}
-		runGemv(gv, y, x, m, w, threads)
-		return nil
-	}
-	gk := b.gemm
+	gk, gv := b.gemm, b.gemv
 	if gk == nil {
 		gk = gemmKernels[0]
+	}
+	if gv == nil {
+		gv = gemvKernels[0]
+		// The portable streaming kernel is slower than packing for a SIMD
+		// GEMM kernel (builds without GOEXPERIMENT=simd on AVX-512).
+		if gv.prio == 0 && gk.prio > 0 {
+			gv = nil
+		}
+	}
+	if m <= blk.gemvMaxM && gv != nil {
+		runGemv(gv, y, x, m, w, threads)
+		return nil
 	}
 	runGemm(gk, blk, y, x, m, w, threads)
 	return nil
@@ -100,18 +109,16 @@ func prologue(y, x []float32, m int, w *tensor.Matrix, threads int, blk *blockin
 	return threads, false, nil
 }
 
-// runGemv splits the rows of W (columns of y) evenly between goroutines.
+// runGemv hands out blocks of W rows (columns of y) to the goroutines as
+// they come free, so a goroutine that the OS parks on a shared machine
+// does not hold up the others.
 func runGemv(gv *gemvKernel, y, x []float32, m int, w *tensor.Matrix, threads int) {
 	n, k := w.Rows, w.Cols
-	const align = 16 // rows per unit, so no two goroutines write one cache line of y
-	units := (n + align - 1) / align
-	threads = min(threads, units)
-	parallelFor(threads, func(t int) {
-		r0 := units * t / threads * align
-		r1 := min(n, units*(t+1)/threads*align)
-		if r0 >= r1 {
-			return
-		}
+	// 64 rows per grab (a multiple of 16, so no two goroutines share a
+	// cache line of y): 320 KiB of float32 W at K=1280, plenty per atomic.
+	const rowsPerGrab = 64
+	parallelChunks(threads, ceilDiv(n, rowsPerGrab), 1, func(_, lo, hi int) {
+		r0, r1 := lo*rowsPerGrab, min(n, hi*rowsPerGrab)
 		if w.BF16 != nil {
 			gv.bf16(y[r0:], n, x, m, k, w.BF16[r0*k:r1*k])
 		} else {
@@ -121,11 +128,17 @@ func runGemv(gv *gemvKernel, y, x []float32, m int, w *tensor.Matrix, threads in
 }
 
 // runGemm is the blocked path. For each block of at most blk.mc rows and
-// each K slice of at most blk.kc, the goroutines first pack the x block together
-// (one k-major panel per mr rows), then each walks its own range of nr-wide
-// column panels: pack the W panel (widening bf16), then run the micro-kernel
+// each K slice of at most blk.kc, the goroutines first pack the x block
+// together (one k-major panel per mr rows), then take nr-wide column panels
+// one at a time: pack the W panel (widening bf16) and run the micro-kernel
 // down every row panel. The W panel stays in L1/L2 while the packed x block
 // streams past it from L3, and the first K slice writes y, later ones add.
+// When W has too few panels to share out, all of them are packed in the
+// first phase and the goroutines take groups of row panels instead.
+//
+// Work is handed out dynamically (parallelChunks), which keeps both cores
+// busy when the machine is shared, and the result bit-identical whatever
+// the split: every tile sees the same kernel calls in the same K order.
 func runGemm(gk *gemmKernel, blk *blocking, y, x []float32, m int, w *tensor.Matrix, threads int) {
 	n, k := w.Rows, w.Cols
 	mr, nr, ks := gk.mr, gk.nr, max(1, gk.kstep)
@@ -141,53 +154,68 @@ func runGemm(gk *gemmKernel, blk *blocking, y, x []float32, m int, w *tensor.Mat
 	mc := min(m, blk.mc)
 	mc = ceilDiv(m, ceilDiv(m, mc)) // equal blocks rather than a ragged last one
 	colPanels := ceilDiv(n, nr)
+	// Share out column panels when there are enough of them; otherwise
+	// pack W once per slice and share out row panels.
+	byCols := colPanels >= 4*threads
 
 	aBuf := getBuf(ceilDiv(mc, mr) * mr * kc)
 	defer putBuf(aBuf)
-	bBufs := make([]*[]float32, threads)
-	for t := range bBufs {
-		bBufs[t] = getBuf(kc * nr)
-	}
-	defer func() {
-		for _, p := range bBufs {
-			putBuf(p)
-		}
-	}()
 	a := *aBuf
+	var bShared []float32
+	bBufs := make([]*[]float32, threads)
+	if byCols {
+		for t := range bBufs {
+			bBufs[t] = getBuf(kc * nr)
+			defer putBuf(bBufs[t])
+		}
+	} else {
+		p := getBuf(colPanels * kc * nr)
+		defer putBuf(p)
+		bShared = *p
+	}
 
 	for i0 := 0; i0 < m; i0 += mc {
 		rows := min(mc, m-i0)
 		rowPanels := ceilDiv(rows, mr)
-		// Split the columns between goroutines when there are enough of
-		// them (no work is repeated); otherwise split the rows, and each
-		// goroutine packs every W panel for itself.
-		byCols := colPanels >= 2*threads || rowPanels < threads
 		for k0 := 0; k0 < k; k0 += kc {
 			kb := min(kc, k-k0)
 			ku := ceilDiv(kb, ks) // packed steps in this slice
 			acc := k0 > 0
-			parallelFor(min(threads, rowPanels), func(t int) {
-				p0, p1 := split(rowPanels, min(threads, rowPanels), t)
-				for p := p0; p < p1; p++ {
-					r := min(mr, rows-p*mr)
-					pA(a[p*mr*ku:], x, k, i0+p*mr, r, k0, kb)
+			packItems := rowPanels
+			if !byCols {
+				packItems += colPanels // all of this K slice of W
+			}
+			parallelChunks(threads, packItems, 1, func(_, lo, hi int) {
+				for p := lo; p < hi; p++ {
+					if p < rowPanels {
+						r := min(mr, rows-p*mr)
+						pA(a[p*mr*ku:], x, k, i0+p*mr, r, k0, kb)
+						continue
+					}
+					c := p - rowPanels
+					pB(bShared[c*ku*nr:], w, nr, c*nr, min(nr, n-c*nr), k0, kb)
 				}
 			})
-			parallelFor(threads, func(t int) {
-				c0, c1, q0, q1 := 0, colPanels, 0, rowPanels
-				if byCols {
-					c0, c1 = split(colPanels, threads, t)
-				} else {
-					q0, q1 = split(rowPanels, threads, t)
-				}
-				bp := *bBufs[t]
-				for c := c0; c < c1; c++ {
+			if byCols {
+				parallelChunks(threads, colPanels, 1, func(t, lo, hi int) {
+					bp := *bBufs[t]
+					for c := lo; c < hi; c++ {
+						cols := min(nr, n-c*nr)
+						pB(bp, w, nr, c*nr, cols, k0, kb)
+						for p := 0; p < rowPanels; p++ {
+							r := min(mr, rows-p*mr)
+							gk.tile(ku, a[p*mr*ku:], bp, y[(i0+p*mr)*n+c*nr:], n, r, cols, acc)
+						}
+					}
+				})
+				continue
+			}
+			parallelChunks(threads, rowPanels, 4, func(_, lo, hi int) {
+				for c := 0; c < colPanels; c++ {
 					cols := min(nr, n-c*nr)
-					pB(bp, w, nr, c*nr, cols, k0, kb)
-					for p := q0; p < q1; p++ {
+					for p := lo; p < hi; p++ {
 						r := min(mr, rows-p*mr)
-						off := (i0+p*mr)*n + c*nr
-						gk.tile(ku, a[p*mr*ku:], bp, y[off:], n, r, cols, acc)
+						gk.tile(ku, a[p*mr*ku:], bShared[c*ku*nr:], y[(i0+p*mr)*n+c*nr:], n, r, cols, acc)
 					}
 				}
 			})
@@ -195,17 +223,25 @@ func runGemm(gk *gemmKernel, blk *blocking, y, x []float32, m int, w *tensor.Mat
 	}
 }
 
-// split returns the t-th of `parts` near-equal ranges of [0, total).
-func split(total, parts, t int) (int, int) {
-	return total * t / parts, total * (t + 1) / parts
-}
-
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-// parallelFor runs f(0…threads-1), f(0) on the calling goroutine.
-func parallelFor(threads int, f func(t int)) {
+// parallelChunks runs f over [0, items) in chunks of `chunk` items that
+// up to `threads` goroutines (one of them the caller) take in turn from an
+// atomic counter; t identifies the goroutine, for per-goroutine buffers.
+func parallelChunks(threads, items, chunk int, f func(t, lo, hi int)) {
+	threads = min(threads, ceilDiv(items, chunk))
+	var next atomic.Int64
+	work := func(t int) {
+		for {
+			lo := int(next.Add(int64(chunk))) - chunk
+			if lo >= items {
+				return
+			}
+			f(t, lo, min(items, lo+chunk))
+		}
+	}
 	if threads <= 1 {
-		f(0)
+		work(0)
 		return
 	}
 	var wg sync.WaitGroup
@@ -213,10 +249,10 @@ func parallelFor(threads int, f func(t int)) {
 	for t := 1; t < threads; t++ {
 		go func() {
 			defer wg.Done()
-			f(t)
+			work(t)
 		}()
 	}
-	f(0)
+	work(0)
 	wg.Wait()
 }
 

@@ -57,7 +57,7 @@ var raggedShapes = [][3]int{
 	{1, 1, 1}, {1, 17, 33}, {2, 3, 5}, {3, 129, 70}, {4, 64, 48}, {5, 1, 17},
 	{13, 15, 31}, {14, 16, 32}, {15, 17, 33}, {29, 70, 100}, {31, 161, 64},
 	{50, 385, 47}, {64, 200, 129}, {100, 33, 5}, {7, 50, 1}, {200, 8, 40},
-	{33, 600, 70},
+	{33, 600, 70}, {17, 45, 400}, {40, 90, 515},
 }
 
 func randVec(r *rand.Rand, n int) []float32 {
@@ -192,7 +192,7 @@ func TestBlockedBF16IsWidenedF32(t *testing.T) {
 // count gives the same bits.
 func TestBlockedDeterministic(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	m, k, n := 61, 300, 150
+	m, k, n := 61, 300, 450 // 15 panels of 32: split by columns up to 3 threads, by rows at 5
 	x := randVec(r, m*k)
 	w := randWeights(r, n, k, true)
 	for _, v := range variants() {
