@@ -30,7 +30,9 @@ func gemmScalar(rows, kdim int, a []float32, ars, aks int, b []float32, ldb int,
 		}
 		for kk := range kdim {
 			x := a[r*ars+kk*aks]
-			for i, y := range b[kk*ldb : kk*ldb+lanes] {
+			br := b[kk*ldb : kk*ldb+lanes]
+			cr := cr[:len(br)] // same length: no bounds checks in the loop
+			for i, y := range br {
 				cr[i] += x * y
 			}
 		}
