@@ -17,6 +17,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/qwenref/qwenref/model"
@@ -27,7 +28,7 @@ import (
 type Options struct {
 	Ops      []*Op
 	Seqs     []int
-	Backends []string // registered backend names, in order
+	Backends []string // registered backend names or mixes (see mix.go), in order
 	// Config is the shape to run (a named shape, a config.json, or the
 	// checkpoint's). ShapeName labels it in the report.
 	Config    *model.Config
@@ -116,11 +117,18 @@ func Run(o Options) ([]Result, error) {
 		return nil, err
 	}
 	bes := map[string]*model.Backend{}
-	getBackend := func(name string) (*model.Backend, error) {
+	var getBackend func(name string) (*model.Backend, error)
+	getBackend = func(name string) (*model.Backend, error) {
 		if b, ok := bes[name]; ok {
 			return b, nil
 		}
-		b, err := model.NewBackend(name)
+		var b *model.Backend
+		var err error
+		if strings.Contains(name, ":") {
+			b, err = mixBackend(name, getBackend)
+		} else {
+			b, err = model.NewBackend(name)
+		}
 		if err != nil {
 			return nil, err
 		}

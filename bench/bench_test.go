@@ -113,6 +113,18 @@ func TestRunNaiveReferenceWhenNotListed(t *testing.T) {
 	assert.Contains(t, progress.String(), "reference")
 }
 
+// A mix takes its base's kernels with the named parts swapped: swapping
+// the scaled product back to naive's gives naive exactly.
+func TestRunMixedBackends(t *testing.T) {
+	o := tinyOptions(t, "gdn-layer", "naive", "test-scaled:matmul=naive", "naive:matmul=test-scaled", "test-scaled:delta=naive:conv=naive")
+	rs, err := Run(o)
+	require.NoError(t, err)
+	require.Len(t, rs, 8)
+	assert.Zero(t, find(rs, "gdn-layer", "test-scaled:matmul=naive", 8).RelL2VsNaive)
+	assert.Greater(t, find(rs, "gdn-layer", "naive:matmul=test-scaled", 8).RelL2VsNaive, 1e-4)
+	assert.Greater(t, find(rs, "gdn-layer", "test-scaled:delta=naive:conv=naive", 16).RelL2VsNaive, 1e-4)
+}
+
 func TestRunSkipsNaiveOverBudget(t *testing.T) {
 	o := tinyOptions(t, "conv", "naive", "test-scaled")
 	o.NaiveMaxGFLOP = 0

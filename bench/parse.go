@@ -75,7 +75,10 @@ func ParseSeqs(s string) ([]int, error) {
 }
 
 // ParseBackends parses a comma-separated backend list against the
-// registered names; an empty string means every registered backend.
+// registered names; an empty string means every registered backend. An
+// entry may be a mix, BASE:PART=OTHER[:PART=OTHER...] with PART one of
+// matmul, conv, delta, attn: e.g. "chunked:delta=naive:conv=naive" is
+// chunked with the naive GDN core and conv.
 func ParseBackends(s string, registered []string) ([]string, error) {
 	if strings.TrimSpace(s) == "" {
 		if len(registered) == 0 {
@@ -89,8 +92,8 @@ func ParseBackends(s string, registered []string) ([]string, error) {
 		if f == "" {
 			continue
 		}
-		if !slices.Contains(registered, f) {
-			return nil, fmt.Errorf("unknown backend %q (registered: %s)", f, strings.Join(registered, ", "))
+		if _, _, err := parseMix(f, registered); err != nil {
+			return nil, err
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)

@@ -69,6 +69,20 @@ func TestParseBackends(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"chunked", "naive"}, got)
 
+	got, err = ParseBackends("chunked:delta=naive:conv=naive,naive", reg)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"chunked:delta=naive:conv=naive", "naive"}, got, "mixes are accepted")
+	for bad, want := range map[string]string{
+		"metal:delta=naive":            `unknown backend "metal"`,
+		"chunked:delta=metal":          `unknown backend "metal"`,
+		"chunked:core=naive":           "not PART=BACKEND",
+		"chunked:delta":                "not PART=BACKEND",
+		"chunked:conv=naive:conv=cuda": "conv given twice",
+	} {
+		_, err := ParseBackends(bad, reg)
+		assert.ErrorContains(t, err, want, bad)
+	}
+
 	_, err = ParseBackends("naive,metal", reg)
 	assert.ErrorContains(t, err, `unknown backend "metal"`)
 	_, err = ParseBackends(" , ", reg)

@@ -49,6 +49,12 @@ least --min-time in all; repetition stops once --max-time is spent, and a
 warm-up run longer than --max-time is the single (cold) sample. Times are
 medians because the machine may be shared.
 
+Backends (--backends) are registered names or mixes: BASE:PART=OTHER...
+with PART one of matmul, conv, delta, attn swaps those kernels, e.g.
+"chunked:delta=naive:conv=naive" is chunked with the unfused GDN core and
+conv (what transformers does without flash-linear-attention: fast GEMMs,
+slow GDN), while "naive" loses every fast kernel.
+
 Naive is the reference: it runs (timed if listed in --backends, else once
 untimed) only where a call's work is at most --naive-max-gflop, since its
 plain loops reach about 1 GFLOP/s; elsewhere its row and every difference
@@ -68,11 +74,12 @@ as SVG and PNG. Progress goes to stderr.
 Examples:
   qwenref bench --op gdn-core --seq 512,2048,8192,32768 --backends naive,chunked
   qwenref bench --op layers --seq 512,2048 --out bench-out
+  qwenref bench --op decoder-layer --backends chunked,chunked:delta=naive:conv=naive
   qwenref bench --op model --shape 0.8b --seq 512,2048 --json
   qwenref bench --op model --shape 27b --layers 4 --vocab 4096 --seq 512`, stderr)
 	opList := fs.String("op", "layers", "ops to run, comma-separated (see above)")
 	seqList := fs.String("seq", "512,2048,8192", "sequence lengths T, comma-separated (k = ×1024)")
-	beList := fs.String("backends", "", fmt.Sprintf("backends, comma-separated; empty = all registered: %s", strings.Join(model.BackendNames(), ",")))
+	beList := fs.String("backends", "", fmt.Sprintf("backends or mixes (see above), comma-separated; empty = all registered: %s", strings.Join(model.BackendNames(), ",")))
 	shape := fs.String("shape", "27b", fmt.Sprintf("named shape: %s", strings.Join(model.ShapeNames(), ", ")))
 	dir := fs.String("model", "", "checkpoint directory: run its weights (mmap'ed) instead of random ones")
 	cfgPath := fs.String("config", "", "config.json to take the shape from (random weights)")

@@ -119,6 +119,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--seq", ""}, "empty list"},
 		{[]string{"--backends", "metal"}, `unknown backend "metal"`},
 		{[]string{"--backends", ","}, "empty backend list"},
+		{[]string{"--backends", "naive:gemm=naive"}, "not PART=BACKEND"},
 		{[]string{"--dtype", "f16"}, `--dtype "f16"`},
 		{[]string{"--reps", "0"}, "--reps 0"},
 		{[]string{"--shape", "70b"}, `unknown shape "70b"`},
