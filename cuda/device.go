@@ -44,6 +44,7 @@ type Device struct {
 	cc      [2]int
 	mem     int64
 	weights map[*tensor.Matrix]unsafe.Pointer // bf16 copies, keyed by the host matrix
+	models  map[*Model]struct{}               // device-resident models not yet closed
 }
 
 // Open loads the library (see LibraryPath) and initialises GPU 0.
@@ -53,7 +54,7 @@ func Open() (*Device, error) {
 	}
 	libMu.Lock()
 	defer libMu.Unlock()
-	d := &Device{weights: map[*tensor.Matrix]unsafe.Pointer{}}
+	d := &Device{weights: map[*tensor.Matrix]unsafe.Pointer{}, models: map[*Model]struct{}{}}
 	runtime.LockOSThread() // the library's last error is per OS thread
 	defer runtime.UnlockOSThread()
 	if rc := cInit(0); rc != 0 {
@@ -76,8 +77,8 @@ func (d *Device) Name() string {
 	return fmt.Sprintf("%s (sm_%d%d, %d SMs, %d GiB)", d.name, d.cc[0], d.cc[1], d.sms, d.mem>>30)
 }
 
-// Close frees every cached weight and, for the last open Device, shuts the
-// library down. Calling it twice is harmless.
+// Close frees every cached weight and every Model not yet closed and, for
+// the last open Device, shuts the library down. Calling it twice is harmless.
 func (d *Device) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -88,6 +89,12 @@ func (d *Device) Close() error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var first error
+	for m := range d.models {
+		if rc := cModelDestroy(m.h); rc != 0 && first == nil {
+			first = &Error{Code: rc, Op: "model_destroy", Msg: cLastError()}
+		}
+		delete(d.models, m)
+	}
 	for m, p := range d.weights {
 		if rc := cFree(p); rc != 0 && first == nil {
 			first = &Error{Code: rc, Op: "free", Msg: cLastError()}

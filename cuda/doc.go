@@ -19,7 +19,12 @@
 //     weights and activations, fp32 state);
 //   - the device-resident benchmarks (BenchConv, BenchGDNCore,
 //     BenchGDNLayer, BenchDecodeStep, ...), timed with CUDA events at the 27B
-//     dimensions on data generated on the GPU.
+//     dimensions on data generated on the GPU;
+//   - Model, the whole text model resident on the device (weights generated
+//     there from a seed, or uploaded from a model.Model): prefill, cached
+//     decode, greedy decoding as CUDA-graph replays, and its benchmarks;
+//   - the "cuda" backend of the model package's registry (NewBackend),
+//     registered by this package's init.
 //
 // See cuda/README.md for building the library and docs/perf-cuda.md for the
 // measured numbers.

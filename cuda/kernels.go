@@ -45,6 +45,9 @@ const (
 	ChunkBF16
 	// Recurrent is the per-token recurrence in fp32 (what decode runs).
 	Recurrent
+	// Auto picks ChunkBF16 where it applies (dk = dv = 128) and ChunkF32
+	// elsewhere; the registered "cuda" model backend uses it.
+	Auto
 )
 
 func (v GDNVariant) String() string {
@@ -55,6 +58,8 @@ func (v GDNVariant) String() string {
 		return "chunk-bf16"
 	case Recurrent:
 		return "recurrent"
+	case Auto:
+		return "auto"
 	}
 	return fmt.Sprintf("GDNVariant(%d)", int(v))
 }
@@ -72,8 +77,15 @@ func (g GatedDelta) Forward(out, q, k, v, gg, beta []float32, d gateddelta.Dims,
 	if err := d.Check(out, q, k, v, gg, beta, state); err != nil {
 		return err
 	}
-	return g.Dev.call("gdn/"+g.Variant.String(), func() int {
-		return cGDN(out, q, k, v, gg, beta, d, state, int(g.Variant))
+	v2 := g.Variant
+	if v2 == Auto {
+		v2 = ChunkF32
+		if d.DK == 128 && d.DV == 128 {
+			v2 = ChunkBF16
+		}
+	}
+	return g.Dev.call("gdn/"+v2.String(), func() int {
+		return cGDN(out, q, k, v, gg, beta, d, state, int(v2))
 	})
 }
 

@@ -19,7 +19,9 @@ static const char *qr_names[] = {
 	"qr_alloc", "qr_free", "qr_memcpy_h2d", "qr_memcpy_d2h", "qr_upload_bf16",
 	"qr_upload_f32_as_bf16", "qr_matmul_bf16", "qr_conv_forward", "qr_gdn_forward",
 	"qr_attention_forward", "qr_rmsnorm", "qr_gated_rmsnorm", "qr_rope", "qr_swiglu",
-	"qr_gdn_layer", "qr_bench",
+	"qr_gdn_layer", "qr_bench", "qr_mem_info", "qr_model_create", "qr_model_destroy",
+	"qr_model_random", "qr_model_set", "qr_model_reset", "qr_model_forward", "qr_model_greedy",
+	"qr_model_info", "qr_model_bench", "qr_model_stage_name", "qr_model_get",
 };
 #define QR_NSYM (int)(sizeof qr_names / sizeof qr_names[0])
 static void *qr_sym[QR_NSYM];
@@ -91,6 +93,32 @@ static int t_gdn_layer(float *out, const float *x, int t, const qr_gdn_dims *d, 
 }
 static int t_bench(int what, int t, int variant, int reps, double *out, int nout) {
 	return QR_FN(20, qr_bench)(what, t, variant, reps, out, nout);
+}
+static int t_mem_info(size_t *f, size_t *t) { return QR_FN(21, qr_mem_info)(f, t); }
+static int t_model_create(void **m, const qr_model_dims *d, const int32_t *kinds) {
+	return QR_FN(22, qr_model_create)(m, d, kinds);
+}
+static int t_model_destroy(void *m) { return QR_FN(23, qr_model_destroy)(m); }
+static int t_model_random(void *m, uint64_t seed) { return QR_FN(24, qr_model_random)(m, seed); }
+static int t_model_set(void *m, int layer, int which, const void *src, size_t n, int bf) {
+	return QR_FN(25, qr_model_set)(m, layer, which, src, n, bf);
+}
+static int t_model_reset(void *m) { return QR_FN(26, qr_model_reset)(m); }
+static int t_model_forward(void *m, const int32_t *ids, int t, int last, float *logits) {
+	return QR_FN(27, qr_model_forward)(m, ids, t, last, logits);
+}
+static int t_model_greedy(void *m, int32_t first, int n, int32_t *out) {
+	return QR_FN(28, qr_model_greedy)(m, first, n, out);
+}
+static int t_model_info(void *m, int *pos, size_t *w, size_t *s, size_t *a) {
+	return QR_FN(29, qr_model_info)(m, pos, w, s, a);
+}
+static int t_model_bench(void *m, int what, int t, int variant, int reps, double *out, int nout) {
+	return QR_FN(30, qr_model_bench)(m, what, t, variant, reps, out, nout);
+}
+static const char *t_model_stage_name(int i) { return QR_FN(31, qr_model_stage_name)(i); }
+static int t_model_get(void *m, int layer, int which, void *dst, size_t n) {
+	return QR_FN(32, qr_model_get)(m, layer, which, dst, n);
 }
 */
 import "C"
@@ -252,4 +280,85 @@ func cGDNLayer(out, x []float32, t int, d gateddelta.LayerDims, win, wout []uint
 func cBench(what, t, variant, reps int, out []float64) int {
 	return int(C.t_bench(C.int(what), C.int(t), C.int(variant), C.int(reps), (*C.double)(unsafe.Pointer(&out[0])),
 		C.int(len(out))))
+}
+
+func cMemInfo() (free, total int64, rc int) {
+	var f, t C.size_t
+	rc = int(C.t_mem_info(&f, &t))
+	return int64(f), int64(t), rc
+}
+
+// modelDims mirrors qr_model_dims.
+type modelDims struct {
+	vocab, hidden, inter, nlayers int
+	nk, nv, dk, dv, kconv         int
+	nh, nkv, hd, rot              int
+	theta, eps                    float32
+	maxTokens                     int
+}
+
+func cModelCreate(h *unsafe.Pointer, d modelDims, kinds []int32) int {
+	cd := C.qr_model_dims{vocab: C.int(d.vocab), hidden: C.int(d.hidden), inter: C.int(d.inter),
+		nlayers: C.int(d.nlayers), nk: C.int(d.nk), nv: C.int(d.nv), dk: C.int(d.dk), dv: C.int(d.dv),
+		kconv: C.int(d.kconv), nh: C.int(d.nh), nkv: C.int(d.nkv), hd: C.int(d.hd), rot: C.int(d.rot),
+		theta: C.float(d.theta), eps: C.float(d.eps), max_tokens: C.int(d.maxTokens)}
+	return int(C.t_model_create(h, &cd, (*C.int32_t)(unsafe.Pointer(&kinds[0]))))
+}
+
+func cModelDestroy(h unsafe.Pointer) int { return int(C.t_model_destroy(h)) }
+func cModelRandom(h unsafe.Pointer, seed uint64) int {
+	return int(C.t_model_random(h, C.uint64_t(seed)))
+}
+func cModelReset(h unsafe.Pointer) int { return int(C.t_model_reset(h)) }
+
+func cModelSetF32(h unsafe.Pointer, layer, which int, v []float32) int {
+	return int(C.t_model_set(h, C.int(layer), C.int(which), unsafe.Pointer(fptr(v)), C.size_t(len(v)), 0))
+}
+
+func cModelSetBF16(h unsafe.Pointer, layer, which int, v []uint16) int {
+	return int(C.t_model_set(h, C.int(layer), C.int(which), unsafe.Pointer(u16ptr(v)), C.size_t(len(v)), 1))
+}
+
+func cModelForward(h unsafe.Pointer, ids []int32, lastOnly bool, logits []float32) int {
+	last := C.int(0)
+	if lastOnly {
+		last = 1
+	}
+	return int(C.t_model_forward(h, (*C.int32_t)(unsafe.Pointer(&ids[0])), C.int(len(ids)), last, fptr(logits)))
+}
+
+func cModelGreedy(h unsafe.Pointer, first int32, out []int32) int {
+	var p *C.int32_t
+	if len(out) > 0 {
+		p = (*C.int32_t)(unsafe.Pointer(&out[0]))
+	}
+	return int(C.t_model_greedy(h, C.int32_t(first), C.int(len(out)), p))
+}
+
+func cModelInfo(h unsafe.Pointer) (pos int, w, s, a int64, rc int) {
+	var p C.int
+	var cw, cs, ca C.size_t
+	rc = int(C.t_model_info(h, &p, &cw, &cs, &ca))
+	return int(p), int64(cw), int64(cs), int64(ca), rc
+}
+
+func cModelBench(h unsafe.Pointer, what, t, variant, reps int, out []float64) int {
+	return int(C.t_model_bench(h, C.int(what), C.int(t), C.int(variant), C.int(reps),
+		(*C.double)(unsafe.Pointer(&out[0])), C.int(len(out))))
+}
+
+func cModelStageName(i int) string {
+	p := C.t_model_stage_name(C.int(i))
+	if p == nil {
+		return ""
+	}
+	return C.GoString(p)
+}
+
+func cModelGetBF16(h unsafe.Pointer, layer, which int, dst []uint16) int {
+	return int(C.t_model_get(h, C.int(layer), C.int(which), unsafe.Pointer(u16ptr(dst)), C.size_t(len(dst))))
+}
+
+func cModelGetF32(h unsafe.Pointer, layer, which int, dst []float32) int {
+	return int(C.t_model_get(h, C.int(layer), C.int(which), unsafe.Pointer(fptr(dst)), C.size_t(len(dst))))
 }

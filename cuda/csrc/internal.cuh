@@ -78,3 +78,22 @@ int launch_swiglu(void *y, const void *gate, const void *up, size_t n, int bf, c
 // fp32 causal GQA attention (online softmax).
 int launch_attention(float *out, const float *q, const float *k, const float *v, int t, int s, int nh, int nkv, int d,
                      float scale, cudaStream_t st);
+
+// ---- the gated attention layer on the device (attn.cu) ----
+// q/k RMSNorm(1+w) + partial RoPE (rot 64 or 128) for t tokens at positions
+// *pos_dev + i: qn [t, nh, hd]; keys and values written into the caches
+// kc/vc [cap, nkv, hd] at those rows. qkv rows (stride ld): nh × [query |
+// gate], then nkv keys, then nkv values.
+int launch_attn_prep(bf16_t *qn, bf16_t *kc, bf16_t *vc, const bf16_t *qkv, int ld, int t, int nh, int nkv, int hd,
+                     int rot, float theta, const float *qw, const float *kw, float eps, const int *pos_dev,
+                     cudaStream_t st);
+// Causal GQA flash attention on tensor cores (hd = 256) with the sigmoid
+// output gate: y [t, nh·hd] bf16.
+int launch_flash_attn(bf16_t *y, const bf16_t *q, const bf16_t *kc, const bf16_t *vc, const bf16_t *gate, int ldg,
+                      int t, int pos0, int nh, int nkv, int hd, float scale, cudaStream_t st);
+// One query token over the first *pos_dev + 1 cache rows (split keys, then
+// combine and gate); part holds attn_decode_part_bytes(nh, cap).
+size_t attn_decode_part_bytes(int nh, int cap);
+int launch_attn_decode(bf16_t *y, float *part, const bf16_t *q, const bf16_t *kc, const bf16_t *vc,
+                       const bf16_t *gate, int nh, int nkv, int hd, int cap, float scale, const int *pos_dev,
+                       cudaStream_t st);

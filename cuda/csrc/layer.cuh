@@ -6,6 +6,37 @@
 #include "common.cuh"
 #include "internal.cuh"
 
+// Activation buffers of a GDN layer for up to tcap tokens. A layer owns one
+// set by default; the whole-model path (model.cu) shares one set among all
+// its GDN layers, since they run one after another.
+struct GdnActs {
+	int tcap = 0;
+	DevBuf proj, u, qn, kn, g, beta, o, y, scratch;
+	size_t bytes = 0; // allocated so far (the model's memory accounting)
+
+	int alloc(const qr_gdn_dims &d, int C, int NIN, int T) {
+		if (T <= tcap)
+			return QR_OK;
+		tcap = T;
+		const size_t sz[9] = {(size_t)T * NIN * 2,          (size_t)T * C * 2,
+		                      (size_t)T * d.nk * d.dk * 2,  (size_t)T * d.nk * d.dk * 2,
+		                      (size_t)T * d.nv * 4,         (size_t)T * d.nv * 4,
+		                      (size_t)T * d.nv * d.dv * 2,  (size_t)T * d.nv * d.dv * 2,
+		                      gdn_scratch_bytes(T, d.nv, 0)};
+		DevBuf *b[9] = {&proj, &u, &qn, &kn, &g, &beta, &o, &y, &scratch};
+		bytes = 0;
+		for (int i = 0; i < 9; i++) {
+			if (b[i]->p) { // grow: drop the old buffer first
+				cudaFree(b[i]->p);
+				b[i]->p = nullptr;
+			}
+			QR_TRY(b[i]->alloc(sz[i]));
+			bytes += sz[i];
+		}
+		return QR_OK;
+	}
+};
+
 struct GdnLayer {
 	qr_gdn_dims d{};
 	int C = 0;   // conv channels 2 nk dk + nv dv
@@ -17,9 +48,9 @@ struct GdnLayer {
 	DevBuf conv_state[2];
 	int cs = 0;
 	DevBuf rec_state;
-	// activations for up to tcap tokens
-	int tcap = 0;
-	DevBuf proj, u, qn, kn, g, beta, o, y, scratch;
+	// activations: its own set, or one shared with other layers (acts)
+	GdnActs own;
+	GdnActs *acts = &own;
 
 	int dims(const qr_gdn_dims &dd) {
 		d = dd;
@@ -46,39 +77,27 @@ struct GdnLayer {
 		QR_CK(cudaMemsetAsync(rec_state.p, 0, (size_t)d.nv * d.dk * d.dv * 4, g_qr.stream));
 		return QR_OK;
 	}
-	int alloc_acts(int T) {
-		if (T <= tcap)
-			return QR_OK;
-		tcap = T;
-		QR_TRY(proj.alloc((size_t)T * NIN * 2));
-		QR_TRY(u.alloc((size_t)T * C * 2));
-		QR_TRY(qn.alloc((size_t)T * d.nk * d.dk * 2));
-		QR_TRY(kn.alloc((size_t)T * d.nk * d.dk * 2));
-		QR_TRY(g.alloc((size_t)T * d.nv * 4));
-		QR_TRY(beta.alloc((size_t)T * d.nv * 4));
-		QR_TRY(o.alloc((size_t)T * d.nv * d.dv * 2));
-		QR_TRY(y.alloc((size_t)T * d.nv * d.dv * 2));
-		QR_TRY(scratch.alloc(gdn_scratch_bytes(T, d.nv, 0)));
-		return QR_OK;
-	}
+	int alloc_acts(int T) { return acts->alloc(d, C, NIN, T); }
 	bool tensor_core_core() const { return d.dk == 128 && d.dv == 128; }
 
 	// Stages; x [T, hidden] and out [T, hidden] bf16 device buffers.
 	int s_inproj(const bf16_t *x, int T, cudaStream_t st) {
 		if (T == 1)
-			return launch_gemv_bf16(proj.as<bf16_t>(), x, w_in.as<bf16_t>(), NIN, d.hidden, st);
-		return qr_gemm_bf16(proj.p, 0, NIN, x, d.hidden, w_in.as<bf16_t>(), d.hidden, T, NIN, d.hidden, st);
+			return launch_gemv_bf16(acts->proj.as<bf16_t>(), x, w_in.as<bf16_t>(), NIN, d.hidden, st);
+		return qr_gemm_bf16(acts->proj.p, 0, NIN, x, d.hidden, w_in.as<bf16_t>(), d.hidden, T, NIN, d.hidden, st);
 	}
 	int s_conv(int T, cudaStream_t st) {
-		QR_TRY(launch_conv(u.p, 1, C, proj.p, 1, NIN, T, C, conv_w.as<float>(), d.kconv, conv_state[cs].p,
+		QR_TRY(launch_conv(acts->u.p, 1, C, acts->proj.p, 1, NIN, T, C, conv_w.as<float>(), d.kconv, conv_state[cs].p,
 		                   conv_state[cs ^ 1].p, st));
 		cs ^= 1;
 		return QR_OK;
 	}
 	int s_prep(int T, cudaStream_t st) {
-		const bf16_t *ba = proj.as<bf16_t>() + C + d.nv * d.dv;
-		return launch_gdn_prep(qn.as<bf16_t>(), kn.as<bf16_t>(), g.as<float>(), beta.as<float>(), u.as<bf16_t>(), C,
-		                       ba, NIN, T, d.nk, d.nv, d.dk, a_log.as<float>(), dt_bias.as<float>(), st);
+		const bf16_t *ba = acts->proj.as<bf16_t>() + C + d.nv * d.dv;
+		GdnActs &a = *acts;
+		return launch_gdn_prep(a.qn.as<bf16_t>(), a.kn.as<bf16_t>(), a.g.as<float>(), a.beta.as<float>(),
+		                       a.u.as<bf16_t>(), C, ba, NIN, T, d.nk, d.nv, d.dk, a_log.as<float>(),
+		                       dt_bias.as<float>(), st);
 	}
 	GdnArgs core_args(int T) {
 		GdnArgs a = {T,
@@ -86,15 +105,15 @@ struct GdnLayer {
 		             d.nv,
 		             d.dk,
 		             d.dv,
-		             qn.p,
+		             acts->qn.p,
 		             d.nk * d.dk,
-		             kn.p,
+		             acts->kn.p,
 		             d.nk * d.dk,
-		             u.as<bf16_t>() + 2 * d.nk * d.dk,
+		             acts->u.as<bf16_t>() + 2 * d.nk * d.dk,
 		             C,
-		             g.as<float>(),
-		             beta.as<float>(),
-		             o.p,
+		             acts->g.as<float>(),
+		             acts->beta.as<float>(),
+		             acts->o.p,
 		             d.nv * d.dv,
 		             rec_state.as<float>()};
 		return a;
@@ -103,17 +122,17 @@ struct GdnLayer {
 		GdnArgs a = core_args(T);
 		if (T == 1 || !tensor_core_core())
 			return gdn_recurrent(a, 1, 1, st);
-		return gdn_chunk_bf16(a, bv, 0, scratch.p, st);
+		return gdn_chunk_bf16(a, bv, 0, acts->scratch.p, st);
 	}
 	int s_norm(int T, cudaStream_t st) {
-		const bf16_t *z = proj.as<bf16_t>() + C;
-		return launch_gated_rmsnorm(y.p, 1, d.nv * d.dv, o.p, 1, d.nv * d.dv, z, 1, NIN, T, d.nv, d.dv,
+		const bf16_t *z = acts->proj.as<bf16_t>() + C;
+		return launch_gated_rmsnorm(acts->y.p, 1, d.nv * d.dv, acts->o.p, 1, d.nv * d.dv, z, 1, NIN, T, d.nv, d.dv,
 		                            norm_w.as<float>(), d.eps, st);
 	}
 	int s_outproj(bf16_t *out, int T, cudaStream_t st) {
 		if (T == 1)
-			return launch_gemv_bf16(out, y.as<bf16_t>(), w_out.as<bf16_t>(), d.hidden, d.nv * d.dv, st);
-		return qr_gemm_bf16(out, 0, d.hidden, y.as<bf16_t>(), d.nv * d.dv, w_out.as<bf16_t>(), d.nv * d.dv, T,
+			return launch_gemv_bf16(out, acts->y.as<bf16_t>(), w_out.as<bf16_t>(), d.hidden, d.nv * d.dv, st);
+		return qr_gemm_bf16(out, 0, d.hidden, acts->y.as<bf16_t>(), d.nv * d.dv, w_out.as<bf16_t>(), d.nv * d.dv, T,
 		                    d.hidden, d.nv * d.dv, st);
 	}
 	int forward(bf16_t *out, const bf16_t *x, int T, cudaStream_t st) {
@@ -123,9 +142,9 @@ struct GdnLayer {
 		QR_TRY(s_inproj(x, T, st));
 		QR_TRY(s_conv(T, st));
 		if (T == 1 && tensor_core_core()) { // decode: prep fused into the update
-			QR_TRY(launch_gdn_decode128(o.as<bf16_t>(), u.as<bf16_t>(), proj.as<bf16_t>() + C + d.nv * d.dv,
-			                            rec_state.as<float>(), d.nk, d.nv, a_log.as<float>(), dt_bias.as<float>(),
-			                            st));
+			QR_TRY(launch_gdn_decode128(acts->o.as<bf16_t>(), acts->u.as<bf16_t>(),
+			                            acts->proj.as<bf16_t>() + C + d.nv * d.dv, rec_state.as<float>(), d.nk, d.nv,
+			                            a_log.as<float>(), dt_bias.as<float>(), st));
 		} else {
 			QR_TRY(s_prep(T, st));
 			QR_TRY(s_core(T, st));

@@ -8,8 +8,12 @@
 #include "internal.cuh"
 
 int qr_gdn_init();
+int qr_attn_init();
 
-int qr_kernels_init() { return qr_gdn_init(); }
+int qr_kernels_init() {
+	QR_TRY(qr_gdn_init());
+	return qr_attn_init();
+}
 
 // ---- RMSNorm: one block per row ----
 template <typename Tx, typename Ty>

@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define QR_ABI_VERSION 1
+#define QR_ABI_VERSION 2
 
 enum {
 	QR_OK = 0,
@@ -135,6 +135,70 @@ enum {
  * out[0] = median ms, out[1] = min ms, out[2] = max ms, out[3..nout) =
  * per-benchmark extras (see the enum). Returns QR_EARG for unknown what. */
 int qr_bench(int what, int t, int variant, int reps, double *out, int nout);
+
+/* Free and total device memory in bytes (cudaMemGetInfo). */
+int qr_mem_info(size_t *free_bytes, size_t *total_bytes);
+
+/* ---- the whole model resident on the device (model.cu) ----
+ * bf16 weights, fp32 residual stream, recurrent states and logits; bf16
+ * conv states and KV caches. GDN head dims 128/128, attention head dim 256
+ * (every Qwen3.5/3.6 size). Handles are opaque; one thread at a time. */
+typedef struct {
+	int vocab, hidden, inter, nlayers;
+	int nk, nv, dk, dv, kconv;    /* Gated DeltaNet */
+	int nh, nkv, hd, rot;         /* gated attention */
+	float theta, eps;             /* rope_theta, rms_norm_eps */
+	int max_tokens;               /* KV-cache capacity (positions) */
+} qr_model_dims;
+
+/* kinds[nlayers]: 0 = Gated DeltaNet, 1 = full attention. Weights are
+ * allocated, not set. */
+int qr_model_create(void **model, const qr_model_dims *d, const int32_t *kinds);
+int qr_model_destroy(void *model);
+/* Every weight from seed, generated on the device with the distributions of
+ * model.RandomValues (linear N(0, 1/fan_in), embedding N(0,1), ...). */
+int qr_model_random(void *model, uint64_t seed);
+
+/* Which tensor qr_model_set writes. Matrices are [out, in] as stored. */
+enum {
+	QR_W_EMBED = 0, QR_W_LM_HEAD, QR_W_FINAL_NORM,
+	QR_W_INPUT_NORM, QR_W_POST_NORM, QR_W_MLP_GATE, QR_W_MLP_UP, QR_W_MLP_DOWN,
+	QR_W_GDN_QKV, QR_W_GDN_Z, QR_W_GDN_B, QR_W_GDN_A, QR_W_GDN_OUT,
+	QR_W_GDN_CONV, QR_W_GDN_ALOG, QR_W_GDN_DTBIAS, QR_W_GDN_NORM,
+	QR_W_ATT_Q, QR_W_ATT_K, QR_W_ATT_V, QR_W_ATT_O, QR_W_ATT_QNORM, QR_W_ATT_KNORM
+};
+/* Upload n values of one tensor (layer ignored for the first three):
+ * src_bf16 = 1: bf16 bit patterns, else float32 (matrices are rounded to
+ * bf16 on the device; vectors stay float32). */
+int qr_model_set(void *model, int layer, int which, const void *src, size_t n, int src_bf16);
+/* Download n values of one tensor as stored: bf16 bit patterns for
+ * matrices, float32 for vectors. */
+int qr_model_get(void *model, int layer, int which, void *dst, size_t n);
+/* Empty every cache and state (position 0). */
+int qr_model_reset(void *model);
+/* Feed t tokens at the current position; logits (host, fp32) get [t, vocab]
+ * values, or [1, vocab] with last_only. t == 1 runs the decode path (GEMV,
+ * recurrent update, split-key attention), t > 1 the prefill path (cuBLAS,
+ * chunked core, flash attention). */
+int qr_model_forward(void *model, const int32_t *ids, int t, int last_only, float *logits);
+/* Greedy decoding on the device from the current position: n steps of one
+ * CUDA graph each (embed → 64 layers → lm_head → argmax → next token), the
+ * first fed first_id; writes the n chosen ids. */
+int qr_model_greedy(void *model, int32_t first_id, int n, int32_t *out_ids);
+/* Current position, and device bytes held: weights, states + caches,
+ * activations + scratch. */
+int qr_model_info(void *model, int *pos, size_t *weight_bytes, size_t *state_bytes, size_t *act_bytes);
+
+enum {
+	QR_MBENCH_PREFILL = 0, /* prefill of t random tokens from position 0, all logits; out[3] = tok/s,
+	                          out[4..] = stage ms of one profiled pass (see qr_model_stage_name) */
+	QR_MBENCH_DECODE = 1   /* greedy decode steps (graph replays) after a prefill of t tokens; variant =
+	                          timed steps; out[3] = plain-launch ms/token, out[4] = weight GB/s */
+};
+/* Device-resident whole-model timing: warm-ups, then reps (CUDA events). */
+int qr_model_bench(void *model, int what, int t, int variant, int reps, double *out, int nout);
+/* Name of prefill stage i (out[4 + i] of QR_MBENCH_PREFILL), NULL past the last. */
+const char *qr_model_stage_name(int i);
 
 #ifdef __cplusplus
 }

@@ -98,6 +98,8 @@ __host__ cudaError_t cudaEventCreate(cudaEvent_t *);
 __host__ cudaError_t cudaEventDestroy(cudaEvent_t);
 __host__ cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t);
 __host__ cudaError_t cudaEventElapsedTime(float *, cudaEvent_t, cudaEvent_t);
+__host__ cudaError_t cudaEventSynchronize(cudaEvent_t);
+__host__ cudaError_t cudaMemGetInfo(size_t *, size_t *);
 __host__ cudaError_t cudaFuncSetAttributeRaw(const void *, cudaFuncAttribute, int);
 __host__ __device__ unsigned __cudaPushCallConfiguration(dim3, dim3, size_t = 0, cudaStream_t = 0);
 __host__ cudaError_t cudaConfigureCall(dim3, dim3, size_t = 0, cudaStream_t = 0);

@@ -1,0 +1,426 @@
+// attn.cu: the gated full-attention layer's device kernels for the
+// whole-model path (spec §3.2): q/k RMSNorm(1+w) + partial RoPE with the KV
+// cache write, a bf16 tensor-core flash attention for prefill (causal, GQA,
+// online softmax, the sigmoid output gate fused into its epilogue), and a
+// split-key decode attention with its combine step.
+#include <math.h>
+
+#include "common.cuh"
+#include "internal.cuh"
+
+// ---- q/k norm + RoPE + cache write: one warp per (token, head) ----
+// qkv [T, ld] bf16 holds per token: nh heads of [query (hd) | gate (hd)],
+// then nkv key heads, then nkv value heads. Lane l owns dims l + 32e, so the
+// rotate-half pairs (i, i + rot/2) sit in one lane when rot is a multiple of 64.
+template <int E, int H32>
+__global__ void __launch_bounds__(256) k_attn_prep(bf16_t *__restrict__ qn, bf16_t *__restrict__ kc,
+                                                   bf16_t *__restrict__ vc, const bf16_t *__restrict__ qkv, int ld,
+                                                   int T, int nh, int nkv, float theta,
+                                                   const float *__restrict__ qw, const float *__restrict__ kw,
+                                                   float eps, const int *__restrict__ pos_dev) {
+	constexpr int HD = 32 * E;
+	const int row = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+	const int per = nh + 2 * nkv;
+	if (row >= T * per)
+		return;
+	const int t = row / per, j = row % per;
+	const int pos = *pos_dev + t;
+	const bf16_t *src;
+	bf16_t *dst;
+	const float *w = nullptr;
+	if (j < nh) {
+		src = qkv + (size_t)t * ld + (size_t)j * 2 * HD;
+		dst = qn + ((size_t)t * nh + j) * HD;
+		w = qw;
+	} else if (j < nh + nkv) {
+		src = qkv + (size_t)t * ld + (size_t)nh * 2 * HD + (size_t)(j - nh) * HD;
+		dst = kc + ((size_t)pos * nkv + (j - nh)) * HD;
+		w = kw;
+	} else { // values go to the cache unchanged
+		src = qkv + (size_t)t * ld + (size_t)nh * 2 * HD + (size_t)(j - nh) * HD; // after the nkv key heads
+		dst = vc + ((size_t)pos * nkv + (j - nh - nkv)) * HD;
+#pragma unroll
+		for (int e = 0; e < E; e++)
+			dst[lane + 32 * e] = src[lane + 32 * e];
+		return;
+	}
+	float x[E];
+	float ss = 0.0f;
+#pragma unroll
+	for (int e = 0; e < E; e++) {
+		x[e] = bf2f(src[lane + 32 * e]);
+		ss = fmaf(x[e], x[e], ss);
+	}
+	const float inv = rsqrtf(warp_sum(ss) / (float)HD + eps);
+#pragma unroll
+	for (int e = 0; e < E; e++)
+		x[e] = x[e] * inv * (1.0f + w[lane + 32 * e]);
+	// Rotary dim 64·H32: pairs (e, e + H32) for e < H32.
+#pragma unroll
+	for (int e = 0; e < H32; e++) {
+		const int i = lane + 32 * e;
+		// torch: inv_freq = 1 / theta^(2i/rot) in fp32; angle = pos * inv_freq in fp32.
+		const float invf = 1.0f / powf(theta, (float)(2 * i) / (float)(64 * H32));
+		float s, c;
+		sincosf((float)pos * invf, &s, &c);
+		const float x1 = x[e], x2 = x[e + H32];
+		x[e] = x1 * c - x2 * s;
+		x[e + H32] = x2 * c + x1 * s;
+	}
+#pragma unroll
+	for (int e = 0; e < E; e++)
+		dst[lane + 32 * e] = f2bf(x[e]);
+}
+
+int launch_attn_prep(bf16_t *qn, bf16_t *kc, bf16_t *vc, const bf16_t *qkv, int ld, int t, int nh, int nkv, int hd,
+                     int rot, float theta, const float *qw, const float *kw, float eps, const int *pos_dev,
+                     cudaStream_t st) {
+	QR_ARG(hd == 256 || hd == 128, "attn prep: head dim %d (128 or 256)", hd);
+	QR_ARG(rot == 64 || rot == 128, "attn prep: rotary dim %d (64 or 128)", rot);
+	if (t == 0)
+		return QR_OK;
+	const unsigned nb = cdiv((size_t)t * (nh + 2 * nkv), 8);
+	if (hd == 256 && rot == 64)
+		k_attn_prep<8, 1><<<nb, 256, 0, st>>>(qn, kc, vc, qkv, ld, t, nh, nkv, theta, qw, kw, eps, pos_dev);
+	else if (hd == 256)
+		k_attn_prep<8, 2><<<nb, 256, 0, st>>>(qn, kc, vc, qkv, ld, t, nh, nkv, theta, qw, kw, eps, pos_dev);
+	else if (rot == 64)
+		k_attn_prep<4, 1><<<nb, 256, 0, st>>>(qn, kc, vc, qkv, ld, t, nh, nkv, theta, qw, kw, eps, pos_dev);
+	else
+		k_attn_prep<4, 2><<<nb, 256, 0, st>>>(qn, kc, vc, qkv, ld, t, nh, nkv, theta, qw, kw, eps, pos_dev);
+	QR_CKL("attn_prep");
+	return QR_OK;
+}
+
+// ---- flash attention, bf16 mma.sync, head dim 256 ----
+// One block of 4 warps per (64 queries, query head); each warp owns 16 query
+// rows. Keys stream through shared memory 32 at a time, double-buffered with
+// cp.async; S = Q Kᵀ and O += P V run on m16n8k16 tensor cores with fp32
+// accumulators, the softmax is online (base 2). Rows are padded by 16 bytes
+// so ldmatrix rows fall in distinct bank groups.
+#define FA_D 256
+#define FA_BM 64
+#define FA_BN 32
+#define FA_LD (FA_D + 8)
+#define FA_SMEM ((FA_BM + 4 * FA_BN) * FA_LD * 2)
+
+__device__ __forceinline__ void ldsm_x4(unsigned r[4], const bf16_t *p) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(smem_addr(p)));
+}
+
+// Copy rows [r0, r0+nrows) of a [*, D] bf16 tile into smem (FA_LD stride);
+// rows at or past `valid` are zero-filled (their scores are masked, and a
+// zero V row keeps 0·V finite).
+__device__ __forceinline__ void fa_load_rows(bf16_t *s, const bf16_t *g, size_t gstride, int nrows, int valid,
+                                             int tid) {
+	for (int i = tid; i < nrows * (FA_D / 8); i += 128) {
+		const int r = i / (FA_D / 8), c = (i % (FA_D / 8)) * 8;
+		bf16_t *dst = s + r * FA_LD + c;
+		if (r < valid)
+			cp_async16(dst, g + (size_t)r * gstride + c);
+		else
+			*(uint4 *)dst = make_uint4(0, 0, 0, 0);
+	}
+}
+
+__global__ void __launch_bounds__(128, 2) k_flash_attn(bf16_t *__restrict__ y, const bf16_t *__restrict__ q,
+                                                       const bf16_t *__restrict__ kc, const bf16_t *__restrict__ vc,
+                                                       const bf16_t *__restrict__ gate, int ldg, int T, int pos0,
+                                                       int nh, int nkv, float scale_log2) {
+	extern __shared__ __align__(16) unsigned char qr_smem[];
+	bf16_t *Qs = (bf16_t *)qr_smem;
+	bf16_t *Ks = Qs + FA_BM * FA_LD;      // [2][FA_BN][FA_LD]
+	bf16_t *Vs = Ks + 2 * FA_BN * FA_LD;  // [2][FA_BN][FA_LD]
+	const int nqt = gridDim.x;
+	const int qt = nqt - 1 - blockIdx.x; // heaviest (latest) query tiles first
+	const int h = blockIdx.y, hk = h / (nh / nkv);
+	const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+	const int g = lane >> 2, c = lane & 3;
+	const int q0 = qt * FA_BM;
+	const int qrows = min(FA_BM, T - q0);
+	const size_t kstride = (size_t)nkv * FA_D;
+	const bf16_t *kbase = kc + (size_t)hk * FA_D, *vbase = vc + (size_t)hk * FA_D;
+	// The last key any row of this tile sees, and the key tiles to visit.
+	const int last_key = pos0 + q0 + qrows - 1;
+	const int nkt = last_key / FA_BN + 1;
+	const int S = pos0 + T;
+
+	fa_load_rows(Qs, q + ((size_t)q0 * nh + h) * FA_D, (size_t)nh * FA_D, FA_BM, qrows, tid);
+	fa_load_rows(Ks, kbase, kstride, FA_BN, min(FA_BN, S), tid);
+	fa_load_rows(Vs, vbase, kstride, FA_BN, min(FA_BN, S), tid);
+	cp_async_commit();
+
+	float o[FA_D / 8][4];
+#pragma unroll
+	for (int n = 0; n < FA_D / 8; n++)
+		o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+	float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+	const int p0 = pos0 + q0 + 16 * w + g, p1 = p0 + 8; // positions of this thread's two rows
+	const int qmin = pos0 + q0;
+
+	for (int kt = 0; kt < nkt; kt++) {
+		cp_async_wait<0>();
+		__syncthreads(); // tile kt landed; tile kt-1's buffer is free
+		if (kt + 1 < nkt) {
+			const int k0 = (kt + 1) * FA_BN, b = (kt + 1) & 1;
+			fa_load_rows(Ks + b * FA_BN * FA_LD, kbase + (size_t)k0 * kstride, kstride, FA_BN, min(FA_BN, S - k0),
+			             tid);
+			fa_load_rows(Vs + b * FA_BN * FA_LD, vbase + (size_t)k0 * kstride, kstride, FA_BN, min(FA_BN, S - k0),
+			             tid);
+		}
+		cp_async_commit();
+		const bf16_t *Kt = Ks + (kt & 1) * FA_BN * FA_LD, *Vt = Vs + (kt & 1) * FA_BN * FA_LD;
+
+		// S = Q Kᵀ for this warp's 16 rows and the 32 keys.
+		float s[FA_BN / 8][4];
+#pragma unroll
+		for (int n = 0; n < FA_BN / 8; n++)
+			s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+		const int qr = lane & 7, qq = lane >> 3;
+#pragma unroll
+		for (int kk = 0; kk < FA_D / 16; kk++) {
+			unsigned a[4];
+			ldsm_x4(a, Qs + (16 * w + qr + 8 * (qq & 1)) * FA_LD + 16 * kk + 8 * (qq >> 1));
+#pragma unroll
+			for (int np = 0; np < FA_BN / 16; np++) {
+				unsigned b[4];
+				ldsm_x4(b, Kt + (16 * np + qr + 8 * (qq >> 1)) * FA_LD + 16 * kk + 8 * (qq & 1));
+				mma_bf16(s[2 * np], a, b);
+				mma_bf16(s[2 * np + 1], a, b + 2);
+			}
+		}
+		// Causal mask where the tile reaches past this block's first query.
+		const int kbase_pos = kt * FA_BN;
+		if (kbase_pos + FA_BN - 1 > qmin) {
+#pragma unroll
+			for (int n = 0; n < FA_BN / 8; n++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					const int key = kbase_pos + 8 * n + 2 * c + (e & 1);
+					if (key > (e < 2 ? p0 : p1))
+						s[n][e] = -INFINITY;
+				}
+		}
+		// Online softmax in base 2; the row max is shared by the 4 lanes of a quad.
+		float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+		for (int n = 0; n < FA_BN / 8; n++) {
+			s[n][0] *= scale_log2;
+			s[n][1] *= scale_log2;
+			s[n][2] *= scale_log2;
+			s[n][3] *= scale_log2;
+			mx0 = fmaxf(mx0, fmaxf(s[n][0], s[n][1]));
+			mx1 = fmaxf(mx1, fmaxf(s[n][2], s[n][3]));
+		}
+		mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+		mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+		mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+		mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+		// Key 0 is visible to every row and comes first, so the running max
+		// is finite from the first tile on; a row fully masked in a later
+		// tile keeps its max and gets p = 0.
+		const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+		const float c0 = exp2f(m0 - n0), c1 = exp2f(m1 - n1);
+		m0 = n0;
+		m1 = n1;
+		l0 *= c0;
+		l1 *= c1;
+#pragma unroll
+		for (int n = 0; n < FA_D / 8; n++) {
+			o[n][0] *= c0;
+			o[n][1] *= c0;
+			o[n][2] *= c1;
+			o[n][3] *= c1;
+		}
+		unsigned pa[FA_BN / 16][4];
+#pragma unroll
+		for (int n = 0; n < FA_BN / 8; n++) {
+			const float e0 = exp2f(s[n][0] - n0), e1 = exp2f(s[n][1] - n0);
+			const float e2 = exp2f(s[n][2] - n1), e3 = exp2f(s[n][3] - n1);
+			l0 += e0 + e1;
+			l1 += e2 + e3;
+			// C fragment of key tile n → A fragment of the k16 step n/2.
+			pa[n >> 1][(n & 1) * 2] = pack_bf2(e0, e1);
+			pa[n >> 1][(n & 1) * 2 + 1] = pack_bf2(e2, e3);
+		}
+		// O += P V: V tile is [key][d] = B row-major, read with ldmatrix.trans.
+#pragma unroll
+		for (int kk = 0; kk < FA_BN / 16; kk++) {
+#pragma unroll
+			for (int np = 0; np < FA_D / 16; np++) {
+				unsigned b[4];
+				ldb_frag_trans_x2(b, Vt + (16 * kk) * FA_LD + 16 * np, FA_LD, lane);
+				mma_bf16(o[2 * np], pa[kk], b);
+				mma_bf16(o[2 * np + 1], pa[kk], b + 2);
+			}
+		}
+	}
+	cp_async_wait<0>();
+	l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+	l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+	l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+	l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+	const float i0 = 1.0f / l0, i1 = 1.0f / l1;
+	// Epilogue: y = (O / l) ⊙ σ(gate), bf16, rows of nh·D.
+	const int r0 = q0 + 16 * w + g, r1 = r0 + 8;
+#pragma unroll
+	for (int n = 0; n < FA_D / 8; n++) {
+		const int col = 8 * n + 2 * c;
+		if (r0 < T) {
+			const unsigned gw = *(const unsigned *)(gate + (size_t)r0 * ldg + (size_t)h * 2 * FA_D + col);
+			const float g0 = __uint_as_float(gw << 16), g1 = __uint_as_float(gw & 0xffff0000u);
+			*(unsigned *)(y + ((size_t)r0 * nh + h) * FA_D + col) =
+			    pack_bf2(o[n][0] * i0 / (1.0f + __expf(-g0)), o[n][1] * i0 / (1.0f + __expf(-g1)));
+		}
+		if (r1 < T) {
+			const unsigned gw = *(const unsigned *)(gate + (size_t)r1 * ldg + (size_t)h * 2 * FA_D + col);
+			const float g0 = __uint_as_float(gw << 16), g1 = __uint_as_float(gw & 0xffff0000u);
+			*(unsigned *)(y + ((size_t)r1 * nh + h) * FA_D + col) =
+			    pack_bf2(o[n][2] * i1 / (1.0f + __expf(-g0)), o[n][3] * i1 / (1.0f + __expf(-g1)));
+		}
+	}
+}
+
+// y [T, nh·256] = gated causal attention of q [T, nh, 256] (rows at
+// positions pos0..pos0+T-1) over the cache kc/vc [pos0+T, nkv, 256]; the
+// gate of (t, h) sits at gate + t·ldg + h·512 (the q_proj layout).
+int launch_flash_attn(bf16_t *y, const bf16_t *q, const bf16_t *kc, const bf16_t *vc, const bf16_t *gate, int ldg,
+                      int t, int pos0, int nh, int nkv, int hd, float scale, cudaStream_t st) {
+	QR_ARG(hd == FA_D, "flash attention: head dim %d (built for %d)", hd, FA_D);
+	QR_ARG(nh % nkv == 0 && ldg % 2 == 0, "flash attention: nh %% nkv or gate stride");
+	if (t == 0)
+		return QR_OK;
+	dim3 grid(cdiv(t, FA_BM), nh);
+	k_flash_attn<<<grid, 128, FA_SMEM, st>>>(y, q, kc, vc, gate, ldg, t, pos0, nh, nkv,
+	                                         scale * 1.4426950408889634f);
+	QR_CKL("flash_attn");
+	return QR_OK;
+}
+
+// ---- decode attention: one query token, keys split across blocks ----
+// Block (head, split) of 4 warps: warp w takes keys split·DEC_SPL + w, +4,
+// ...; lane l holds dims 8l..8l+7 (one 16-byte load per key row). The block
+// writes its partial (max, sum, unnormalised output) for the combine step.
+// The key count S = *pos_dev + 1 is read on the device, so a captured graph
+// replays at any position.
+#define DEC_SPL 64
+__global__ void __launch_bounds__(128) k_attn_decode(float *__restrict__ part, const bf16_t *__restrict__ q,
+                                                     const bf16_t *__restrict__ kc, const bf16_t *__restrict__ vc,
+                                                     int nh, int nkv, float scale_log2,
+                                                     const int *__restrict__ pos_dev) {
+	__shared__ float sm_m[4], sm_l[4], sm_acc[4][256];
+	const int h = blockIdx.x, sp = blockIdx.y, nsp = gridDim.y;
+	const int hk = h / (nh / nkv), lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	const int S = *pos_dev + 1;
+	float *out = part + ((size_t)h * nsp + sp) * (256 + 2);
+	const int k0 = sp * DEC_SPL;
+	if (k0 >= S) { // nothing to do: an empty partial
+		if (threadIdx.x == 0) {
+			out[0] = -INFINITY;
+			out[1] = 0.0f;
+		}
+		return;
+	}
+	float qv[8];
+	{
+		const uint4 u = *(const uint4 *)(q + (size_t)h * 256 + 8 * lane);
+		const unsigned uw[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			qv[2 * i] = __uint_as_float(uw[i] << 16) * scale_log2;
+			qv[2 * i + 1] = __uint_as_float(uw[i] & 0xffff0000u) * scale_log2;
+		}
+	}
+	float m = -INFINITY, l = 0.0f, acc[8];
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		acc[i] = 0.0f;
+	const int k1 = min(S, k0 + DEC_SPL);
+	for (int j = k0 + w; j < k1; j += 4) {
+		const size_t off = ((size_t)j * nkv + hk) * 256 + 8 * lane;
+		const uint4 ku = *(const uint4 *)(kc + off), vu = *(const uint4 *)(vc + off);
+		const unsigned kw[4] = {ku.x, ku.y, ku.z, ku.w}, vw[4] = {vu.x, vu.y, vu.z, vu.w};
+		float s = 0.0f;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			s = fmaf(qv[2 * i], __uint_as_float(kw[i] << 16), s);
+			s = fmaf(qv[2 * i + 1], __uint_as_float(kw[i] & 0xffff0000u), s);
+		}
+		s = warp_sum(s);
+		const float mn = fmaxf(m, s), cr = exp2f(m - mn), p = exp2f(s - mn);
+		l = l * cr + p;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			acc[2 * i] = acc[2 * i] * cr + p * __uint_as_float(vw[i] << 16);
+			acc[2 * i + 1] = acc[2 * i + 1] * cr + p * __uint_as_float(vw[i] & 0xffff0000u);
+		}
+		m = mn;
+	}
+	if (lane == 0) {
+		sm_m[w] = m;
+		sm_l[w] = l;
+	}
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		sm_acc[w][8 * lane + i] = acc[i];
+	__syncthreads();
+	float M = fmaxf(fmaxf(sm_m[0], sm_m[1]), fmaxf(sm_m[2], sm_m[3]));
+	float f[4], L = 0.0f;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		f[i] = sm_m[i] == -INFINITY ? 0.0f : exp2f(sm_m[i] - M); // a warp with no keys adds nothing
+		L += f[i] * sm_l[i];
+	}
+	for (int d = threadIdx.x; d < 256; d += 128)
+		out[2 + d] = f[0] * sm_acc[0][d] + f[1] * sm_acc[1][d] + f[2] * sm_acc[2][d] + f[3] * sm_acc[3][d];
+	if (threadIdx.x == 0) {
+		out[0] = M;
+		out[1] = L;
+	}
+}
+
+// Combine the partials of each head and apply the output gate: one block of
+// 256 threads (one per dim) per head.
+__global__ void __launch_bounds__(256) k_attn_combine(bf16_t *__restrict__ y, const float *__restrict__ part, int nsp,
+                                                      const bf16_t *__restrict__ gate) {
+	const int h = blockIdx.x, d = threadIdx.x;
+	const float *ph = part + (size_t)h * nsp * (256 + 2);
+	float M = -INFINITY;
+	for (int s = 0; s < nsp; s++)
+		M = fmaxf(M, ph[(size_t)s * 258]);
+	float L = 0.0f, acc = 0.0f;
+	for (int s = 0; s < nsp; s++) {
+		const float ms = ph[(size_t)s * 258];
+		if (ms == -INFINITY)
+			continue;
+		const float f = exp2f(ms - M);
+		L += f * ph[(size_t)s * 258 + 1];
+		acc += f * ph[(size_t)s * 258 + 2 + d];
+	}
+	const float gv = bf2f(gate[(size_t)h * 512 + 256 + d]);
+	y[(size_t)h * 256 + d] = f2bf(acc / L / (1.0f + __expf(-gv)));
+}
+
+// Bytes of the partials buffer for a cache of cap positions.
+size_t attn_decode_part_bytes(int nh, int cap) { return (size_t)nh * cdiv(cap, DEC_SPL) * 258 * 4; }
+
+// y [nh·256] = gated attention of one token q [nh, 256] over the cache's
+// first *pos_dev + 1 rows; cap bounds the grid (the cache capacity).
+int launch_attn_decode(bf16_t *y, float *part, const bf16_t *q, const bf16_t *kc, const bf16_t *vc,
+                       const bf16_t *gate, int nh, int nkv, int hd, int cap, float scale, const int *pos_dev,
+                       cudaStream_t st) {
+	QR_ARG(hd == 256 && nh % nkv == 0, "decode attention: head dim %d (256)", hd);
+	const unsigned nsp = cdiv(cap, DEC_SPL);
+	k_attn_decode<<<dim3(nh, nsp), 128, 0, st>>>(part, q, kc, vc, nh, nkv, scale * 1.4426950408889634f, pos_dev);
+	QR_CKL("attn_decode");
+	k_attn_combine<<<nh, 256, 0, st>>>(y, part, (int)nsp, gate);
+	QR_CKL("attn_combine");
+	return QR_OK;
+}
+
+int qr_attn_init() {
+	QR_CK(cudaFuncSetAttribute(k_flash_attn, cudaFuncAttributeMaxDynamicSharedMemorySize, FA_SMEM));
+	return QR_OK;
+}

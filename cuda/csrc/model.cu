@@ -1,0 +1,624 @@
+// model.cu: the whole model on the device: its small kernels (embedding,
+// SwiGLU, in-place decode conv, GEMV with fused epilogues, argmax, weight
+// generation) and DevModel's setup, prefill and decode step.
+#include <math.h>
+#include <string.h>
+
+#include "model.cuh"
+
+// ---- small kernels ----
+
+__global__ void k_set_int(int *p, int v) { *p = v; }
+__global__ void k_inc_int(int *p) { *p += 1; }
+
+int set_dev_int(int *p, int v, cudaStream_t st) {
+	k_set_int<<<1, 1, 0, st>>>(p, v);
+	QR_CKL("set_int");
+	return QR_OK;
+}
+
+// x[t, :] = E[ids[t], :] widened to fp32; one block per token.
+__global__ void k_embed(float *__restrict__ x, const bf16_t *__restrict__ E, const int32_t *__restrict__ ids, int H) {
+	const size_t t = blockIdx.x;
+	const bf16_t *row = E + (size_t)ids[t] * H;
+	for (int i = threadIdx.x; i < H; i += blockDim.x)
+		x[t * H + i] = bf2f(row[i]);
+}
+
+// act[t, i] = SiLU(gu[t, i]) · gu[t, I + i], 8 values per thread (I % 8 == 0).
+__global__ void k_swiglu_rows(bf16_t *__restrict__ act, const bf16_t *__restrict__ gu, int T, int I) {
+	const size_t n8 = (size_t)T * I / 8;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n8; i += (size_t)gridDim.x * blockDim.x) {
+		const size_t t = i / (I / 8), c = (i % (I / 8)) * 8;
+		const uint4 g = *(const uint4 *)(gu + t * 2 * I + c), u = *(const uint4 *)(gu + t * 2 * I + I + c);
+		const unsigned gw[4] = {g.x, g.y, g.z, g.w}, uw[4] = {u.x, u.y, u.z, u.w};
+		unsigned r[4];
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			r[j] = pack_bf2(silu(__uint_as_float(gw[j] << 16)) * __uint_as_float(uw[j] << 16),
+			                silu(__uint_as_float(gw[j] & 0xffff0000u)) * __uint_as_float(uw[j] & 0xffff0000u));
+		*(uint4 *)(act + t * I + c) = make_uint4(r[0], r[1], r[2], r[3]);
+	}
+}
+
+// Decode conv, in place: state [K, C] holds the last K inputs (oldest
+// first). Each thread owns one channel, so the shift needs no second buffer
+// and the kernel replays in a graph.
+__global__ void k_conv_decode(bf16_t *__restrict__ u, bf16_t *__restrict__ state, const bf16_t *__restrict__ x,
+                              const float *__restrict__ w, int C, int K) {
+	const int c = blockIdx.x * blockDim.x + threadIdx.x;
+	if (c >= C)
+		return;
+	bf16_t win[8];
+	float acc = 0.0f;
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+		if (j < K) {
+			win[j] = j + 1 < K ? state[(size_t)(j + 1) * C + c] : x[c];
+			acc = fmaf(w[(size_t)c * K + j], bf2f(win[j]), acc);
+		}
+	}
+	u[c] = f2bf(silu(acc));
+#pragma unroll
+	for (int j = 0; j < 8; j++)
+		if (j < K)
+			state[(size_t)j * C + c] = win[j];
+}
+
+// GEMV y[n] = W[n, :] · x for one token, bf16 weights, fp32 sums, shaped like
+// k_gemv_bf16 (x staged in shared memory, ROWS rows per warp, U 16-byte loads
+// in flight per lane) with fused input and output stages:
+//   XM 0: x as given; XM 1: x = SiLU(x[:K]) ⊙ x[K:2K] (the MLP's gate | up);
+//   YM 0: y bf16; YM 1: y fp32 += (a residual add); YM 2: y fp32 =.
+template <int ROWS, int U, int XM, int YM>
+__global__ void __launch_bounds__(256) k_gemv_m(void *__restrict__ y, const bf16_t *__restrict__ x,
+                                                const bf16_t *__restrict__ W, int N, int K) {
+	extern __shared__ __align__(16) unsigned char qr_smem[];
+	uint4 *xs = (uint4 *)qr_smem;
+	const int n8 = K / 8;
+	for (int i = threadIdx.x; i < n8; i += blockDim.x) {
+		if (XM == 0) {
+			xs[i] = __ldg((const uint4 *)x + i);
+		} else {
+			const uint4 g = __ldg((const uint4 *)x + i), u = __ldg((const uint4 *)(x + K) + i);
+			const unsigned gw[4] = {g.x, g.y, g.z, g.w}, uw[4] = {u.x, u.y, u.z, u.w};
+			unsigned r[4];
+#pragma unroll
+			for (int j = 0; j < 4; j++)
+				r[j] = pack_bf2(silu(__uint_as_float(gw[j] << 16)) * __uint_as_float(uw[j] << 16),
+				                silu(__uint_as_float(gw[j] & 0xffff0000u)) * __uint_as_float(uw[j] & 0xffff0000u));
+			xs[i] = make_uint4(r[0], r[1], r[2], r[3]);
+		}
+	}
+	__syncthreads();
+	const int lane = threadIdx.x & 31;
+	const int row0 = (blockIdx.x * 8 + (threadIdx.x >> 5)) * ROWS;
+	if (row0 >= N)
+		return;
+	const uint4 *wr[ROWS];
+#pragma unroll
+	for (int r = 0; r < ROWS; r++)
+		wr[r] = (const uint4 *)(W + (size_t)min(row0 + r, N - 1) * K);
+	float acc[ROWS];
+#pragma unroll
+	for (int r = 0; r < ROWS; r++)
+		acc[r] = 0.0f;
+	for (int base = lane; base < n8; base += 32 * U) {
+		uint4 a[ROWS][U];
+#pragma unroll
+		for (int u = 0; u < U; u++)
+#pragma unroll
+			for (int r = 0; r < ROWS; r++)
+				if (base + 32 * u < n8)
+					a[r][u] = __ldg(wr[r] + base + 32 * u);
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			if (base + 32 * u >= n8)
+				break;
+			const uint4 b = xs[base + 32 * u];
+			const unsigned bw[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+			for (int r = 0; r < ROWS; r++) {
+				const unsigned aw[4] = {a[r][u].x, a[r][u].y, a[r][u].z, a[r][u].w};
+#pragma unroll
+				for (int j = 0; j < 4; j++) {
+					acc[r] = fmaf(__uint_as_float(aw[j] << 16), __uint_as_float(bw[j] << 16), acc[r]);
+					acc[r] = fmaf(__uint_as_float(aw[j] & 0xffff0000u), __uint_as_float(bw[j] & 0xffff0000u), acc[r]);
+				}
+			}
+		}
+	}
+#pragma unroll
+	for (int r = 0; r < ROWS; r++) {
+		const float s = warp_sum(acc[r]);
+		if (lane == 0 && row0 + r < N) {
+			if (YM == 0)
+				((bf16_t *)y)[row0 + r] = f2bf(s);
+			else if (YM == 1)
+				((float *)y)[row0 + r] += s;
+			else
+				((float *)y)[row0 + r] = s;
+		}
+	}
+}
+
+template <int XM, int YM> static int gemv_launch(void *y, const bf16_t *x, const bf16_t *w, int n, int k,
+                                                cudaStream_t st) {
+	QR_ARG(k % 8 == 0 && k <= 24576 && ((uintptr_t)w & 15) == 0 && ((uintptr_t)x & 15) == 0,
+	       "gemv: k=%d (multiple of 8, <= 24576) or alignment", k);
+	const size_t sm = (size_t)k * 2;
+	if (n >= 8192)
+		k_gemv_m<2, 4, XM, YM><<<cdiv(n, 16), 256, sm, st>>>(y, x, w, n, k);
+	else
+		k_gemv_m<1, 8, XM, YM><<<cdiv(n, 8), 256, sm, st>>>(y, x, w, n, k);
+	QR_CKL("gemv_m");
+	return QR_OK;
+}
+
+// ids[0] = argmax(logits[0:n]), ties to the lowest index (model.Argmax).
+__global__ void __launch_bounds__(1024) k_argmax(int32_t *__restrict__ out, const float *__restrict__ v, int n) {
+	__shared__ float sv[32];
+	__shared__ int si[32];
+	float best = -INFINITY;
+	int bi = 0x7fffffff;
+	for (int i = threadIdx.x; i < n; i += blockDim.x)
+		if (v[i] > best) { // strict: the first (lowest) index of this thread wins ties
+			best = v[i];
+			bi = i;
+		}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) {
+		const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+		const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+		if (ov > best || (ov == best && oi < bi)) {
+			best = ov;
+			bi = oi;
+		}
+	}
+	if ((threadIdx.x & 31) == 0) {
+		sv[threadIdx.x >> 5] = best;
+		si[threadIdx.x >> 5] = bi;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+			if (sv[w] > best || (sv[w] == best && si[w] < bi)) {
+				best = sv[w];
+				bi = si[w];
+			}
+		out[0] = bi == 0x7fffffff ? 0 : bi;
+	}
+}
+
+// bf16 N(0, std²) from a counter-based hash: Box–Muller on the 24-bit halves
+// of one 64-bit hash per element.
+__global__ void k_fill_normal(bf16_t *__restrict__ dst, size_t n, uint64_t seed, float std) {
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+		const uint64_t h = mix64(seed * 0x100000001b3ull + i);
+		const float u1 = ((float)(h >> 40) + 0.5f) * (1.0f / 16777216.0f); // (0, 1)
+		const float u2 = (float)(h & 0xffffffu) * (1.0f / 16777216.0f);     // [0, 1)
+		dst[i] = f2bf(std * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2));
+	}
+}
+
+static unsigned grid_cap(size_t n, int per) {
+	size_t b = (n + per - 1) / per;
+	const size_t cap = (size_t)(g_qr.sm_count > 0 ? g_qr.sm_count : 132) * 32;
+	return (unsigned)(b < 1 ? 1 : (b > cap ? cap : b));
+}
+
+// ---- setup ----
+
+static int sync_stream() {
+	QR_CK(cudaStreamSynchronize(g_qr.stream));
+	return QR_OK;
+}
+
+static int mal(DevBuf &b, size_t bytes, size_t &acct) {
+	QR_TRY(b.alloc(bytes));
+	acct += bytes;
+	return QR_OK;
+}
+
+int DevModel::create(const qr_model_dims &dd, const int32_t *kinds) {
+	d = dd;
+	QR_ARG(d.vocab > 0 && d.hidden > 0 && d.hidden % 8 == 0 && d.inter > 0 && d.inter % 8 == 0 && d.nlayers > 0,
+	       "model: bad sizes vocab=%d hidden=%d inter=%d layers=%d", d.vocab, d.hidden, d.inter, d.nlayers);
+	QR_ARG(d.dk == 128 && d.dv == 128 && d.nk > 0 && d.nv % d.nk == 0 && d.kconv > 0 && d.kconv <= 8,
+	       "model: GDN heads need dk = dv = 128 (got %d/%d), nv %% nk == 0, conv <= 8", d.dk, d.dv);
+	QR_ARG(d.hd == 256 && d.nh > 0 && d.nkv > 0 && d.nh % d.nkv == 0 && (d.rot == 64 || d.rot == 128),
+	       "model: attention needs head dim 256 (got %d), nh %% nkv == 0, rotary dim 64 or 128", d.hd);
+	QR_ARG(d.max_tokens > 0, "model: max_tokens %d", d.max_tokens);
+	NQKV = d.nh * 2 * d.hd + 2 * d.nkv * d.hd;
+	const size_t H = d.hidden, I = d.inter, V = d.vocab;
+	QR_TRY(mal(embed, V * H * 2, w_bytes));
+	QR_TRY(mal(lm_head, V * H * 2, w_bytes));
+	QR_TRY(mal(final_norm, H * 4, w_bytes));
+	bool any_attn = false;
+	for (int l = 0; l < d.nlayers; l++) {
+		QR_ARG(kinds[l] == 0 || kinds[l] == 1, "model: layer %d kind %d", l, kinds[l]);
+		std::unique_ptr<Block> b(new Block);
+		b->kind = kinds[l];
+		QR_TRY(mal(b->in_norm, H * 4, w_bytes));
+		QR_TRY(mal(b->post_norm, H * 4, w_bytes));
+		QR_TRY(mal(b->w_gu, 2 * I * H * 2, w_bytes));
+		QR_TRY(mal(b->w_down, H * I * 2, w_bytes));
+		if (b->kind == 0) {
+			qr_gdn_dims gd = {d.hidden, d.nk, d.nv, d.dk, d.dv, d.kconv, d.eps};
+			b->gdn.reset(new GdnLayer);
+			GdnLayer &L = *b->gdn;
+			QR_TRY(L.dims(gd));
+			L.acts = &gacts;
+			QR_TRY(L.alloc_weights());
+			w_bytes += ((size_t)L.NIN * H + H * d.nv * d.dv) * 2 + ((size_t)L.C * d.kconv + 2 * d.nv + d.dv) * 4;
+			s_bytes += 2 * (size_t)d.kconv * L.C * 2 + (size_t)d.nv * d.dk * d.dv * 4;
+		} else {
+			any_attn = true;
+			b->attn.reset(new AttnW);
+			AttnW &A = *b->attn;
+			QR_TRY(mal(A.w_qkv, (size_t)NQKV * H * 2, w_bytes));
+			QR_TRY(mal(A.w_o, H * d.nh * d.hd * 2, w_bytes));
+			QR_TRY(mal(A.qnorm, (size_t)d.hd * 4, w_bytes));
+			QR_TRY(mal(A.knorm, (size_t)d.hd * 4, w_bytes));
+			QR_TRY(mal(A.kc, (size_t)d.max_tokens * d.nkv * d.hd * 2, s_bytes));
+			QR_TRY(mal(A.vc, (size_t)d.max_tokens * d.nkv * d.hd * 2, s_bytes));
+		}
+		blocks.push_back(std::move(b));
+	}
+	QR_TRY(mal(d_pos, 4, s_bytes));
+	if (any_attn)
+		QR_TRY(mal(part, attn_decode_part_bytes(d.nh, d.max_tokens), s_bytes));
+	return reset();
+}
+
+// Host-side values for the small vectors (norm weights, conv taps, gates).
+static void host_uniform(std::vector<float> &v, uint64_t seed, float lo, float hi) {
+	for (size_t i = 0; i < v.size(); i++)
+		v[i] = lo + (hi - lo) * 0.5f * (urand(seed, i) + 1.0f);
+}
+
+static int put_f32(DevBuf &b, const std::vector<float> &v) {
+	QR_CK(cudaMemcpyAsync(b.p, v.data(), v.size() * 4, cudaMemcpyHostToDevice, g_qr.stream));
+	return sync_stream();
+}
+
+int DevModel::random(uint64_t seed) {
+	cudaStream_t st = g_qr.stream;
+	const size_t H = d.hidden, I = d.inter, V = d.vocab;
+	uint64_t tid = 0;
+	auto sd = [&]() { return mix64(seed ^ (0x5851f42d4c957f2dull * ++tid)); };
+	auto normal = [&](void *p, size_t n, double fan_in) -> int {
+		const float std = fan_in > 0 ? (float)(1.0 / sqrt(fan_in)) : 1.0f;
+		k_fill_normal<<<grid_cap(n, 256), 256, 0, st>>>((bf16_t *)p, n, sd(), std);
+		QR_CKL("fill_normal");
+		return QR_OK;
+	};
+	auto norm1p = [&](DevBuf &b, size_t n) -> int { // (1+w) norms: U(−0.5, 0.5)
+		std::vector<float> v(n);
+		host_uniform(v, sd(), -0.5f, 0.5f);
+		return put_f32(b, v);
+	};
+	QR_TRY(normal(embed.p, V * H, 0));
+	QR_TRY(normal(lm_head.p, V * H, (double)H));
+	QR_TRY(norm1p(final_norm, H));
+	for (auto &bp : blocks) {
+		Block &b = *bp;
+		QR_TRY(norm1p(b.in_norm, H));
+		QR_TRY(norm1p(b.post_norm, H));
+		QR_TRY(normal(b.w_gu.p, 2 * I * H, (double)H));
+		QR_TRY(normal(b.w_down.p, H * I, (double)I));
+		if (b.gdn) {
+			GdnLayer &L = *b.gdn;
+			QR_TRY(normal(L.w_in.p, (size_t)L.NIN * H, (double)H));
+			QR_TRY(normal(L.w_out.p, H * d.nv * d.dv, (double)(d.nv * d.dv)));
+			std::vector<float> conv((size_t)L.C * d.kconv), alog(d.nv), dtb(d.nv), nw(d.dv);
+			const uint64_t cs = sd();
+			for (size_t i = 0; i < conv.size(); i++) { // N(0, 0.25): Box–Muller on the host
+				const float u1 = 0.5f * (urand(cs, 2 * i) + 1.0f) * 0.999999f + 1e-7f;
+				const float u2 = 0.5f * (urand(cs, 2 * i + 1) + 1.0f);
+				conv[i] = 0.5f * sqrtf(-2.0f * logf(u1)) * cosf(6.283185307f * u2);
+			}
+			host_uniform(alog, sd(), 0.05f, 8.0f);
+			for (float &a : alog)
+				a = logf(a); // A_log = log U(0.05, 8)
+			host_uniform(dtb, sd(), -1.0f, 1.0f);
+			host_uniform(nw, sd(), 0.5f, 1.5f);
+			QR_TRY(put_f32(L.conv_w, conv));
+			QR_TRY(put_f32(L.a_log, alog));
+			QR_TRY(put_f32(L.dt_bias, dtb));
+			QR_TRY(put_f32(L.norm_w, nw));
+		} else {
+			AttnW &A = *b.attn;
+			QR_TRY(normal(A.w_qkv.p, (size_t)NQKV * H, (double)H));
+			QR_TRY(normal(A.w_o.p, H * d.nh * d.hd, (double)(d.nh * d.hd)));
+			QR_TRY(norm1p(A.qnorm, d.hd));
+			QR_TRY(norm1p(A.knorm, d.hd));
+		}
+	}
+	return sync_stream();
+}
+
+// Where tensor `which` of `layer` lives: its buffer, offset and element
+// count, and whether it is a bf16 matrix (else an fp32 vector).
+int DevModel::locate(int layer, int which, DevBuf **buf, size_t *off, size_t *count, bool *mat) {
+	const size_t H = d.hidden, I = d.inter, V = d.vocab;
+	Block *b = nullptr;
+	if (which > QR_W_FINAL_NORM) {
+		QR_ARG(layer >= 0 && layer < d.nlayers, "model tensor: layer %d", layer);
+		b = blocks[layer].get();
+		const bool need_gdn = which >= QR_W_GDN_QKV && which <= QR_W_GDN_NORM;
+		const bool need_att = which >= QR_W_ATT_Q && which <= QR_W_ATT_KNORM;
+		QR_ARG(!(need_gdn && !b->gdn) && !(need_att && !b->attn), "model tensor %d on layer %d of kind %d", which,
+		       layer, b->kind);
+	}
+	GdnLayer *L = b ? b->gdn.get() : nullptr;
+	AttnW *A = b ? b->attn.get() : nullptr;
+	const size_t hv = (size_t)d.nv * d.dv, qd = (size_t)d.nh * d.hd, kvd = (size_t)d.nkv * d.hd;
+	*off = 0;
+	*mat = true;
+	switch (which) {
+	case QR_W_EMBED: *buf = &embed, *count = V * H; break;
+	case QR_W_LM_HEAD: *buf = &lm_head, *count = V * H; break;
+	case QR_W_FINAL_NORM: *buf = &final_norm, *count = H, *mat = false; break;
+	case QR_W_INPUT_NORM: *buf = &b->in_norm, *count = H, *mat = false; break;
+	case QR_W_POST_NORM: *buf = &b->post_norm, *count = H, *mat = false; break;
+	case QR_W_MLP_GATE: *buf = &b->w_gu, *count = I * H; break;
+	case QR_W_MLP_UP: *buf = &b->w_gu, *off = I * H, *count = I * H; break;
+	case QR_W_MLP_DOWN: *buf = &b->w_down, *count = H * I; break;
+	case QR_W_GDN_QKV: *buf = &L->w_in, *count = (size_t)L->C * H; break;
+	case QR_W_GDN_Z: *buf = &L->w_in, *off = (size_t)L->C * H, *count = hv * H; break;
+	case QR_W_GDN_B: *buf = &L->w_in, *off = (L->C + hv) * H, *count = d.nv * H; break;
+	case QR_W_GDN_A: *buf = &L->w_in, *off = (L->C + hv + d.nv) * H, *count = d.nv * H; break;
+	case QR_W_GDN_OUT: *buf = &L->w_out, *count = H * hv; break;
+	case QR_W_GDN_CONV: *buf = &L->conv_w, *count = (size_t)L->C * d.kconv, *mat = false; break;
+	case QR_W_GDN_ALOG: *buf = &L->a_log, *count = d.nv, *mat = false; break;
+	case QR_W_GDN_DTBIAS: *buf = &L->dt_bias, *count = d.nv, *mat = false; break;
+	case QR_W_GDN_NORM: *buf = &L->norm_w, *count = d.dv, *mat = false; break;
+	case QR_W_ATT_Q: *buf = &A->w_qkv, *count = 2 * qd * H; break;
+	case QR_W_ATT_K: *buf = &A->w_qkv, *off = 2 * qd * H, *count = kvd * H; break;
+	case QR_W_ATT_V: *buf = &A->w_qkv, *off = (2 * qd + kvd) * H, *count = kvd * H; break;
+	case QR_W_ATT_O: *buf = &A->w_o, *count = H * qd; break;
+	case QR_W_ATT_QNORM: *buf = &A->qnorm, *count = d.hd, *mat = false; break;
+	case QR_W_ATT_KNORM: *buf = &A->knorm, *count = d.hd, *mat = false; break;
+	default: QR_ARG(false, "model tensor: unknown tensor %d", which);
+	}
+	return QR_OK;
+}
+
+int DevModel::set(int layer, int which, const void *src, size_t n, int src_bf16) {
+	DevBuf *buf;
+	size_t off, want;
+	bool mat;
+	QR_TRY(locate(layer, which, &buf, &off, &want, &mat));
+	QR_ARG(n == want, "model set: tensor %d of layer %d has %zu values, want %zu", which, layer, n, want);
+	cudaStream_t st = g_qr.stream;
+	if (!mat) {
+		QR_ARG(!src_bf16, "model set: vectors are passed as float32");
+		QR_CK(cudaMemcpyAsync((float *)buf->p + off, src, n * 4, cudaMemcpyHostToDevice, st));
+	} else if (src_bf16) {
+		QR_CK(cudaMemcpyAsync((bf16_t *)buf->p + off, src, n * 2, cudaMemcpyHostToDevice, st));
+	} else {
+		DevBuf tmp;
+		QR_TRY(upload(tmp, (const float *)src, n));
+		QR_TRY(qr_convert_f32_bf16((bf16_t *)buf->p + off, tmp.as<float>(), n, st));
+		return sync_stream(); // before tmp is freed
+	}
+	return sync_stream();
+}
+
+int DevModel::get(int layer, int which, void *dst, size_t n) {
+	DevBuf *buf;
+	size_t off, want;
+	bool mat;
+	QR_TRY(locate(layer, which, &buf, &off, &want, &mat));
+	QR_ARG(n == want, "model get: tensor %d of layer %d has %zu values, asked for %zu", which, layer, want, n);
+	const size_t es = mat ? 2 : 4;
+	QR_CK(cudaMemcpyAsync(dst, (const char *)buf->p + off * es, n * es, cudaMemcpyDeviceToHost, g_qr.stream));
+	return sync_stream();
+}
+
+int DevModel::reset() {
+	cudaStream_t st = g_qr.stream;
+	for (auto &bp : blocks) {
+		if (GdnLayer *L = bp->gdn.get()) {
+			for (int i = 0; i < 2; i++)
+				QR_CK(cudaMemsetAsync(L->conv_state[i].p, 0, (size_t)d.kconv * L->C * 2, st));
+			QR_CK(cudaMemsetAsync(L->rec_state.p, 0, (size_t)d.nv * d.dk * d.dv * 4, st));
+			L->cs = 0;
+		}
+	}
+	pos = 0;
+	k_set_int<<<1, 1, 0, st>>>(d_pos.as<int>(), 0);
+	QR_CKL("set_int");
+	return QR_OK;
+}
+
+int DevModel::ensure_acts(int T) {
+	if (T <= tcap)
+		return QR_OK;
+	if (graph) { // the captured step points at the buffers being replaced
+		cudaGraphExecDestroy(graph);
+		graph = nullptr;
+	}
+	QR_CK(cudaStreamSynchronize(g_qr.stream));
+	const size_t H = d.hidden, I = d.inter, V = d.vocab, qd = (size_t)d.nh * d.hd;
+	const size_t wbig = (size_t)(NQKV > 2 * d.inter ? NQKV : 2 * d.inter);
+	DevBuf *b[8] = {&ids, &x, &xn, &big, &act, &qn, &ya, &logits};
+	const size_t sz[8] = {(size_t)T * 4, T * H * 4, T * H * 2, T * wbig * 2, T * I * 2, T * qd * 2, T * qd * 2,
+	                      T * V * 4};
+	a_bytes = 0;
+	for (int i = 0; i < 8; i++) {
+		if (b[i]->p) {
+			QR_CK(cudaFree(b[i]->p));
+			b[i]->p = nullptr;
+		}
+		QR_TRY(b[i]->alloc(sz[i]));
+		a_bytes += sz[i];
+	}
+	if (!blocks.empty()) {
+		qr_gdn_dims gd = {d.hidden, d.nk, d.nv, d.dk, d.dv, d.kconv, d.eps};
+		const int C = 2 * d.nk * d.dk + d.nv * d.dv;
+		QR_TRY(gacts.alloc(gd, C, C + d.nv * d.dv + 2 * d.nv, T));
+		a_bytes += gacts.bytes;
+	}
+	tcap = T;
+	return QR_OK;
+}
+
+// ---- forward ----
+
+// y[m, n] += x[m, k] · Wᵀ (fp32 y: the residual add fused into the GEMM).
+static int gemm_acc(float *y, const bf16_t *x, const bf16_t *w, int m, int n, int k, cudaStream_t st) {
+	const float one = 1.0f;
+	QR_CKB(cublasSetStream(g_qr.blas, st));
+	QR_CKB(cublasGemmEx(g_qr.blas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, w, CUDA_R_16BF, k, x, CUDA_R_16BF, k,
+	                    &one, y, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+	return QR_OK;
+}
+
+int DevModel::prefill(int T, int last_only) {
+	cudaStream_t st = g_qr.stream;
+	QR_ARG(T > 0 && pos + T <= d.max_tokens, "model: %d tokens at position %d exceed max_tokens %d", T, pos,
+	       d.max_tokens);
+	QR_TRY(ensure_acts(T));
+	const int H = d.hidden, I = d.inter, qd = d.nh * d.hd;
+	const float eps = d.eps;
+	float *X = x.as<float>();
+	bf16_t *XN = xn.as<bf16_t>();
+	QR_TRY(mark(ST_NORM, st));
+	k_set_int<<<1, 1, 0, st>>>(d_pos.as<int>(), pos);
+	QR_CKL("set_int");
+	k_embed<<<T, 256, 0, st>>>(X, embed.as<bf16_t>(), ids.as<int32_t>(), H);
+	QR_CKL("embed");
+	for (auto &bp : blocks) {
+		Block &b = *bp;
+		QR_TRY(mark(ST_NORM, st));
+		QR_TRY(launch_rmsnorm(XN, 1, X, 0, T, H, b.in_norm.as<float>(), eps, 1, st));
+		if (GdnLayer *L = b.gdn.get()) {
+			QR_TRY(mark(ST_GDN_PROJ, st));
+			QR_TRY(L->s_inproj(XN, T, st));
+			QR_TRY(mark(ST_GDN_CONV, st));
+			QR_TRY(L->s_conv(T, st));
+			QR_TRY(L->s_prep(T, st));
+			QR_TRY(mark(ST_GDN_CORE, st));
+			QR_TRY(L->s_core(T, st));
+			QR_TRY(mark(ST_GDN_NORM, st));
+			QR_TRY(L->s_norm(T, st));
+			QR_TRY(mark(ST_GDN_PROJ, st));
+			QR_TRY(gemm_acc(X, gacts.y.as<bf16_t>(), L->w_out.as<bf16_t>(), T, H, d.nv * d.dv, st));
+		} else {
+			AttnW &A = *b.attn;
+			bf16_t *QKV = big.as<bf16_t>();
+			QR_TRY(mark(ST_ATT_PROJ, st));
+			QR_TRY(qr_gemm_bf16(QKV, 0, NQKV, XN, H, A.w_qkv.as<bf16_t>(), H, T, NQKV, H, st));
+			QR_TRY(mark(ST_ATT_PREP, st));
+			QR_TRY(launch_attn_prep(qn.as<bf16_t>(), A.kc.as<bf16_t>(), A.vc.as<bf16_t>(), QKV, NQKV, T, d.nh, d.nkv,
+			                        d.hd, d.rot, d.theta, A.qnorm.as<float>(), A.knorm.as<float>(), eps,
+			                        d_pos.as<int>(), st));
+			QR_TRY(mark(ST_ATT_CORE, st));
+			QR_TRY(launch_flash_attn(ya.as<bf16_t>(), qn.as<bf16_t>(), A.kc.as<bf16_t>(), A.vc.as<bf16_t>(), QKV + d.hd,
+			                         NQKV, T, pos, d.nh, d.nkv, d.hd, 1.0f / sqrtf((float)d.hd), st));
+			QR_TRY(mark(ST_ATT_PROJ, st));
+			QR_TRY(gemm_acc(X, ya.as<bf16_t>(), A.w_o.as<bf16_t>(), T, H, qd, st));
+		}
+		QR_TRY(mark(ST_NORM, st));
+		QR_TRY(launch_rmsnorm(XN, 1, X, 0, T, H, b.post_norm.as<float>(), eps, 1, st));
+		QR_TRY(mark(ST_MLP_GU, st));
+		QR_TRY(qr_gemm_bf16(big.p, 0, 2 * I, XN, H, b.w_gu.as<bf16_t>(), H, T, 2 * I, H, st));
+		QR_TRY(mark(ST_MLP_ACT, st));
+		k_swiglu_rows<<<grid_cap((size_t)T * I / 8, 256), 256, 0, st>>>(act.as<bf16_t>(), big.as<bf16_t>(), T, I);
+		QR_CKL("swiglu_rows");
+		QR_TRY(mark(ST_MLP_DOWN, st));
+		QR_TRY(gemm_acc(X, act.as<bf16_t>(), b.w_down.as<bf16_t>(), T, H, I, st));
+	}
+	const int rows = last_only ? 1 : T;
+	QR_TRY(mark(ST_NORM, st));
+	QR_TRY(launch_rmsnorm(XN, 1, X + (size_t)(T - rows) * H, 0, rows, H, final_norm.as<float>(), eps, 1, st));
+	QR_TRY(mark(ST_LM_HEAD, st));
+	QR_TRY(qr_gemm_bf16(logits.p, 1, d.vocab, XN, H, lm_head.as<bf16_t>(), H, rows, d.vocab, H, st));
+	QR_TRY(mark(-1, st));
+	pos += T;
+	// Decode updates conv_state[0] in place (graph-stable pointers): bring
+	// the state there if the prefill's ping-pong left it in [1].
+	for (auto &bp : blocks)
+		if (GdnLayer *L = bp->gdn.get())
+			if (L->cs == 1) {
+				QR_CK(cudaMemcpyAsync(L->conv_state[0].p, L->conv_state[1].p, (size_t)d.kconv * L->C * 2,
+				                      cudaMemcpyDeviceToDevice, st));
+				L->cs = 0;
+			}
+	return QR_OK;
+}
+
+int DevModel::decode_step(int greedy, cudaStream_t st) {
+	const int H = d.hidden, I = d.inter, qd = d.nh * d.hd;
+	const float eps = d.eps;
+	float *X = x.as<float>();
+	bf16_t *XN = xn.as<bf16_t>();
+	const int *P = d_pos.as<int>();
+	k_embed<<<1, 256, 0, st>>>(X, embed.as<bf16_t>(), ids.as<int32_t>(), H);
+	QR_CKL("embed");
+	for (auto &bp : blocks) {
+		Block &b = *bp;
+		QR_TRY(launch_rmsnorm(XN, 1, X, 0, 1, H, b.in_norm.as<float>(), eps, 1, st));
+		if (GdnLayer *L = b.gdn.get()) {
+			bf16_t *proj = gacts.proj.as<bf16_t>();
+			QR_TRY((gemv_launch<0, 0>(proj, XN, L->w_in.as<bf16_t>(), L->NIN, H, st)));
+			k_conv_decode<<<cdiv(L->C, 128), 128, 0, st>>>(gacts.u.as<bf16_t>(), L->conv_state[0].as<bf16_t>(), proj,
+			                                               L->conv_w.as<float>(), L->C, d.kconv);
+			QR_CKL("conv_decode");
+			QR_TRY(launch_gdn_decode128(gacts.o.as<bf16_t>(), gacts.u.as<bf16_t>(), proj + L->C + d.nv * d.dv,
+			                            L->rec_state.as<float>(), d.nk, d.nv, L->a_log.as<float>(),
+			                            L->dt_bias.as<float>(), st));
+			QR_TRY(L->s_norm(1, st));
+			QR_TRY((gemv_launch<0, 1>(X, gacts.y.as<bf16_t>(), L->w_out.as<bf16_t>(), H, d.nv * d.dv, st)));
+		} else {
+			AttnW &A = *b.attn;
+			bf16_t *QKV = big.as<bf16_t>();
+			QR_TRY((gemv_launch<0, 0>(QKV, XN, A.w_qkv.as<bf16_t>(), NQKV, H, st)));
+			QR_TRY(launch_attn_prep(qn.as<bf16_t>(), A.kc.as<bf16_t>(), A.vc.as<bf16_t>(), QKV, NQKV, 1, d.nh, d.nkv,
+			                        d.hd, d.rot, d.theta, A.qnorm.as<float>(), A.knorm.as<float>(), eps, P, st));
+			QR_TRY(launch_attn_decode(ya.as<bf16_t>(), part.as<float>(), qn.as<bf16_t>(), A.kc.as<bf16_t>(),
+			                          A.vc.as<bf16_t>(), QKV, d.nh, d.nkv, d.hd, d.max_tokens,
+			                          1.0f / sqrtf((float)d.hd), P, st));
+			QR_TRY((gemv_launch<0, 1>(X, ya.as<bf16_t>(), A.w_o.as<bf16_t>(), H, qd, st)));
+		}
+		QR_TRY(launch_rmsnorm(XN, 1, X, 0, 1, H, b.post_norm.as<float>(), eps, 1, st));
+		QR_TRY((gemv_launch<0, 0>(big.p, XN, b.w_gu.as<bf16_t>(), 2 * I, H, st)));
+		QR_TRY((gemv_launch<1, 1>(X, big.as<bf16_t>(), b.w_down.as<bf16_t>(), H, I, st)));
+	}
+	QR_TRY(launch_rmsnorm(XN, 1, X, 0, 1, H, final_norm.as<float>(), eps, 1, st));
+	QR_TRY((gemv_launch<0, 2>(logits.p, XN, lm_head.as<bf16_t>(), d.vocab, H, st)));
+	if (greedy) {
+		k_argmax<<<1, 1024, 0, st>>>(ids.as<int32_t>(), logits.as<float>(), d.vocab);
+		QR_CKL("argmax");
+		k_inc_int<<<1, 1, 0, st>>>(d_pos.as<int>());
+		QR_CKL("inc_int");
+	}
+	return QR_OK;
+}
+
+int DevModel::capture_greedy() {
+	if (graph)
+		return QR_OK;
+	cudaStream_t st = g_qr.stream;
+	QR_TRY(ensure_acts(1));
+	QR_CK(cudaStreamSynchronize(st));
+	cudaGraph_t g = nullptr;
+	QR_CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+	const int r = decode_step(1, st);
+	const cudaError_t e = cudaStreamEndCapture(st, &g);
+	if (r != QR_OK) {
+		if (g)
+			cudaGraphDestroy(g);
+		return r;
+	}
+	QR_CK(e);
+	const cudaError_t e2 = cudaGraphInstantiate(&graph, g, 0);
+	cudaGraphDestroy(g);
+	if (e2 != cudaSuccess) {
+		graph = nullptr;
+		return qr_cuda_fail(e2, "cudaGraphInstantiate", __FILE__, __LINE__);
+	}
+	return QR_OK;
+}

@@ -1,0 +1,132 @@
+// model.cuh: the whole Qwen3.5/3.6 text model resident on the device (spec
+// §3): bf16 weights, an fp32 residual stream, fp32 recurrent states, bf16
+// conv states and KV caches. model.cu runs it (prefill and a graph-capturable
+// decode step); model_api.cu is its C ABI and benchmarks.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "common.cuh"
+#include "internal.cuh"
+#include "layer.cuh"
+
+// *p = v on stream st (a one-thread kernel: stream-ordered, graph-safe).
+int set_dev_int(int *p, int v, cudaStream_t st);
+
+// One gated attention layer's weights and KV cache.
+struct AttnW {
+	DevBuf w_qkv;        // [nh·2hd + 2·nkv·hd, H]: q_proj rows, then k_proj, then v_proj
+	DevBuf w_o;          // [H, nh·hd]
+	DevBuf qnorm, knorm; // fp32 [hd], (1+w)
+	DevBuf kc, vc;       // bf16 [cap, nkv, hd]
+};
+
+// One decoder layer: a mixer and the SwiGLU MLP behind (1+w) RMSNorms.
+struct Block {
+	int kind = 0;              // 0 Gated DeltaNet, 1 attention
+	DevBuf in_norm, post_norm; // fp32 [H]
+	DevBuf w_gu;               // [2I, H]: gate_proj rows, then up_proj rows
+	DevBuf w_down;             // [H, I]
+	std::unique_ptr<GdnLayer> gdn;
+	std::unique_ptr<AttnW> attn;
+};
+
+// Prefill stages timed apart by the profiler (qr_model_stage_name).
+enum {
+	ST_NORM = 0, // embedding, RMSNorms
+	ST_GDN_PROJ,
+	ST_GDN_CONV,
+	ST_GDN_CORE,
+	ST_GDN_NORM,
+	ST_ATT_PROJ,
+	ST_ATT_PREP,
+	ST_ATT_CORE,
+	ST_MLP_GU,
+	ST_MLP_ACT,
+	ST_MLP_DOWN,
+	ST_LM_HEAD,
+	ST_COUNT
+};
+
+// Stage profiler: an event at each stage boundary of one pass; the time
+// between two marks is charged to the stage the first one opened.
+struct Prof {
+	std::vector<cudaEvent_t> ev;
+	std::vector<int> stage;
+	size_t used = 0;
+	~Prof() {
+		for (cudaEvent_t e : ev)
+			cudaEventDestroy(e);
+	}
+	int mark(int s, cudaStream_t st) {
+		if (used == ev.size()) {
+			cudaEvent_t e;
+			QR_CK(cudaEventCreate(&e));
+			ev.push_back(e);
+			stage.push_back(0);
+		}
+		stage[used] = s;
+		QR_CK(cudaEventRecord(ev[used++], st));
+		return QR_OK;
+	}
+	// Sum the intervals into ms[ST_COUNT] (synchronises).
+	int sum(double *ms) {
+		for (int i = 0; i < ST_COUNT; i++)
+			ms[i] = 0;
+		if (used == 0)
+			return QR_OK;
+		QR_CK(cudaEventSynchronize(ev[used - 1]));
+		for (size_t i = 0; i + 1 < used; i++) {
+			float x = 0;
+			QR_CK(cudaEventElapsedTime(&x, ev[i], ev[i + 1]));
+			if (stage[i] >= 0 && stage[i] < ST_COUNT)
+				ms[stage[i]] += x;
+		}
+		return QR_OK;
+	}
+};
+
+struct DevModel {
+	qr_model_dims d{};
+	int NQKV = 0; // rows of an attention layer's w_qkv
+	std::vector<std::unique_ptr<Block>> blocks;
+	DevBuf embed, lm_head, final_norm;
+	GdnActs gacts; // shared by every GDN layer
+	int pos = 0;   // position of the next token (host copy)
+	DevBuf d_pos;  // int: the same on the device (decode reads it there)
+	// Activations for up to tcap tokens.
+	int tcap = 0;
+	DevBuf ids;    // int32 [tcap]; ids[0] is the decode step's token
+	DevBuf x;      // fp32 [T, H] residual stream
+	DevBuf xn;     // bf16 [T, H] normed input of a mixer or MLP
+	DevBuf big;    // bf16 [T, max(NQKV, 2I)]: attention q|k|v|gate or MLP gate|up
+	DevBuf act;    // bf16 [T, I] SwiGLU output
+	DevBuf qn, ya; // bf16 [T, nh·hd]: normed+rotated queries, gated attention output
+	DevBuf logits; // fp32 [T, V]
+	DevBuf part;   // decode attention partials
+	size_t w_bytes = 0, s_bytes = 0, a_bytes = 0;
+	cudaGraphExec_t graph = nullptr; // the greedy decode step, captured on first use
+	Prof *prof = nullptr;            // set while a profiled pass runs
+
+	~DevModel() {
+		if (graph)
+			cudaGraphExecDestroy(graph);
+	}
+	int mark(int s, cudaStream_t st) { return prof ? prof->mark(s, st) : QR_OK; }
+
+	int create(const qr_model_dims &dd, const int32_t *kinds);
+	int random(uint64_t seed);
+	int locate(int layer, int which, DevBuf **buf, size_t *off, size_t *count, bool *mat);
+	int set(int layer, int which, const void *src, size_t n, int src_bf16);
+	int get(int layer, int which, void *dst, size_t n); // bf16 matrices, fp32 vectors
+	int reset();
+	int ensure_acts(int T);
+	// ids [T] already in `ids`; logits for every row or the last.
+	int prefill(int T, int last_only);
+	// One token (ids[0]) at position *d_pos: no host synchronisation, no
+	// allocation, so it can be captured into a graph. greedy: the argmax of
+	// the logits replaces ids[0] and *d_pos advances.
+	int decode_step(int greedy, cudaStream_t st);
+	int capture_greedy();
+};

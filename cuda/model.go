@@ -1,0 +1,353 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/qwenref/qwenref/layers/attention"
+	"github.com/qwenref/qwenref/layers/gateddelta"
+	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/tensor"
+)
+
+// Weight slots of qr_model_set (the QR_W_* enum of qwenref_cuda.h).
+const (
+	wEmbed = iota
+	wLMHead
+	wFinalNorm
+	wInputNorm
+	wPostNorm
+	wMLPGate
+	wMLPUp
+	wMLPDown
+	wGDNQKV
+	wGDNZ
+	wGDNB
+	wGDNA
+	wGDNOut
+	wGDNConv
+	wGDNALog
+	wGDNDtBias
+	wGDNNorm
+	wAttQ
+	wAttK
+	wAttV
+	wAttO
+	wAttQNorm
+	wAttKNorm
+)
+
+// Model is a whole Qwen3.5/3.6 text model resident on the GPU: bf16 weights,
+// an fp32 residual stream, fp32 recurrent states and logits, bf16 conv
+// states and KV caches. It is one sequence at a time (like model.Session):
+// Forward feeds tokens at the current position, Reset starts over. GDN head
+// dims must be 128 and the attention head dim 256 (every Qwen3.5/3.6 size).
+// Its methods hold the Device's lock; Close (or the Device's) frees it.
+type Model struct {
+	dev       *Device
+	h         unsafe.Pointer
+	cfg       *model.Config
+	maxTokens int
+}
+
+// dimsOf maps a config to the library's dimensions.
+func dimsOf(cfg *model.Config, maxTokens int) (modelDims, []int32, error) {
+	if err := cfg.Validate(); err != nil {
+		return modelDims{}, nil, err
+	}
+	if maxTokens <= 0 {
+		return modelDims{}, nil, fmt.Errorf("cuda: model: maxTokens %d", maxTokens)
+	}
+	kinds := make([]int32, cfg.NumLayers)
+	for i, k := range cfg.LayerTypes {
+		if k == model.FullAttention {
+			kinds[i] = 1
+		}
+	}
+	return modelDims{
+		vocab: cfg.VocabSize, hidden: cfg.HiddenSize, inter: cfg.IntermediateSize, nlayers: cfg.NumLayers,
+		nk: cfg.LinearNumKeyHeads, nv: cfg.LinearNumValueHeads, dk: cfg.LinearKeyHeadDim, dv: cfg.LinearValueHeadDim,
+		kconv: cfg.LinearConvKernel, nh: cfg.NumHeads, nkv: cfg.NumKVHeads, hd: cfg.HeadDim, rot: cfg.RotaryDim(),
+		theta: float32(cfg.RopeTheta), eps: float32(cfg.RMSNormEps), maxTokens: maxTokens,
+	}, kinds, nil
+}
+
+// newModel allocates a model of cfg's shape (weights not yet set).
+func (d *Device) newModel(cfg *model.Config, maxTokens int) (*Model, error) {
+	dims, kinds, err := dimsOf(cfg, maxTokens)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var h unsafe.Pointer // a local: cgo refuses a pointer into a struct holding Go pointers
+	if err := d.callLocked("model_create", func() int { return cModelCreate(&h, dims, kinds) }); err != nil {
+		return nil, err
+	}
+	m := &Model{dev: d, h: h, cfg: cfg, maxTokens: maxTokens}
+	d.models[m] = struct{}{}
+	return m, nil
+}
+
+// NewRandomModel builds a model of cfg's shape whose weights are generated
+// on the GPU from seed (a counter-based hash, so nothing crosses the bus):
+// linear weights N(0, 1/fan_in), embeddings N(0, 1), (1+w) norm weights
+// U(−0.5, 0.5), the GDN norm U(0.5, 1.5), A_log = log U(0.05, 8), dt_bias
+// U(−1, 1), conv taps N(0, 0.25), the distributions of model.RandomValues
+// (not its values). maxTokens sizes the KV caches.
+func (d *Device) NewRandomModel(cfg *model.Config, seed uint64, maxTokens int) (*Model, error) {
+	m, err := d.newModel(cfg, maxTokens)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.call("model_random", func() int { return cModelRandom(m.h, seed) }); err != nil {
+		_ = m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// UploadModel copies a host model's weights to the GPU (matrices as bf16,
+// rounded there if stored as float32; vectors as float32).
+func (d *Device) UploadModel(hm *model.Model, maxTokens int) (*Model, error) {
+	m, err := d.newModel(hm.Config, maxTokens)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.upload(hm); err != nil {
+		_ = m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Model) upload(hm *model.Model) error {
+	mat := func(layer, which int, w *tensor.Matrix) error {
+		return m.dev.call(fmt.Sprintf("model_set %d/%d", layer, which), func() int {
+			if w.IsBF16() {
+				return cModelSetBF16(m.h, layer, which, w.BF16)
+			}
+			return cModelSetF32(m.h, layer, which, w.F32)
+		})
+	}
+	vec := func(layer, which int, v []float32) error {
+		return m.dev.call(fmt.Sprintf("model_set %d/%d", layer, which), func() int {
+			return cModelSetF32(m.h, layer, which, v)
+		})
+	}
+	errs := []error{mat(0, wEmbed, hm.Embed), mat(0, wLMHead, hm.LMHead), vec(0, wFinalNorm, hm.FinalNorm)}
+	for l := range hm.Blocks {
+		b := &hm.Blocks[l]
+		errs = append(errs, vec(l, wInputNorm, b.InputNorm), vec(l, wPostNorm, b.PostNorm),
+			mat(l, wMLPGate, b.MLP.Gate), mat(l, wMLPUp, b.MLP.Up), mat(l, wMLPDown, b.MLP.Down))
+		if g := b.GDN; g != nil {
+			errs = append(errs, mat(l, wGDNQKV, g.W.InProjQKV), mat(l, wGDNZ, g.W.InProjZ), mat(l, wGDNB, g.W.InProjB),
+				mat(l, wGDNA, g.W.InProjA), mat(l, wGDNOut, g.W.OutProj), vec(l, wGDNConv, g.W.ConvW),
+				vec(l, wGDNALog, g.W.ALog), vec(l, wGDNDtBias, g.W.DtBias), vec(l, wGDNNorm, g.W.NormW))
+		}
+		if a := b.Attn; a != nil {
+			errs = append(errs, mat(l, wAttQ, a.W.QProj), mat(l, wAttK, a.W.KProj), mat(l, wAttV, a.W.VProj),
+				mat(l, wAttO, a.W.OProj), vec(l, wAttQNorm, a.W.QNorm), vec(l, wAttKNorm, a.W.KNorm))
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Download copies the device weights back into a host model.Model (bf16
+// matrices, float32 vectors): GPU-generated weights can then run on a CPU
+// backend. It needs host memory for the whole model.
+func (m *Model) Download() (*model.Model, error) {
+	cfg := m.cfg
+	h, v, in := cfg.HiddenSize, cfg.VocabSize, cfg.IntermediateSize
+	var first error
+	get := func(layer, which int, f func() int) {
+		if first != nil {
+			return
+		}
+		first = m.dev.call(fmt.Sprintf("model_get %d/%d", layer, which), f)
+	}
+	mat := func(layer, which, rows, cols int) *tensor.Matrix {
+		b := make([]uint16, rows*cols)
+		get(layer, which, func() int { return cModelGetBF16(m.h, layer, which, b) })
+		return &tensor.Matrix{Rows: rows, Cols: cols, BF16: b}
+	}
+	vec := func(layer, which, n int) []float32 {
+		x := make([]float32, n)
+		get(layer, which, func() int { return cModelGetF32(m.h, layer, which, x) })
+		return x
+	}
+	hm := &model.Model{Config: cfg, Embed: mat(0, wEmbed, v, h), LMHead: mat(0, wLMHead, v, h),
+		FinalNorm: vec(0, wFinalNorm, h)}
+	eps := float32(cfg.RMSNormEps)
+	for l, kind := range cfg.LayerTypes {
+		b := model.Block{Kind: kind, InputNorm: vec(l, wInputNorm, h), PostNorm: vec(l, wPostNorm, h),
+			MLP: model.MLP{Gate: mat(l, wMLPGate, in, h), Up: mat(l, wMLPUp, in, h), Down: mat(l, wMLPDown, h, in)}}
+		if kind == model.FullAttention {
+			nh, nkv, dh := cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim
+			b.Attn = &attention.Layer{
+				Dims: attention.LayerDims{Hidden: h, NH: nh, NKV: nkv, D: dh, RotaryDim: cfg.RotaryDim(),
+					Theta: cfg.RopeTheta, Eps: eps},
+				W: attention.LayerWeights{QProj: mat(l, wAttQ, 2*nh*dh, h), KProj: mat(l, wAttK, nkv*dh, h),
+					VProj: mat(l, wAttV, nkv*dh, h), OProj: mat(l, wAttO, h, nh*dh), QNorm: vec(l, wAttQNorm, dh),
+					KNorm: vec(l, wAttKNorm, dh)},
+			}
+		} else {
+			gd := gateddelta.LayerDims{Hidden: h, NK: cfg.LinearNumKeyHeads, NV: cfg.LinearNumValueHeads,
+				DK: cfg.LinearKeyHeadDim, DV: cfg.LinearValueHeadDim, ConvK: cfg.LinearConvKernel, Eps: eps}
+			c, hv := gd.ConvDim(), gd.NV*gd.DV
+			b.GDN = &gateddelta.Layer{Dims: gd, W: gateddelta.LayerWeights{
+				InProjQKV: mat(l, wGDNQKV, c, h), InProjZ: mat(l, wGDNZ, hv, h), InProjB: mat(l, wGDNB, gd.NV, h),
+				InProjA: mat(l, wGDNA, gd.NV, h), OutProj: mat(l, wGDNOut, h, hv),
+				ConvW: vec(l, wGDNConv, c*gd.ConvK), ALog: vec(l, wGDNALog, gd.NV), DtBias: vec(l, wGDNDtBias, gd.NV),
+				NormW: vec(l, wGDNNorm, gd.DV)}}
+		}
+		hm.Blocks = append(hm.Blocks, b)
+	}
+	if first != nil {
+		return nil, first
+	}
+	return hm, nil
+}
+
+// Config is the model's configuration.
+func (m *Model) Config() *model.Config { return m.cfg }
+
+// Forward feeds ids at the current position and returns fp32 logits
+// [len(ids), vocab], or [1, vocab] with lastOnly. One token takes the decode
+// path (GEMVs, recurrent update, split-key attention), more the prefill path
+// (cuBLAS, chunked tensor-core core, flash attention).
+func (m *Model) Forward(ids []int, lastOnly bool) ([]float32, error) {
+	if len(ids) == 0 {
+		return nil, model.ErrEmpty
+	}
+	ids32 := make([]int32, len(ids))
+	for i, id := range ids {
+		if id < 0 || id >= m.cfg.VocabSize || id > math.MaxInt32 {
+			return nil, fmt.Errorf("cuda: model: token id %d at %d outside the vocabulary", id, i)
+		}
+		ids32[i] = int32(id)
+	}
+	rows := len(ids)
+	if lastOnly {
+		rows = 1
+	}
+	logits := make([]float32, rows*m.cfg.VocabSize)
+	err := m.dev.call("model_forward", func() int { return cModelForward(m.h, ids32, lastOnly, logits) })
+	if err != nil {
+		return nil, err
+	}
+	return logits, nil
+}
+
+// Greedy decodes n tokens on the device, one CUDA-graph replay each (embed,
+// every layer, lm_head, argmax feeding the next step), starting by feeding
+// first at the current position. It returns the n chosen ids.
+func (m *Model) Greedy(first, n int) ([]int, error) {
+	if first < 0 || first >= m.cfg.VocabSize || n < 0 {
+		return nil, fmt.Errorf("cuda: model: greedy from id %d for %d steps", first, n)
+	}
+	out := make([]int32, n)
+	if err := m.dev.call("model_greedy", func() int { return cModelGreedy(m.h, int32(first), out) }); err != nil {
+		return nil, err
+	}
+	ids := make([]int, n)
+	for i, v := range out {
+		ids[i] = int(v)
+	}
+	return ids, nil
+}
+
+// Reset empties every state and cache (position 0).
+func (m *Model) Reset() error {
+	return m.dev.call("model_reset", func() int { return cModelReset(m.h) })
+}
+
+// ModelMemory is what a Model holds on the device, in bytes.
+type ModelMemory struct {
+	Weights, State, Activations int64
+}
+
+// Info returns the current position and the device memory the model holds.
+func (m *Model) Info() (pos int, mem ModelMemory, err error) {
+	err = m.dev.call("model_info", func() int {
+		var rc int
+		pos, mem.Weights, mem.State, mem.Activations, rc = cModelInfo(m.h)
+		return rc
+	})
+	return pos, mem, err
+}
+
+// Close frees the model's device memory. Calling it twice is harmless.
+func (m *Model) Close() error {
+	d := m.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.models[m]; !ok {
+		return nil
+	}
+	delete(d.models, m)
+	return d.callLocked("model_destroy", func() int { return cModelDestroy(m.h) })
+}
+
+// MemInfo returns the device's free and total memory (cudaMemGetInfo).
+func (d *Device) MemInfo() (free, total int64, err error) {
+	err = d.call("mem_info", func() int {
+		var rc int
+		free, total, rc = cMemInfo()
+		return rc
+	})
+	return free, total, err
+}
+
+// PrefillStages names the Extra entries of BenchPrefill after tokens/s: the
+// stage times (ms) of one profiled pass.
+func PrefillStages() []string {
+	var s []string
+	for i := 0; ; i++ {
+		n := cModelStageName(i)
+		if n == "" {
+			return s
+		}
+		s = append(s, n)
+	}
+}
+
+func (m *Model) bench(what, t, variant, reps int) (Timing, error) {
+	out := make([]float64, 24)
+	err := m.dev.call(fmt.Sprintf("model_bench %d", what), func() int {
+		return cModelBench(m.h, what, t, variant, reps, out)
+	})
+	if err != nil {
+		return Timing{}, err
+	}
+	tm := Timing{Median: out[0], Min: out[1], Max: out[2]}
+	for _, v := range out[3:] {
+		if math.IsNaN(v) {
+			break
+		}
+		tm.Extra = append(tm.Extra, v)
+	}
+	return tm, nil
+}
+
+// BenchPrefill times a prefill of t random tokens from an empty cache,
+// logits for every position, after one warm-up: reps passes, each between
+// two CUDA events. Extra[0] is tokens/s at the median, Extra[1:] the stage
+// times of one profiled pass (PrefillStages). The state is reset.
+func (m *Model) BenchPrefill(t, reps int) (Timing, error) { return m.bench(0, t, 0, reps) }
+
+// BenchDecode prefills `prefill` random tokens, then times `steps` greedy
+// decode steps as CUDA-graph replays (each between two events) after 3
+// warm-up replays. Extra[0] is the median of 5 plain-launch steps, Extra[1]
+// the weight bytes read per step over the graph median (GB/s).
+func (m *Model) BenchDecode(prefill, steps int) (Timing, error) {
+	return m.bench(1, prefill, steps, steps)
+}
