@@ -11,7 +11,9 @@ import (
 )
 
 // Greedy continuations must equal transformers' generate(do_sample=False)
-// token for token, on every backend.
+// token for token, on every backend. A bf16 backend is compared only while
+// the float32 (naive) run's top-2 logit margin stays comfortable: beyond
+// that, bf16 rounding may legitimately pick the other token.
 func TestGreedyMatchesTransformers(t *testing.T) {
 	root, cases := goldenCases(t)
 	for _, backend := range BackendNames() {
@@ -32,11 +34,51 @@ func TestGreedyMatchesTransformers(t *testing.T) {
 				for b, prompt := range in.IDs {
 					res, err := m.Generate(prompt, be, GenerateOptions{MaxNewTokens: in.Generate.MaxNewTokens})
 					require.NoError(t, err)
-					assert.Equal(t, in.Generate.NewIDs[b], res.NewIDs, "row %d", b)
+					want := in.Generate.NewIDs[b]
+					if bf16Backends[backend] {
+						n := comfortableSteps(t, m, prompt, in.Generate.MaxNewTokens)
+						t.Logf("row %d: comparing the first %d of %d tokens (top-2 margin ≥ %.2f·rms of the logits)",
+							b, n, len(want), greedyMargin)
+						want, res.NewIDs = want[:n], res.NewIDs[:min(n, len(res.NewIDs))]
+					}
+					assert.Equal(t, want, res.NewIDs, "row %d", b)
 				}
 			})
 		}
 	}
+}
+
+// greedyMargin is the top-2 logit gap, in units of the logits' RMS, under
+// which a bf16 backend's greedy choice is not compared: bf16RelL2 of the
+// logits is an error of about 0.01·rms per logit.
+const greedyMargin = 0.05
+
+// comfortableSteps counts the leading greedy steps of the naive (float32)
+// backend whose top-2 logit margin is at least greedyMargin·rms.
+func comfortableSteps(t *testing.T, m *Model, prompt []int, maxNew int) int {
+	ref, err := NewBackend("naive")
+	require.NoError(t, err)
+	n, stop := 0, false
+	_, err = m.Generate(prompt, ref, GenerateOptions{MaxNewTokens: maxNew, OnToken: func(_ int, logits []float32) bool {
+		best, second, ss := math.Inf(-1), math.Inf(-1), 0.0
+		for _, v := range logits {
+			x := float64(v)
+			ss += x * x
+			if x > best {
+				best, second = x, best
+			} else if x > second {
+				second = x
+			}
+		}
+		if stop || best-second < greedyMargin*math.Sqrt(ss/float64(len(logits))) {
+			stop = true
+		} else {
+			n++
+		}
+		return true
+	}})
+	require.NoError(t, err)
+	return n
 }
 
 func TestSampling(t *testing.T) {

@@ -10,10 +10,19 @@ import (
 	"github.com/qwenref/qwenref/tensor"
 )
 
+// bf16Backends lists the backends whose matrix products round activations
+// to bf16 (the "cuda" backend: cuBLAS bf16 tensor cores); the others compute
+// in float32. The tests hold them to bf16RelL2, the bound measured for one
+// bf16 layer in docs/perf-cuda.md, instead of the float32 bars.
+var bf16Backends = map[string]bool{"cuda": true}
+
+const bf16RelL2 = 1e-2
+
 // Cached decoding must equal a full forward: prefill, then single tokens,
 // then a multi-token continuation (spec §3.4), on every golden model.
 // Bar: relative L2 ≤ 1e-5 per position in float32 (the issue's); the two
-// paths differ only in how the core and attention group their work.
+// paths differ only in how the core and attention group their work. bf16
+// backends: bf16RelL2.
 func TestPrefillDecodeEqualsFullForward(t *testing.T) {
 	root, cases := goldenCases(t)
 	for _, backend := range BackendNames() {
@@ -57,13 +66,17 @@ func TestPrefillDecodeEqualsFullForward(t *testing.T) {
 					worst = max(worst, tensor.RelL2(got[p*v:(p+1)*v], full.Data[p*v:(p+1)*v]))
 				}
 				t.Logf("worst per-position rel L2 %.2e", worst)
-				assert.LessOrEqual(t, worst, 1e-5)
+				bar, lastBar := 1e-5, 1e-6
+				if bf16Backends[backend] {
+					bar, lastBar = bf16RelL2, bf16RelL2
+				}
+				assert.LessOrEqual(t, worst, bar)
 
 				// LastOnly returns the last row of the full logits.
 				s.Reset()
 				last, err := s.Forward(ids, be, Options{LastOnly: true})
 				require.NoError(t, err)
-				assert.LessOrEqual(t, tensor.RelL2(last.Data, full.Data[(n-1)*v:]), 1e-6)
+				assert.LessOrEqual(t, tensor.RelL2(last.Data, full.Data[(n-1)*v:]), lastBar)
 			})
 		}
 	}
