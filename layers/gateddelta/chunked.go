@@ -7,10 +7,12 @@ import (
 	"sync/atomic"
 )
 
-// Chunked is the fast CPU kernel: the chunked (WY/UT) form of spec §4.1 for
-// every whole chunk, and a fused single-pass recurrence (see Recurrent)
+// Chunked is the chunked CPU kernel: the chunked (WY/UT) form of spec §4.1
+// for every whole chunk, and the fused single-pass recurrence of Recurrent
 // for sequences shorter than one chunk (decode) and for the ragged tail of
-// longer ones, so no work is spent on padding. Work is spread over
+// longer ones, so no work is spent on padding. (On this project's 2-core
+// CPU, Recurrent is the faster of the two at every length; see
+// docs/perf-gateddelta.md.) Work is spread over
 // GOMAXPROCS goroutines by key head (value heads sharing a key head share
 // the chunk's K Kᵀ and Q Kᵀ products) or by value head when there are too
 // few key heads to keep every core busy.

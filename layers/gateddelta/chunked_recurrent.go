@@ -3,8 +3,8 @@ package gateddelta
 import "math"
 
 // Recurrent is the fused per-token kernel: the recurrence of spec §4.2 in
-// one SIMD sweep over the state per token (see below), parallel over value
-// heads. It is what Chunked runs for inputs shorter than one chunk; as a
+// one SIMD sweep over the state per token (see below), parallel over
+// key-head groups (over value heads for decode). It is what Chunked runs for inputs shorter than one chunk; as a
 // Kernel of its own it runs every token that way. On this project's CPU it
 // does fewer FLOPs than the chunked form (3 FMAs per state element per
 // token against about 4 at C = 64) and is the faster of the two at every
@@ -49,7 +49,8 @@ func (p *problem) recurrentAll() {
 // naive four sweeps. When c′ would drop below cMin (and always on the last
 // token, so the stored state is the true S) the pass instead computes
 // S̃ ← ρ S̃ + k̂ δᵀ with ρ = c′ and resets c to 1. Columns of the state are
-// independent, so each column block runs all tokens while it sits in L1.
+// independent, so each 32-column block runs a window of tokens while it
+// sits in L1.
 
 // cMin bounds how far S̃ may drift from S: 2⁻⁴⁰ leaves float32 range to
 // spare (|S̃| ≤ 2⁴⁰|S|) and rebases rarely (once per 27.7 of log-decay).

@@ -24,7 +24,6 @@ type vec = archsimd.Float32x16
 func at(p *float32, i int) *float32 { return (*float32)(unsafe.Add(unsafe.Pointer(p), 4*i)) }
 func ld(p *float32) vec             { return archsimd.LoadFloat32x16((*[16]float32)(unsafe.Pointer(p))) }
 func st(x vec, p *float32)          { x.Store((*[16]float32)(unsafe.Pointer(p))) }
-func bc(p *float32) vec             { return archsimd.BroadcastFloat32x16(*p) }
 func splat(x float32) vec           { return archsimd.BroadcastFloat32x16(x) }
 
 // gemm computes C = beta·C + alpha·diag(rs)·A·B; see gemmGeneric for the
