@@ -108,14 +108,14 @@ func simdGemvF32(y []float32, ldy int, x []float32, m, k int, w []float32) {
 			j := 0
 			for ; j+8 <= n; j += 8 {
 				xv := archsimd.LoadFloat32x8((*[8]float32)(xi[j : j+8]))
-				a0 = archsimd.LoadFloat32x8((*[8]float32)(w0[j : j+8])).MulAdd(xv, a0)
-				a1 = archsimd.LoadFloat32x8((*[8]float32)(w1[j : j+8])).MulAdd(xv, a1)
-				a2 = archsimd.LoadFloat32x8((*[8]float32)(w2[j : j+8])).MulAdd(xv, a2)
-				a3 = archsimd.LoadFloat32x8((*[8]float32)(w3[j : j+8])).MulAdd(xv, a3)
-				a4 = archsimd.LoadFloat32x8((*[8]float32)(w4[j : j+8])).MulAdd(xv, a4)
-				a5 = archsimd.LoadFloat32x8((*[8]float32)(w5[j : j+8])).MulAdd(xv, a5)
-				a6 = archsimd.LoadFloat32x8((*[8]float32)(w6[j : j+8])).MulAdd(xv, a6)
-				a7 = archsimd.LoadFloat32x8((*[8]float32)(w7[j : j+8])).MulAdd(xv, a7)
+				a0 = archsimd.LoadFloat32x8((*[8]float32)(w0[j:j+8])).MulAdd(xv, a0)
+				a1 = archsimd.LoadFloat32x8((*[8]float32)(w1[j:j+8])).MulAdd(xv, a1)
+				a2 = archsimd.LoadFloat32x8((*[8]float32)(w2[j:j+8])).MulAdd(xv, a2)
+				a3 = archsimd.LoadFloat32x8((*[8]float32)(w3[j:j+8])).MulAdd(xv, a3)
+				a4 = archsimd.LoadFloat32x8((*[8]float32)(w4[j:j+8])).MulAdd(xv, a4)
+				a5 = archsimd.LoadFloat32x8((*[8]float32)(w5[j:j+8])).MulAdd(xv, a5)
+				a6 = archsimd.LoadFloat32x8((*[8]float32)(w6[j:j+8])).MulAdd(xv, a6)
+				a7 = archsimd.LoadFloat32x8((*[8]float32)(w7[j:j+8])).MulAdd(xv, a7)
 			}
 			if j < n {
 				xv := loadTailF32(xi[j:])
@@ -157,14 +157,14 @@ func simdGemvBF16(y []float32, ldy int, x []float32, m, k int, w []uint16) {
 			j := 0
 			for ; j+8 <= n; j += 8 {
 				xv := archsimd.LoadFloat32x8((*[8]float32)(xi[j : j+8]))
-				a0 = widen8(archsimd.LoadUint16x8((*[8]uint16)(w0[j : j+8]))).MulAdd(xv, a0)
-				a1 = widen8(archsimd.LoadUint16x8((*[8]uint16)(w1[j : j+8]))).MulAdd(xv, a1)
-				a2 = widen8(archsimd.LoadUint16x8((*[8]uint16)(w2[j : j+8]))).MulAdd(xv, a2)
-				a3 = widen8(archsimd.LoadUint16x8((*[8]uint16)(w3[j : j+8]))).MulAdd(xv, a3)
-				a4 = widen8(archsimd.LoadUint16x8((*[8]uint16)(w4[j : j+8]))).MulAdd(xv, a4)
-				a5 = widen8(archsimd.LoadUint16x8((*[8]uint16)(w5[j : j+8]))).MulAdd(xv, a5)
-				a6 = widen8(archsimd.LoadUint16x8((*[8]uint16)(w6[j : j+8]))).MulAdd(xv, a6)
-				a7 = widen8(archsimd.LoadUint16x8((*[8]uint16)(w7[j : j+8]))).MulAdd(xv, a7)
+				a0 = widen8(archsimd.LoadUint16x8((*[8]uint16)(w0[j:j+8]))).MulAdd(xv, a0)
+				a1 = widen8(archsimd.LoadUint16x8((*[8]uint16)(w1[j:j+8]))).MulAdd(xv, a1)
+				a2 = widen8(archsimd.LoadUint16x8((*[8]uint16)(w2[j:j+8]))).MulAdd(xv, a2)
+				a3 = widen8(archsimd.LoadUint16x8((*[8]uint16)(w3[j:j+8]))).MulAdd(xv, a3)
+				a4 = widen8(archsimd.LoadUint16x8((*[8]uint16)(w4[j:j+8]))).MulAdd(xv, a4)
+				a5 = widen8(archsimd.LoadUint16x8((*[8]uint16)(w5[j:j+8]))).MulAdd(xv, a5)
+				a6 = widen8(archsimd.LoadUint16x8((*[8]uint16)(w6[j:j+8]))).MulAdd(xv, a6)
+				a7 = widen8(archsimd.LoadUint16x8((*[8]uint16)(w7[j:j+8]))).MulAdd(xv, a7)
 			}
 			if j < n {
 				xv := loadTailF32(xi[j:])
