@@ -144,8 +144,9 @@ func dot1(D int, q, k unsafe.Pointer) float32 {
 	return t.AddPairs(t).GetElem(0)
 }
 
-// swapHalves exchanges the two 8-lane halves of a vector.
-var swapHalves = archsimd.LoadUint32x16(&[16]uint32{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7})
+// swapHalves exchanges the two 8-lane halves of a vector. It is built in
+// init, behind the AVX-512 check, like every vector constant.
+var swapHalves archsimd.Uint32x16
 
 // softmaxPairs is softmaxBlockScalar for scores p [jp][8] (jp even), each
 // 16-lane vector holding two keys of the same eight rows. m, l and corr

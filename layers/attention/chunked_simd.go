@@ -11,7 +11,10 @@ import (
 // query rows per instruction.
 func init() {
 	if archsimd.X86.AVX512() {
+		// Vector constants are built here, behind the check: building one
+		// executes AVX-512 instructions.
 		ec = newExpConsts()
+		swapHalves = archsimd.LoadUint32x16(&[16]uint32{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7})
 		gemm = gemmAVX512
 		softmaxBlock = softmaxBlockAVX512
 		smallTile = smallTileAVX512

@@ -8,9 +8,12 @@ import (
 )
 
 // On AVX-512 machines the row kernels work on 16 channels per instruction.
+// Every vector constant is built here, behind the CPU check: building one
+// executes AVX-512 instructions.
 func init() {
 	if archsimd.X86.AVX512() {
 		ec = newExpConsts()
+		tapPick, halves = newTapPerms()
 		convRow4 = convRow4AVX512
 		convRowK = convRowKAVX512
 		convRows4x4 = convRows4x4AVX512
@@ -21,7 +24,12 @@ func init() {
 // Permutations for transposeTapsAVX512: tapPick[j] gathers tap j of the
 // eight channels held by two concatenated vectors (lanes 0..7; lanes 8..15
 // repeat them and are discarded); halves joins lanes 0..7 of two vectors.
-var tapPick, halves = func() (p [4]archsimd.Uint32x16, h archsimd.Uint32x16) {
+var (
+	tapPick [4]archsimd.Uint32x16
+	halves  archsimd.Uint32x16
+)
+
+func newTapPerms() (p [4]archsimd.Uint32x16, h archsimd.Uint32x16) {
 	var idx [16]uint32
 	for j := range p {
 		for i := range idx {
@@ -33,7 +41,7 @@ var tapPick, halves = func() (p [4]archsimd.Uint32x16, h archsimd.Uint32x16) {
 		idx[i] = uint32(i%8 + 16*(i/8))
 	}
 	return p, archsimd.LoadUint32x16(&idx)
-}()
+}
 
 // transposeTapsAVX512 is transposeTapsScalar with a K = 4 fast path that
 // transposes 16 channels with 12 permutes instead of 64 scalar moves: it
@@ -84,7 +92,7 @@ func convRow4AVX512(y, r0, r1, r2, r3, w0, w1, w2, w3 []float32) {
 	n := len(y)
 	for _, s := range [...][]float32{r0, r1, r2, r3, w0, w1, w2, w3} {
 		if len(s) < n {
-			panic("conv1d: short row") // unreachable: convBlock slices them all to n
+			panic("conv1d: short row") // unreachable: convRows slices them all to n
 		}
 	}
 	full := n &^ 15
