@@ -1,6 +1,7 @@
 package attention
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"sync"
@@ -89,6 +90,9 @@ func (c Chunked) Forward(out, q, k, v []float32, d Dims, scale float32) error {
 	if err := d.Check(out, q, k, v); err != nil {
 		return err
 	}
+	if c.BlockQ < 0 || c.BlockK < 0 {
+		return fmt.Errorf("attention: negative block sizes %+v", c)
+	}
 	if d.T == 0 {
 		return nil
 	}
@@ -110,7 +114,7 @@ func (c Chunked) Forward(out, q, k, v []float32, d Dims, scale float32) error {
 		// Unit u: latest query blocks first (they see the most keys).
 		qb, g := nqb-1-u/d.NKV, u%d.NKV
 		t0 := qb * bq
-		c.tile(tl, out, q, k, v, d, scale, g, t0, min(t0+bq, d.T), bk)
+		c.runTile(tl, out, q, k, v, d, scale, g, t0, min(t0+bq, d.T), bk)
 	}
 	workers := min(runtime.GOMAXPROCS(0), units)
 	if workers == 1 {
@@ -138,9 +142,9 @@ func (c Chunked) Forward(out, q, k, v []float32, d Dims, scale float32) error {
 	return nil
 }
 
-// tile computes the outputs of query tokens [t0, t1) for the query heads
+// runTile computes the outputs of query tokens [t0, t1) for the query heads
 // of KV head g.
-func (c Chunked) tile(tl *tile, out, q, k, v []float32, d Dims, scale float32, g, t0, t1, bk int) {
+func (c Chunked) runTile(tl *tile, out, q, k, v []float32, d Dims, scale float32, g, t0, t1, bk int) {
 	group := d.NH / d.NKV
 	rows := (t1 - t0) * group
 	if rows <= smallRows && smallTile != nil && smallTile(tl, out, q, k, v, d, scale, g, t0, t1, bk) {
@@ -205,8 +209,8 @@ func (c Chunked) tile(tl *tile, out, q, k, v []float32, d Dims, scale float32, g
 		// probabilities are broadcast and the value rows are the vectors,
 		// so O stays row-major and is written out without a transpose.
 		for i := range rows {
-			if c := corr[i]; c != 1 {
-				scaleRow(o[i*D:(i+1)*D], c)
+			if f := corr[i]; f != 1 {
+				scaleRow(o[i*D:(i+1)*D], f)
 			}
 		}
 		vb := tl.vb[:jn*vs]

@@ -8,7 +8,7 @@ import (
 	"unsafe"
 )
 
-// smallTileAVX512 is Chunked.tile for at most eight rows, with the rows
+// smallTileAVX512 is Chunked.runTile for at most eight rows, with the rows
 // kept in row-major order: the decode case (one token, NH/NKV query heads)
 // would fill only a few of sixteen lanes in the lane-per-row layout.
 //
@@ -55,7 +55,7 @@ func smallTileAVX512(tl *tile, out, q, k, v []float32, d Dims, scale float32, g,
 		for i := jn * 8; i < jp*8; i++ {
 			p[i] = float32(math.Inf(-1))
 		}
-		if j0+jn-1 > off+t0 { // causal mask, as in Chunked.tile
+		if j0+jn-1 > off+t0 { // causal mask, as in Chunked.runTile
 			for i := range rows {
 				lim := off + t0 + i/group
 				for jj := max(0, lim+1-j0); jj < jn; jj++ {

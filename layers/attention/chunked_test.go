@@ -208,6 +208,10 @@ func TestCoreErrors(t *testing.T) {
 		assert.Error(t, kern.Forward(out, q[:1], k, v, good, 1), "short q")
 		assert.Error(t, kern.Forward(out, q, k[:1], v, good, 1), "short k")
 		assert.Error(t, kern.Forward(out, q, k, v[:1], good, 1), "short v")
+		if _, ok := kern.(Chunked); ok {
+			assert.Error(t, Chunked{BlockQ: -1}.Forward(out, q, k, v, good, 1), "negative BlockQ")
+			assert.Error(t, Chunked{BlockK: -4}.Forward(out, q, k, v, good, 1), "negative BlockK")
+		}
 		// T = 0 (nothing new) is valid and does nothing.
 		zero := Dims{T: 0, S: 3, NH: 4, NKV: 2, D: 8}
 		assert.NoError(t, kern.Forward(nil, nil, k, v, zero, 1))
