@@ -14,12 +14,13 @@ import (
 // float32 while a panel is packed, so the result is the float32 product of
 // the widened weights; it differs from Naive only in summation order.
 //
-// For M ≤ 2 (decode) it skips packing and streams each weight row once,
-// parallel over N, when a SIMD streaming kernel exists (GOEXPERIMENT=simd).
-// Otherwise it packs a K-slice of x once per slice and shares it between
-// goroutines, while each goroutine packs the 32-column panels of W that it
-// owns just before using them. Kernels, best available first: AVX-512
-// assembly (14×32 tile), archsimd AVX2 (6×16), portable Go (4×4).
+// For small M (decode: M ≤ 6 with the AVX-512 assembly, M ≤ 2 with the
+// archsimd AVX2 kernel) it skips packing and streams each weight row from
+// memory once, parallel over N. Otherwise it packs a K slice of x once and
+// shares it between goroutines, which take 32-column panels of W, pack
+// them (widening bf16) and run the micro-kernel down all rows. GEMM
+// kernels, best available first: AVX-512 assembly (14×32 tile), archsimd
+// AVX2 (6×16), portable Go (4×4).
 //
 // Results do not depend on the thread count: each output's summation order
 // is fixed by the kernel and the blocking. The zero value is ready to use
@@ -42,7 +43,8 @@ type blocking struct {
 	// mc bounds the rows of x packed at once (mc·kc floats, 4 MiB at
 	// 2048×512), so the shared x block stays in L3.
 	mc int
-	// gemvMaxM is the largest M that takes the streaming path.
+	// gemvMaxM caps the M that takes the streaming path; below the cap the
+	// kernel's own maxM decides (unless a test forces the kernel).
 	gemvMaxM int
 	// minParallel is the FMA count below which one goroutine is cheaper
 	// than starting more.
@@ -51,7 +53,7 @@ type blocking struct {
 
 // defaultBlocking was tuned on a 2-core Zen 5 (48 KiB L1d and 1 MiB L2 per
 // core, 32 MiB shared L3); see docs/perf-linalg.md.
-var defaultBlocking = blocking{kc: 512, mc: 2048, gemvMaxM: 2, minParallel: 1 << 17}
+var defaultBlocking = blocking{kc: 512, mc: 2048, gemvMaxM: 8, minParallel: 1 << 17}
 
 // MatMulT implements MatMuler.
 func (b Blocked) MatMulT(y, x []float32, m int, w *tensor.Matrix) error {
@@ -67,15 +69,17 @@ func (b Blocked) MatMulT(y, x []float32, m int, w *tensor.Matrix) error {
 	if gk == nil {
 		gk = gemmKernels[0]
 	}
+	maxM := blk.gemvMaxM
 	if gv == nil {
 		gv = gemvKernels[0]
+		maxM = min(maxM, gv.maxM)
 		// The portable streaming kernel is slower than packing for a SIMD
-		// GEMM kernel (builds without GOEXPERIMENT=simd on AVX-512).
+		// GEMM kernel (AVX-512 builds without GOEXPERIMENT=simd).
 		if gv.prio == 0 && gk.prio > 0 {
-			gv = nil
+			maxM = 0
 		}
 	}
-	if m <= blk.gemvMaxM && gv != nil {
+	if m <= maxM {
 		runGemv(gv, y, x, m, w, threads)
 		return nil
 	}

@@ -89,6 +89,80 @@ func sbdot13x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
 func sbdot14x32(kc int, a, b, c *float32, ldc int, mask uint64, acc int)
 
 //go:noescape
+func sgemv1F32(k int, x *float32, w *float32, ldw int, y *float32, mask uint64)
+
+//go:noescape
+func sgemv2F32(k int, x *float32, w *float32, ldw int, y *float32, mask uint64)
+
+//go:noescape
+func sgemv3F32(k int, x *float32, w *float32, ldw int, y *float32, mask uint64)
+
+//go:noescape
+func sgemv4F32(k int, x *float32, w *float32, ldw int, y *float32, mask uint64)
+
+//go:noescape
+func sgemv5F32(k int, x *float32, w *float32, ldw int, y *float32, mask uint64)
+
+//go:noescape
+func sgemv6F32(k int, x *float32, w *float32, ldw int, y *float32, mask uint64)
+
+//go:noescape
+func sgemv7F32(k int, x *float32, w *float32, ldw int, y *float32, mask uint64)
+
+//go:noescape
+func sgemv8F32(k int, x *float32, w *float32, ldw int, y *float32, mask uint64)
+
+// sgemvF32 indexes the GEMV kernels by their row count.
+var sgemvF32 = [9]func(k int, x *float32, w *float32, ldw int, y *float32, mask uint64){
+	nil,
+	sgemv1F32,
+	sgemv2F32,
+	sgemv3F32,
+	sgemv4F32,
+	sgemv5F32,
+	sgemv6F32,
+	sgemv7F32,
+	sgemv8F32,
+}
+
+//go:noescape
+func sgemv1BF16(k int, x *float32, w *uint16, ldw int, y *float32, mask uint64)
+
+//go:noescape
+func sgemv2BF16(k int, x *float32, w *uint16, ldw int, y *float32, mask uint64)
+
+//go:noescape
+func sgemv3BF16(k int, x *float32, w *uint16, ldw int, y *float32, mask uint64)
+
+//go:noescape
+func sgemv4BF16(k int, x *float32, w *uint16, ldw int, y *float32, mask uint64)
+
+//go:noescape
+func sgemv5BF16(k int, x *float32, w *uint16, ldw int, y *float32, mask uint64)
+
+//go:noescape
+func sgemv6BF16(k int, x *float32, w *uint16, ldw int, y *float32, mask uint64)
+
+//go:noescape
+func sgemv7BF16(k int, x *float32, w *uint16, ldw int, y *float32, mask uint64)
+
+//go:noescape
+func sgemv8BF16(k int, x *float32, w *uint16, ldw int, y *float32, mask uint64)
+
+// sgemvBF16 indexes the GEMV kernels by their row count.
+var sgemvBF16 = [9]func(k int, x *float32, w *uint16, ldw int, y *float32, mask uint64){
+	nil,
+	sgemv1BF16,
+	sgemv2BF16,
+	sgemv3BF16,
+	sgemv4BF16,
+	sgemv5BF16,
+	sgemv6BF16,
+	sgemv7BF16,
+	sgemv8BF16,
+}
+
+//go:noescape
 func transpose16F32(dst *float32, ldd int, src *float32, lds, rows, blocks int, mask uint64)
 
 //go:noescape

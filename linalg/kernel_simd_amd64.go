@@ -13,7 +13,7 @@ func init() {
 		return
 	}
 	registerGemm(avx2Gemm)
-	registerGemv(&gemvKernel{name: "archsimd8", prio: 10, f32: simdGemvF32, bf16: simdGemvBF16})
+	registerGemv(&gemvKernel{name: "archsimd8", prio: 10, maxM: 2, f32: simdGemvF32, bf16: simdGemvBF16})
 }
 
 // avx2Gemm holds 12 accumulators, two B vectors and one broadcast: all 15

@@ -33,6 +33,9 @@ type gemmKernel struct {
 type gemvKernel struct {
 	name string
 	prio int
+	// maxM is the largest M for which this kernel beats packing + the best
+	// GEMM kernel (measured; see docs/perf-linalg.md).
+	maxM int
 	// f32 sets y[i·ldy+r] = x[i,:]·w[r,:] for i < m and every row r of w
 	// (len(w)/k rows); x is m×k row-major.
 	f32 func(y []float32, ldy int, x []float32, m, k int, w []float32)
@@ -112,7 +115,7 @@ func goTile4x4(kc int, a, b, c []float32, ldc, rows, cols int, acc bool) {
 }
 
 // genericGemv is the portable small-M kernel.
-var genericGemv = &gemvKernel{name: "go", prio: 0, f32: goGemvF32, bf16: goGemvBF16}
+var genericGemv = &gemvKernel{name: "go", prio: 0, maxM: 2, f32: goGemvF32, bf16: goGemvBF16}
 
 func goGemvF32(y []float32, ldy int, x []float32, m, k int, w []float32) {
 	for r := 0; r < len(w)/k; r++ {
