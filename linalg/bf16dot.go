@@ -22,7 +22,7 @@ import (
 // order. So the error is dominated by rounding x to 8 significant bits
 // (up to 2⁻⁹ relative per term): a relative L2 of 1.4e-3 against the
 // float32 product on random data (TestBF16DotAccuracy), against ~4e-7 for
-// Blocked. The measured speed is 1.7–1.9× Blocked on this machine's Zen 5.
+// Blocked. The measured speed is 1.6–1.9× Blocked on this machine's Zen 5.
 //
 // Every M takes the blocked path, so numerics do not depend on M. On CPUs
 // without AVX512_BF16 a pure-Go kernel with the same numerics runs instead
