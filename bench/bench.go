@@ -202,54 +202,62 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 		ref = inst.output()
 	}
 
-	var group []Result
-	for _, name := range names {
-		r := Result{Op: op.Name, Backend: name, Seq: t, GFLOP: gflop,
+	// Every backend that runs gets its instance now: they take turns.
+	group := make([]Result, len(names))
+	var insts []instance
+	var idx []int // group index of each instance
+	for g, name := range names {
+		group[g] = Result{Op: op.Name, Backend: name, Seq: t, GFLOP: gflop,
 			GFLOPS: math.NaN(), GBPS: math.NaN(), Penalty: math.NaN(), MaxAbsVsNaive: math.NaN(), RelL2VsNaive: math.NaN()}
 		if name == "naive" && !naiveOK {
-			r.Skipped = whyNoRef
-			prog.skip(op.Name, t, name, r.Skipped)
-			group = append(group, r)
+			group[g].Skipped = whyNoRef
+			prog.skip(op.Name, t, name, whyNoRef)
 			continue
 		}
 		be, err := getBackend(name)
 		if err != nil {
 			return nil, err
 		}
-		inst := make1(be)
-		prog.start(op.Name, t, name, "")
-		samples, cold, err := measure(inst, o.Method, func(i int) { prog.tick(i) })
-		if err != nil {
-			return nil, fmt.Errorf("backend %s: %w", name, err)
+		insts, idx = append(insts, make1(be)), append(idx, g)
+	}
+	var running []string
+	for _, g := range idx {
+		running = append(running, names[g])
+	}
+	prog.start(op.Name, t, strings.Join(running, ", "), "")
+	tms, err := measureGroup(insts, o.Method, func(k, i int) { prog.tick(names[idx[k]], i) })
+	if err != nil {
+		return nil, err
+	}
+	for k, g := range idx {
+		prog.done(op.Name, t, names[g], gflop, tms[k].samples, "")
+		if names[g] == "naive" {
+			ref = insts[k].output()
 		}
-		prog.done(op.Name, t, name, gflop, samples, "")
-		st, _ := Summarize(samples)
-		r.Stats, r.Cold = st, cold
-		sec := st.Median.Seconds()
-		if sec > 0 {
+	}
+	for k, g := range idx {
+		r := &group[g]
+		r.Stats, _ = Summarize(tms[k].samples)
+		r.Cold = tms[k].cold
+		if sec := r.Median.Seconds(); sec > 0 {
 			r.GFLOPS = gflop / sec
 			if op.Bytes != nil {
 				r.GBPS = op.Bytes(ws.cfg, t) / 1e9 / sec
 			}
 		}
-		out := inst.output()
-		if name == "naive" {
-			ref = slices.Clone(out)
-		}
-		switch {
-		case ref == nil:
+		if ref == nil {
 			r.Note = whyNoRef
-		default:
+		} else {
+			out := insts[k].output()
 			r.MaxAbsVsNaive = tensor.MaxAbsDiff(out, ref)
 			r.RelL2VsNaive = tensor.RelL2(out, ref)
 			if math.IsInf(r.RelL2VsNaive, 0) || math.IsNaN(r.RelL2VsNaive) {
 				r.Note = "output is non-finite or the wrong length"
 			}
 		}
-		if cold {
+		if r.Cold {
 			r.Note = joinNote(r.Note, "single cold run (it took longer than --max-time)")
 		}
-		group = append(group, r)
 	}
 	setPenalties(group)
 	return group, nil

@@ -100,15 +100,15 @@ func (p *progress) start(op string, t int, backend, what string) {
 }
 
 // tick updates the terminal line with the run in progress.
-func (p *progress) tick(i int) {
+func (p *progress) tick(backend string, i int) {
 	if p.w == nil || !p.tty {
 		return
 	}
-	what := fmt.Sprintf("run %d", i+1)
+	what := fmt.Sprintf("%s run %d", backend, i+1)
 	if i < 0 {
-		what = "warm-up"
+		what = backend + " warm-up"
 	}
-	p.line(fmt.Sprintf("[%d/%d] %s %s …  elapsed %s, %s", p.n+1, p.total(), p.cur, what, fmtDur(time.Since(p.begin)), p.etaString()))
+	p.line(fmt.Sprintf("[%d/%d] %s: %s …  elapsed %s, %s", p.n+1, p.total(), p.cur, what, fmtDur(time.Since(p.begin)), p.etaString()))
 }
 
 func (p *progress) done(op string, t int, backend string, gflop float64, samples []time.Duration, what string) {
@@ -131,7 +131,7 @@ func (p *progress) done(op string, t int, backend string, gflop float64, samples
 	} else {
 		msg += fmt.Sprintf(" median of %d", len(samples))
 	}
-	msg += fmt.Sprintf("  (case %s; elapsed %s, %s)", fmtDur(time.Since(p.curStart)), fmtDur(time.Since(p.begin)), p.etaString())
+	msg += fmt.Sprintf("  (group %s; elapsed %s, %s)", fmtDur(time.Since(p.curStart)), fmtDur(time.Since(p.begin)), p.etaString())
 	p.emit(msg)
 }
 

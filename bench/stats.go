@@ -50,50 +50,85 @@ const gcMinRun = 20 * time.Millisecond
 // maxRuns caps the repetitions of a tiny case under a large MinTime.
 const maxRuns = 10000
 
-// measure times inst by Method. cold reports that the only sample is a
-// warm-up run (see Method.MaxTime). tick, if set, is called before each
-// run with the run's index (negative during warm-up).
-func measure(inst instance, m Method, tick func(i int)) (samples []time.Duration, cold bool, err error) {
+// timing is one instance's progress through measureGroup.
+type timing struct {
+	samples []time.Duration
+	total   time.Duration
+	cold    bool // the only sample is a warm-up run (see Method.MaxTime)
+	done    bool
+}
+
+// measureGroup times every instance by Method. The instances take turns
+// run by run (a round-robin), so a change in the machine's load during a
+// case hits all of them alike and their ratios stay fair; each stops on
+// its own Reps, MinTime and MaxTime. tick, if set, is called before each
+// run with the instance's index and the run's (negative during warm-up).
+func measureGroup(insts []instance, m Method, tick func(k, i int)) ([]timing, error) {
+	tm := make([]timing, len(insts))
 	var last time.Duration
-	once := func(i int) (time.Duration, error) {
-		inst.reset()
+	once := func(k, i int) (time.Duration, error) {
+		insts[k].reset()
 		// Collect now so garbage from the last run is not charged to this
-		// one; for runs much shorter than a collection, only once per case.
-		if i == -m.Warmup || last >= gcMinRun {
+		// one; for runs much shorter than a collection, only at warm-up.
+		if i < 0 || last >= gcMinRun {
 			runtime.GC()
 		}
 		if tick != nil {
-			tick(i)
+			tick(k, i)
 		}
 		t0 := time.Now()
-		err := inst.run()
+		err := insts[k].run()
 		last = time.Since(t0)
 		return last, err
 	}
-	for i := 0; i < m.Warmup; i++ {
-		d, err := once(i - m.Warmup)
-		if err != nil {
-			return nil, false, err
-		}
-		if m.MaxTime > 0 && d >= m.MaxTime {
-			return []time.Duration{d}, true, nil
+	for k := range insts {
+		for i := 0; i < m.Warmup; i++ {
+			d, err := once(k, i-m.Warmup)
+			if err != nil {
+				return nil, err
+			}
+			if m.MaxTime > 0 && d >= m.MaxTime {
+				tm[k] = timing{samples: []time.Duration{d}, total: d, cold: true, done: true}
+				break
+			}
 		}
 	}
-	var total time.Duration
-	for len(samples) < maxRuns {
-		enough := len(samples) >= m.Reps && total >= m.MinTime
-		overBudget := len(samples) >= 1 && m.MaxTime > 0 && total >= m.MaxTime
-		if enough || overBudget {
-			break
+	for {
+		ran := false
+		for k := range insts {
+			t := &tm[k]
+			n := len(t.samples)
+			enough := n >= m.Reps && t.total >= m.MinTime
+			overBudget := n >= 1 && m.MaxTime > 0 && t.total >= m.MaxTime
+			if t.done || enough || overBudget || n >= maxRuns {
+				t.done = true
+				continue
+			}
+			d, err := once(k, n)
+			if err != nil {
+				return nil, err
+			}
+			t.samples = append(t.samples, d)
+			t.total += d
+			ran = true
 		}
-		d, err := once(len(samples))
-		if err != nil {
-			return nil, false, err
+		if !ran {
+			return tm, nil
 		}
-		samples = append(samples, d)
-		total += d
 	}
-	return samples, false, nil
+}
+
+// measure times one instance (see measureGroup).
+func measure(inst instance, m Method, tick func(i int)) (samples []time.Duration, cold bool, err error) {
+	var tk func(k, i int)
+	if tick != nil {
+		tk = func(_, i int) { tick(i) }
+	}
+	tm, err := measureGroup([]instance{inst}, m, tk)
+	if err != nil {
+		return nil, false, err
+	}
+	return tm[0].samples, tm[0].cold, nil
 }
 
 // estimateRuns predicts how many runs (warm-up included) measure makes for

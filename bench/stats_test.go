@@ -65,6 +65,43 @@ func TestMeasureMaxTime(t *testing.T) {
 	assert.Len(t, samples, 1)
 }
 
+// logInst writes its name to a shared log on every run.
+type logInst struct {
+	name  string
+	log   *strings.Builder
+	sleep time.Duration
+}
+
+func (l *logInst) reset()            {}
+func (l *logInst) output() []float32 { return nil }
+func (l *logInst) run() error {
+	l.log.WriteString(l.name)
+	time.Sleep(l.sleep)
+	return nil
+}
+
+func TestMeasureGroupInterleaves(t *testing.T) {
+	var log strings.Builder
+	a, b := &logInst{name: "a", log: &log}, &logInst{name: "b", log: &log}
+	tm, err := measureGroup([]instance{a, b}, Method{Warmup: 1, Reps: 3}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "ab"+"ababab", log.String(), "warm-ups, then the backends take turns")
+	require.Len(t, tm, 2)
+	assert.Len(t, tm[0].samples, 3)
+	assert.Len(t, tm[1].samples, 3)
+
+	// A slow instance goes cold after its warm-up; the fast one goes on.
+	log.Reset()
+	slow := &logInst{name: "s", log: &log, sleep: 3 * time.Millisecond}
+	tm, err = measureGroup([]instance{slow, a}, Method{Warmup: 1, Reps: 2, MaxTime: 2 * time.Millisecond}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "sa"+"aa", log.String())
+	assert.True(t, tm[0].cold)
+	assert.Len(t, tm[0].samples, 1)
+	assert.False(t, tm[1].cold)
+	assert.Len(t, tm[1].samples, 2)
+}
+
 func TestMeasureError(t *testing.T) {
 	boom := errors.New("boom")
 	for _, m := range []Method{{Warmup: 1, Reps: 1}, {Reps: 3}} {
