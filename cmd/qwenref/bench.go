@@ -46,8 +46,9 @@ and one attention layer) or --model DIR runs a checkpoint from disk (mmap).
 
 Method: --warmup untimed runs, then at least --reps timed runs and at
 least --min-time in all; repetition stops once --max-time is spent, and a
-warm-up run longer than --max-time is the single (cold) sample. Times are
-medians because the machine may be shared.
+warm-up run longer than --max-time is the single (cold) sample. The
+backends of a case take turns run by run, so a change in the machine's
+load hits them alike; times are medians because the machine may be shared.
 
 Backends (--backends) are registered names or mixes: BASE:PART=OTHER...
 with PART one of matmul, conv, delta, attn swaps those kernels, e.g.
