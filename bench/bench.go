@@ -63,6 +63,9 @@ type Result struct {
 	Backend string
 	Seq     int
 	Stats
+	// CPU is the median process CPU time of a run (all threads, user +
+	// system; -1 if unknown): steadier than wall time on a shared machine.
+	CPU time.Duration
 	// Cold marks a single run without warm-up (it took longer than MaxTime).
 	Cold bool
 	// GFLOP is the work of one call by the op's formula; GFLOPS = GFLOP/median.
@@ -238,7 +241,11 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 	for k, g := range idx {
 		r := &group[g]
 		r.Stats, _ = Summarize(tms[k].samples)
-		r.Cold = tms[k].cold
+		r.Cold, r.CPU = tms[k].cold, -1
+		if !slices.Contains(tms[k].cpu, -1) {
+			c, _ := Summarize(tms[k].cpu)
+			r.CPU = c.Median
+		}
 		if sec := r.Median.Seconds(); sec > 0 {
 			r.GFLOPS = gflop / sec
 			if op.Bytes != nil {

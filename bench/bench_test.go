@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -78,6 +79,7 @@ func TestRunComparesWithNaive(t *testing.T) {
 		assert.LessOrEqual(t, r.Median, r.Max)
 		assert.Greater(t, r.GFLOP, 0.0)
 		assert.GreaterOrEqual(t, r.Penalty, 1.0)
+		assert.GreaterOrEqual(t, r.CPU, time.Duration(0), "CPU time is known on unix")
 		if r.Backend == "naive" {
 			assert.Zero(t, r.RelL2VsNaive, "naive against itself")
 			assert.Zero(t, r.MaxAbsVsNaive)

@@ -80,7 +80,7 @@ func WriteTable(w io.Writer, meta Meta, results []Result) error {
 	if m.MaxTime > 0 {
 		fmt.Fprintf(&b, ", stopping after %s", m.MaxTime)
 	}
-	fmt.Fprintf(&b, "; median (min – max). penalty = median / fastest median at that op and T. "+
+	fmt.Fprintf(&b, "; median (min – max); cpu = median process CPU time per run (all threads). penalty = median / fastest median at that op and T. "+
 		"Δ vs naive on the same inputs; naive only up to %g GFLOP per call (--naive-max-gflop).\n", meta.Naive)
 	if meta.Command != "" {
 		fmt.Fprintf(&b, "command: %s\n", meta.Command)
@@ -93,15 +93,15 @@ func WriteTable(w io.Writer, meta Meta, results []Result) error {
 		if o.Bytes != nil {
 			rate = "GB/s"
 		}
-		fmt.Fprintf(&b, "%7s  %-9s %8s %10s  %-23s %5s %9s %6s %9s %9s %9s  %s\n",
-			"T", "backend", "GFLOP", "median", "(min – max)", "runs", rate, "%ceil", "penalty", "max|Δ|", "relL2", "note")
+		fmt.Fprintf(&b, "%7s  %-9s %8s %10s  %-23s %10s %5s %9s %6s %9s %9s %9s  %s\n",
+			"T", "backend", "GFLOP", "median", "(min – max)", "cpu", "runs", rate, "%ceil", "penalty", "max|Δ|", "relL2", "note")
 		for _, r := range results {
 			if r.Op != op {
 				continue
 			}
 			if !r.Ran() {
-				fmt.Fprintf(&b, "%7d  %-9s %8.3g %10s  %-23s %5s %9s %6s %9s %9s %9s  %s\n",
-					r.Seq, r.Backend, r.GFLOP, "–", "", "", "", "", "", "", "", r.Skipped)
+				fmt.Fprintf(&b, "%7d  %-9s %8.3g %10s  %-23s %10s %5s %9s %6s %9s %9s %9s  %s\n",
+					r.Seq, r.Backend, r.GFLOP, "–", "", "", "", "", "", "", "", "", r.Skipped)
 				continue
 			}
 			gf, gb := meta.ceiling(r.Backend)
@@ -113,8 +113,12 @@ func WriteTable(w io.Writer, meta Meta, results []Result) error {
 			if ceil > 0 && !math.IsNaN(val) {
 				pct = fmt.Sprintf("%.0f%%", 100*val/ceil)
 			}
-			fmt.Fprintf(&b, "%7d  %-9s %8.3g %10s  %-23s %5d %9s %6s %9s %9s %9s  %s\n",
-				r.Seq, r.Backend, r.GFLOP, fmtDur(r.Median), "("+fmtDur(r.Min)+" – "+fmtDur(r.Max)+")", r.Runs,
+			cpu := "–"
+			if r.CPU >= 0 {
+				cpu = fmtDur(r.CPU)
+			}
+			fmt.Fprintf(&b, "%7d  %-9s %8.3g %10s  %-23s %10s %5d %9s %6s %9s %9s %9s  %s\n",
+				r.Seq, r.Backend, r.GFLOP, fmtDur(r.Median), "("+fmtDur(r.Min)+" – "+fmtDur(r.Max)+")", cpu, r.Runs,
 				fmtNum(val, "%.3g"), pct, fmtPenalty(r.Penalty), fmtNum(r.MaxAbsVsNaive, "%.2g"), fmtNum(r.RelL2VsNaive, "%.2g"), r.Note)
 		}
 	}
@@ -171,6 +175,7 @@ type Row struct {
 	MedianMS      *float64 `json:"median_ms"`
 	MinMS         *float64 `json:"min_ms"`
 	MaxMS         *float64 `json:"max_ms"`
+	CPUMS         *float64 `json:"cpu_ms"`
 	GFLOPS        *float64 `json:"gflops"`
 	RelL2VsNaive  *float64 `json:"rel_l2_vs_naive"`
 	MaxAbsVsNaive *float64 `json:"max_abs_vs_naive"`
@@ -205,7 +210,7 @@ func Rows(meta Meta, results []Result) []Row {
 	for _, r := range results {
 		ran := r.Ran()
 		rows = append(rows, Row{Op: r.Op, Backend: r.Backend, Seq: r.Seq,
-			MedianMS: ms(r.Median, ran), MinMS: ms(r.Min, ran), MaxMS: ms(r.Max, ran),
+			MedianMS: ms(r.Median, ran), MinMS: ms(r.Min, ran), MaxMS: ms(r.Max, ran), CPUMS: ms(r.CPU, ran && r.CPU >= 0),
 			GFLOPS: num(r.GFLOPS), RelL2VsNaive: num(r.RelL2VsNaive), MaxAbsVsNaive: num(r.MaxAbsVsNaive),
 			GBPS: num(r.GBPS), Penalty: num(r.Penalty), GFLOP: r.GFLOP, Runs: r.Runs, Cold: r.Cold,
 			Shape: meta.Shape, DType: meta.DType, Skipped: r.Skipped, Note: r.Note})
@@ -221,7 +226,7 @@ func WriteJSON(w io.Writer, meta Meta, results []Result) error {
 }
 
 // csvHeader names the CSV columns; empty cells are absent numbers.
-var csvHeader = []string{"op", "backend", "seq", "median_ms", "min_ms", "max_ms", "runs", "gflop", "gflops", "gbps",
+var csvHeader = []string{"op", "backend", "seq", "median_ms", "min_ms", "max_ms", "cpu_ms", "runs", "gflop", "gflops", "gbps",
 	"penalty", "max_abs_vs_naive", "rel_l2_vs_naive", "shape", "dtype", "skipped", "note"}
 
 // WriteCSV writes the results with a header row.
@@ -237,7 +242,7 @@ func WriteCSV(w io.Writer, meta Meta, results []Result) error {
 		return strconv.FormatFloat(*p, 'g', 6, 64)
 	}
 	for _, r := range Rows(meta, results) {
-		rec := []string{r.Op, r.Backend, strconv.Itoa(r.Seq), f(r.MedianMS), f(r.MinMS), f(r.MaxMS), strconv.Itoa(r.Runs),
+		rec := []string{r.Op, r.Backend, strconv.Itoa(r.Seq), f(r.MedianMS), f(r.MinMS), f(r.MaxMS), f(r.CPUMS), strconv.Itoa(r.Runs),
 			strconv.FormatFloat(r.GFLOP, 'g', 6, 64), f(r.GFLOPS), f(r.GBPS), f(r.Penalty), f(r.MaxAbsVsNaive), f(r.RelL2VsNaive),
 			r.Shape, r.DType, r.Skipped, r.Note}
 		if err := cw.Write(rec); err != nil {

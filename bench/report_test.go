@@ -25,13 +25,13 @@ func sampleResults() (Meta, []Result) {
 	ms := time.Millisecond
 	nan := math.NaN()
 	rs := []Result{
-		{Op: "gdn-core", Backend: "naive", Seq: 8, Stats: Stats{Median: 40 * ms, Min: 30 * ms, Max: 50 * ms, Runs: 3},
+		{Op: "gdn-core", Backend: "naive", Seq: 8, Stats: Stats{Median: 40 * ms, Min: 30 * ms, Max: 50 * ms, Runs: 3}, CPU: 39 * ms,
 			GFLOP: 0.5, GFLOPS: 12.5, GBPS: nan, Penalty: 4, MaxAbsVsNaive: 0, RelL2VsNaive: 0},
-		{Op: "gdn-core", Backend: "chunked", Seq: 8, Stats: Stats{Median: 10 * ms, Min: 9 * ms, Max: 12 * ms, Runs: 3},
+		{Op: "gdn-core", Backend: "chunked", Seq: 8, Stats: Stats{Median: 10 * ms, Min: 9 * ms, Max: 12 * ms, Runs: 3}, CPU: 18 * ms,
 			GFLOP: 0.5, GFLOPS: 50, GBPS: nan, Penalty: 1, MaxAbsVsNaive: 1e-6, RelL2VsNaive: 3e-7},
 		{Op: "gdn-core", Backend: "naive", Seq: 64, GFLOP: 4, GFLOPS: nan, GBPS: nan, Penalty: nan,
 			MaxAbsVsNaive: nan, RelL2VsNaive: nan, Skipped: "naive skipped: 4 GFLOP > --naive-max-gflop 1"},
-		{Op: "gdn-core", Backend: "chunked", Seq: 64, Stats: Stats{Median: 80 * ms, Min: 80 * ms, Max: 80 * ms, Runs: 1},
+		{Op: "gdn-core", Backend: "chunked", Seq: 64, Stats: Stats{Median: 80 * ms, Min: 80 * ms, Max: 80 * ms, Runs: 1}, CPU: -1,
 			GFLOP: 4, GFLOPS: 50, GBPS: nan, Penalty: 1, MaxAbsVsNaive: nan, RelL2VsNaive: nan, Note: "naive skipped: 4 GFLOP > --naive-max-gflop 1"},
 	}
 	return meta, rs
@@ -57,6 +57,9 @@ func TestJSONShape(t *testing.T) {
 	assert.Equal(t, 10.0, rows[1]["median_ms"])
 	assert.Equal(t, 9.0, rows[1]["min_ms"])
 	assert.Equal(t, 12.0, rows[1]["max_ms"])
+	assert.Equal(t, 18.0, rows[1]["cpu_ms"])
+	assert.Nil(t, rows[3]["cpu_ms"], "unknown CPU time is null")
+	assert.Nil(t, rows[2]["cpu_ms"], "skipped")
 	assert.Equal(t, 50.0, rows[1]["gflops"])
 	assert.Equal(t, 3e-7, rows[1]["rel_l2_vs_naive"])
 	assert.Equal(t, 4.0, rows[0]["penalty"])
@@ -82,7 +85,7 @@ func TestTable(t *testing.T) {
 	require.NoError(t, WriteTable(&buf, meta, rs))
 	s := buf.String()
 	for _, want := range []string{"shape tiny", "≈ 200 GFLOP/s", "== gdn-core", "7·d_k·d_v", "4.00×", "1.00×", "3e-07",
-		"naive skipped: 4 GFLOP > --naive-max-gflop 1", "(30 ms – 50 ms)", "25%"} {
+		"naive skipped: 4 GFLOP > --naive-max-gflop 1", "(30 ms – 50 ms)", "25%", "39 ms"} {
 		assert.Contains(t, s, want)
 	}
 	for _, l := range strings.Split(s, "\n") {
@@ -97,8 +100,8 @@ func TestCSV(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	require.Len(t, lines, 5)
 	assert.Equal(t, strings.Join(csvHeader, ","), lines[0])
-	assert.True(t, strings.HasPrefix(lines[2], "gdn-core,chunked,8,10,9,12,3,"), lines[2])
-	assert.True(t, strings.HasPrefix(lines[3], "gdn-core,naive,64,,,,0,4,,"), "absent numbers are empty cells: %s", lines[3])
+	assert.True(t, strings.HasPrefix(lines[2], "gdn-core,chunked,8,10,9,12,18,3,"), lines[2])
+	assert.True(t, strings.HasPrefix(lines[3], "gdn-core,naive,64,,,,,0,4,,"), "absent numbers are empty cells: %s", lines[3])
 }
 
 func TestWriteAtomic(t *testing.T) {

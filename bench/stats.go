@@ -53,6 +53,7 @@ const maxRuns = 10000
 // timing is one instance's progress through measureGroup.
 type timing struct {
 	samples []time.Duration
+	cpu     []time.Duration // process CPU time of each sample (-1: unknown)
 	total   time.Duration
 	cold    bool // the only sample is a warm-up run (see Method.MaxTime)
 	done    bool
@@ -65,7 +66,7 @@ type timing struct {
 // run with the instance's index and the run's (negative during warm-up).
 func measureGroup(insts []instance, m Method, tick func(k, i int)) ([]timing, error) {
 	tm := make([]timing, len(insts))
-	var last time.Duration
+	var last, lastCPU time.Duration
 	once := func(k, i int) (time.Duration, error) {
 		insts[k].reset()
 		// Collect now so garbage from the last run is not charged to this
@@ -76,9 +77,13 @@ func measureGroup(insts []instance, m Method, tick func(k, i int)) ([]timing, er
 		if tick != nil {
 			tick(k, i)
 		}
-		t0 := time.Now()
+		c0, t0 := processCPU(), time.Now()
 		err := insts[k].run()
 		last = time.Since(t0)
+		lastCPU = -1
+		if c0 >= 0 {
+			lastCPU = processCPU() - c0
+		}
 		return last, err
 	}
 	for k := range insts {
@@ -88,7 +93,7 @@ func measureGroup(insts []instance, m Method, tick func(k, i int)) ([]timing, er
 				return nil, err
 			}
 			if m.MaxTime > 0 && d >= m.MaxTime {
-				tm[k] = timing{samples: []time.Duration{d}, total: d, cold: true, done: true}
+				tm[k] = timing{samples: []time.Duration{d}, cpu: []time.Duration{lastCPU}, total: d, cold: true, done: true}
 				break
 			}
 		}
@@ -108,7 +113,7 @@ func measureGroup(insts []instance, m Method, tick func(k, i int)) ([]timing, er
 			if err != nil {
 				return nil, err
 			}
-			t.samples = append(t.samples, d)
+			t.samples, t.cpu = append(t.samples, d), append(t.cpu, lastCPU)
 			t.total += d
 			ran = true
 		}
