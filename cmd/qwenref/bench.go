@@ -64,7 +64,8 @@ are "–" (null in JSON) with the reason.
 FLOP counts (anchors' conventions): projections 2·in·out per token; GDN
 core 7·d_k·d_v per value-head-token (recurrent count); conv 2·K·C per
 token; attention 4·T·S·d_h·heads/2, causal. Ceilings: CPU ≈ 200 GFLOP/s fp32
-(OpenBLAS on the project's 2-core Zen 4), H200 694 TFLOP/s bf16.
+(OpenBLAS on the project's 2 vCPUs; a good GEMM beats it), H200 694
+TFLOP/s bf16.
 
 Output: a table per op on stdout, or with --json a list of objects with
 op, backend, seq, median_ms, min_ms, max_ms, gflops, rel_l2_vs_naive (and
