@@ -165,6 +165,11 @@ Examples:
 			return err
 		}
 		defer m.Close()
+		// Page the weights in before timing, or stream them layer by layer
+		// when they outgrow RAM (then op model measures the disk, not kernels).
+		if err := prefault(m, stderr); err != nil {
+			return err
+		}
 		opts.Checkpoint, opts.Config, opts.ShapeName = m, m.Config, *dir
 		meta.DType = "checkpoint"
 	case *cfgPath != "":

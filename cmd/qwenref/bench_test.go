@@ -156,3 +156,34 @@ func runHelp(cmd string) (int, string, string) {
 	code := Main([]string{"help", cmd}, &o, &e)
 	return code, o.String(), e.String()
 }
+
+// --model runs a checkpoint's own weights, --config a config's shape.
+func TestBenchModelAndConfig(t *testing.T) {
+	fast := []string{"--seq", "8", "--reps", "1", "--warmup", "0", "--min-time", "0", "--json"}
+	dir := "../../testdata/golden/causal-f32-t70-b2"
+	code, stdout, stderr := benchCLI(append(fast, "--model", dir, "--op", "gdn-layer,model", "--backends", "naive")...)
+	require.Equal(t, 0, code, stderr)
+	var rows []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rows))
+	require.Len(t, rows, 2)
+	assert.Equal(t, dir, rows[0]["shape"])
+	assert.Equal(t, "checkpoint", rows[0]["dtype"])
+
+	code, _, stderr = benchCLI(append(fast, "--model", dir, "--layers", "2")...)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "not to --model")
+
+	js, err := model.ShapeConfigJSON("tiny")
+	require.NoError(t, err)
+	cfg := filepath.Join(t.TempDir(), "config.json")
+	require.NoError(t, os.WriteFile(cfg, js, 0o644))
+	code, stdout, stderr = benchCLI(append(fast, "--config", cfg, "--op", "conv", "--backends", "naive")...)
+	require.Equal(t, 0, code, stderr)
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rows))
+	require.Len(t, rows, 1)
+	assert.Equal(t, cfg, rows[0]["shape"])
+
+	code, _, stderr = benchCLI(append(fast, "--config", filepath.Join(t.TempDir(), "none.json"))...)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "--config")
+}
