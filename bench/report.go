@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/qwenref/qwenref/model"
 )
@@ -88,6 +89,11 @@ func WriteTable(w io.Writer, meta Meta, results []Result) error {
 		fmt.Fprintf(&b, "command: %s\n", meta.Command)
 	}
 
+	// The backend column fits the longest name (mixes are long).
+	bw := len("backend")
+	for _, r := range results {
+		bw = max(bw, utf8.RuneCountInString(r.Backend))
+	}
 	for _, op := range groupOps(results) {
 		o, _ := LookupOp(op)
 		fmt.Fprintf(&b, "\n== %s: %s\n   FLOP: %s\n", op, o.About, o.FLOPFormula)
@@ -95,15 +101,15 @@ func WriteTable(w io.Writer, meta Meta, results []Result) error {
 		if o.Bytes != nil {
 			rate = "GB/s"
 		}
-		fmt.Fprintf(&b, "%7s  %-9s %8s %10s  %-23s %10s %5s %9s %6s %9s %9s %9s  %s\n",
-			"T", "backend", "GFLOP", "median", "(min – max)", "cpu", "runs", rate, "%ceil", "penalty", "max|Δ|", "relL2", "note")
+		fmt.Fprintf(&b, "%7s  %-*s %8s %10s  %-23s %10s %5s %9s %6s %9s %9s %9s  %s\n",
+			"T", bw, "backend", "GFLOP", "median", "(min – max)", "cpu", "runs", rate, "%ceil", "penalty", "max|Δ|", "relL2", "note")
 		for _, r := range results {
 			if r.Op != op {
 				continue
 			}
 			if !r.Ran() {
-				fmt.Fprintf(&b, "%7d  %-9s %8.3g %10s  %-23s %10s %5s %9s %6s %9s %9s %9s  %s\n",
-					r.Seq, r.Backend, r.GFLOP, "–", "", "", "", "", "", "", "", "", r.Skipped)
+				fmt.Fprintf(&b, "%7d  %-*s %8.3g %10s  %-23s %10s %5s %9s %6s %9s %9s %9s  %s\n",
+					r.Seq, bw, r.Backend, r.GFLOP, "–", "", "", "", "", "", "", "", "", r.Skipped)
 				continue
 			}
 			gf, gb := meta.ceiling(r.Backend)
@@ -119,8 +125,8 @@ func WriteTable(w io.Writer, meta Meta, results []Result) error {
 			if r.CPU >= 0 {
 				cpu = fmtDur(r.CPU)
 			}
-			fmt.Fprintf(&b, "%7d  %-9s %8.3g %10s  %-23s %10s %5d %9s %6s %9s %9s %9s  %s\n",
-				r.Seq, r.Backend, r.GFLOP, fmtDur(r.Median), "("+fmtDur(r.Min)+" – "+fmtDur(r.Max)+")", cpu, r.Runs,
+			fmt.Fprintf(&b, "%7d  %-*s %8.3g %10s  %-23s %10s %5d %9s %6s %9s %9s %9s  %s\n",
+				r.Seq, bw, r.Backend, r.GFLOP, fmtDur(r.Median), "("+fmtDur(r.Min)+" – "+fmtDur(r.Max)+")", cpu, r.Runs,
 				fmtNum(val, "%.3g"), pct, fmtPenalty(r.Penalty), fmtNum(r.MaxAbsVsNaive, "%.2g"), fmtNum(r.RelL2VsNaive, "%.2g"), r.Note)
 		}
 	}
