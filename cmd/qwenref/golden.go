@@ -88,11 +88,7 @@ Examples:
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	usageErr := func(format string, a ...any) error {
-		fmt.Fprintf(stderr, format+"\n", a...)
-		fs.Usage()
-		return errUsage
-	}
+	usageErr := func(format string, a ...any) error { return usageError(fs, stderr, format, a...) }
 	allowed, ok := goldenOps[*op]
 	if !ok {
 		return usageErr("--op must be gdn-core, conv or attention, not %q", *op)

@@ -122,3 +122,11 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	return nil
 }
+
+// usageError prints a message and the command's usage, and returns
+// errUsage (exit status 2).
+func usageError(fs *flag.FlagSet, stderr io.Writer, format string, a ...any) error {
+	fmt.Fprintf(stderr, format+"\n", a...)
+	fs.Usage()
+	return errUsage
+}

@@ -1,33 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/qwenref/qwenref/model"
 )
 
-// memAvailable reads MemAvailable from /proc/meminfo (0 if unknown).
-func memAvailable() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
-}
+// memAvailable is MemAvailable from /proc/meminfo in bytes (0 if unknown).
+func memAvailable() int64 { return meminfoKB("MemAvailable") * 1024 }
 
 // prefault pages a large checkpoint in with a progress bar on stderr when it
 // fits comfortably in RAM; otherwise it says the weights will stream.

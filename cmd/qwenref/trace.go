@@ -76,11 +76,7 @@ Examples:
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	usageErr := func(format string, a ...any) error {
-		fmt.Fprintf(stderr, format+"\n", a...)
-		fs.Usage()
-		return errUsage
-	}
+	usageErr := func(format string, a ...any) error { return usageError(fs, stderr, format, a...) }
 	switch {
 	case (*idsFlag == "") == (*idsPath == ""):
 		return usageErr("give the token ids with exactly one of --ids or --ids-json")
