@@ -133,7 +133,7 @@ func penaltyPlot(results []Result, op string) (*plot.Plot, error) {
 		}
 	}
 	p.X.Min, p.X.Max = -0.6, float64(len(seqs))-0.4
-	p.Y.Min, p.Y.Max = 0.8, ymax*2
+	p.Y.Min, p.Y.Max = 0.8, ymax*4 // headroom for the legend
 	return p, nil
 }
 
