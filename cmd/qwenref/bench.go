@@ -118,7 +118,11 @@ Examples:
 	if opts.Seqs, err = bench.ParseSeqs(*seqList); err != nil {
 		return bad("--seq %q: %v", *seqList, err)
 	}
-	if opts.Backends, err = bench.ParseBackends(*beList, model.BackendNames()); err != nil {
+	registered := model.BackendNames()
+	if strings.TrimSpace(*beList) == "" {
+		registered = availableBackends(registered, stderr)
+	}
+	if opts.Backends, err = bench.ParseBackends(*beList, registered); err != nil {
 		return bad("--backends %q: %v", *beList, err)
 	}
 	switch {
@@ -292,4 +296,20 @@ func shellJoin(args []string) string {
 		q[i] = a
 	}
 	return strings.Join(q, " ")
+}
+
+// availableBackends keeps the registered backends that start on this
+// machine (a cuda build without a GPU skips cuda), saying which it skips.
+func availableBackends(names []string, stderr io.Writer) []string {
+	var ok []string
+	for _, n := range names {
+		be, err := model.NewBackend(n)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: skipping backend %s: %v\n", n, err)
+			continue
+		}
+		be.Close()
+		ok = append(ok, n)
+	}
+	return ok
 }
