@@ -1,0 +1,66 @@
+// Package parallel is the one worker pool of qwenref's CPU kernels: a
+// parallel for-loop with dynamic hand-out, where the calling goroutine is
+// one of the workers.
+//
+// The caller works from the start because a woken thread can take tens of
+// microseconds to join, which is the whole of a decode step; with dynamic
+// hand-out a late helper simply does less.
+package parallel
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Workers is how many goroutines For uses for n units when capped at
+// limit (limit ≤ 0 means GOMAXPROCS): min(limit, n), at least 1.
+func Workers(n, limit int) int {
+	if limit <= 0 {
+		limit = runtime.GOMAXPROCS(0)
+	}
+	return max(1, min(limit, n))
+}
+
+// For runs body(worker, lo, hi) over [0, n) in pieces of grain indices
+// (grain < 1 is 1) on Workers(⌈n/grain⌉, limit) goroutines. worker is in
+// [0, workers) and is stable for one goroutine, so bodies can index
+// per-worker scratch with it. For returns when every piece is done.
+func For(n, grain, limit int, body func(worker, lo, hi int)) {
+	if n <= 0 {
+		return
+	}
+	grain = max(1, grain)
+	pieces := (n + grain - 1) / grain
+	workers := Workers(pieces, limit)
+	if workers == 1 {
+		body(0, 0, n)
+		return
+	}
+	var next atomic.Int64
+	work := func(w int) {
+		for {
+			lo := int(next.Add(int64(grain))) - grain
+			if lo >= n {
+				return
+			}
+			body(w, lo, min(n, lo+grain))
+		}
+	}
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		wg.Go(func() { work(w) })
+	}
+	work(0)
+	wg.Wait()
+}
+
+// Each runs body(worker, i) for every i in [0, n), one index at a time, for
+// units that are large and may be uneven.
+func Each(n, limit int, body func(worker, i int)) {
+	For(n, 1, limit, func(w, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			body(w, i)
+		}
+	})
+}
