@@ -23,6 +23,13 @@ the Go tests need no generator of their own. Nothing is computed by hand.
 
 Every failure inside a suite is recorded, never raised, so one run always
 produces a complete file.
+
+With `--nfc-only DIR` it writes only DIR/nfc-combining.json: the Qwen3
+tokenizer's ids for texts with long runs of combining marks (over the 30
+non-starters after which Unicode's stream-safe format, but not HF's NFC,
+inserts U+034F), the texts written out in full:
+
+    python3 testdata/gen/gen_tokenizer_ids.py --nfc-only testdata/tokenizer/nfc
 """
 import argparse
 import copy
@@ -316,11 +323,67 @@ def tiny_variants(tiny_dir):
     return out
 
 
+def combining_texts():
+    """Texts whose NFC differs between HF (plain NFC) and the stream-safe form."""
+    marks_above = ["\u0301", "\u0300", "\u0308", "\u0302", "\u030a"]  # ccc 230
+    out = []
+    for n in [1, 29, 30, 31, 32, 45, 61, 100, 300]:
+        out.append({"name": "acute_run_%d" % n, "text": "e" + "\u0301" * n})
+        out.append({"name": "below_then_ring_%d" % n, "text": "A" + "\u0316" * n + "\u030a x"})
+        out.append({"name": "mixed_ccc_%d" % n,
+                    "text": "o" + "".join(("\u0323" if i % 3 == 0 else marks_above[i % 5]) for i in range(n)) + "!"})
+    out.append({"name": "alone_marks_40", "text": "\u0301" * 40})
+    out.append({"name": "decomposed_in_run", "text": "a" + "\u0316" * 35 + "\u00e9\u0301"})
+    out.append({"name": "hangul_then_marks", "text": "\u1100\u1161" + "\u0301" * 33 + "\u11a8"})
+    out.append({"name": "words_with_runs", "text": "the caf" + "e" + "\u0301" * 31 + " and na" + "i" + "\u0308" * 40 + "ve"})
+    out.append({"name": "cgj_given_in_run", "text": "e" + "\u0301" * 20 + "\u034f" + "\u0301" * 20})
+    out.append({"name": "zalgo", "text": "h" + "".join(chr(0x300 + (i * 7) % 0x70) for i in range(90)) + "i"})
+    return out
+
+
+def nfc_only(out_dir, td):
+    from tokenizers import Tokenizer
+    import tokenizers
+
+    with open(os.path.join(td, "qwen3-tokenizer.json.gz"), "rb") as f:
+        qwen_json = gzip.decompress(f.read()).decode("utf-8")
+    tok = Tokenizer.from_str(qwen_json)
+    norm, _ = guarded(lambda: tok.normalizer)
+    cases = []
+    for c in combining_texts():
+        enc = tok.encode(c["text"], add_special_tokens=False)
+        rec = {"name": c["name"], "text": c["text"], "ids": list(enc.ids)}
+        normalized, err = guarded(lambda: norm.normalize_str(c["text"]))
+        if err is None:
+            rec["normalized"] = normalized
+        cases.append(rec)
+    result = {
+        "generator": "testdata/gen/gen_tokenizer_ids.py --nfc-only",
+        "tokenizers_version": tokenizers.__version__,
+        "tokenizer_file": "qwen3-tokenizer.json.gz",
+        "tokenizer_json_sha256": hashlib.sha256(qwen_json.encode("utf-8")).hexdigest(),
+        "encode": "Tokenizer.encode(text, add_special_tokens=False)",
+        "cases": cases,
+    }
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "nfc-combining.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(result, f, ensure_ascii=True, indent=1)
+        f.write("\n")
+    print("wrote %s: %d cases, tokenizers %s" % (path, len(cases), tokenizers.__version__), flush=True)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True, help="where to write expected.json")
+    ap.add_argument("--out", help="where to write expected.json")
+    ap.add_argument("--nfc-only", metavar="DIR", help="write only DIR/nfc-combining.json")
     ap.add_argument("--testdata", default=DEFAULT_TESTDATA, help="testdata/tokenizer directory")
     args = ap.parse_args()
+    if args.nfc_only:
+        return nfc_only(args.nfc_only, args.testdata)
+    if not args.out:
+        ap.error("--out or --nfc-only is required")
 
     import tokenizers
     from tokenizers import Tokenizer
