@@ -11,43 +11,17 @@ import (
 	"github.com/qwenref/qwenref/layers/gateddelta"
 )
 
-// gdnInputs returns random float32 inputs that honour gateddelta.Kernel's
-// contract (q, k unit rows, q scaled by DK^-1/2), with decays spread from
-// slow to fast so that the state carries information across many tokens.
+// gdnInputs draws a problem through NewGDNInputs (the one input contract)
+// with a non-zero initial state.
 func gdnInputs(r *rand.Rand, d gateddelta.Dims) (q, k, v, g, beta, state []float32) {
-	q = randn(r, d.T*d.NK*d.DK, 1)
-	k = randn(r, d.T*d.NK*d.DK, 1)
-	unitRows(q, d.DK, 1/math.Sqrt(float64(d.DK)))
-	unitRows(k, d.DK, 1)
-	v = randn(r, d.T*d.NV*d.DV, 1)
-	g = make([]float32, d.T*d.NV)
-	beta = make([]float32, d.T*d.NV)
-	for i := range g {
-		g[i] = float32(-0.2 * r.Float64())
-		beta[i] = float32(1 / (1 + math.Exp(-r.NormFloat64())))
-	}
-	state = randn(r, d.NV*d.DK*d.DV, 0.5)
-	return
-}
-
-func randn(r *rand.Rand, n int, std float64) []float32 {
-	out := make([]float32, n)
-	for i := range out {
-		out[i] = float32(r.NormFloat64() * std)
-	}
-	return out
-}
-
-// unitRows scales each row to norm `norm`, in float64, then rounds.
-func unitRows(x []float32, dim int, norm float64) {
-	w := Widen(x)
-	if err := L2Normalize(w, dim, 0); err != nil {
+	in, err := NewGDNInputs(r.Uint64(), d, GDNOptions{WithState: true})
+	if err != nil {
 		panic(err)
 	}
-	for i := range x {
-		x[i] = float32(w[i] * norm)
-	}
+	return in.Q, in.K, in.V, in.G, in.Beta, in.State
 }
+
+func randn(r *rand.Rand, n int, std float64) []float32 { return Normals(r, n, std) }
 
 // The float32 naive kernel must agree with the float64 reference to within
 // float32 rounding. Each output is a d_k-term dot product with a state that
