@@ -1,0 +1,262 @@
+package safeio
+
+import (
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+}
+
+func write(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dirNames lists a directory, to prove a refused write changed nothing.
+func dirNames(t *testing.T, dir string) string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n []string
+	for _, e := range es {
+		n = append(n, e.Name()+":"+e.Type().String())
+	}
+	return strings.Join(n, ",")
+}
+
+func TestOpenRefusesNonRegularWithoutBlocking(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	mkfifo(t, fifo)
+	done := make(chan error, 1)
+	go func() { _, _, err := Open(fifo); done <- err }()
+	select {
+	case err := <-done:
+		var nr *NotRegularError
+		if !errors.As(err, &nr) || !strings.Contains(err.Error(), "FIFO") || !strings.Contains(err.Error(), fifo) {
+			t.Fatalf("FIFO: got %v, want a NotRegularError naming it", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Open blocked on a FIFO")
+	}
+	if _, _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "directory") {
+		t.Fatalf("directory: got %v", err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(fifo, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Open(link); err == nil || !strings.Contains(err.Error(), "FIFO") {
+		t.Fatalf("link to FIFO: got %v", err)
+	}
+	if _, err := ReadCapped(fifo, 10, "config.json"); err == nil {
+		t.Fatal("ReadCapped read a FIFO")
+	}
+}
+
+func TestReadCapped(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	write(t, p, "0123456789")
+	if b, err := ReadCapped(p, 10, "x"); err != nil || string(b) != "0123456789" {
+		t.Fatalf("at the limit: %q, %v", b, err)
+	}
+	_, err := ReadCapped(p, 9, "config.json")
+	if !IsLimit(err) || !strings.Contains(err.Error(), "config.json") || !strings.Contains(err.Error(), "9 bytes") || !strings.Contains(err.Error(), p) {
+		t.Fatalf("over the limit: %v", err)
+	}
+	if _, err := ReadAllCapped(strings.NewReader(strings.Repeat("x", 100)), 99, "stream", "tokenizer.json"); !IsLimit(err) {
+		t.Fatalf("stream over the limit: %v", err)
+	}
+}
+
+func TestWriteFileRefusesWhatIsNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	mkfifo(t, fifo)
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	linkFifo := filepath.Join(dir, "link-fifo")
+	dangling := filepath.Join(dir, "dangling")
+	input := filepath.Join(dir, "weights.safetensors")
+	write(t, input, "weights")
+	hard := filepath.Join(dir, "hard")
+	linkInput := filepath.Join(dir, "link-input")
+	for _, err := range []error{os.Symlink(fifo, linkFifo), os.Symlink(filepath.Join(dir, "nowhere", "x"), dangling),
+		os.Link(input, hard), os.Symlink(input, linkInput)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := dirNames(t, dir)
+	opts := WriteOptions{Inputs: []string{input}}
+	for _, c := range []struct{ path, want string }{
+		{fifo, "FIFO"}, {sub, "directory"}, {linkFifo, "FIFO"}, {dangling, "does not resolve"},
+		{input, "input"}, {hard, "input"}, {linkInput, "input"},
+		{filepath.Join(dir, "missing", "out"), "directory"}, {"/dev/null", "character device"},
+	} {
+		err := WriteFile(c.path, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }, opts)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.path) {
+			t.Errorf("%s: got %v, want an error naming it and %q", c.path, err, c.want)
+		}
+	}
+	if after := dirNames(t, dir); after != before {
+		t.Fatalf("a refused write changed the directory:\n%s\n%s", before, after)
+	}
+	if b, _ := os.ReadFile(input); string(b) != "weights" {
+		t.Fatalf("input changed: %q", b)
+	}
+	st, err := os.Stat("/dev/null")
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		t.Fatalf("/dev/null is no longer a device: %v %v", st, err)
+	}
+}
+
+func TestWriteFileReplacesKeepingModeAndLinks(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "out")
+	write(t, p, "old")
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink("out", link); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(link, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(p)
+	b, _ := os.ReadFile(p)
+	if string(b) != "new" || st.Mode().Perm() != 0o600 {
+		t.Fatalf("got %q mode %v, want \"new\" mode 0600", b, st.Mode().Perm())
+	}
+	if l, err := os.Readlink(link); err != nil || l != "out" {
+		t.Fatalf("the link was replaced: %q %v", l, err)
+	}
+	// A failing fill leaves the old content and no temp.
+	err := WriteFile(p, func(w io.Writer) error { io.WriteString(w, "partial"); return errors.New("disk full") }, WriteOptions{})
+	if err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("fill error: %v", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "new" {
+		t.Fatalf("failed write changed the target: %q", b)
+	}
+	if got := dirNames(t, dir); got != "link:L---------,out:----------" {
+		t.Fatalf("left-overs: %s", got)
+	}
+	if n := LiveTemps(); n != 0 {
+		t.Fatalf("%d temps still tracked", n)
+	}
+	// A new file gets the requested mode.
+	q := filepath.Join(dir, "new")
+	if err := WriteFile(q, func(w io.Writer) error { return nil }, WriteOptions{Mode: 0o640}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(q); st.Mode().Perm() != 0o640 {
+		t.Fatalf("new file mode %v", st.Mode().Perm())
+	}
+}
+
+func TestRemoveStale(t *testing.T) {
+	dir := t.TempDir()
+	dead := filepath.Join(dir, ".out"+tempMarker+"999999999-123")
+	live := filepath.Join(dir, ".out"+tempMarker+"1-123") // pid 1 is alive
+	other := filepath.Join(dir, ".other"+tempMarker+"999999999-1")
+	for _, p := range []string{dead, live, other} {
+		write(t, p, "x")
+	}
+	deadDir := filepath.Join(dir, ".out"+tempMarker+"999999998-7")
+	if err := os.Mkdir(deadDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(deadDir, "shard"), "x")
+	if err := WriteFile(filepath.Join(dir, "out"), func(w io.Writer) error { return nil }, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]bool{dead: false, deadDir: false, live: true, other: true} {
+		if _, err := os.Lstat(p); (err == nil) != want {
+			t.Errorf("%s: exists=%v, want %v", filepath.Base(p), err == nil, want)
+		}
+	}
+}
+
+func TestQuoteEscapesControls(t *testing.T) {
+	for in, want := range map[string]string{
+		"layers.0.w":       `"layers.0.w"`,
+		"a\x1b[31mred":     `"a\x1b[31mred"`,
+		"bidi\u202egnp.sh": `"bidi\u202egnp.sh"`,
+		"bad\xffutf8":      `"bad\xffutf8"`,
+	} {
+		if got := Quote(in); got != want {
+			t.Errorf("Quote(%q) = %s, want %s", in, got, want)
+		}
+	}
+	if got := Clean("dir/\x1b]0;title\x07x"); got != `dir/\x1b]0;title\ax` {
+		t.Errorf("Clean = %s", got)
+	}
+	if got := Quote(strings.Repeat("é", 300)); !strings.HasSuffix(got, "…(600 bytes in all)") || len(got) > 230 {
+		t.Errorf("long name: %s", got)
+	}
+	if got := List([]string{"a", "b", "c"}, 2); got != "a; b; and 1 more" {
+		t.Errorf("List = %q", got)
+	}
+}
+
+// TestSignalRemovesTemps runs a writer in a child process, sends it SIGINT
+// or SIGTERM mid-write and checks it died of the signal, leaving nothing.
+func TestSignalRemovesTemps(t *testing.T) {
+	if os.Getenv("SAFEIO_HELPER_DIR") != "" {
+		helperWrite(os.Getenv("SAFEIO_HELPER_DIR"))
+		return
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		dir := t.TempDir()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSignalRemovesTemps$")
+		cmd.Env = append(os.Environ(), "SAFEIO_HELPER_DIR="+dir)
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 6)
+		if _, err := io.ReadFull(stdout, buf); err != nil || string(buf) != "ready\n" {
+			t.Fatalf("helper: %q %v", buf, err)
+		}
+		_ = cmd.Process.Signal(sig)
+		err := cmd.Wait()
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if err == nil || !ws.Signaled() || ws.Signal() != sig {
+			t.Fatalf("%v: child ended with %v (%v), want death by the signal", sig, err, ws)
+		}
+		if got := dirNames(t, dir); got != "" {
+			t.Fatalf("%v left %s", sig, got)
+		}
+	}
+}
+
+func helperWrite(dir string) {
+	_ = WriteFile(filepath.Join(dir, "out"), func(w io.Writer) error {
+		_, _ = w.Write(make([]byte, 1<<20))
+		os.Stdout.WriteString("ready\n")
+		time.Sleep(time.Minute)
+		return nil
+	}, WriteOptions{})
+	os.Exit(0)
+}

@@ -1,0 +1,86 @@
+package safeio
+
+import (
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The one signal handler of qwenref's writers: while any temporary file or
+// directory is live, SIGINT and SIGTERM remove them all and then end the
+// process as the signal would have (exit status 130 or 143 in a shell).
+// With no temps live the handler is not installed, so the signals keep
+// their default effect and other handlers are not disturbed.
+var temps struct {
+	mu     sync.Mutex
+	live   map[int]string
+	next   int
+	ch     chan os.Signal
+	dying  bool
+	onKill func(os.Signal) // tests replace the final re-raise
+}
+
+// track registers a temp path for removal on a signal; the returned
+// function unregisters it (call it once the temp is renamed or removed).
+func track(path string) (untrack func()) {
+	temps.mu.Lock()
+	defer temps.mu.Unlock()
+	if temps.live == nil {
+		temps.live = map[int]string{}
+	}
+	id := temps.next
+	temps.next++
+	temps.live[id] = path
+	if len(temps.live) == 1 {
+		temps.ch = make(chan os.Signal, 1)
+		signal.Notify(temps.ch, syscall.SIGINT, syscall.SIGTERM)
+		go handle(temps.ch)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			temps.mu.Lock()
+			defer temps.mu.Unlock()
+			delete(temps.live, id)
+			if len(temps.live) == 0 && temps.ch != nil && !temps.dying {
+				signal.Stop(temps.ch)
+				close(temps.ch)
+				temps.ch = nil
+			}
+		})
+	}
+}
+
+// handle waits for a signal on ch (closed when no temps are live).
+func handle(ch chan os.Signal) {
+	sig, ok := <-ch
+	if !ok {
+		return
+	}
+	temps.mu.Lock()
+	temps.dying = true
+	for _, p := range temps.live {
+		_ = os.RemoveAll(p)
+	}
+	kill := temps.onKill
+	temps.mu.Unlock()
+	if kill != nil {
+		kill(sig)
+		return
+	}
+	s := sig.(syscall.Signal)
+	signal.Reset(s)
+	_ = syscall.Kill(os.Getpid(), s)
+	time.Sleep(time.Second) // the re-raised signal ends the process; this is a fallback
+	os.Exit(128 + int(s))
+}
+
+// LiveTemps returns how many temporary files or directories are open for
+// writing now (for tests of the cleanup).
+func LiveTemps() int {
+	temps.mu.Lock()
+	defer temps.mu.Unlock()
+	return len(temps.live)
+}

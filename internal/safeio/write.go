@@ -1,0 +1,244 @@
+package safeio
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// tempMarker is in the name of every temporary file or directory qwenref
+// creates: ".<target>.qwenref-tmp-<pid>-<random>". The pid lets a later run
+// tell a stale temp (its writer is gone) from one being written right now.
+const tempMarker = ".qwenref-tmp-"
+
+// WriteOptions say what an output must not be.
+type WriteOptions struct {
+	// Inputs are the files the command reads (weights, config, ids, ...).
+	// The target may not be any of them, however it is spelled (links,
+	// relative paths, hard links: compared with os.SameFile).
+	Inputs []string
+	// Mode is the permission of a new file; 0 means 0644. A file that is
+	// replaced keeps its own mode.
+	Mode os.FileMode
+}
+
+// CheckTarget says whether path may be written as an output: absent, or a
+// regular file (or a link to one) that can be written and is none of the
+// inputs. It returns the path to replace (links resolved) and the mode
+// the new file gets. Commands call it before their work, so that a bad
+// --out fails at once; WriteFile and CreateTemp call it again.
+func CheckTarget(path string, opts WriteOptions) (resolved string, mode os.FileMode, err error) {
+	mode = opts.Mode
+	if mode == 0 {
+		mode = 0o644
+	}
+	if path == "" {
+		return "", 0, errors.New("empty output path")
+	}
+	resolved = path
+	lst, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		dir := filepath.Dir(path)
+		if st, err := os.Stat(dir); err != nil {
+			return "", 0, fmt.Errorf("output %s: directory %s: %w", Clean(path), Clean(dir), errors.Unwrap(err))
+		} else if !st.IsDir() {
+			return "", 0, fmt.Errorf("output %s: %s is not a directory", Clean(path), Clean(dir))
+		}
+		return resolved, mode, nil
+	case err != nil:
+		return "", 0, fmt.Errorf("output %s: %w", Clean(path), errors.Unwrap(err))
+	}
+	st := lst
+	if lst.Mode()&os.ModeSymlink != 0 {
+		if resolved, err = filepath.EvalSymlinks(path); err != nil {
+			return "", 0, fmt.Errorf("output %s: a symbolic link that does not resolve: %w", Clean(path), errors.Unwrap(err))
+		}
+		if st, err = os.Lstat(resolved); err != nil {
+			return "", 0, fmt.Errorf("output %s: %w", Clean(path), errors.Unwrap(err))
+		}
+	}
+	if !st.Mode().IsRegular() {
+		return "", 0, fmt.Errorf("output %s: refusing to replace a %s; only a regular file or a new path can be an output", Clean(path), kindOf(st.Mode()))
+	}
+	for _, in := range opts.Inputs {
+		if ist, err := os.Stat(in); err == nil && os.SameFile(ist, st) {
+			return "", 0, fmt.Errorf("output %s: is the input %s; refusing to overwrite an input", Clean(path), Clean(in))
+		}
+	}
+	if err := syscall.Access(resolved, 2 /* W_OK */); err != nil {
+		return "", 0, fmt.Errorf("output %s: not writable: %w", Clean(path), err)
+	}
+	return resolved, st.Mode().Perm(), nil
+}
+
+// WriteFile writes path atomically: fill writes the content to a temporary
+// file beside the target, which is then synced and renamed over it. On any
+// error, or a SIGINT/SIGTERM meanwhile, the temporary file is removed and
+// the target is left as it was.
+func WriteFile(path string, fill func(io.Writer) error, opts WriteOptions) error {
+	t, err := CreateTemp(path, opts)
+	if err != nil {
+		return err
+	}
+	if err := fill(t.File); err != nil {
+		_ = t.Discard()
+		return fmt.Errorf("%s: %w", Clean(path), err)
+	}
+	return t.Commit()
+}
+
+// Temp is a temporary file that becomes the target on Commit. Use its File
+// for writes (WriteAt and Truncate included).
+type Temp struct {
+	*os.File
+	target   string // the path to replace (links resolved)
+	shown    string // the path the user gave, for messages
+	opts     WriteOptions
+	mode     os.FileMode
+	untrack  func()
+	finished bool
+}
+
+// CreateTemp checks the target (see CheckTarget), removes stale temps of
+// a previous run for it, and creates a temporary file in its directory
+// that is removed if the process gets SIGINT or SIGTERM.
+func CreateTemp(path string, opts WriteOptions) (*Temp, error) {
+	target, mode, err := CheckTarget(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	dir, base := filepath.Split(target)
+	if dir == "" {
+		dir = "."
+	}
+	RemoveStale(dir, base)
+	f, err := os.CreateTemp(dir, tempPrefix(base)+"*")
+	if err != nil {
+		return nil, fmt.Errorf("output %s: %w", Clean(path), err)
+	}
+	t := &Temp{File: f, target: target, shown: path, opts: opts, mode: mode}
+	t.untrack = track(f.Name())
+	return t, nil
+}
+
+// tempPrefix is the name prefix of this process's temps for base.
+func tempPrefix(base string) string {
+	return "." + base + tempMarker + strconv.Itoa(os.Getpid()) + "-"
+}
+
+// Commit syncs the temporary file, gives it the target's mode, checks the
+// target once more and renames over it. On failure the temp is removed.
+func (t *Temp) Commit() error {
+	if t.finished {
+		return fmt.Errorf("output %s: already finished", Clean(t.shown))
+	}
+	err := t.File.Chmod(t.mode)
+	if err == nil {
+		err = t.File.Sync()
+	}
+	if cerr := t.File.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		// The target may have changed since the check (a FIFO put there).
+		_, _, err = CheckTarget(t.shown, t.opts)
+	}
+	if err == nil {
+		err = os.Rename(t.File.Name(), t.target)
+	}
+	if err != nil {
+		_ = t.Discard()
+		if strings.Contains(err.Error(), Clean(t.shown)) {
+			return err
+		}
+		return fmt.Errorf("output %s: %w", Clean(t.shown), err)
+	}
+	t.finished = true
+	t.untrack()
+	if d, err := os.Open(filepath.Dir(t.target)); err == nil {
+		_ = d.Sync() // best effort: persist the rename
+		_ = d.Close()
+	}
+	return nil
+}
+
+// Discard closes and removes the temporary file; the target is untouched.
+// It is a no-op after Commit or Discard.
+func (t *Temp) Discard() error {
+	if t.finished {
+		return nil
+	}
+	t.finished = true
+	_ = t.File.Close()
+	err := os.Remove(t.File.Name())
+	t.untrack()
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("output %s: removing temporary file: %w", Clean(t.shown), err)
+	}
+	return nil
+}
+
+// TempDir creates a temporary directory beside target (for a set of files
+// that must appear together, such as a checkpoint's shards), removed with
+// its contents on SIGINT/SIGTERM until done is called with keep=true.
+func TempDir(target string) (dir string, done func(keep bool), err error) {
+	parent, base := filepath.Split(filepath.Clean(target))
+	if parent == "" {
+		parent = "."
+	}
+	RemoveStale(parent, base)
+	dir, err = os.MkdirTemp(parent, tempPrefix(base)+"*")
+	if err != nil {
+		return "", nil, fmt.Errorf("output %s: %w", Clean(target), err)
+	}
+	untrack := track(dir)
+	return dir, func(keep bool) {
+		if !keep {
+			_ = os.RemoveAll(dir)
+		}
+		untrack()
+	}, nil
+}
+
+// RemoveStale removes temps for base in dir that an earlier qwenref left
+// behind: files or directories named ".<base>.qwenref-tmp-<pid>-*" whose
+// process no longer runs. It returns the paths removed.
+func RemoveStale(dir, base string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	prefix := "." + base + tempMarker
+	var removed []string
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() || processAlive(pid) {
+			continue
+		}
+		if e.Type()&os.ModeSymlink != 0 || !(e.Type().IsRegular() || e.IsDir()) {
+			continue // not something we create: leave it
+		}
+		p := filepath.Join(dir, e.Name())
+		if os.RemoveAll(p) == nil {
+			removed = append(removed, p)
+		}
+	}
+	return removed
+}
+
+// processAlive reports whether a process with this pid exists.
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
