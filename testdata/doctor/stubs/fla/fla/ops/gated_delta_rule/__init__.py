@@ -1,0 +1,6 @@
+def chunk_gated_delta_rule(q, k, v, g, beta, **kwargs):
+    pass
+
+
+def fused_recurrent_gated_delta_rule(q, k, v, g, beta, **kwargs):
+    pass

@@ -1,0 +1,1 @@
+"""Stub kernels (the Hugging Face hub-kernel loader) for qwenref doctor's tests."""

@@ -1,0 +1,1 @@
+raise ImportError("qwenref doctor's probe must read transformers' source, not import it")
