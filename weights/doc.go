@@ -63,5 +63,16 @@
 // any order, so a 27B shard needs only as much memory as the caller's
 // piece. Writes go to a temporary file in the destination directory that is
 // renamed into place only when complete, so a failure never leaves a
-// partial file. WriteIndex writes a shard index the same way.
+// partial file. WriteIndex writes a shard index the same way. A target must
+// be absent or a regular file that is none of WriteOptions.Inputs; the temp
+// (".<name>.qwenref-tmp-<pid>-*") is removed on SIGINT/SIGTERM too.
+//
+// # Hostile files
+//
+// Files are opened without blocking and must be regular (a FIFO is an
+// error, not a hang); the index read is capped (MaxIndexBytes), as are the
+// shard count (MaxShards) and the files mapped at once (MaxMappings). A
+// mapped file truncated after Open makes reads fault: Float32, Matrix and
+// CheckNonFinite, and any read inside Guard, turn that into a *FaultError
+// naming the file. Names from a file are escaped in every message.
 package weights

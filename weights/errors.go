@@ -3,7 +3,15 @@ package weights
 import (
 	"fmt"
 	"strings"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
+
+// quote shows a name taken from a file with control characters escaped.
+func quote(s string) string { return safeio.Quote(s) }
+
+// clean shows a path with control characters escaped.
+func clean(s string) string { return safeio.Clean(s) }
 
 // maxListedProblems caps how many problems one FormatError spells out, so a
 // file of garbage yields a readable message rather than thousands of lines.
@@ -20,10 +28,10 @@ type FormatError struct {
 // Error lists the file and its problems on one line.
 func (e *FormatError) Error() string {
 	if len(e.Problems) == 1 {
-		return fmt.Sprintf("weights: %s: %s", e.File, e.Problems[0])
+		return fmt.Sprintf("weights: %s: %s", clean(e.File), e.Problems[0])
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "weights: %s: %d problems: ", e.File, len(e.Problems))
+	fmt.Fprintf(&b, "weights: %s: %d problems: ", clean(e.File), len(e.Problems))
 	for i, p := range e.Problems {
 		if i == maxListedProblems {
 			fmt.Fprintf(&b, "; and %d more", len(e.Problems)-i)
@@ -49,7 +57,7 @@ func (p *problems) addf(format string, args ...any) {
 
 // tensorf records a problem with one tensor, quoting its stored name.
 func (p *problems) tensorf(name, format string, args ...any) {
-	p.list = append(p.list, fmt.Sprintf("tensor %q: ", name)+fmt.Sprintf(format, args...))
+	p.list = append(p.list, "tensor "+quote(name)+": "+fmt.Sprintf(format, args...))
 }
 
 func (p *problems) any() bool { return len(p.list) > 0 }

@@ -119,13 +119,21 @@ func parseHeader(file string, buf []byte) (*header, error) {
 // parseEntry decodes and checks one tensor entry: dtype, shape, offsets in
 // range, and (for known dtypes) byte count = element size × prod(shape).
 func parseEntry(p *problems, name string, raw json.RawMessage, dataLen uint64) (rawTensor, bool) {
-	var fields map[string]json.RawMessage
-	if err := decodeStrict(raw, &fields); err != nil || fields == nil {
+	members, err := decodeObject(raw)
+	if err != nil {
 		p.tensorf(name, "entry is not a JSON object")
 		return rawTensor{}, false
 	}
-	t := rawTensor{name: name}
+	fields := make(map[string]json.RawMessage, len(members))
 	bad := false
+	for _, kv := range members {
+		if kv.dup {
+			p.tensorf(name, "field %s appears more than once in its entry", quote(kv.key))
+			bad = true
+		}
+		fields[kv.key] = kv.raw
+	}
+	t := rawTensor{name: name}
 	if err := decodeString(fields["dtype"], &t.dtype); err != nil {
 		p.tensorf(name, `"dtype" is missing or not a string`)
 		bad = true
@@ -193,7 +201,7 @@ func checkLayout(p *problems, ts []rawTensor, dataLen int) {
 	for _, t := range sorted {
 		switch {
 		case t.begin < pos:
-			p.tensorf(t.name, "data_offsets [%d, %d] overlap tensor %q at [%d, %d]", t.begin, t.end, prev.name, prev.begin, prev.end)
+			p.tensorf(t.name, "data_offsets [%d, %d] overlap tensor %s at [%d, %d]", t.begin, t.end, quote(prev.name), prev.begin, prev.end)
 		case t.begin > pos:
 			p.tensorf(t.name, "data_offsets [%d, %d] leave a gap of %d unused bytes before it", t.begin, t.end, t.begin-pos)
 		}

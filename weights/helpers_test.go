@@ -92,7 +92,7 @@ func dirEntries(t testing.TB, dir string) []string {
 // tmpLeft reports whether a writer's temporary file survived in dir.
 func tmpLeft(t testing.TB, dir string) bool {
 	for _, n := range dirEntries(t, dir) {
-		if strings.HasSuffix(n, ".tmp") {
+		if strings.Contains(n, ".qwenref-tmp-") {
 			return true
 		}
 	}

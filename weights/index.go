@@ -5,16 +5,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
-// maxIndexSize bounds how much of an index file is read: a 27B index is
+// MaxIndexBytes bounds how much of an index file is read: a 27B index is
 // about 100 KB, so anything near this is not an index.
-const maxIndexSize = 64 << 20
+const MaxIndexBytes = 64 << 20
+
+// MaxShards caps how many files one checkpoint may map: the largest
+// published checkpoints have a few hundred shards, and each file costs a
+// kernel mapping (vm.max_map_count is 65530 by default, shared with the Go
+// runtime), so tens of thousands of shards would exhaust it.
+const MaxShards = 4096
 
 // openSharded opens the shards an index names and checks that the index and
 // the shard headers agree: every listed tensor is in its shard, no shard
@@ -34,6 +41,10 @@ func openSharded(source, indexPath string) (*Store, error) {
 		}
 	}
 	sort.Strings(shards)
+	if len(shards) > MaxShards {
+		return nil, &FormatError{File: indexPath, Problems: []string{fmt.Sprintf(
+			"the index names %d shard files, over the limit of %d (see docs/limits.md)", len(shards), MaxShards)}}
+	}
 
 	s := &Store{source: source}
 	p := &problems{file: indexPath}
@@ -41,7 +52,7 @@ func openSharded(source, indexPath string) (*Store, error) {
 	for _, shard := range shards {
 		path := filepath.Join(dir, shard)
 		if _, err := os.Stat(path); err != nil {
-			p.addf("shard %s named in the index is missing: %v", shard, err)
+			p.addf("shard %s named in the index is missing: %v", clean(shard), err)
 			continue
 		}
 		mf, err := mapFile(path)
@@ -58,15 +69,15 @@ func openSharded(source, indexPath string) (*Store, error) {
 		shard := filepath.Base(mf.path)
 		for _, t := range mf.hdr.tensors {
 			if other, dup := found[t.name]; dup {
-				p.tensorf(t.name, "present in two shards, %s and %s", other, shard)
+				p.tensorf(t.name, "present in two shards, %s and %s", clean(other), clean(shard))
 				continue
 			}
 			found[t.name] = shard
 			switch want, listed := weightMap[t.name]; {
 			case !listed:
-				p.tensorf(t.name, "in shard %s but not listed in the index", shard)
+				p.tensorf(t.name, "in shard %s but not listed in the index", clean(shard))
 			case want != shard:
-				p.tensorf(t.name, "in shard %s but the index places it in %s", shard, want)
+				p.tensorf(t.name, "in shard %s but the index places it in %s", clean(shard), clean(want))
 			}
 		}
 	}
@@ -82,7 +93,7 @@ func openSharded(source, indexPath string) (*Store, error) {
 	for _, name := range names {
 		shard := weightMap[name]
 		if _, ok := found[name]; !ok && opened[shard] {
-			p.tensorf(name, "listed in the index for shard %s but absent from it", shard)
+			p.tensorf(name, "listed in the index for shard %s but absent from it", clean(shard))
 		}
 	}
 
@@ -101,20 +112,11 @@ func openSharded(source, indexPath string) (*Store, error) {
 // "weight_map" maps stored tensor names to shard file names. Other members
 // ("metadata" with total_size) are informational and ignored.
 func readIndex(path string) (map[string]string, error) {
-	f, err := os.Open(path)
+	data, err := safeio.ReadCapped(path, MaxIndexBytes, "shard index")
 	if err != nil {
 		return nil, fmt.Errorf("weights: %w", err)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxIndexSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("weights: %s: %w", path, err)
-	}
 	p := &problems{file: path}
-	if len(data) > maxIndexSize {
-		p.addf("index is larger than %d bytes", maxIndexSize)
-		return nil, p.err()
-	}
 	top, err := decodeObject(data)
 	if err != nil {
 		p.addf("index is not valid JSON: %v", err)
@@ -147,7 +149,7 @@ func readIndex(path string) (map[string]string, error) {
 		case decodeString(kv.raw, &shard) != nil:
 			p.tensorf(kv.key, "shard is not a string")
 		case !validShardName(shard):
-			p.tensorf(kv.key, "shard %q is not a plain file name in the index's directory", shard)
+			p.tensorf(kv.key, "shard %s is not a plain file name in the index's directory", quote(shard))
 		default:
 			weightMap[kv.key] = shard
 		}

@@ -43,21 +43,27 @@ func (s *Store) Matrix(name string) (*tensor.Matrix, error) {
 	}
 	b := e.bytes()
 	m := &tensor.Matrix{Rows: rows, Cols: cols}
-	switch e.info.DType {
-	case "BF16":
-		if v, ok := viewUint16(b); ok {
-			m.BF16 = v
-		} else {
-			m.BF16 = copyUint16(b)
+	err = s.Guard(func() error {
+		switch e.info.DType {
+		case "BF16":
+			if v, ok := viewUint16(b); ok {
+				m.BF16 = v
+			} else {
+				m.BF16 = copyUint16(b)
+			}
+		case "F32":
+			if v, ok := viewFloat32(b); ok {
+				m.F32 = v
+			} else {
+				m.F32 = decodeF32(b)
+			}
+		case "F16":
+			m.F32 = decodeF16(b)
 		}
-	case "F32":
-		if v, ok := viewFloat32(b); ok {
-			m.F32 = v
-		} else {
-			m.F32 = decodeF32(b)
-		}
-	case "F16":
-		m.F32 = decodeF16(b)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -83,18 +89,24 @@ func (s *Store) Float32(name string) ([]float32, []int, error) {
 	}
 	b := e.bytes()
 	var out []float32
-	switch e.info.DType {
-	case "F32":
-		out = decodeF32(b)
-	case "BF16":
-		out = make([]float32, len(b)/2)
-		for i := range out {
-			out[i] = tensor.BF16ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
+	err = s.Guard(func() error {
+		switch e.info.DType {
+		case "F32":
+			out = decodeF32(b)
+		case "BF16":
+			out = make([]float32, len(b)/2)
+			for i := range out {
+				out[i] = tensor.BF16ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
+			}
+		case "F16":
+			out = decodeF16(b)
+		default:
+			return e.errorf("dtype %s cannot be read as float32 (want BF16, F16 or F32)", e.info.DType)
 		}
-	case "F16":
-		out = decodeF16(b)
-	default:
-		return nil, nil, e.errorf("dtype %s cannot be read as float32 (want BF16, F16 or F32)", e.info.DType)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	return out, slices.Clone(e.info.Shape), nil
 }
@@ -108,6 +120,16 @@ func (s *Store) CheckNonFinite(name string) (int, error) {
 		return 0, err
 	}
 	b := e.bytes()
+	n := 0
+	err = s.Guard(func() error {
+		n, err = countNonFinite(e, b)
+		return err
+	})
+	return n, err
+}
+
+// countNonFinite is CheckNonFinite's scan over the tensor's bytes.
+func countNonFinite(e *entry, b []byte) (int, error) {
 	n := 0
 	switch e.info.DType {
 	case "F32":
@@ -143,8 +165,8 @@ func (s *Store) CheckNonFinite(name string) (int, error) {
 
 // errorf builds an error naming the tensor (canonical and stored) and file.
 func (e *entry) errorf(format string, args ...any) error {
-	return fmt.Errorf("weights: %s: tensor %q (stored as %q): %s",
-		e.info.File, e.info.Name, e.info.Stored, fmt.Sprintf(format, args...))
+	return fmt.Errorf("weights: %s: tensor %s (stored as %s): %s",
+		clean(e.info.File), quote(e.info.Name), quote(e.info.Stored), fmt.Sprintf(format, args...))
 }
 
 // viewUint16 reinterprets b as []uint16 in place when that is legal: the

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // IndexFile is the name of the shard index of a sharded checkpoint.
@@ -64,7 +66,7 @@ type entry struct {
 func Open(path string) (*Store, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("weights: %w", err)
+		return nil, fmt.Errorf("weights: %s: %w", clean(path), errors.Unwrap(err))
 	}
 	if !st.IsDir() {
 		if strings.HasSuffix(path, ".index.json") {
@@ -86,6 +88,9 @@ func Open(path string) (*Store, error) {
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("weights: %s: no %s, %s or *.safetensors file in the directory", path, IndexFile, SingleFile)
+	}
+	if len(files) > MaxShards {
+		return nil, fmt.Errorf("weights: %s: %d *.safetensors files, over the limit of %d (see docs/limits.md)", clean(path), len(files), MaxShards)
 	}
 	sort.Strings(files)
 	return openFiles(path, files)
@@ -114,7 +119,7 @@ func openFiles(source string, paths []string) (*Store, error) {
 		for _, mf := range s.files {
 			for _, t := range mf.hdr.tensors {
 				if other, dup := where[t.name]; dup {
-					p.tensorf(t.name, "present in both %s and %s", other, mf.path)
+					p.tensorf(t.name, "present in both %s and %s", clean(other), clean(mf.path))
 					continue
 				}
 				where[t.name] = mf.path
@@ -135,29 +140,38 @@ func openFiles(source string, paths []string) (*Store, error) {
 // mapFile opens, maps and validates one .safetensors file. The file
 // descriptor is closed at once: the mapping keeps the pages reachable.
 func mapFile(path string) (*mappedFile, error) {
-	f, err := os.Open(path)
+	f, st, err := safeio.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("weights: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("weights: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("weights: %s: not a regular file", path)
-	}
 	if st.Size() < 8 {
 		return nil, &FormatError{File: path, Problems: []string{
 			fmt.Sprintf("file is %d bytes, too short for the 8-byte header length field", st.Size())}}
 	}
+	if err := reserveMapping(path); err != nil {
+		return nil, err
+	}
 	data, err := mmapFile(f, st.Size())
 	if err != nil {
-		return nil, fmt.Errorf("weights: %s: %w", path, err)
+		releaseMapping()
+		return nil, fmt.Errorf("weights: %s: %w", clean(path), err)
 	}
-	hdr, err := parseHeader(path, data)
+	var hdr *header
+	err = guardFault(func() error {
+		var err error
+		hdr, err = parseHeader(path, data)
+		return err
+	}, func(addr uintptr) (string, int64) {
+		off, ok := offsetIn(data, addr)
+		if !ok {
+			off = -1
+		}
+		return path, off
+	})
 	if err != nil {
 		_ = munmap(data)
+		releaseMapping()
 		return nil, err
 	}
 	return &mappedFile{path: path, data: data, hdr: hdr}, nil
@@ -189,8 +203,8 @@ func (s *Store) index() error {
 				continue
 			}
 			if prev, dup := s.tensors[name]; dup {
-				p.addf("tensors %q (%s) and %q (%s) both map to canonical name %q",
-					prev.info.Stored, prev.info.File, t.name, mf.path, name)
+				p.addf("tensors %s (%s) and %s (%s) both map to canonical name %s",
+					quote(prev.info.Stored), clean(prev.info.File), quote(t.name), clean(mf.path), quote(name))
 				continue
 			}
 			s.tensors[name] = &entry{
@@ -219,8 +233,9 @@ func (s *Store) unmapAll() error {
 	for _, mf := range s.files {
 		if mf.data != nil {
 			if err := munmap(mf.data); err != nil {
-				errs = append(errs, fmt.Errorf("weights: %s: munmap: %w", mf.path, err))
+				errs = append(errs, fmt.Errorf("weights: %s: munmap: %w", clean(mf.path), err))
 			}
+			releaseMapping()
 			mf.data = nil
 		}
 	}
@@ -261,7 +276,7 @@ func (s *Store) lookup(name string) (*entry, error) {
 	}
 	e, ok := s.tensors[name]
 	if !ok {
-		return nil, fmt.Errorf("weights: %s: no tensor %q (names are canonical, without the model. or model.language_model. prefix)", s.source, name)
+		return nil, fmt.Errorf("weights: %s: no tensor %s (names are canonical, without the model. or model.language_model. prefix)", clean(s.source), quote(name))
 	}
 	return e, nil
 }

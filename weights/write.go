@@ -4,15 +4,15 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 	"unicode/utf8"
 
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/tensor"
 )
 
@@ -46,7 +46,7 @@ type NamedTensor struct {
 type StreamWriter struct {
 	mu    sync.Mutex
 	path  string
-	tmp   *os.File
+	tmp   *safeio.Temp
 	slots map[string]*slot
 	order []string
 	buf   []byte
@@ -68,7 +68,10 @@ type slot struct {
 // spaces to 8 bytes) and writes the header to a temporary file beside path.
 // metadata goes to __metadata__; "format": "pt" is added when absent because
 // transformers refuses safetensors files whose format it does not know.
-func NewStreamWriter(path string, tensors []TensorHeader, metadata map[string]string) (*StreamWriter, error) {
+//
+// The target must be absent or a regular file that is none of opts' Inputs
+// (at most one WriteOptions is used); see internal/safeio.
+func NewStreamWriter(path string, tensors []TensorHeader, metadata map[string]string, opts ...WriteOptions) (*StreamWriter, error) {
 	hs := append([]TensorHeader(nil), tensors...)
 	if err := checkHeaders(path, hs, metadata); err != nil {
 		return nil, err
@@ -113,9 +116,9 @@ func NewStreamWriter(path string, tensors []TensorHeader, metadata map[string]st
 		s.off += dataStart
 	}
 
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	tmp, err := safeio.CreateTemp(path, firstOpts(opts))
 	if err != nil {
-		return nil, fmt.Errorf("weights: %s: %w", path, err)
+		return nil, fmt.Errorf("weights: %w", err)
 	}
 	w.tmp = tmp
 	head := binary.LittleEndian.AppendUint64(nil, uint64(js.Len()))
@@ -286,9 +289,9 @@ func (w *StreamWriter) Close() error {
 		w.discard()
 		return err
 	}
-	if err := finish(w.tmp, w.path); err != nil {
-		w.discard()
-		return err
+	if err := w.tmp.Commit(); err != nil {
+		w.done = true
+		return fmt.Errorf("weights: %w", err)
 	}
 	w.done = true
 	return nil
@@ -308,40 +311,16 @@ func (w *StreamWriter) Abort() error {
 // discard closes and removes the temporary file. The caller holds w.mu.
 func (w *StreamWriter) discard() error {
 	w.done = true
-	name := w.tmp.Name()
-	_ = w.tmp.Close()
-	if err := os.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("weights: %s: removing temporary file: %w", w.path, err)
-	}
-	return nil
-}
-
-// finish makes a completed temporary file durable and moves it into place.
-func finish(tmp *os.File, path string) error {
-	if err := tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("weights: %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("weights: %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("weights: %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("weights: %s: %w", path, err)
-	}
-	// Best effort: persist the rename itself. Some filesystems refuse to
-	// sync a directory, and the file is already complete at path.
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
+	if err := w.tmp.Discard(); err != nil {
+		return fmt.Errorf("weights: %w", err)
 	}
 	return nil
 }
 
 // WriteFile writes tensors to a safetensors file at path, atomically: on
 // any error nothing is left at path (an existing file there is untouched).
-func WriteFile(path string, tensors []NamedTensor, metadata map[string]string) error {
+// opts (at most one) name the inputs the file must not replace.
+func WriteFile(path string, tensors []NamedTensor, metadata map[string]string, opts ...WriteOptions) error {
 	hs := make([]TensorHeader, len(tensors))
 	byName := make(map[string]*NamedTensor, len(tensors))
 	for i := range tensors {
@@ -349,7 +328,7 @@ func WriteFile(path string, tensors []NamedTensor, metadata map[string]string) e
 		hs[i] = TensorHeader{Name: t.Name, DType: t.DType, Shape: t.Shape}
 		byName[t.Name] = t
 	}
-	w, err := NewStreamWriter(path, hs, metadata)
+	w, err := NewStreamWriter(path, hs, metadata, opts...)
 	if err != nil {
 		return err
 	}
@@ -366,7 +345,7 @@ func WriteFile(path string, tensors []NamedTensor, metadata map[string]string) e
 // checkpoint, atomically. weightMap maps stored tensor names to shard file
 // names in dir; totalSize is the sum of the tensors' byte sizes, as
 // transformers records it.
-func WriteIndex(dir string, weightMap map[string]string, totalSize int64) error {
+func WriteIndex(dir string, weightMap map[string]string, totalSize int64, opts ...WriteOptions) error {
 	path := filepath.Join(dir, IndexFile)
 	p := &problems{file: path}
 	if len(weightMap) == 0 {
@@ -397,26 +376,21 @@ func WriteIndex(dir string, weightMap map[string]string, totalSize int64) error 
 	if err := enc.Encode(idx); err != nil {
 		return fmt.Errorf("weights: %s: %w", path, err)
 	}
-	return writeAtomic(path, b.Bytes())
+	if err := safeio.WriteFile(path, func(w io.Writer) error { _, err := w.Write(b.Bytes()); return err }, firstOpts(opts)); err != nil {
+		return fmt.Errorf("weights: %w", err)
+	}
+	return nil
 }
 
-// writeAtomic writes data to a temporary file beside path and renames it.
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("weights: %s: %w", path, err)
+// WriteOptions say which files an output must not replace (the command's
+// inputs) and the mode of a new file; see internal/safeio.
+type WriteOptions = safeio.WriteOptions
+
+func firstOpts(opts []WriteOptions) WriteOptions {
+	if len(opts) > 0 {
+		return opts[0]
 	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = finish(tmp, path)
-	} else {
-		err = fmt.Errorf("weights: %s: %w", path, err)
-	}
-	if err != nil {
-		_ = tmp.Close()
-		_ = os.Remove(tmp.Name())
-	}
-	return err
+	return WriteOptions{}
 }
 
 // ShardName returns the conventional name of shard i (1-based) of n, e.g.

@@ -1,0 +1,133 @@
+package weights
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// openWithin fails the test if Open takes longer than a few seconds (a
+// FIFO opened for reading blocks until a writer comes).
+func openWithin(t *testing.T, path string) (*Store, error) {
+	t.Helper()
+	type res struct {
+		s   *Store
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { s, err := Open(path); ch <- res{s, err} }()
+	select {
+	case r := <-ch:
+		return r.s, r.err
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Open(%s) blocked", path)
+		return nil, nil
+	}
+}
+
+func TestHostileFIFOsNeverBlock(t *testing.T) {
+	// A FIFO as the single file.
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, SingleFile)
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	_, err := openWithin(t, dir)
+	requireErrorMentions(t, err, fifo, "FIFO")
+
+	// A FIFO as the index, and as a shard.
+	for _, which := range []string{IndexFile, "model-00002-of-00002.safetensors"} {
+		dir := t.TempDir()
+		writeShards(t, dir)
+		p := filepath.Join(dir, which)
+		require.NoError(t, os.Remove(p))
+		require.NoError(t, syscall.Mkfifo(p, 0o644))
+		_, err := openWithin(t, dir)
+		requireErrorMentions(t, err, p, "FIFO")
+	}
+}
+
+func TestHostileDuplicateFieldInEntry(t *testing.T) {
+	dir := t.TempDir()
+	p := writeBytes(t, dir, "d.safetensors", rawFile(`{"a":{"dtype":"F32","shape":[1],"dtype":"BF16","data_offsets":[0,4]}}`, make([]byte, 4)))
+	_, err := Open(p)
+	requireFormatError(t, err, p)
+	requireErrorMentions(t, err, `tensor "a"`, `field "dtype" appears more than once`)
+}
+
+func TestHostileShardCount(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString(`{"weight_map":{`)
+	for i := 0; i <= MaxShards; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"t%d":"s%d.safetensors"`, i, i)
+	}
+	b.WriteString(`}}`)
+	writeBytes(t, dir, IndexFile, []byte(b.String()))
+	_, err := Open(dir)
+	requireErrorMentions(t, err, IndexFile, fmt.Sprintf("%d shard files", MaxShards+1), "limit")
+}
+
+func TestHostileNamesAreEscaped(t *testing.T) {
+	dir := t.TempDir()
+	p := writeBytes(t, dir, "e.safetensors", rawFile(`{"evil\u001b[2J":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}`, make([]byte, 4)))
+	_, err := Open(p)
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "\x1b", "a terminal escape from the file reached the message")
+	assert.Contains(t, err.Error(), `evil\x1b[2J`)
+}
+
+// A shard truncated after it was mapped makes reads fault; they must come
+// back as an error naming the file, not kill the process with SIGBUS.
+func TestHostileTruncatedWhileMapped(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "t.safetensors")
+	n := 1 << 16 // several pages, so truncation leaves whole pages unbacked
+	require.NoError(t, WriteFile(p, []NamedTensor{
+		{Name: "w", DType: "BF16", Shape: []int{2, n}, Data: seq(2*n, 1)},
+	}, nil))
+	s := openT(t, p)
+	require.NoError(t, os.Truncate(p, 4096))
+	_, _, err := s.Float32("w")
+	var fe *FaultError
+	require.True(t, errors.As(err, &fe), "got %v", err)
+	requireErrorMentions(t, err, p, "truncated")
+	_, err = s.CheckNonFinite("w")
+	require.True(t, errors.As(err, &fe), "got %v", err)
+	// Zero-copy matrices are not read by Matrix; Guard covers the caller's read.
+	m, err := s.Matrix("w")
+	require.NoError(t, err)
+	err = s.Guard(func() error {
+		for _, v := range m.BF16 {
+			faultSink += v
+		}
+		return nil
+	})
+	require.True(t, errors.As(err, &fe), "got %v", err)
+	assert.Greater(t, fe.Offset, int64(4096-1))
+}
+
+func TestHostileOutputsAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.safetensors")
+	require.NoError(t, WriteFile(in, []NamedTensor{{Name: "a", DType: "F32", Shape: []int{1}, Data: []float32{1}}}, nil))
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	before := dirEntries(t, dir)
+	ts := []NamedTensor{{Name: "b", DType: "F32", Shape: []int{1}, Data: []float32{2}}}
+	requireErrorMentions(t, WriteFile(in, ts, nil, WriteOptions{Inputs: []string{in}}), in, "input")
+	requireErrorMentions(t, WriteFile(fifo, ts, nil), fifo, "FIFO")
+	requireErrorMentions(t, WriteIndex(fifo, map[string]string{"a": "x.safetensors"}, 4), "not a directory")
+	assert.Equal(t, before, dirEntries(t, dir))
+}
+
+var faultSink uint16
