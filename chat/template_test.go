@@ -1,0 +1,146 @@
+package chat
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type chatCase struct {
+	Name     string          `json:"name"`
+	Kwargs   map[string]any  `json:"kwargs"`
+	Tools    json.RawMessage `json:"tools"`
+	Messages json.RawMessage `json:"messages"`
+}
+
+func loadCases(t *testing.T) []chatCase {
+	var f struct{ Cases []chatCase }
+	data, err := os.ReadFile("../testdata/chat/cases.json")
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &f))
+	require.NotEmpty(t, f.Cases)
+	return f.Cases
+}
+
+func qwen3Template(t *testing.T) *Template {
+	dir := t.TempDir()
+	data, err := os.ReadFile("../testdata/chat/qwen3-tokenizer_config.json")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), data, 0o644))
+	tpl, err := Load(dir)
+	require.NoError(t, err)
+	return tpl
+}
+
+func render(t *testing.T, tpl *Template, c chatCase) string {
+	vars := map[string]any{}
+	agp := false
+	for k, v := range c.Kwargs {
+		if k == "add_generation_prompt" {
+			agp = v.(bool)
+			continue
+		}
+		vars[k] = v
+	}
+	out, err := tpl.Render(Input{Messages: c.Messages, Tools: c.Tools, AddGenerationPrompt: agp, Vars: vars})
+	require.NoError(t, err, c.Name)
+	return out
+}
+
+// Qwen3's template renders every committed conversation exactly as
+// transformers' apply_chat_template does (testdata/chat/expected.json).
+func TestQwen3TemplateMatchesTransformers(t *testing.T) {
+	var want struct {
+		Transformers string `json:"transformers"`
+		Cases        []struct {
+			Name string `json:"name"`
+			Text string `json:"text"`
+			IDs  []int  `json:"ids"`
+		} `json:"cases"`
+	}
+	data, err := os.ReadFile("../testdata/chat/expected.json")
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skip("testdata/chat/expected.json not generated yet (testdata/gen/gen_chat_template.py)")
+	}
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &want))
+	cases := loadCases(t)
+	require.Len(t, want.Cases, len(cases), "expected.json is stale: regenerate it from cases.json")
+	tpl := qwen3Template(t)
+	assert.True(t, tpl.UsesThinking())
+	for i, c := range cases {
+		require.Equal(t, c.Name, want.Cases[i].Name)
+		assert.Equal(t, want.Cases[i].Text, render(t, tpl, c), c.Name)
+	}
+}
+
+func TestLoadOrderAndErrors(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Load(dir)
+	assert.ErrorIs(t, err, ErrNoTemplate)
+
+	write := func(name, s string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644))
+	}
+	write("chat_template.json", `{"chat_template": "from-processor"}`)
+	tpl, err := Load(dir)
+	require.NoError(t, err)
+	assert.Equal(t, "from-processor", tpl.Source)
+
+	write("tokenizer_config.json", `{"eos_token": {"content": "<e>"}, "chat_template": [{"name": "tool_use", "template": "t"}, {"name": "default", "template": "{{ eos_token }}"}]}`)
+	tpl, err = Load(dir)
+	require.NoError(t, err)
+	out, err := tpl.Render(Input{Messages: Messages()})
+	require.NoError(t, err)
+	assert.Equal(t, "<e>", out, "special tokens are template variables")
+
+	write("chat_template.jinja", "jinja wins")
+	tpl, err = Load(dir)
+	require.NoError(t, err)
+	assert.Equal(t, "jinja wins", tpl.Source)
+
+	write("chat_template.jinja", "{% for %}")
+	_, err = Load(dir)
+	assert.ErrorContains(t, err, "chat_template.jinja")
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "chat_template.jinja")))
+	write("tokenizer_config.json", `{"chat_template": 7}`)
+	_, err = Load(dir)
+	assert.ErrorContains(t, err, "tokenizer_config.json")
+}
+
+func TestRenderErrors(t *testing.T) {
+	tpl := MustParse(`{{ raise_exception('no system role') }}`, "test")
+	_, err := tpl.Render(Input{Messages: Messages(Message{"user", "x"})})
+	assert.ErrorContains(t, err, "no system role")
+
+	tpl = MustParse(ChatML, "chatml")
+	_, err = tpl.Render(Input{Messages: json.RawMessage(`{"role": "user"}`)})
+	assert.ErrorContains(t, err, "array")
+	_, err = tpl.Render(Input{Messages: json.RawMessage(`[{"role": `)})
+	assert.ErrorContains(t, err, "messages")
+
+	tpl = MustParse(`{% include '/etc/hostname' %}`, "include")
+	_, err = tpl.Render(Input{Messages: Messages()})
+	assert.Error(t, err, "templates may not read files")
+}
+
+func TestChatML(t *testing.T) {
+	tpl := MustParse(ChatML, "chatml")
+	out, err := tpl.Render(Input{Messages: Messages(Message{"system", "S"}, Message{"user", "Hi"}), AddGenerationPrompt: true})
+	require.NoError(t, err)
+	assert.Equal(t, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", out)
+}
+
+// items keeps the JSON key order, as a Python dict does.
+func TestItemsKeepsOrder(t *testing.T) {
+	tpl := MustParse(`{% for k, v in messages[0]|items %}{{ k }}={{ v }};{% endfor %}`, "items")
+	out, err := tpl.Render(Input{Messages: json.RawMessage(`[{"z": 1, "a": "x", "m": true}]`)})
+	require.NoError(t, err)
+	assert.Equal(t, "z=1;a=x;m=True;", out)
+}
