@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"sync/atomic"
+
+	"github.com/qwenref/qwenref/internal/parallel"
 )
 
-// Chunked is the chunked CPU kernel: the chunked (WY/UT) form of spec §4.1
+// Chunked is the chunked CPU kernel: the chunked (WY/UT) form of doc.go
 // for every whole chunk, and the fused single-pass recurrence of Recurrent
 // for sequences shorter than one chunk (decode) and for the ragged tail of
 // longer ones, so no work is spent on padding. (On this project's 2-core
@@ -47,7 +48,7 @@ func (c Chunked) Forward(out, q, k, v, g, beta []float32, d Dims, state []float3
 	if d.T == 0 {
 		return nil
 	}
-	p := &problem{out: out, q: q, k: k, v: v, g: g, beta: beta, d: d, state: state, C: C}
+	p := &problem{out: out, q: q, k: k, v: v, g: g, beta: beta, d: d, state: state, C: C, ks: active}
 	nFull := d.T / C
 	if nFull == 0 {
 		// Shorter than a chunk: the fused recurrence is cheaper than one
@@ -66,9 +67,9 @@ func (c Chunked) Forward(out, q, k, v, g, beta []float32, d Dims, state []float3
 func (p *problem) forEachGroup(body func(w *scratch, kh, h0, h1 int)) {
 	r := p.d.NV / p.d.NK
 	if p.d.NK >= runtime.GOMAXPROCS(0) {
-		parallelFor(p.d.NK, func(w *scratch, kh int) { body(w, kh, kh*r, (kh+1)*r) })
+		forEachScratch(p.d.NK, func(w *scratch, kh int) { body(w, kh, kh*r, (kh+1)*r) })
 	} else {
-		parallelFor(p.d.NV, func(w *scratch, h int) { body(w, h/r, h, h+1) })
+		forEachScratch(p.d.NV, func(w *scratch, h int) { body(w, h/r, h, h+1) })
 	}
 }
 
@@ -78,20 +79,23 @@ type problem struct {
 	d                     Dims
 	state                 []float32
 	C                     int
+	ks                    *kernels // the inner loops of the selected level
 }
 
-// scratch is one worker's reusable memory. Buffers grow on demand.
+// scratch is one worker's reusable memory. Buffers grow on demand. The
+// chunk-step names are doc.go's symbols.
 type scratch struct {
-	gkk, gqk, kT    []float32    // shared per key-head chunk: K Kᵀ, Q Kᵀ, Kᵀ
-	kc, qc          []float32    // the chunk's K and Q rows, contiguous
-	gam             []float64    // γ, the cumulative log-decay
-	eg, ek, bg, row []float32    // e^γ, e^(γ_C−γ), β e^γ, a Γ row
-	tm, pm          []float32    // (I + strict_lower(A))⁻¹ (built over A in place), P
-	rm, uw          []float32    // V_β (then Z) and V_new
-	kt              []float32    // K̃
-	blk             []float32    // the state, as contiguous column blocks
-	wq, wk, wv, wo  []float32    // a window's q̂, k̂, v and o rows, contiguous
-	toks            []tokScalars // per value head of the group
+	kk, qk, kTr           []float32    // per key-head chunk, shared by its value heads: K Kᵀ, Q Kᵀ, Kᵀ
+	kc, qc                []float32    // the chunk's K and Q rows, contiguous
+	gam                   []float64    // γ, the cumulative log-decay
+	eGam, eTail, betaEGam []float32    // e^γ, e^{γ_C−γ}, β e^γ
+	row                   []float32    // a Γ row, then scratch of unitLowerInverse
+	m, p                  []float32    // A then M = (I + A)⁻¹ in place; P
+	r, delta              []float32    // V_β then R in place; Δ = M R
+	kTail                 []float32    // K̃ = diag(e^{γ_C−γ}) K
+	blk                   []float32    // the recurrence's state, as contiguous column blocks
+	wq, wk, wv, wo        []float32    // a window's q̂, k̂, v and o rows, contiguous
+	toks                  []tokScalars // per value head of the group
 }
 
 // grow returns buf resized to n, reallocating only when too small.
@@ -112,31 +116,22 @@ func growF64(buf []float64, n int) []float64 {
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
-// parallelFor runs body(i) for i in [0,n) on up to GOMAXPROCS goroutines,
-// handing out indices one at a time (units are big and may be uneven).
-// The calling goroutine is one of the workers: it starts at once, while a
-// woken thread can take tens of microseconds to join, which is the whole
-// of a decode step; with dynamic hand-out a late helper just does less.
-func parallelFor(n int, body func(w *scratch, i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	var next atomic.Int64
-	work := func() {
-		w := scratchPool.Get().(*scratch)
-		defer scratchPool.Put(w)
-		for {
-			i := int(next.Add(1) - 1)
-			if i >= n {
-				return
-			}
-			body(w, i)
+// forEachScratch runs body(w, i) for i in [0,n) through parallel.Each,
+// one index at a time (units are big and may be uneven), giving each
+// worker its own scratch from the pool.
+func forEachScratch(n int, body func(w *scratch, i int)) {
+	ws := make([]*scratch, parallel.Workers(n, 0))
+	parallel.Each(n, 0, func(worker, i int) {
+		if ws[worker] == nil {
+			ws[worker] = scratchPool.Get().(*scratch)
+		}
+		body(ws[worker], i)
+	})
+	for _, w := range ws {
+		if w != nil {
+			scratchPool.Put(w)
 		}
 	}
-	var wg sync.WaitGroup
-	for range workers - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
 }
 
 // chunkGroup runs value heads [h0,h1), all reading key head kh, over the
@@ -146,9 +141,9 @@ func (p *problem) chunkGroup(w *scratch, kh, h0, h1, nFull int) {
 	d, C := p.d, p.C
 	dk := d.DK
 	ldqk := d.NK * dk
-	w.gkk = grow(w.gkk, C*C)
-	w.gqk = grow(w.gqk, C*C)
-	w.kT = grow(w.kT, dk*C)
+	w.kk = grow(w.kk, C*C)
+	w.qk = grow(w.qk, C*C)
+	w.kTr = grow(w.kTr, dk*C)
 	w.kc, w.qc = grow(w.kc, C*dk), grow(w.qc, C*dk)
 	for n := 0; n < nFull; n++ {
 		t0 := n * C
@@ -162,13 +157,13 @@ func (p *problem) chunkGroup(w *scratch, kh, h0, h1, nFull int) {
 		// Kᵀ (dk×C) so both score products are plain row-major A·B.
 		for r := 0; r < C; r++ {
 			for i, x := range w.kc[r*dk : (r+1)*dk] {
-				w.kT[i*C+r] = x
+				w.kTr[i*C+r] = x
 			}
 		}
 		// K Kᵀ (strictly lower part used) and Q Kᵀ (lower incl. diagonal):
 		// the β- and decay-free parts of A and P, shared by the group.
-		gemm(C, C, dk, 1, w.kc, dk, 1, w.kT, C, 0, w.gkk, C, triLowerC, nil)
-		gemm(C, C, dk, 1, w.qc, dk, 1, w.kT, C, 0, w.gqk, C, triLowerC, nil)
+		p.ks.gemm(C, C, dk, 1, w.kc, dk, 1, w.kTr, C, 0, w.kk, C, triLowerC, nil)
+		p.ks.gemm(C, C, dk, 1, w.qc, dk, 1, w.kTr, C, 0, w.qk, C, triLowerC, nil)
 		for h := h0; h < h1; h++ {
 			p.chunkStep(w, h, t0)
 		}

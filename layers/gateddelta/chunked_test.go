@@ -139,17 +139,17 @@ func TestExpAffine(t *testing.T) {
 		src = append(src, x)
 	}
 	dst := make([]float32, len(src))
-	expAffine(dst, src, 0, 1)
+	active.expAffine(dst, src, 0, 1)
 	for i, x := range src {
 		tol := 4*0x1p-24 + 0x1p-24*math.Abs(x)
 		require.InEpsilon(t, math.Exp(x), float64(dst[i]), tol, "x=%v", x)
 	}
 	// a + b·src in float64: e^{(−600.5) − (−600)} must be e^{−0.5} to
 	// float32 accuracy, which a float32 difference could not deliver.
-	expAffine(dst[:16], []float64{-600, -600, -600, -600, -600, -600, -600, -600, -600, -600, -600, -600, -600, -600, -600, -600}, -600.5, -1)
+	active.expAffine(dst[:16], []float64{-600, -600, -600, -600, -600, -600, -600, -600, -600, -600, -600, -600, -600, -600, -600, -600}, -600.5, -1)
 	require.InEpsilon(t, math.Exp(-0.5), float64(dst[0]), 4*0x1p-24)
 	big := []float64{500, -500, math.Inf(-1), -90, -88, -87.5}
-	expAffine(dst[:len(big)], big, 0, 1)
+	active.expAffine(dst[:len(big)], big, 0, 1)
 	require.False(t, math.IsInf(float64(dst[0]), 0) || math.IsNaN(float64(dst[0])))
 	for i := 1; i < len(big); i++ {
 		require.LessOrEqual(t, dst[i], float32(1e-37), "x=%v", big[i])

@@ -2,13 +2,14 @@ package gateddelta
 
 import "math"
 
-// Recurrent is the fused per-token kernel: the recurrence of spec §4.2 in
-// one SIMD sweep over the state per token (see below), parallel over
-// key-head groups (over value heads for decode). It is what Chunked runs for inputs shorter than one chunk; as a
-// Kernel of its own it runs every token that way. On this project's CPU it
-// does fewer FLOPs than the chunked form (3 FMAs per state element per
-// token against about 4 at C = 64) and is the faster of the two at every
-// sequence length; Chunked remains the reference for the chunk algorithm.
+// Recurrent is the fused per-token kernel: the recurrence in one vector
+// sweep over the state per token (see below and doc.go), parallel over
+// key-head groups (over value heads for decode). It is what Chunked runs
+// for inputs shorter than one chunk; as a Kernel of its own it runs every
+// token that way. On a CPU it does fewer FLOPs than the chunked form
+// (3 FMAs per state element per token against about 4 at C = 64) and is
+// the faster of the two at every sequence length; Chunked remains the
+// kernel of the chunk algorithm.
 type Recurrent struct{}
 
 // Forward implements Kernel. See Kernel for the layouts.
@@ -19,7 +20,7 @@ func (Recurrent) Forward(out, q, k, v, g, beta []float32, d Dims, state []float3
 	if d.T == 0 {
 		return nil
 	}
-	p := &problem{out: out, q: q, k: k, v: v, g: g, beta: beta, d: d, state: state}
+	p := &problem{out: out, q: q, k: k, v: v, g: g, beta: beta, d: d, state: state, ks: active}
 	p.recurrentAll()
 	return nil
 }
@@ -29,14 +30,15 @@ func (Recurrent) Forward(out, q, k, v, g, beta []float32, d Dims, state []float3
 // otherwise.
 func (p *problem) recurrentAll() {
 	if p.d.T < copyMinTokens {
-		parallelFor(p.d.NV, func(w *scratch, h int) { p.recurrentGroup(w, h/(p.d.NV/p.d.NK), h, h+1, 0, p.d.T) })
+		r := p.d.NV / p.d.NK
+		forEachScratch(p.d.NV, func(w *scratch, h int) { p.recurrentGroup(w, h/r, h, h+1, 0, p.d.T) })
 		return
 	}
 	p.forEachGroup(func(w *scratch, kh, h0, h1 int) { p.recurrentGroup(w, kh, h0, h1, 0, p.d.T) })
 }
 
 // The fused recurrence keeps the state as S = c·S̃, with c the product of
-// the decays since the last rebase (spec §3.3 step 6 rewritten):
+// the decays since the last rebase (the recurrence of doc.go rewritten):
 //
 //	c′ = c·α_t
 //	δ_t = β_t (v_t − c′ S̃ᵀ k̂_t)
@@ -110,7 +112,7 @@ func (sc *tokScalars) window(a, b int) tokScalars {
 // read key head kh, with the fused recurrence, updating their states in
 // place. The heads share each window's staged q̂ and k̂.
 func (p *problem) recurrentGroup(w *scratch, kh, h0, h1, t0, t1 int) {
-	d := p.d
+	d, ks := p.d, p.ks
 	dk, dv, n, nh := d.DK, d.DV, t1-t0, h1-h0
 	ldqk, ldv := d.NK*dk, d.NV*dv
 	if len(w.toks) < nh {
@@ -124,8 +126,8 @@ func (p *problem) recurrentGroup(w *scratch, kh, h0, h1, t0, t1 int) {
 		for h := h0; h < h1; h++ {
 			S := p.state[h*dk*dv : (h+1)*dk*dv]
 			for j0 := 0; j0 < dv; {
-				bw := recBlockWidth(dv - j0)
-				recBlock(S[j0:], dv, bw, dk, p.q[t0*ldqk+kh*dk:], p.k[t0*ldqk+kh*dk:], ldqk,
+				bw := ks.recBlockWidth(dv - j0)
+				ks.recBlock(S[j0:], dv, bw, dk, p.q[t0*ldqk+kh*dk:], p.k[t0*ldqk+kh*dk:], ldqk,
 					p.v[t0*ldv+h*dv+j0:], p.out[t0*ldv+h*dv+j0:], ldv, &w.toks[h-h0], n)
 				j0 += bw
 			}
@@ -138,7 +140,7 @@ func (p *problem) recurrentGroup(w *scratch, kh, h0, h1, t0, t1 int) {
 	for h := h0; h < h1; h++ {
 		S, B := p.state[h*dk*dv:(h+1)*dk*dv], w.blk[(h-h0)*dk*dv:]
 		for j0 := 0; j0 < dv; {
-			bw := recBlockWidth(dv - j0)
+			bw := ks.recBlockWidth(dv - j0)
 			for i := 0; i < dk; i++ {
 				copy(B[j0*dk+i*bw:j0*dk+(i+1)*bw], S[i*dv+j0:])
 			}
@@ -162,8 +164,8 @@ func (p *problem) recurrentGroup(w *scratch, kh, h0, h1, t0, t1 int) {
 			sc := w.toks[h-h0].window(a, b)
 			B := w.blk[(h-h0)*dk*dv:]
 			for j0 := 0; j0 < dv; {
-				bw := recBlockWidth(dv - j0)
-				recBlock(B[j0*dk:], bw, bw, dk, w.wq, w.wk, dk, w.wv[j0:], w.wo[j0:], dv, &sc, b-a)
+				bw := ks.recBlockWidth(dv - j0)
+				ks.recBlock(B[j0*dk:], bw, bw, dk, w.wq, w.wk, dk, w.wv[j0:], w.wo[j0:], dv, &sc, b-a)
 				j0 += bw
 			}
 			for t := a; t < b; t++ {
@@ -174,7 +176,7 @@ func (p *problem) recurrentGroup(w *scratch, kh, h0, h1, t0, t1 int) {
 	for h := h0; h < h1; h++ {
 		S, B := p.state[h*dk*dv:(h+1)*dk*dv], w.blk[(h-h0)*dk*dv:]
 		for j0 := 0; j0 < dv; {
-			bw := recBlockWidth(dv - j0)
+			bw := ks.recBlockWidth(dv - j0)
 			for i := 0; i < dk; i++ {
 				copy(S[i*dv+j0:i*dv+j0+bw], B[j0*dk+i*bw:])
 			}
