@@ -1,9 +1,11 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/qwenref/qwenref/layers/attention"
@@ -15,6 +17,7 @@ import (
 // Backend is one set of kernels for every op of the model. Swapping the
 // backend swaps how each layer computes, never what it computes.
 type Backend struct {
+	// Name is the spec the backend was built from, e.g. "chunked:delta=naive".
 	Name   string
 	MatMul linalg.MatMuler
 	Conv   conv1d.Kernel
@@ -22,6 +25,11 @@ type Backend struct {
 	Attn   attention.Kernel
 	// Release frees backend resources (device memory); nil for CPU backends.
 	Release func() error
+	// NewRunner, when set, runs the whole model itself (a device-resident
+	// model: weights uploaded once, activations never leave the device);
+	// model.NewRunner calls it instead of building CPU sessions. Such a
+	// backend takes no part swaps.
+	NewRunner func(m *Model, rows int) (Runner, error)
 }
 
 // Close releases the backend's resources.
@@ -32,20 +40,24 @@ func (b *Backend) Close() error {
 	return b.Release()
 }
 
-func (b *Backend) gdnOps() gateddelta.Ops {
-	return gateddelta.Ops{MatMul: b.MatMul, Conv: b.Conv, Core: b.Delta}
-}
+// Parts are the ops a backend spec can swap: "chunked:delta=naive:conv=naive".
+var Parts = []string{"matmul", "conv", "delta", "attn"}
 
-func (b *Backend) attnOps() attention.Ops { return attention.Ops{MatMul: b.MatMul, Core: b.Attn} }
+// A variant is a named kernel for one part, e.g. delta=recurrent.
+type variant struct {
+	help string
+	make func() (any, error)
+}
 
 var (
 	regMu    sync.Mutex
 	registry = map[string]func() (*Backend, error){}
 	regHelp  = map[string]string{}
+	variants = map[string]map[string]variant{}
 )
 
 // RegisterBackend makes a backend available by name; the CUDA package
-// registers "cuda" when built with the cuda tag.
+// registers its backends when built with the cuda tag.
 func RegisterBackend(name, help string, factory func() (*Backend, error)) {
 	regMu.Lock()
 	defer regMu.Unlock()
@@ -53,18 +65,167 @@ func RegisterBackend(name, help string, factory func() (*Backend, error)) {
 	regHelp[name] = help
 }
 
-// NewBackend returns the named backend.
-func NewBackend(name string) (*Backend, error) {
+// RegisterKernel makes a kernel variant available as PART=NAME in backend
+// specs (part is one of Parts). make returns a value implementing the
+// part's interface: linalg.MatMuler, conv1d.Kernel, gateddelta.Kernel or
+// attention.Kernel. Plug-in kernels register here too.
+func RegisterKernel(part, name, help string, make func() (any, error)) error {
+	if !slices.Contains(Parts, part) {
+		return fmt.Errorf("unknown part %q (parts: %s)", part, strings.Join(Parts, ", "))
+	}
+	if name == "" || strings.ContainsAny(name, ":=,") {
+		return fmt.Errorf("kernel name %q must be non-empty and free of ':', '=' and ','", name)
+	}
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := registry[name]; dup {
+		return fmt.Errorf("%s kernel %q: the name is taken by a backend", part, name)
+	}
+	if _, dup := variants[part][name]; dup {
+		return fmt.Errorf("%s kernel %q is already registered", part, name)
+	}
+	if variants[part] == nil {
+		variants[part] = map[string]variant{}
+	}
+	variants[part][name] = variant{help: help, make: make}
+	return nil
+}
+
+// ParseBackend builds the backend a spec names. A spec is a base backend
+// (`naive`, `chunked`, `cuda`, …) followed by part swaps `:PART=NAME`,
+// where PART is matmul, conv, delta or attn and NAME is a backend (take
+// that backend's kernel for the part) or a kernel variant of that part
+// (`delta=recurrent`, `delta=chunked16`, `matmul=bf16`, …). The returned
+// backend's Close releases everything the spec opened.
+func ParseBackend(spec string) (*Backend, error) {
+	fields := strings.Split(strings.TrimSpace(spec), ":")
+	base, err := newBase(fields[0])
+	if err != nil {
+		return nil, err
+	}
+	if len(fields) == 1 {
+		return base, nil
+	}
+	if base.NewRunner != nil {
+		_ = base.Close()
+		return nil, fmt.Errorf("backend %q: %s keeps the whole model on its device, so part swaps (which would copy activations off it) are not allowed; use it alone, or a CPU base such as chunked", spec, fields[0])
+	}
+	be := *base
+	be.Name = strings.TrimSpace(spec)
+	releases := []func() error{base.Release}
+	fail := func(err error) (*Backend, error) {
+		closeAll(releases)
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, f := range fields[1:] {
+		part, name, ok := strings.Cut(f, "=")
+		switch {
+		case !ok || !slices.Contains(Parts, part):
+			return fail(fmt.Errorf("backend %q: %q is not PART=NAME with PART one of %s", spec, f, strings.Join(Parts, ", ")))
+		case seen[part]:
+			return fail(fmt.Errorf("backend %q: %s given twice", spec, part))
+		}
+		seen[part] = true
+		k, release, err := partKernel(part, name)
+		if err != nil {
+			return fail(fmt.Errorf("backend %q: %w", spec, err))
+		}
+		releases = append(releases, release)
+		if err := setPart(&be, part, k); err != nil {
+			return fail(fmt.Errorf("backend %q: %w", spec, err))
+		}
+	}
+	be.Release = func() error { return closeAll(releases) }
+	return &be, nil
+}
+
+// NewBackend is ParseBackend: every command and test accepts the same
+// grammar.
+func NewBackend(spec string) (*Backend, error) { return ParseBackend(spec) }
+
+func newBase(name string) (*Backend, error) {
 	regMu.Lock()
 	f, ok := registry[name]
 	regMu.Unlock()
 	if !ok {
-		return nil, fmt.Errorf("unknown backend %q (available: %v)", name, BackendNames())
+		return nil, unknownBackend(name)
 	}
 	return f()
 }
 
-// BackendNames lists the registered backends, naive first.
+func unknownBackend(name string) error {
+	msg := fmt.Sprintf("unknown backend %q (this build has: %s; see 'qwenref help backends')", name, strings.Join(BackendNames(), ", "))
+	if strings.HasPrefix(name, "cuda") {
+		msg += "; the CUDA backends need a build with the cuda tag: go build -tags cuda ./cmd/qwenref"
+	}
+	return errors.New(msg)
+}
+
+// partKernel resolves NAME for one part: a variant first, then a backend.
+func partKernel(part, name string) (any, func() error, error) {
+	regMu.Lock()
+	v, isVariant := variants[part][name]
+	_, isBackend := registry[name]
+	regMu.Unlock()
+	switch {
+	case isVariant:
+		k, err := v.make()
+		return k, nil, err
+	case isBackend:
+		b, err := newBase(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if b.NewRunner != nil {
+			_ = b.Close()
+			return nil, nil, fmt.Errorf("%s=%s: %s runs only as a whole-model backend; its kernels cannot be mixed into another base", part, name, name)
+		}
+		var k any
+		switch part {
+		case "matmul":
+			k = b.MatMul
+		case "conv":
+			k = b.Conv
+		case "delta":
+			k = b.Delta
+		case "attn":
+			k = b.Attn
+		}
+		return k, b.Release, nil
+	}
+	return nil, nil, fmt.Errorf("unknown %s kernel %q (choose from: %s)", part, name, strings.Join(PartChoices(part), ", "))
+}
+
+func setPart(be *Backend, part string, k any) error {
+	var ok bool
+	switch part {
+	case "matmul":
+		be.MatMul, ok = k.(linalg.MatMuler)
+	case "conv":
+		be.Conv, ok = k.(conv1d.Kernel)
+	case "delta":
+		be.Delta, ok = k.(gateddelta.Kernel)
+	case "attn":
+		be.Attn, ok = k.(attention.Kernel)
+	}
+	if !ok {
+		return fmt.Errorf("%s kernel of type %T does not implement the %s interface", part, k, part)
+	}
+	return nil
+}
+
+func closeAll(fs []func() error) error {
+	var errs []error
+	for i := len(fs) - 1; i >= 0; i-- {
+		if fs[i] != nil {
+			errs = append(errs, fs[i]())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// BackendNames lists the registered base backends, naive first.
 func BackendNames() []string {
 	regMu.Lock()
 	defer regMu.Unlock()
@@ -76,15 +237,43 @@ func BackendNames() []string {
 	return names
 }
 
-// BackendHelp returns a one-line description of a backend.
+// BackendHelp returns a one-line description of a base backend.
 func BackendHelp(name string) string {
 	regMu.Lock()
 	defer regMu.Unlock()
 	return regHelp[name]
 }
 
+// PartChoices lists what PART=NAME accepts for one part: its kernel
+// variants, then the backends whose kernel for the part can be mixed in.
+func PartChoices(part string) []string {
+	regMu.Lock()
+	var vs []string
+	for n := range variants[part] {
+		vs = append(vs, n)
+	}
+	regMu.Unlock()
+	sort.Slice(vs, func(i, j int) bool { return order(vs[i]) < order(vs[j]) })
+	for _, b := range BackendNames() {
+		if !slices.Contains(vs, b) {
+			vs = append(vs, b)
+		}
+	}
+	return vs
+}
+
+// KernelHelp returns the description of a part's kernel variant.
+func KernelHelp(part, name string) string {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if v, ok := variants[part][name]; ok {
+		return v.help
+	}
+	return regHelp[name]
+}
+
 func order(n string) string {
-	if i := slices.Index([]string{"naive", "chunked", "cuda"}, n); i >= 0 {
+	if i := slices.Index([]string{"naive", "chunked", "recurrent", "cuda", "cuda-fp32"}, n); i >= 0 {
 		return string(rune('0' + i))
 	}
 	return "9" + n
@@ -94,7 +283,21 @@ func init() {
 	RegisterBackend("naive", "per-position loops that mirror the equations (the readable truth)", func() (*Backend, error) {
 		return &Backend{Name: "naive", MatMul: linalg.Naive{}, Conv: conv1d.Naive{}, Delta: gateddelta.Naive{}, Attn: attention.Naive{}}, nil
 	})
-	RegisterBackend("chunked", "the fast CPU path: packed SIMD GEMM, WY/UT chunked delta rule, streaming conv, tiled online-softmax attention", func() (*Backend, error) {
+	RegisterBackend("chunked", "the fast CPU path, fp32 throughout (the default): packed SIMD GEMM, WY/UT chunked delta rule, streaming conv, tiled online-softmax attention", func() (*Backend, error) {
 		return &Backend{Name: "chunked", MatMul: linalg.Blocked{}, Conv: conv1d.Chunked{}, Delta: gateddelta.Chunked{}, Attn: attention.Chunked{}}, nil
 	})
+	must := func(err error) {
+		if err != nil {
+			panic(err)
+		}
+	}
+	must(RegisterKernel("delta", "recurrent", "the fused per-token recurrence (the decode kernel) run over every position", func() (any, error) {
+		return gateddelta.Recurrent{}, nil
+	}))
+	for _, c := range []int{16, 32, 64, 128} {
+		must(RegisterKernel("delta", fmt.Sprintf("chunked%d", c), fmt.Sprintf("WY/UT chunked delta rule with chunk length %d", c), func() (any, error) {
+			return gateddelta.Chunked{ChunkSize: c}, nil
+		}))
+	}
+	must(RegisterKernel("matmul", "bf16", "bf16 compute: activations rounded to bf16, AVX512_BF16 dot products (VDPBF16PS) with fp32 accumulation, as ggml and PyTorch run bf16 checkpoints", newBF16MatMul))
 }

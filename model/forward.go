@@ -3,58 +3,59 @@ package model
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
-	"github.com/qwenref/qwenref/layers/attention"
-	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/layers/norm"
 	"github.com/qwenref/qwenref/tensor"
 )
 
-// Session is one sequence's decoding state: a conv and recurrent state per
-// GDN layer and a KV cache per attention layer. Feeding tokens in several
-// calls equals feeding them in one. A Session is not safe for concurrent
-// use; make one per goroutine.
+// Session is one sequence's decoding state: a BlockState per decoder
+// block. Feeding tokens in several calls equals feeding them in one. A
+// Session serialises its own methods: Forward refuses a concurrent Forward
+// (two callers would interleave one sequence), Reset waits for a running
+// Forward, and Pos may be read at any time. Make one Session per sequence;
+// the Model itself may be shared.
 type Session struct {
-	busy atomic.Bool // guards against concurrent use, which would corrupt the caches
-	m    *Model
-	gdn  []*gateddelta.State
-	kv   []*attention.Cache
-	pos  int
+	mu     sync.Mutex
+	m      *Model
+	states []*BlockState
+	bufs   BlockBuffers
+	pos    atomic.Int64
 }
 
 // NewSession returns an empty session (position 0).
 func (m *Model) NewSession() *Session {
-	s := &Session{m: m, gdn: make([]*gateddelta.State, len(m.Blocks)), kv: make([]*attention.Cache, len(m.Blocks))}
-	for i, b := range m.Blocks {
-		if b.Kind == FullAttention {
-			s.kv[i] = &attention.Cache{}
-		} else {
-			s.gdn[i] = gateddelta.NewState(b.GDN.Dims)
-		}
+	s := &Session{m: m, states: make([]*BlockState, len(m.Blocks))}
+	for i := range m.Blocks {
+		s.states[i] = m.Blocks[i].NewState()
 	}
 	return s
 }
 
 // Pos is the number of tokens consumed so far.
-func (s *Session) Pos() int { return s.pos }
+func (s *Session) Pos() int { return int(s.pos.Load()) }
 
-// Reset empties the caches for a new sequence.
+// Reset empties the caches for a new sequence, after any running Forward.
 func (s *Session) Reset() {
-	for i := range s.m.Blocks {
-		if s.kv[i] != nil {
-			s.kv[i].Reset()
-		} else {
-			s.gdn[i].Reset()
-		}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.states {
+		st.Reset()
 	}
-	s.pos = 0
+	s.pos.Store(0)
 }
+
+// errBusy is returned when a Session is used from two goroutines at once.
+var errBusy = errors.New("session used from two goroutines at once: make one Session per goroutine (the Model itself may be shared)")
 
 // Options tune a forward call.
 type Options struct {
 	// LastOnly computes logits for the last position only (generation).
 	LastOnly bool
+	// NoLogits skips the LM head: Forward returns nil logits (a prefill
+	// whose logits nobody reads, or a trace that stops at final_norm).
+	NoLogits bool
 	// Record, if set, receives every intermediate as "embeddings",
 	// "layers.N.<stage>", "final_norm" and "logits". The tensors are
 	// views: copy what you keep.
@@ -80,10 +81,10 @@ func (m *Model) CheckIDs(ids []int) error {
 // Forward feeds ids to the session and returns logits [T, V] (or [1, V]
 // with LastOnly). The hidden state of the last position is Hidden().
 func (s *Session) Forward(ids []int, be *Backend, opt Options) (*tensor.Tensor, error) {
-	if !s.busy.CompareAndSwap(false, true) {
-		return nil, errors.New("session used from two goroutines at once: make one Session per goroutine (the Model itself may be shared)")
+	if !s.mu.TryLock() {
+		return nil, errBusy
 	}
-	defer s.busy.Store(false)
+	defer s.mu.Unlock()
 	m := s.m
 	if err := m.CheckIDs(ids); err != nil {
 		return nil, err
@@ -99,49 +100,23 @@ func (s *Session) Forward(ids []int, be *Backend, opt Options) (*tensor.Tensor, 
 		m.Embed.Row(id, x[i*h:(i+1)*h])
 	}
 	rec.Record("embeddings", x, t, h)
-
-	normed := make([]float32, t*h)
-	mix := make([]float32, t*h)
 	for li := range m.Blocks {
-		b := &m.Blocks[li]
-		lrec := prefixed(rec, li)
-		lrec.Record("input", x, t, h)
-		// x ← x + Mixer(RMSNorm₁₊(x; w_in))
-		if err := norm.RMSNormOnePlus(normed, x, b.InputNorm, eps); err != nil {
-			return nil, err
+		if err := m.Blocks[li].Forward(x, t, eps, s.states[li], be, &s.bufs, prefixed(rec, li)); err != nil {
+			return nil, fmt.Errorf("layer %d (%s): %w", li, m.Blocks[li].Kind, err)
 		}
-		lrec.Record("mixer_in", normed, t, h)
-		var err error
-		if b.Kind == FullAttention {
-			err = b.Attn.Forward(mix, normed, t, s.kv[li], be.attnOps(), lrec)
-		} else {
-			err = b.GDN.Forward(mix, normed, t, s.gdn[li], be.gdnOps(), lrec)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("layer %d (%s): %w", li, b.Kind, err)
-		}
-		lrec.Record("mixer_out", mix, t, h)
-		addInto(x, mix)
-		// x ← x + MLP(RMSNorm₁₊(x; w_post))
-		if err := norm.RMSNormOnePlus(normed, x, b.PostNorm, eps); err != nil {
-			return nil, err
-		}
-		lrec.Record("mlp_in", normed, t, h)
-		if err := b.MLP.Forward(mix, normed, t, be.MatMul); err != nil {
-			return nil, fmt.Errorf("layer %d: %w", li, err)
-		}
-		lrec.Record("mlp_out", mix, t, h)
-		addInto(x, mix)
-		lrec.Record("output", x, t, h)
 		m.dropBlock(li)
 	}
-	s.pos += t
+	pos := s.pos.Add(int64(t))
 
 	// h = RMSNorm₁₊(x; w_final); logits = h W_lmᵀ.
+	normed, _ := s.bufs.grow(t * h)
 	if err := norm.RMSNormOnePlus(normed, x, m.FinalNorm, eps); err != nil {
 		return nil, err
 	}
 	rec.Record("final_norm", normed, t, h)
+	if opt.NoLogits {
+		return nil, nil
+	}
 	rows := normed
 	if opt.LastOnly {
 		rows, t = normed[(t-1)*h:], 1
@@ -156,42 +131,43 @@ func (s *Session) Forward(ids []int, be *Backend, opt Options) (*tensor.Tensor, 
 	rec.Record("logits", logits.Data, logits.Shape...)
 	if i := firstNonFinite(logits.Data); i >= 0 {
 		return nil, fmt.Errorf("non-finite logit %v at position %d, token %d: a weight or an intermediate overflowed (check the checkpoint with --check-weights)",
-			logits.Data[i], s.pos-t+i/cfg.VocabSize, i%cfg.VocabSize)
+			logits.Data[i], int(pos)-t+i/cfg.VocabSize, i%cfg.VocabSize)
 	}
 	return logits, nil
 }
 
-// Forward runs a batch of equal-length sequences from position 0 and
-// returns logits [B, T, V]. Each row runs in its own session.
-func (m *Model) Forward(batch [][]int, be *Backend) (*tensor.Tensor, error) {
-	if len(batch) == 0 {
-		return nil, ErrEmpty
+// Layer runs decoder block i alone on x [T, H] (the block's input, e.g. a
+// reference file's "layers.i.input"), continuing this session's state of
+// that block, and returns the block's output. It is the teacher-forced
+// entry of `qwenref trace --compare`: each block sees the reference's own
+// inputs, so differences do not accumulate with depth.
+func (s *Session) Layer(i int, x []float32, t int, be *Backend, rec tensor.Recorder) ([]float32, error) {
+	if !s.mu.TryLock() {
+		return nil, errBusy
 	}
-	t := len(batch[0])
-	for b, ids := range batch {
-		if len(ids) != t {
-			return nil, fmt.Errorf("batch row %d has %d tokens but row 0 has %d: rows must have equal length", b, len(ids), t)
-		}
-		if err := m.CheckIDs(ids); err != nil {
-			return nil, fmt.Errorf("batch row %d: %w", b, err)
-		}
+	defer s.mu.Unlock()
+	if i < 0 || i >= len(s.m.Blocks) {
+		return nil, fmt.Errorf("layer %d outside the model's %d layers", i, len(s.m.Blocks))
 	}
-	v := m.Config.VocabSize
-	out := tensor.New(len(batch), t, v)
-	for b, ids := range batch {
-		lg, err := m.NewSession().Forward(ids, be, Options{})
-		if err != nil {
-			return nil, fmt.Errorf("batch row %d: %w", b, err)
-		}
-		copy(out.Data[b*t*v:], lg.Data)
+	out := append([]float32(nil), x...)
+	if err := s.m.Blocks[i].Forward(out, t, float32(s.m.Config.RMSNormEps), s.states[i], be, &s.bufs, rec); err != nil {
+		return nil, fmt.Errorf("layer %d (%s): %w", i, s.m.Blocks[i].Kind, err)
 	}
 	return out, nil
 }
 
-func addInto(x, y []float32) {
-	for i, v := range y {
-		x[i] += v
+// Forward runs a batch of equal-length sequences from position 0 on a
+// fresh Runner and returns logits [B, T, V].
+func (m *Model) Forward(batch [][]int, be *Backend) (*tensor.Tensor, error) {
+	if len(batch) == 0 {
+		return nil, ErrEmpty
 	}
+	r, err := NewRunner(m, be, len(batch))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Forward(batch, RunOptions{Logits: AllLogits})
 }
 
 func prefixed(r tensor.Recorder, layer int) tensor.Recorder {

@@ -127,9 +127,10 @@ func TestConcurrentSessions(t *testing.T) {
 	}
 
 	s := m.NewSession()
-	s.busy.Store(true) // as if another goroutine were inside Forward
+	s.mu.Lock() // as if another goroutine were inside Forward
 	be, _ := NewBackend("naive")
 	_, err = s.Forward(ids, be, Options{})
+	s.mu.Unlock()
 	assert.ErrorContains(t, err, "two goroutines")
 }
 

@@ -1,0 +1,161 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/qwenref/qwenref/tensor"
+)
+
+// Logits says which positions' logits a Runner call returns. A prefill of
+// T = 8192 tokens with a 248,320-token vocabulary would be 8 GB of logits:
+// commands ask only for what they read.
+type Logits int
+
+const (
+	// AllLogits returns [B, T, V]: every position (forward, perplexity).
+	AllLogits Logits = iota
+	// LastLogits returns [B, 1, V]: the last position (generation).
+	LastLogits
+	// NoLogits returns nil: a prefill whose logits nobody reads.
+	NoLogits
+)
+
+// RunOptions tune one Runner call.
+type RunOptions struct {
+	Logits Logits
+	// Record, if set, receives every intermediate under the stage names of
+	// Options.Record ("embeddings", "layers.N.<stage>", "final_norm",
+	// "logits"). Only single-row runners record; tensors are views.
+	Record tensor.Recorder
+}
+
+// Runner is what a command runs: a model on one backend for B ≥ 1
+// sequences that advance together. The CPU backends implement it with one
+// Session per row; a device-resident backend (Backend.NewRunner) with its
+// own caches on the device.
+type Runner interface {
+	// Forward feeds ids[b] to row b (every row the same length) and returns
+	// the logits opt.Logits asks for.
+	Forward(ids [][]int, opt RunOptions) (*tensor.Tensor, error)
+	// Layer runs decoder block i alone on x [T, H] for row 0, continuing
+	// that block's state, and returns the block's output (teacher forcing).
+	Layer(i int, x []float32, t int, rec tensor.Recorder) ([]float32, error)
+	// Pos is the number of tokens each row has consumed.
+	Pos() int
+	// Rows is B.
+	Rows() int
+	// Reset empties every cache for new sequences.
+	Reset() error
+	// Close releases the runner's resources (not the backend's).
+	Close() error
+	// Backend is the spec of the backend it runs on.
+	Backend() string
+}
+
+// NewRunner returns a Runner for rows sequences of m on be: the backend's
+// own (device-resident) runner when it has one, else CPU sessions.
+func NewRunner(m *Model, be *Backend, rows int) (Runner, error) {
+	if rows < 1 {
+		return nil, fmt.Errorf("a runner needs at least one row, not %d", rows)
+	}
+	if be.NewRunner != nil {
+		return be.NewRunner(m, rows)
+	}
+	r := &sessionRunner{m: m, be: be, rows: make([]*Session, rows)}
+	for i := range r.rows {
+		r.rows[i] = m.NewSession()
+	}
+	return r, nil
+}
+
+// sessionRunner runs each row in its own Session on a CPU backend.
+type sessionRunner struct {
+	mu   sync.Mutex // serialises Forward, Layer and Reset across rows
+	m    *Model
+	be   *Backend
+	rows []*Session
+}
+
+func (r *sessionRunner) Rows() int       { return len(r.rows) }
+func (r *sessionRunner) Pos() int        { return r.rows[0].Pos() }
+func (r *sessionRunner) Backend() string { return r.be.Name }
+func (r *sessionRunner) Close() error    { return nil }
+
+func (r *sessionRunner) Reset() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.rows {
+		s.Reset()
+	}
+	return nil
+}
+
+func (r *sessionRunner) Forward(ids [][]int, opt RunOptions) (*tensor.Tensor, error) {
+	if !r.mu.TryLock() {
+		return nil, errBusy
+	}
+	defer r.mu.Unlock()
+	t, err := CheckBatch(r.m, ids, len(r.rows))
+	if err != nil {
+		return nil, err
+	}
+	if opt.Record != nil && len(r.rows) > 1 {
+		return nil, errors.New("stage recording needs a single-row runner")
+	}
+	v := r.m.Config.VocabSize
+	var out *tensor.Tensor
+	switch opt.Logits {
+	case AllLogits:
+		out = tensor.New(len(ids), t, v)
+	case LastLogits:
+		out = tensor.New(len(ids), 1, v)
+	}
+	for b, row := range ids {
+		lg, err := r.rows[b].Forward(row, r.be, Options{LastOnly: opt.Logits == LastLogits, NoLogits: opt.Logits == NoLogits, Record: opt.Record})
+		if err != nil {
+			if len(ids) > 1 {
+				err = fmt.Errorf("batch row %d: %w", b, err)
+			}
+			return nil, err
+		}
+		if out != nil {
+			copy(out.Data[b*len(lg.Data):], lg.Data)
+		}
+	}
+	return out, nil
+}
+
+func (r *sessionRunner) Layer(i int, x []float32, t int, rec tensor.Recorder) ([]float32, error) {
+	if !r.mu.TryLock() {
+		return nil, errBusy
+	}
+	defer r.mu.Unlock()
+	return r.rows[0].Layer(i, x, t, r.be, rec)
+}
+
+// CheckBatch validates a batch for a runner of `rows` rows: one id list per
+// row, every row the same non-zero length, every id in the vocabulary. It
+// returns T.
+func CheckBatch(m *Model, ids [][]int, rows int) (int, error) {
+	if len(ids) != rows {
+		return 0, fmt.Errorf("%d rows of ids for a runner of %d rows", len(ids), rows)
+	}
+	if len(ids) == 0 || len(ids[0]) == 0 {
+		return 0, ErrEmpty
+	}
+	t := len(ids[0])
+	for b, row := range ids {
+		if len(row) != t {
+			return 0, fmt.Errorf("batch row %d has %d tokens but row 0 has %d: rows must have equal length", b, len(row), t)
+		}
+		if err := m.CheckIDs(row); err != nil {
+			if len(ids) > 1 {
+				err = fmt.Errorf("batch row %d: %w", b, err)
+			}
+			return 0, err
+		}
+	}
+	return t, nil
+}
