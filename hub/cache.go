@@ -1,0 +1,213 @@
+// Package hub reads and writes the Hugging Face cache exactly as the Python
+// huggingface_hub library lays it out, and downloads checkpoints into it
+// through the hub's HTTP file API, so that a model fetched by `qwenref
+// download` is seen by transformers and the other way round.
+//
+// The cache (CacheDir) holds one folder per repository:
+//
+//	models--Qwen--Qwen3.5-0.8B/
+//	  refs/main                      the commit hash "main" pointed to
+//	  blobs/<etag>                   file contents, named by sha256 (LFS) or git blob sha1
+//	  snapshots/<commit>/<path>      relative symlinks ../../blobs/<etag>
+//
+// and downloads in progress take .locks/models--Qwen--Qwen3.5-0.8B/<etag>.lock
+// and write blobs/<etag>.incomplete, as huggingface_hub does.
+package hub
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// DefaultRevision is the branch used when no revision is given.
+const DefaultRevision = "main"
+
+// HomeDir is huggingface_hub's home: HF_HOME, else
+// $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface.
+func HomeDir() string {
+	if h := os.Getenv("HF_HOME"); h != "" {
+		return expandHome(h)
+	}
+	if x := os.Getenv("XDG_CACHE_HOME"); x != "" {
+		return filepath.Join(expandHome(x), "huggingface")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = "."
+	}
+	return filepath.Join(home, ".cache", "huggingface")
+}
+
+// CacheDir is the hub cache: HF_HUB_CACHE, else the legacy
+// HUGGINGFACE_HUB_CACHE, else HomeDir()/hub.
+func CacheDir() string {
+	for _, v := range []string{"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"} {
+		if d := os.Getenv(v); d != "" {
+			return expandHome(d)
+		}
+	}
+	return filepath.Join(HomeDir(), "hub")
+}
+
+func expandHome(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, p[1:])
+		}
+	}
+	return p
+}
+
+// Offline reports whether HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set
+// to a true value (1, ON, YES, TRUE, any case), as huggingface_hub reads it.
+func Offline() bool {
+	v := os.Getenv("HF_HUB_OFFLINE")
+	if v == "" {
+		v = os.Getenv("TRANSFORMERS_OFFLINE")
+	}
+	switch strings.ToUpper(v) {
+	case "1", "ON", "YES", "TRUE":
+		return true
+	}
+	return false
+}
+
+// repoPart is one side of org/name as the hub accepts it.
+var repoPart = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$`)
+
+var commitHash = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// IsCommitHash reports whether rev is a full 40-hex commit id.
+func IsCommitHash(rev string) bool { return commitHash.MatchString(rev) }
+
+// ParseRef splits "org/name" or "org/name@revision" and validates both.
+// The revision defaults to DefaultRevision.
+func ParseRef(ref string) (repo, revision string, err error) {
+	repo, revision = ref, DefaultRevision
+	if i := strings.IndexByte(ref, '@'); i >= 0 {
+		repo, revision = ref[:i], ref[i+1:]
+	}
+	if err := ValidateRepoID(repo); err != nil {
+		return "", "", err
+	}
+	if err := validateRevision(revision); err != nil {
+		return "", "", err
+	}
+	return repo, revision, nil
+}
+
+// LooksLikeRepoID reports whether s has the shape org/name[@revision]
+// (it says nothing about whether the repository exists).
+func LooksLikeRepoID(s string) bool {
+	_, _, err := ParseRef(s)
+	return err == nil
+}
+
+// ValidateRepoID checks that repo is org/name with the characters the hub
+// allows and no "--" or ".." (which would break the cache folder name).
+func ValidateRepoID(repo string) error {
+	org, name, ok := strings.Cut(repo, "/")
+	if !ok || !repoPart.MatchString(org) || !repoPart.MatchString(name) {
+		return fmt.Errorf("%q is not a Hugging Face repo id: want org/name (letters, digits, '-', '_', '.')", repo)
+	}
+	if strings.Contains(repo, "--") || strings.Contains(repo, "..") {
+		return fmt.Errorf("%q is not a Hugging Face repo id: '--' and '..' are not allowed", repo)
+	}
+	return nil
+}
+
+// validateRevision rejects revisions that could escape refs/ (a branch
+// may contain '/', as in refs/pr/1).
+func validateRevision(rev string) error {
+	if rev == "" {
+		return errors.New("empty revision after '@'")
+	}
+	if len(rev) > 255 || strings.HasPrefix(rev, "/") || strings.Contains(rev, "\\") || strings.ContainsAny(rev, "\x00\n\r") {
+		return fmt.Errorf("revision %q is not a valid branch, tag or commit", rev)
+	}
+	for _, part := range strings.Split(rev, "/") {
+		if part == "" || part == "." || part == ".." {
+			return fmt.Errorf("revision %q is not a valid branch, tag or commit", rev)
+		}
+	}
+	return nil
+}
+
+// RepoFolder is the cache folder name of a model repository:
+// "Qwen/Qwen3.5-0.8B" → "models--Qwen--Qwen3.5-0.8B".
+func RepoFolder(repo string) string {
+	return "models--" + strings.ReplaceAll(repo, "/", "--")
+}
+
+// NotCachedError says that a repository or revision is not in the cache.
+type NotCachedError struct {
+	Repo, Revision, CacheDir, Missing string
+}
+
+func (e *NotCachedError) Error() string {
+	return fmt.Sprintf("%s@%s is not in the Hugging Face cache %s (%s); fetch it with: qwenref download %s%s",
+		e.Repo, e.Revision, e.CacheDir, e.Missing, e.Repo, revisionFlag(e.Revision))
+}
+
+func revisionFlag(rev string) string {
+	if rev == DefaultRevision {
+		return ""
+	}
+	return " --revision " + rev
+}
+
+// Resolve finds the snapshot directory of repo at revision in cacheDir,
+// offline: a branch or tag is read from refs/<revision>, a commit hash
+// names snapshots/<hash> directly. It checks that the snapshot holds a
+// config.json whose blob exists, so a half-written or pruned snapshot
+// fails here with the missing file named instead of deep in loading.
+func Resolve(cacheDir, repo, revision string) (string, error) {
+	if err := ValidateRepoID(repo); err != nil {
+		return "", err
+	}
+	if err := validateRevision(revision); err != nil {
+		return "", err
+	}
+	storage := filepath.Join(cacheDir, RepoFolder(repo))
+	if _, err := os.Stat(storage); err != nil {
+		return "", &NotCachedError{repo, revision, cacheDir, "no " + RepoFolder(repo) + " folder"}
+	}
+	commit := revision
+	if !IsCommitHash(revision) {
+		ref := filepath.Join(storage, "refs", filepath.FromSlash(revision))
+		data, err := os.ReadFile(ref)
+		if err != nil {
+			return "", &NotCachedError{repo, revision, cacheDir, "no refs/" + revision}
+		}
+		commit = strings.TrimSpace(string(data))
+		if !IsCommitHash(commit) {
+			return "", fmt.Errorf("%s: holds %q, not a 40-hex commit hash: the cache is damaged; run qwenref download %s%s again",
+				ref, truncate(commit, 60), repo, revisionFlag(revision))
+		}
+	}
+	snap := filepath.Join(storage, "snapshots", commit)
+	if _, err := os.Stat(snap); err != nil {
+		return "", &NotCachedError{repo, revision, cacheDir, "no snapshots/" + commit}
+	}
+	cfg := filepath.Join(snap, "config.json")
+	if _, err := os.Stat(cfg); err != nil {
+		if _, lerr := os.Lstat(cfg); lerr == nil {
+			target, _ := os.Readlink(cfg)
+			return "", fmt.Errorf("%s points to %s, which is missing: the cache is damaged; run qwenref download %s%s again",
+				cfg, target, repo, revisionFlag(revision))
+		}
+		return "", &NotCachedError{repo, revision, cacheDir, "snapshots/" + commit + " has no config.json"}
+	}
+	return snap, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,330 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Options choose what Download fetches and where.
+type Options struct {
+	Revision string   // branch, tag or commit; default DefaultRevision
+	Include  []string // fnmatch patterns; none: DefaultInclude (top level)
+	// LocalDir, when set, receives plain files (as huggingface_hub's
+	// local_dir: metadata under DIR/.cache/huggingface/download) instead
+	// of the cache.
+	LocalDir string
+}
+
+// FileStatus says what Download did with one file.
+type FileStatus string
+
+// The FileStatus values.
+const (
+	StatusCached     FileStatus = "cached"     // already there, nothing fetched
+	StatusLinked     FileStatus = "linked"     // blob was there, snapshot entry made
+	StatusDownloaded FileStatus = "downloaded" // fetched in full
+	StatusResumed    FileStatus = "resumed"    // an earlier partial file was continued
+)
+
+// FileResult is one file of a download.
+type FileResult struct {
+	RepoFile
+	Status FileStatus
+}
+
+// Result is where a download put the checkpoint.
+type Result struct {
+	Repo, Revision, Commit string
+	Dir                    string // the snapshot (or LocalDir): pass it as --model
+	Files                  []FileResult
+}
+
+// target is where one file goes: its final path, the partial file, the
+// lock, and what makes it visible once complete.
+type target struct {
+	file       RepoFile
+	final      string // blob (cache) or the file itself (local dir)
+	incomplete string
+	lock       string
+	done       func() (bool, error) // already complete and visible?
+	publish    func() error         // after final exists: symlink or metadata
+}
+
+// Download fetches repo's files into the cache (or opt.LocalDir): it lists
+// the revision, checks the free disk space for what is missing, then for
+// each file takes huggingface_hub's lock, resumes or starts
+// <blob>.incomplete with Range requests, verifies size and sha256 (git
+// sha1 for non-LFS files), renames it into place and links it into the
+// snapshot. refs/<revision> is written last, so an interrupted download
+// is never resolved as complete.
+func (c *Client) Download(ctx context.Context, repo string, opt Options) (*Result, error) {
+	if c.Offline {
+		return nil, ErrOffline
+	}
+	rev := opt.Revision
+	if rev == "" {
+		rev = DefaultRevision
+	}
+	m, err := NewMatcher(opt.Include)
+	if err != nil {
+		return nil, err
+	}
+	info, err := c.Info(ctx, repo, rev)
+	if err != nil {
+		return nil, err
+	}
+	var files []RepoFile
+	for _, f := range info.Files {
+		if m.Match(f.Path) {
+			files = append(files, f)
+		}
+	}
+	if err := checkSelection(info, files, len(opt.Include) == 0); err != nil {
+		return nil, err
+	}
+	res := &Result{Repo: repo, Revision: rev, Commit: info.Commit}
+	storage := filepath.Join(c.CacheDir, RepoFolder(repo))
+	var targets []*target
+	for _, f := range files {
+		if opt.LocalDir != "" {
+			targets = append(targets, localTarget(opt.LocalDir, info.Commit, f))
+		} else {
+			targets = append(targets, cacheTarget(c.CacheDir, storage, info.Commit, f))
+		}
+	}
+	res.Dir = filepath.Join(storage, "snapshots", info.Commit)
+	if opt.LocalDir != "" {
+		res.Dir = opt.LocalDir
+	}
+	if err := checkDiskSpace(targets, res.Dir); err != nil {
+		return nil, err
+	}
+	for _, t := range targets {
+		st, err := c.fetch(ctx, repo, info.Commit, t)
+		if err != nil {
+			return nil, err
+		}
+		res.Files = append(res.Files, FileResult{t.file, st})
+	}
+	if opt.LocalDir == "" && rev != info.Commit {
+		ref := filepath.Join(storage, "refs", filepath.FromSlash(rev))
+		if old, err := os.ReadFile(ref); err != nil || string(old) != info.Commit {
+			if err := writeFileAtomic(ref, []byte(info.Commit)); err != nil {
+				return nil, fmt.Errorf("writing %s: %w", ref, err)
+			}
+		}
+	}
+	return res, nil
+}
+
+// checkSelection refuses an empty selection and, with the defaults, a
+// repository qwenref could not load (no config.json or no safetensors).
+func checkSelection(info *RepoInfo, files []RepoFile, defaults bool) error {
+	names := make([]string, 0, len(info.Files))
+	for _, f := range info.Files {
+		names = append(names, f.Path)
+	}
+	sort.Strings(names)
+	list := strings.Join(names, ", ")
+	if len(names) > 12 {
+		list = strings.Join(names[:12], ", ") + fmt.Sprintf(", … (%d files)", len(names))
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("no file of %s@%s matches the include patterns; it has: %s", info.Repo, info.Commit[:12], list)
+	}
+	if !defaults {
+		return nil
+	}
+	var cfg, st bool
+	for _, f := range files {
+		cfg = cfg || f.Path == "config.json"
+		st = st || strings.HasSuffix(f.Path, ".safetensors")
+	}
+	if !cfg || !st {
+		return fmt.Errorf("%s@%s has no config.json or no *.safetensors at its top level, which qwenref needs (it has: %s); "+
+			"pass --include to fetch other files", info.Repo, info.Commit[:12], list)
+	}
+	return nil
+}
+
+// cacheTarget places f in the hub cache layout.
+func cacheTarget(cacheDir, storage, commit string, f RepoFile) *target {
+	etag := f.ETag()
+	blob := filepath.Join(storage, "blobs", etag)
+	pointer := filepath.Join(storage, "snapshots", commit, filepath.FromSlash(f.Path))
+	t := &target{
+		file: f, final: blob, incomplete: blob + ".incomplete",
+		lock: filepath.Join(cacheDir, ".locks", filepath.Base(storage), etag+".lock"),
+	}
+	t.done = func() (bool, error) {
+		if _, err := os.Lstat(pointer); err != nil {
+			return false, nil
+		}
+		st, err := os.Stat(pointer)
+		return err == nil && st.Size() == f.Size, nil
+	}
+	t.publish = func() error { return relativeSymlink(blob, pointer) }
+	return t
+}
+
+// localTarget places f as a plain file under dir with huggingface_hub's
+// local-dir metadata (commit, etag, timestamp).
+func localTarget(dir, commit string, f RepoFile) *target {
+	etag := f.ETag()
+	file := filepath.Join(dir, filepath.FromSlash(f.Path))
+	meta := filepath.Join(dir, ".cache", "huggingface", "download", filepath.FromSlash(f.Path)+".metadata")
+	stem := strings.TrimSuffix(meta, ".metadata")
+	t := &target{file: f, final: file, incomplete: stem + "." + etag + ".incomplete", lock: stem + ".lock"}
+	t.done = func() (bool, error) {
+		st, err := os.Stat(file)
+		if err != nil || st.Size() != f.Size {
+			return false, nil
+		}
+		data, err := os.ReadFile(meta)
+		if err != nil {
+			return false, nil
+		}
+		lines := strings.Split(string(data), "\n")
+		if len(lines) < 3 || lines[1] != etag {
+			return false, nil
+		}
+		ts, err := strconv.ParseFloat(strings.TrimSpace(lines[2]), 64)
+		// huggingface_hub trusts the metadata only if the file is not newer.
+		return err == nil && float64(st.ModTime().UnixNano())/1e9-1 <= ts, nil
+	}
+	t.publish = func() error {
+		hf := filepath.Join(dir, ".cache", "huggingface")
+		if err := os.MkdirAll(filepath.Dir(meta), 0o755); err != nil {
+			return err
+		}
+		gi := filepath.Join(hf, ".gitignore")
+		if _, err := os.Stat(gi); err != nil {
+			_ = writeFileAtomic(gi, []byte("*"))
+		}
+		now := float64(time.Now().UnixNano()) / 1e9
+		return writeFileAtomic(meta, fmt.Appendf(nil, "%s\n%s\n%.6f\n", commit, etag, now))
+	}
+	return t
+}
+
+// checkDiskSpace compares what is still to fetch (less any partial
+// files) with the free space where it goes, before any byte is fetched.
+func checkDiskSpace(targets []*target, dir string) error {
+	var need int64
+	for _, t := range targets {
+		if ok, _ := t.done(); ok {
+			continue
+		}
+		if _, err := os.Stat(t.final); err == nil {
+			continue
+		}
+		need += t.file.Size
+		if st, err := os.Stat(t.incomplete); err == nil && st.Size() <= t.file.Size {
+			need -= st.Size()
+		}
+	}
+	if need == 0 || len(targets) == 0 {
+		return nil
+	}
+	free, ok := freeBytes(filepath.Dir(targets[0].final))
+	if !ok {
+		return nil
+	}
+	margin := need/100 + 16<<20
+	if free < need+margin {
+		return fmt.Errorf("%s has %.2f GB free but the download needs %.2f GB more: free some space or choose another cache (HF_HUB_CACHE) or --local-dir",
+			nearestExisting(dir), float64(free)/1e9, float64(need)/1e9)
+	}
+	return nil
+}
+
+// freeBytes is the space available to this user on the filesystem that
+// holds path (or its nearest existing parent).
+func freeBytes(path string) (int64, bool) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(nearestExisting(path), &st); err != nil {
+		return 0, false
+	}
+	return int64(st.Bavail) * int64(st.Bsize), true
+}
+
+func nearestExisting(path string) string {
+	p, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	for {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return p
+		}
+		p = parent
+	}
+}
+
+// relativeSymlink makes pointer a relative symlink to blob, replacing
+// what was there atomically (a new link renamed over the old name).
+func relativeSymlink(blob, pointer string) error {
+	if err := os.MkdirAll(filepath.Dir(pointer), 0o755); err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(filepath.Dir(pointer), blob)
+	if err != nil {
+		return err
+	}
+	tmp := fmt.Sprintf("%s.tmp-%d", pointer, os.Getpid())
+	_ = os.Remove(tmp)
+	if err := os.Symlink(rel, tmp); err != nil {
+		return fmt.Errorf("linking %s: %w", pointer, err)
+	}
+	if err := os.Rename(tmp, pointer); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("linking %s: %w", pointer, err)
+	}
+	return nil
+}
+
+// writeFileAtomic writes data to a temporary file beside path, syncs it
+// and renames it over path.
+func writeFileAtomic(path string, data []byte) (err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return err
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// errCut marks a transfer that ended early; it is resumed.
+var errCut = errors.New("transfer cut")

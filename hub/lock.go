@@ -1,0 +1,57 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// fileLock is a held .lock file.
+type fileLock struct{ f *os.File }
+
+// acquireLock takes path's exclusive lock, creating the file and its
+// folder. It polls rather than blocking in the kernel so that ctx and
+// timeout end the wait; every 10 s it says on log who it waits for.
+func acquireLock(ctx context.Context, path string, timeout time.Duration, log io.Writer) (*fileLock, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	start, lastNote := time.Now(), time.Now()
+	for {
+		ok, err := tryLock(f)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if ok {
+			return &fileLock{f}, nil
+		}
+		if timeout > 0 && time.Since(start) > timeout {
+			f.Close()
+			return nil, fmt.Errorf("%s is held by another download (Python or qwenref) for over %v: wait for it to finish, or stop it", path, timeout)
+		}
+		if log != nil && time.Since(lastNote) >= 10*time.Second {
+			fmt.Fprintf(log, "waiting for %s (another download of the same file holds it)\n", path)
+			lastNote = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// release drops the lock; the file stays, as huggingface_hub leaves it.
+func (l *fileLock) release() {
+	_ = unlock(l.f)
+	_ = l.f.Close()
+}
