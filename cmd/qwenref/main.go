@@ -69,6 +69,10 @@ func Main(args []string, stdout, stderr io.Writer) (code int) {
 		if errors.Is(err, errUsage) {
 			return 2
 		}
+		var status exitStatus // the command has reported; only the code is left (doctor.go)
+		if errors.As(err, &status) {
+			return int(status)
+		}
 		fmt.Fprintf(stderr, "qwenref %s: %v\n", name, err)
 		return 1
 	}

@@ -1,0 +1,301 @@
+package doctor
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Exit statuses of `qwenref doctor`, for scripts and CI to gate on.
+const (
+	ExitFastPath = 0 // every GDN kernel transformers looks for is there and can run
+	ExitFailed   = 1 // the probe could not run or decide, or the config could not be read
+	ExitUsage    = 2 // bad command line
+	ExitFallback = 4 // a finding: layers will fall back (or cannot run transformers' model at all)
+)
+
+// Verdicts of a report.
+const (
+	VerdictFastPath       = "fast-path"
+	VerdictFallback       = "fallback"
+	VerdictNoCUDA         = "no-cuda" // the kernels are there but torch sees no GPU to run them on
+	VerdictNoTransformers = "no-transformers"
+	VerdictNoQwen35       = "no-qwen3_5"
+	VerdictUndecided      = "undecided"
+)
+
+// Report is doctor's finding for one probe and, optionally, one model.
+type Report struct {
+	Verdict        string    `json:"verdict"`
+	ExitCode       int       `json:"exit_code"`
+	Summary        string    `json:"summary"`
+	Missing        []string  `json:"missing_kernels"`
+	Model          *Layers   `json:"model,omitempty"`
+	FallbackLayers int       `json:"fallback_layers"`
+	Cost           []string  `json:"expected_cost,omitempty"`
+	CostCaveat     string    `json:"expected_cost_caveat,omitempty"`
+	Penalties      []Penalty `json:"penalties,omitempty"` // the measured table the cost comes from
+	Advice         []string  `json:"advice"`
+	Probe          *Probe    `json:"probe"`
+}
+
+// Assess turns a probe (and the model's layer counts, or nil) into a verdict, the expected
+// cost and advice.
+func Assess(p *Probe, layers *Layers) *Report {
+	r := &Report{Probe: p, Model: layers, Missing: []string{}, Advice: []string{}}
+	route := p.Transformers
+	for _, k := range route.Kernels {
+		if !k.Available {
+			r.Missing = append(r.Missing, k.Name)
+		}
+	}
+	switch {
+	case route.Scheme == SchemeNoTransformers:
+		r.Verdict, r.ExitCode = VerdictNoTransformers, ExitFallback
+		r.Summary = "transformers is not installed in this environment: there is no fast path to take."
+		r.Advice = append(r.Advice, "install transformers with Qwen3.5 support (qwenref is checked against 5.17): pip install transformers")
+		return r
+	case route.Scheme == SchemeNoQwen35:
+		r.Verdict, r.ExitCode = VerdictNoQwen35, ExitFallback
+		r.Summary = fmt.Sprintf("transformers %s has no Qwen3.5 model (%s is missing): it cannot load the model at all.",
+			p.Packages["transformers"].Version, route.ModelingFile)
+		r.Advice = append(r.Advice, "upgrade transformers (qwenref is checked against 5.17): pip install -U transformers")
+		return r
+	case route.Scheme == SchemeUnknown || route.FastPath == nil:
+		r.Verdict, r.ExitCode = VerdictUndecided, ExitFailed
+		r.Summary = fmt.Sprintf("could not tell how transformers %s picks its GDN kernels (%s has neither seam this doctor knows).",
+			p.Packages["transformers"].Version, route.ModelingFile)
+		return r
+	case *route.FastPath && !p.CUDA.Available:
+		r.Verdict, r.ExitCode = VerdictNoCUDA, ExitFallback
+		r.Summary = "transformers will select the fused kernels, but torch sees no CUDA device to run them on: " +
+			"a forward on CPU tensors will fail inside them."
+		r.Advice = append(r.Advice, cudaAdvice(p)...)
+		return r
+	case *route.FastPath:
+		r.Verdict, r.ExitCode = VerdictFastPath, ExitFastPath
+		r.Summary = "fast path: transformers will use the fused kernels for every linear-attention layer."
+		if layers != nil {
+			r.Summary = fmt.Sprintf("fast path: all %d linear-attention layers of %d will use the fused kernels.",
+				layers.Linear, layers.Total)
+		}
+		return r
+	}
+	r.Verdict, r.ExitCode = VerdictFallback, ExitFallback
+	r.Summary = fmt.Sprintf("fallback: transformers will run %s through its PyTorch reference code.",
+		strings.Join(r.Missing, ", "))
+	if layers != nil {
+		r.FallbackLayers = layers.Linear
+		r.Summary = fmt.Sprintf("fallback: %d of %d layers (every linear-attention layer) will run %s through "+
+			"transformers' PyTorch reference code; the %d full-attention layers are unaffected.",
+			layers.Linear, layers.Total, strings.Join(r.Missing, ", "), layers.Full)
+	}
+	if layers == nil || layers.Linear > 0 {
+		total, linear := 0, 0
+		if layers != nil {
+			total, linear = layers.Total, layers.Linear
+		}
+		r.Cost = costLines(linear, total)
+		if len(r.Missing) < len(route.Kernels) {
+			r.Cost = append(r.Cost, "these figures are for all four kernels missing; with only "+
+				strings.Join(r.Missing, ", ")+" missing expect less")
+		}
+		r.CostCaveat = costCaveat()
+		r.Penalties = H200Penalties
+	}
+	if !p.CUDA.Available {
+		r.Advice = append(r.Advice, cudaAdvice(p)...)
+	}
+	r.Advice = append(r.Advice, kernelAdvice(p)...)
+	r.Advice = append(r.Advice, qwenrefAdvice())
+	return r
+}
+
+func missingFrom(p *Probe, pkg string) []Kernel {
+	var ks []Kernel
+	for _, k := range p.Transformers.Kernels {
+		if !k.Available && k.Package == pkg {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+func kernelAdvice(p *Probe) []string {
+	var out []string
+	if ks := missingFrom(p, "fla"); len(ks) > 0 {
+		fla := p.Packages["fla"]
+		switch {
+		case !fla.Installed:
+			out = append(out, "pip install flash-linear-attention   # chunk_gated_delta_rule and fused_recurrent_gated_delta_rule: "+
+				"pure Python with Triton kernels compiled at first use (a CUDA GPU and a C compiler for Triton's "+
+				"launcher; no nvcc)")
+		case strings.HasPrefix(ks[0].Reason, "importing"):
+			out = append(out, fmt.Sprintf("fla %s is installed but does not import (%s): fix that first, e.g. "+
+				"pip install -U flash-linear-attention fla-core, and a C compiler (gcc) for Triton", fla.Version, ks[0].Reason))
+		default:
+			out = append(out, fmt.Sprintf("fla %s lacks what transformers looks for (%s): pip install -U flash-linear-attention",
+				fla.Version, ks[0].Reason))
+		}
+	}
+	if ks := missingFrom(p, "causal_conv1d"); len(ks) > 0 {
+		cc := p.Packages["causal_conv1d"]
+		build := "its setup first looks for a prebuilt wheel on the project's GitHub releases matching your torch, " +
+			"CUDA, Python and C++ ABI; without one (or without network) it compiles from source, which needs nvcc and CUDA_HOME"
+		if p.CUDA.NVCC == "" {
+			build += " (no nvcc found here"
+			if p.CUDA.CUDAHome == "" {
+				build += ", no CUDA_HOME"
+			}
+			build += ")"
+		} else {
+			build += fmt.Sprintf(" (nvcc here: %s, %s)", p.CUDA.NVCC, p.CUDA.NVCCVersion)
+		}
+		if !cc.Installed {
+			out = append(out, "pip install causal-conv1d --no-build-isolation   # causal_conv1d_fn and causal_conv1d_update: "+build)
+		} else {
+			out = append(out, fmt.Sprintf("causal_conv1d %s is installed but unusable (%s): pip install -U causal-conv1d "+
+				"--no-build-isolation; %s", cc.Version, ks[0].Reason, build))
+		}
+	}
+	if h := p.Transformers.Hub; h != nil && len(h.Mapped) > 0 {
+		want := "kernels"
+		if h.MinVersion != "" && h.MaxVersion != "" {
+			want = fmt.Sprintf("kernels>=%s,<%s", h.MinVersion, h.MaxVersion)
+		}
+		line := fmt.Sprintf("or, building nothing: pip install '%s' and load with from_pretrained(..., use_kernels=True); "+
+			"transformers then downloads hub kernels for %s at load time (needs network)", want, strings.Join(h.Mapped, ", "))
+		switch {
+		case h.KernelsInstalled && !h.Accepted:
+			line += fmt.Sprintf("; the installed kernels %s is outside that range, so transformers ignores it", h.KernelsVersion)
+		case h.KernelsInstalled && !h.EnvEnabled:
+			line += "; USE_HUB_KERNELS switches it off in this environment"
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+func cudaAdvice(p *Probe) []string {
+	c := p.CUDA
+	switch {
+	case !p.Packages["torch"].Installed:
+		return []string{"torch is not installed in this environment"}
+	case c.Error != "":
+		return []string{"torch could not report CUDA: " + c.Error}
+	case c.TorchCUDA == "" && c.TorchHIP == "":
+		return []string{fmt.Sprintf("torch %s is a CPU-only build: install a CUDA build of torch to use any GPU kernel",
+			p.Packages["torch"].Version)}
+	}
+	return []string{fmt.Sprintf("torch %s (CUDA %s) sees no GPU: check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES",
+		p.Packages["torch"].Version, c.TorchCUDA)}
+}
+
+func qwenrefAdvice() string {
+	return "or run the model with qwenref's CUDA backend, which needs no CUDA compiler where it runs: " +
+		"go build -tags cuda -o qwenref ./cmd/qwenref (gcc only), plus libqwenref_cuda.so built once with " +
+		"make -C cuda wherever nvcc is (compute capability 8.0+), then qwenref run --backend cuda --model DIR (cuda/README.md)"
+}
+
+// WriteText prints the report for a person.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	p := r.Probe
+	fmt.Fprintf(&b, "qwenref doctor: will transformers' Qwen3.5/3.6 linear-attention layers take their fast path?\n\n")
+	py := p.Python
+	fmt.Fprintf(&b, "python         %s %s (virtualenv: %s, user site-packages: %s)\n", py.Executable, py.Version,
+		yesNo(py.Virtualenv), onOff(py.UserSiteEnabled))
+	if py.PythonPath != "" {
+		fmt.Fprintf(&b, "PYTHONPATH     %s\n", py.PythonPath)
+	}
+	for _, name := range []string{"torch", "transformers", "fla", "causal_conv1d", "kernels", "triton"} {
+		pkg := p.Packages[name]
+		v := "not installed"
+		if pkg.Installed {
+			v = orUnknown(pkg.Version)
+			if name == "torch" && p.CUDA.TorchCUDA != "" {
+				v += " (CUDA " + p.CUDA.TorchCUDA + ")"
+			}
+		}
+		fmt.Fprintf(&b, "%-14s %s\n", name, v)
+	}
+	c := p.CUDA
+	switch {
+	case c.Available:
+		var devs []string
+		for _, d := range c.Devices {
+			devs = append(devs, fmt.Sprintf("%s (compute capability %s)", d.Name, d.Capability))
+		}
+		fmt.Fprintf(&b, "CUDA           %s; torch built for %s\n", strings.Join(devs, ", "), strings.Join(c.ArchList, " "))
+	case c.Error != "":
+		fmt.Fprintf(&b, "CUDA           unknown: %s\n", c.Error)
+	default:
+		fmt.Fprintf(&b, "CUDA           not available to torch\n")
+	}
+	nvcc := "not found"
+	if c.NVCC != "" {
+		nvcc = c.NVCC + " (" + orUnknown(c.NVCCVersion) + ")"
+	}
+	home := "not set"
+	if c.CUDAHomeEnv != "" {
+		home = c.CUDAHomeEnv
+	} else if c.CUDAHome != "" {
+		home = "not set (found " + c.CUDAHome + ")"
+	}
+	fmt.Fprintf(&b, "nvcc           %s; CUDA_HOME %s\n", nvcc, home)
+
+	if len(p.Transformers.Kernels) > 0 {
+		fmt.Fprintf(&b, "\nkernels transformers looks for (%s, %s):\n", p.Transformers.Scheme, p.Transformers.ModelingFile)
+		for _, k := range p.Transformers.Kernels {
+			if k.Available {
+				fmt.Fprintf(&b, "  %-34s fused: %s\n", k.Name, k.Resolved)
+			} else {
+				fmt.Fprintf(&b, "  %-34s PyTorch fallback: %s\n", k.Name, k.Reason)
+			}
+		}
+	}
+	if r.Model != nil {
+		fmt.Fprintf(&b, "\nmodel          %s: %d layers, %d linear attention (GDN), %d full attention\n",
+			r.Model.Config, r.Model.Total, r.Model.Linear, r.Model.Full)
+	}
+	for _, wn := range p.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", wn)
+	}
+	fmt.Fprintf(&b, "\n%s\n", r.Summary)
+	if len(r.Cost) > 0 {
+		fmt.Fprintf(&b, "\nexpected cost:\n")
+		for _, l := range r.Cost {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
+		fmt.Fprintf(&b, "  (%s)\n", r.CostCaveat)
+	}
+	if len(r.Advice) > 0 {
+		fmt.Fprintf(&b, "\nwhat to do:\n")
+		for _, l := range r.Advice {
+			fmt.Fprintf(&b, "  %s\n", l)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "version unknown"
+	}
+	return s
+}
