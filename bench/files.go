@@ -7,37 +7,16 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/qwenref/qwenref/internal/safeio"
 	"gonum.org/v1/plot"
 )
 
 // WriteAtomic writes a file through a temporary one in the same directory
 // and a rename, so readers see the old file or the whole new one, never a
-// part; on error the temporary file is removed and path is untouched.
-func WriteAtomic(path string, fill func(io.Writer) error) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err = fill(f); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+// part. It is internal/safeio's writer: the target must be absent or a
+// regular file, and the temp is removed on error or SIGINT/SIGTERM.
+func WriteAtomic(path string, fill func(io.Writer) error) error {
+	return safeio.WriteFile(path, fill, safeio.WriteOptions{})
 }
 
 // WriteData writes results.csv, results.json and report.txt into dir

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // LayerKind says which token mixer a decoder layer uses.
@@ -149,35 +151,60 @@ type rawRope struct {
 
 // LoadConfig reads config.json from a checkpoint directory (or a file path)
 // and applies generation_config.json's eos ids when present beside it.
+//
+// Both files are opened without blocking, must be regular files and are
+// read up to MaxConfigBytes and MaxGenerationConfigBytes.
 func LoadConfig(path string) (*Config, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, "config.json")
 	}
-	data, err := os.ReadFile(path)
+	data, err := safeio.ReadCapped(path, MaxConfigBytes, "config.json")
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	cfg, err := ParseConfig(data)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return nil, fmt.Errorf("config %s: %w", safeio.Clean(path), err)
 	}
 	gpath := filepath.Join(filepath.Dir(path), "generation_config.json")
-	if g, err := os.ReadFile(gpath); err == nil {
-		var gc struct {
-			EOS json.RawMessage `json:"eos_token_id"`
+	if _, err := os.Lstat(gpath); err != nil {
+		return cfg, nil // absent (or unreadable directory): config.json's eos ids stand
+	}
+	g, err := safeio.ReadCapped(gpath, MaxGenerationConfigBytes, "generation_config.json")
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var gc struct {
+		EOS json.RawMessage `json:"eos_token_id"`
+	}
+	if err := json.Unmarshal(g, &gc); err != nil {
+		return nil, fmt.Errorf("config %s: %w", safeio.Clean(gpath), err)
+	}
+	ids, err := parseIDs(gc.EOS)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: eos_token_id: %w", safeio.Clean(gpath), err)
+	}
+	if len(ids) > 0 {
+		if err := checkEOS(ids, cfg.VocabSize); err != nil {
+			return nil, fmt.Errorf("config %s: %w", safeio.Clean(gpath), err)
 		}
-		if err := json.Unmarshal(g, &gc); err != nil {
-			return nil, fmt.Errorf("config %s: %w", gpath, err)
-		}
-		ids, err := parseIDs(gc.EOS)
-		if err != nil {
-			return nil, fmt.Errorf("config %s: eos_token_id: %w", gpath, err)
-		}
-		if len(ids) > 0 {
-			cfg.EOSTokenIDs = ids
-		}
+		cfg.EOSTokenIDs = ids
 	}
 	return cfg, nil
+}
+
+// checkEOS refuses eos ids outside the vocabulary.
+func checkEOS(ids []int, vocab int) error {
+	var bad []string
+	for _, id := range ids {
+		if id < 0 || id >= vocab {
+			bad = append(bad, fmt.Sprintf("eos_token_id %d is outside the vocabulary [0, %d)", id, vocab))
+		}
+	}
+	if len(bad) > 0 {
+		return errors.New(safeio.List(bad, maxListedProblems))
+	}
+	return nil
 }
 
 // ParseConfig parses a config.json in either form that transformers writes:
@@ -260,6 +287,11 @@ func fromRaw(t *rawText) (*Config, error) {
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("missing required keys: %s", strings.Join(missing, ", "))
+	}
+	// Checked before any list is built from it: a tiny config must not
+	// make a billion-entry layer list.
+	if c.NumLayers <= 0 || c.NumLayers > MaxLayers {
+		return nil, fmt.Errorf("num_hidden_layers is %d: want 1 to %d (see docs/limits.md)", c.NumLayers, MaxLayers)
 	}
 	c.HeadDim = deref(t.HeadDim, 0)
 	if c.HeadDim == 0 && c.NumHeads > 0 {
@@ -347,6 +379,8 @@ func (c *Config) Validate() error {
 	pos("linear_key_head_dim", c.LinearKeyHeadDim)
 	pos("linear_value_head_dim", c.LinearValueHeadDim)
 	pos("linear_conv_kernel_dim", c.LinearConvKernel)
+	pos("max_position_embeddings", c.MaxPositionEmbeddings)
+	errs = append(errs, c.checkSizes()...)
 	if c.LinearNumKeyHeads > 0 && c.LinearNumValueHeads%c.LinearNumKeyHeads != 0 {
 		errs = append(errs, fmt.Sprintf("linear_num_value_heads (%d) must be a multiple of linear_num_key_heads (%d)", c.LinearNumValueHeads, c.LinearNumKeyHeads))
 	}
@@ -356,27 +390,24 @@ func (c *Config) Validate() error {
 	if !(c.RMSNormEps > 0) {
 		errs = append(errs, fmt.Sprintf("rms_norm_eps must be positive, got %g", c.RMSNormEps))
 	}
-	if !(c.RopeTheta > 0) {
-		errs = append(errs, fmt.Sprintf("rope_theta must be positive, got %g", c.RopeTheta))
+	if !(c.RMSNormEps < 1) {
+		errs = append(errs, fmt.Sprintf("rms_norm_eps is %g: an epsilon of 1 or more swamps every norm (the config is wrong)", c.RMSNormEps))
+	}
+	if !(c.RopeTheta > 1 && c.RopeTheta <= maxRopeTheta) {
+		errs = append(errs, fmt.Sprintf("rope_theta is %g: want a RoPE base in (1, %g] (the config is wrong; Qwen3.5 uses 1e7)", c.RopeTheta, maxRopeTheta))
 	}
 	if !(c.PartialRotaryFactor > 0 && c.PartialRotaryFactor <= 1) {
 		errs = append(errs, fmt.Sprintf("partial_rotary_factor must be in (0, 1], got %g", c.PartialRotaryFactor))
 	} else if r := c.RotaryDim(); r%2 != 0 || r == 0 {
 		errs = append(errs, fmt.Sprintf("rotary dim head_dim·partial_rotary_factor = %d must be even and positive", r))
 	}
-	// Guard against configs whose products overflow or cannot fit in memory.
-	const limit = 1 << 40
-	if int64(c.VocabSize)*int64(c.HiddenSize) > limit || int64(c.IntermediateSize)*int64(c.HiddenSize) > limit ||
-		int64(c.ConvDim())*int64(c.HiddenSize) > limit || c.NumLayers > 1<<16 {
-		errs = append(errs, "dimensions are implausibly large")
-	}
-	for _, id := range c.EOSTokenIDs {
-		if c.VocabSize > 0 && (id < 0 || id >= c.VocabSize) {
-			errs = append(errs, fmt.Sprintf("eos_token_id %d is outside the vocabulary [0, %d)", id, c.VocabSize))
+	if c.VocabSize > 0 {
+		if err := checkEOS(c.EOSTokenIDs, c.VocabSize); err != nil {
+			errs = append(errs, err.Error())
 		}
 	}
 	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, "; "))
+		return errors.New(safeio.List(errs, maxListedProblems))
 	}
 	return nil
 }

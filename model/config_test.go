@@ -1,9 +1,14 @@
 package model
 
 import (
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -95,7 +100,7 @@ func TestConfigErrors(t *testing.T) {
 		{"act", base(`,"hidden_act":"gelu"`), `hidden_act "gelu"`},
 		{"eos range", base(`,"eos_token_id":[1,99]`), "eos_token_id 99 is outside"},
 		{"odd rotary", base(`,"partial_rotary_factor":0.375`), "rotary dim"},
-		{"huge", base(`,"vocab_size":1000000000000`), "implausibly large"},
+		{"huge", base(`,"vocab_size":1000000000000`), "vocab_size is 1000000000000, over the limit"},
 	} {
 		_, err := ParseConfig([]byte(c.json))
 		if assert.Error(t, err, c.name) {
@@ -119,4 +124,151 @@ func TestShapes(t *testing.T) {
 	}
 	_, err = ShapeConfig("70b")
 	assert.ErrorContains(t, err, "unknown shape")
+}
+
+// hostileBase is a valid flat config with extra keys spliced in.
+func hostileBase(extra string) string {
+	return `{"model_type":"qwen3_5_text","vocab_size":10,"hidden_size":8,"intermediate_size":8,
+	"num_hidden_layers":2,"num_attention_heads":2,"num_key_value_heads":1,"head_dim":8,
+	"linear_num_key_heads":2,"linear_num_value_heads":4,"linear_key_head_dim":4,"linear_value_head_dim":4` + extra + `}`
+}
+
+// TestHostileConfigs is the catalogue of configs that must be refused at
+// parse time, quickly and with a short message naming the key.
+func TestHostileConfigs(t *testing.T) {
+	many := `,"layer_types":[` + strings.TrimSuffix(strings.Repeat(`"moe",`, 65536), ",") + `],"num_hidden_layers":65536`
+	for _, c := range []struct{ name, json, want string }{
+		{"a billion layers, no layer_types", hostileBase(`,"num_hidden_layers":1000000000`), "num_hidden_layers is 1000000000: want 1 to 1024"},
+		{"65536 layers with types", hostileBase(many), "num_hidden_layers is 65536"},
+		{"products overflow", hostileBase(`,"hidden_size":16777216,"vocab_size":16777216`), "embed_tokens [vocab_size, hidden_size] has more than"},
+		{"heads times dims", hostileBase(`,"linear_num_value_heads":16777216,"linear_num_key_heads":16777216,"linear_value_head_dim":16777216`), "recurrent state [linear_num_value_heads, linear_key_head_dim, linear_value_head_dim] has more than"},
+		{"int64 wrap", hostileBase(`,"hidden_size":9223372036854775807`), "hidden_size is 9223372036854775807, over the limit"},
+		{"max_position_embeddings zero", hostileBase(`,"max_position_embeddings":0`), "max_position_embeddings must be positive"},
+		{"max_position_embeddings negative", hostileBase(`,"max_position_embeddings":-5`), "max_position_embeddings must be positive"},
+		{"absurd rope_theta", hostileBase(`,"rope_theta":1e300`), "rope_theta is 1e+300"},
+		{"rope_theta below one", hostileBase(`,"rope_theta":0.5`), "the config is wrong"},
+		{"rms_norm_eps of one", hostileBase(`,"rms_norm_eps":1`), "rms_norm_eps is 1"},
+		{"eos negative", hostileBase(`,"eos_token_id":-1`), "eos_token_id -1 is outside"},
+	} {
+		start := time.Now()
+		_, err := ParseConfig([]byte(c.json))
+		if assert.Error(t, err, c.name) {
+			assert.Contains(t, err.Error(), c.want, c.name)
+			assert.Less(t, len(err.Error()), 2000, "%s: message of %d bytes", c.name, len(err.Error()))
+			assert.NotContains(t, err.Error(), "\n", c.name)
+		}
+		assert.Less(t, time.Since(start), 2*time.Second, c.name)
+	}
+	// Many problems at once are capped at 20 plus a count.
+	var b strings.Builder
+	b.WriteString(`,"eos_token_id":[`)
+	for i := 0; i < 500; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, "%d", 100+i)
+	}
+	b.WriteString("]")
+	_, err := ParseConfig([]byte(hostileBase(b.String())))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "and 480 more")
+}
+
+func TestHostileConfigFiles(t *testing.T) {
+	ok := hostileBase("")
+	// generation_config.json's eos ids are checked against the vocabulary.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(ok), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(`{"eos_token_id":[1,12]}`), 0o644))
+	_, err := LoadConfig(dir)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "generation_config.json")
+	assert.Contains(t, err.Error(), "eos_token_id 12 is outside the vocabulary [0, 10)")
+
+	// FIFOs in place of either file are errors, at once.
+	for _, name := range []string{"config.json", "generation_config.json"} {
+		dir := t.TempDir()
+		if name != "config.json" {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(ok), 0o644))
+		}
+		p := filepath.Join(dir, name)
+		require.NoError(t, syscall.Mkfifo(p, 0o644))
+		done := make(chan error, 1)
+		go func() { _, err := LoadConfig(dir); done <- err }()
+		select {
+		case err := <-done:
+			require.Error(t, err, name)
+			assert.Contains(t, err.Error(), p)
+			assert.Contains(t, err.Error(), "FIFO")
+		case <-time.After(5 * time.Second):
+			t.Fatalf("LoadConfig blocked on a FIFO %s", name)
+		}
+	}
+
+	// An oversized config.json is refused before it is read.
+	dir = t.TempDir()
+	p := filepath.Join(dir, "config.json")
+	f, err := os.Create(p)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(MaxConfigBytes+1))
+	require.NoError(t, f.Close())
+	_, err = LoadConfig(dir)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "config.json is larger than the limit of 16 MiB")
+}
+
+func TestEstimateMemory(t *testing.T) {
+	cfg, err := ShapeConfig("27b")
+	require.NoError(t, err)
+	small, err := EstimateMemory(cfg, 1, 16, 16)
+	require.NoError(t, err)
+	big, err := EstimateMemory(cfg, 1, 10_000_000, 10_000_000)
+	require.NoError(t, err)
+	// 10^7 rows of 248,320 float32 logits (plus hidden) are ~9.3 TiB.
+	assert.InDelta(t, float64(10_000_000)*float64(248320+5120)*4, float64(big.Logits), 1)
+	assert.Less(t, small.Total(), int64(1<<30))
+	assert.Greater(t, big.Total(), big.Logits)
+	err = CheckMemory(cfg, 1, 10_000_000, 10_000_000, 8<<30, "--max-memory 8")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--max-memory 8")
+	assert.Contains(t, err.Error(), "GiB")
+	_, err = EstimateMemory(cfg, math.MaxInt, math.MaxInt, 1)
+	assert.ErrorContains(t, err, "overflow")
+	_, err = EstimateMemory(cfg, -1, 1, 1)
+	assert.Error(t, err)
+	assert.ErrorContains(t, cfg.CheckLength(262145, "--ids"), "max_position_embeddings of 262144")
+	assert.NoError(t, cfg.CheckLength(262144, "--ids"))
+}
+
+// FuzzConfigDims feeds arbitrary dimensions to ParseConfig: it must never
+// panic, and whatever it accepts must be sized safely.
+func FuzzConfigDims(f *testing.F) {
+	f.Add(10, 8, 8, 2, 2, 1, 8, 2, 4, 4, 4, 4, 32768)
+	f.Add(248320, 5120, 17408, 64, 24, 4, 256, 16, 48, 128, 128, 4, 262144)
+	f.Add(1<<24, 1<<24, 1, 1000000000, 1, 1, 2, 1, 1, 1, 1, 1, 0)
+	f.Fuzz(func(t *testing.T, v, h, in, layers, nh, nkv, dh, nk, nv, dk, dv, k, maxPos int) {
+		js := fmt.Sprintf(`{"model_type":"qwen3_5_text","vocab_size":%d,"hidden_size":%d,"intermediate_size":%d,
+		"num_hidden_layers":%d,"num_attention_heads":%d,"num_key_value_heads":%d,"head_dim":%d,
+		"linear_num_key_heads":%d,"linear_num_value_heads":%d,"linear_key_head_dim":%d,"linear_value_head_dim":%d,
+		"linear_conv_kernel_dim":%d,"max_position_embeddings":%d,"partial_rotary_factor":1}`,
+			v, h, in, layers, nh, nkv, dh, nk, nv, dk, dv, k, maxPos)
+		cfg, err := ParseConfig([]byte(js))
+		if err != nil {
+			return
+		}
+		if cfg.NumLayers > MaxLayers || len(cfg.LayerTypes) != cfg.NumLayers {
+			t.Fatalf("accepted %d layers", cfg.NumLayers)
+		}
+		if p := cfg.TextParams(); p <= 0 || p > MaxParams {
+			t.Fatalf("accepted %d parameters", p)
+		}
+		for _, e := range cfg.ExpectedTensors()[:min(len(cfg.ExpectedTensors()), 40)] {
+			if _, ok := mulCap(MaxTensorElems, e.Shape...); !ok {
+				t.Fatalf("accepted tensor %s %v", e.Name, e.Shape)
+			}
+		}
+		if _, err := EstimateMemory(cfg, 1, cfg.MaxPositionEmbeddings, 1); err != nil {
+			t.Fatalf("estimate: %v", err)
+		}
+	})
 }

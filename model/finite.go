@@ -58,25 +58,38 @@ func (m *Model) checkSmallTensors() error {
 
 // CheckFinite scans every weight matrix for NaN/Inf (this reads the whole
 // checkpoint) and returns an error naming the first bad tensor.
+// A checkpoint file truncated while mapped is an error naming the file.
 func (m *Model) CheckFinite(progress func(done, total int64)) error {
 	names := m.matrixNames()
 	total, done := m.WeightBytes(), int64(0)
-	for _, x := range m.Matrices() {
-		if x.BF16 != nil {
-			for i, b := range x.BF16 {
-				if b&0x7f80 == 0x7f80 { // exponent all ones: Inf or NaN
-					return fmt.Errorf("weight %s has a non-finite value (%v at index %d)", names[x], tensor.BF16ToFloat32(b), i)
+	return m.Guard(func() error {
+		for _, x := range m.Matrices() {
+			if x.BF16 != nil {
+				for i, b := range x.BF16 {
+					if b&0x7f80 == 0x7f80 { // exponent all ones: Inf or NaN
+						return fmt.Errorf("weight %s has a non-finite value (%v at index %d)", names[x], tensor.BF16ToFloat32(b), i)
+					}
 				}
+			} else if i := firstNonFinite(x.F32); i >= 0 {
+				return fmt.Errorf("weight %s has a non-finite value (%v at index %d)", names[x], x.F32[i], i)
 			}
-		} else if i := firstNonFinite(x.F32); i >= 0 {
-			return fmt.Errorf("weight %s has a non-finite value (%v at index %d)", names[x], x.F32[i], i)
+			done += x.Bytes()
+			if progress != nil {
+				progress(done, total)
+			}
 		}
-		done += x.Bytes()
-		if progress != nil {
-			progress(done, total)
-		}
+		return nil
+	})
+}
+
+// Guard runs fn, which reads the model's mapped weights on the calling
+// goroutine, turning a fault on a mapped page (a checkpoint file truncated
+// after Load) into an error naming the file instead of a fatal SIGBUS.
+func (m *Model) Guard(fn func() error) error {
+	if m.store == nil {
+		return fn()
 	}
-	return nil
+	return m.store.Guard(fn)
 }
 
 // matrixNames maps each weight matrix to its checkpoint name, for errors.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/layers/attention"
 	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/tensor"
@@ -117,13 +118,13 @@ func CheckTensors(cfg *Config, st *weights.Store) error {
 		case !ok:
 			problems = append(problems, fmt.Sprintf("%s: missing (want shape %v)", e.Name, e.Shape))
 		case !slices.Contains(supportedDTypes, info.DType):
-			problems = append(problems, fmt.Sprintf("%s (in %s): dtype %s is not supported (want BF16, F16 or F32)", e.Name, info.File, info.DType))
+			problems = append(problems, fmt.Sprintf("%s (in %s): dtype %s is not supported (want BF16, F16 or F32)", e.Name, safeio.Clean(info.File), safeio.Quote(info.DType)))
 		case !slices.Equal(info.Shape, e.Shape):
-			problems = append(problems, fmt.Sprintf("%s (in %s): shape %v, want %v from the config", e.Name, info.File, info.Shape, e.Shape))
+			problems = append(problems, fmt.Sprintf("%s (in %s): shape %v, want %v from the config", e.Name, safeio.Clean(info.File), info.Shape, e.Shape))
 		}
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("checkpoint does not match its config (%d problems):\n  %s", len(problems), strings.Join(problems, "\n  "))
+		return fmt.Errorf("checkpoint does not match its config (%d problems): %s", len(problems), safeio.List(problems, maxListedProblems))
 	}
 	return nil
 }
@@ -261,7 +262,7 @@ func (l *loader) err() error {
 	if len(l.errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("reading weights:\n  %s", strings.Join(l.errs, "\n  "))
+	return fmt.Errorf("reading weights (%d problems): %s", len(l.errs), safeio.List(l.errs, maxListedProblems))
 }
 
 // unusedTensors names text tensors the config does not use, which usually
@@ -280,8 +281,13 @@ func unusedTensors(cfg *Config, st *weights.Store) []string {
 	if len(extra) == 0 {
 		return nil
 	}
-	if len(extra) > 5 {
-		extra = append(extra[:5], fmt.Sprintf("… %d more", len(extra)-5))
+	shown := extra[:min(len(extra), 5)]
+	for i, n := range shown {
+		shown[i] = safeio.Quote(n)
 	}
-	return []string{"tensors not used by this config: " + strings.Join(extra, ", ")}
+	more := ""
+	if len(extra) > 5 {
+		more = fmt.Sprintf(" and %d more", len(extra)-5)
+	}
+	return []string{"tensors not used by this config: " + strings.Join(shown, ", ") + more}
 }

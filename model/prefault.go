@@ -64,27 +64,32 @@ func (m *Model) WeightBytes() int64 {
 // Prefault reads one value per 4 KiB page of every weight matrix so that a
 // memory-mapped checkpoint is paged in up front, calling progress as it
 // goes. Only worth it when the weights fit in RAM; otherwise the OS pages
-// layers in and out during the forward pass.
-func (m *Model) Prefault(progress func(done, total int64)) {
+// layers in and out during the forward pass. A checkpoint file truncated
+// since Load is an error naming the file (instead of a fatal SIGBUS).
+func (m *Model) Prefault(progress func(done, total int64)) error {
 	total, done := m.WeightBytes(), int64(0)
 	var sink uint32
 	const page = 4096
-	for _, x := range m.Matrices() {
-		if x.BF16 != nil {
-			for i := 0; i < len(x.BF16); i += page / 2 {
-				sink += uint32(x.BF16[i])
+	err := m.Guard(func() error {
+		for _, x := range m.Matrices() {
+			if x.BF16 != nil {
+				for i := 0; i < len(x.BF16); i += page / 2 {
+					sink += uint32(x.BF16[i])
+				}
+			} else {
+				for i := 0; i < len(x.F32); i += page / 4 {
+					sink += uint32(x.F32[i])
+				}
 			}
-		} else {
-			for i := 0; i < len(x.F32); i += page / 4 {
-				sink += uint32(x.F32[i])
+			done += x.Bytes()
+			if progress != nil {
+				progress(done, total)
 			}
 		}
-		done += x.Bytes()
-		if progress != nil {
-			progress(done, total)
-		}
-	}
+		return nil
+	})
 	prefaultSink = sink
+	return err
 }
 
 // prefaultSink keeps the page reads from being optimised away.

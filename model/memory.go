@@ -1,0 +1,201 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+
+	"github.com/qwenref/qwenref/internal/safeio"
+)
+
+// Limits on what a config may declare, checked before anything is sized
+// from it (docs/limits.md states them for users). They are far above every
+// published Qwen3.5/3.6 shape (the 27B has 64 layers, width 5120, vocab
+// 248,320) and far below what would overflow or exhaust a machine.
+const (
+	// MaxLayers bounds num_hidden_layers.
+	MaxLayers = 1024
+	// MaxDim bounds every single dimension (vocab, widths, heads, head dims).
+	MaxDim = 1 << 24
+	// MaxTensorElems bounds the element count of any one weight tensor.
+	MaxTensorElems = 1 << 36
+	// MaxParams bounds the text model's total parameter count.
+	MaxParams = 1 << 42
+	// MaxConfigBytes caps config.json; MaxGenerationConfigBytes caps
+	// generation_config.json. Real ones are a few KB.
+	MaxConfigBytes           = 16 << 20
+	MaxGenerationConfigBytes = 1 << 20
+	// maxRopeTheta is the largest RoPE base accepted (Qwen3.5 uses 1e7).
+	maxRopeTheta = 1e12
+	// maxListedProblems caps how many problems one error spells out.
+	maxListedProblems = 20
+)
+
+// mulCap multiplies non-negative factors, reporting false when the product
+// overflows int64 or exceeds limit.
+func mulCap(limit int64, factors ...int) (int64, bool) {
+	p := int64(1)
+	for _, f := range factors {
+		if f < 0 {
+			return 0, false
+		}
+		hi, lo := bits.Mul64(uint64(p), uint64(f))
+		if hi != 0 || lo > uint64(limit) {
+			return 0, false
+		}
+		p = int64(lo)
+	}
+	return p, true
+}
+
+// checkSizes bounds every dimension and every product the model is sized
+// by, with overflow-checked arithmetic, so that nothing later (ConvDim,
+// ExpectedTensors, the sessions' buffers) can wrap around or allocate
+// without bound.
+func (c *Config) checkSizes() []string {
+	var errs []string
+	dims := []struct {
+		name string
+		v    int
+	}{
+		{"vocab_size", c.VocabSize}, {"hidden_size", c.HiddenSize}, {"intermediate_size", c.IntermediateSize},
+		{"num_attention_heads", c.NumHeads}, {"num_key_value_heads", c.NumKVHeads}, {"head_dim", c.HeadDim},
+		{"linear_num_key_heads", c.LinearNumKeyHeads}, {"linear_num_value_heads", c.LinearNumValueHeads},
+		{"linear_key_head_dim", c.LinearKeyHeadDim}, {"linear_value_head_dim", c.LinearValueHeadDim},
+		{"linear_conv_kernel_dim", c.LinearConvKernel},
+	}
+	for _, d := range dims {
+		if d.v > MaxDim {
+			errs = append(errs, fmt.Sprintf("%s is %d, over the limit of %d (see docs/limits.md)", d.name, d.v, MaxDim))
+		}
+	}
+	if c.NumLayers > MaxLayers {
+		errs = append(errs, fmt.Sprintf("num_hidden_layers is %d, over the limit of %d (see docs/limits.md)", c.NumLayers, MaxLayers))
+	}
+	if len(c.LayerTypes) != c.NumLayers {
+		errs = append(errs, fmt.Sprintf("%d layer types for %d layers", len(c.LayerTypes), c.NumLayers))
+	}
+	if c.MaxPositionEmbeddings > 1<<30 {
+		errs = append(errs, fmt.Sprintf("max_position_embeddings is %d, over the limit of %d", c.MaxPositionEmbeddings, 1<<30))
+	}
+	if len(errs) > 0 {
+		return errs // the products below would only repeat these
+	}
+	h := c.HiddenSize
+	tensors := []struct {
+		name    string
+		factors []int
+	}{
+		{"embed_tokens [vocab_size, hidden_size]", []int{c.VocabSize, h}},
+		{"mlp [intermediate_size, hidden_size]", []int{c.IntermediateSize, h}},
+		{"q_proj [2·num_attention_heads·head_dim, hidden_size]", []int{2, c.NumHeads, c.HeadDim, h}},
+		{"k_proj [num_key_value_heads·head_dim, hidden_size]", []int{c.NumKVHeads, c.HeadDim, h}},
+		{"in_proj_qkv keys [2·linear_num_key_heads·linear_key_head_dim, hidden_size]", []int{2, c.LinearNumKeyHeads, c.LinearKeyHeadDim, h}},
+		{"in_proj_z [linear_num_value_heads·linear_value_head_dim, hidden_size]", []int{c.LinearNumValueHeads, c.LinearValueHeadDim, h}},
+		{"recurrent state [linear_num_value_heads, linear_key_head_dim, linear_value_head_dim]", []int{c.LinearNumValueHeads, c.LinearKeyHeadDim, c.LinearValueHeadDim}},
+	}
+	for _, t := range tensors {
+		if _, ok := mulCap(MaxTensorElems, t.factors...); !ok {
+			errs = append(errs, fmt.Sprintf("%s has more than %d elements (see docs/limits.md)", t.name, int64(MaxTensorElems)))
+		}
+	}
+	if len(errs) == 0 {
+		if _, ok := mulCap(MaxTensorElems, c.ConvDim(), c.LinearConvKernel); !ok {
+			errs = append(errs, fmt.Sprintf("conv1d [conv channels, linear_conv_kernel_dim] has more than %d elements", int64(MaxTensorElems)))
+		}
+	}
+	if len(errs) == 0 {
+		// Every factor is ≤ 2^24 and every product ≤ 2^36 now, so the sums
+		// in ConvDim and TextParams cannot overflow; only their size is left.
+		if p := c.TextParams(); p > MaxParams {
+			errs = append(errs, fmt.Sprintf("the config describes %d parameters, over the limit of %d (see docs/limits.md)", p, int64(MaxParams)))
+		}
+	}
+	return errs
+}
+
+// Memory is an estimate of the memory a run allocates beyond the mapped
+// weights, in bytes.
+type Memory struct {
+	Activations int64 // per-forward buffers of the widest layer, all rows
+	Logits      int64 // logits (and hidden states) the command keeps
+	States      int64 // GDN recurrent and conv states, all rows
+	Caches      int64 // attention key/value caches at full length, all rows
+}
+
+// Total is the sum of the parts.
+func (m Memory) Total() int64 { return m.Activations + m.Logits + m.States + m.Caches }
+
+// String gives the total and its parts in GiB.
+func (m Memory) String() string {
+	g := func(b int64) string { return fmt.Sprintf("%.2f", float64(b)/(1<<30)) }
+	return fmt.Sprintf("%s GiB (activations %s, logits %s, states %s, caches %s GiB)",
+		g(m.Total()), g(m.Activations), g(m.Logits), g(m.States), g(m.Caches))
+}
+
+// EstimateMemory estimates what rows independent sequences of tokens
+// positions each allocate, with logitRows rows of logits kept in all
+// (rows·tokens for `forward`, far fewer for generation). Weights are not
+// counted: they are mapped from the checkpoint and paged by the OS. The
+// estimate errs high (float32 everywhere, every buffer live at once) so a
+// run under it does not run out of memory. It fails on overflow.
+func EstimateMemory(cfg *Config, rows, tokens, logitRows int) (Memory, error) {
+	if rows < 0 || tokens < 0 || logitRows < 0 {
+		return Memory{}, fmt.Errorf("negative size: %d rows, %d tokens, %d logit rows", rows, tokens, logitRows)
+	}
+	if errs := cfg.checkSizes(); len(errs) > 0 {
+		return Memory{}, fmt.Errorf("config: %s", safeio.List(errs, maxListedProblems))
+	}
+	const f32 = 4
+	h, inter, v := int64(cfg.HiddenSize), int64(cfg.IntermediateSize), int64(cfg.VocabSize)
+	conv := int64(cfg.ConvDim())
+	nv, dk, dv := int64(cfg.LinearNumValueHeads), int64(cfg.LinearKeyHeadDim), int64(cfg.LinearValueHeadDim)
+	q, kv := int64(2*cfg.NumHeads*cfg.HeadDim), int64(cfg.NumKVHeads*cfg.HeadDim)
+	// Widest layer's live buffers per token: the residual stream and its
+	// norm, then the largest of the GDN, attention and MLP working sets.
+	gdn := 2*conv + 3*nv*dv + 2*nv + h
+	attn := 2*q + 2*kv + h
+	mlp := 2*inter + h
+	perTok := 3*h + max(gdn, attn, mlp)
+	lin, full := cfg.CountLayers()
+	var m Memory
+	var ok [5]bool
+	var a, sc int64
+	a, ok[0] = mulCap(math.MaxInt64/4, rows, tokens, int(perTok), f32)
+	// Naive attention holds one head's T×T scores at a time.
+	sc, ok[1] = mulCap(math.MaxInt64/4, rows, tokens, tokens, f32)
+	m.Activations = a + sc
+	m.Logits, ok[2] = mulCap(math.MaxInt64/4, logitRows, int(v+h), f32)
+	m.States, ok[3] = mulCap(math.MaxInt64/4, rows, lin, int(nv*dk*dv+conv*int64(cfg.LinearConvKernel)), f32)
+	m.Caches, ok[4] = mulCap(math.MaxInt64/4, rows, full, tokens, int(2*kv), f32)
+	for _, o := range ok {
+		if !o {
+			return Memory{}, fmt.Errorf("%d rows × %d tokens overflow any memory estimate", rows, tokens)
+		}
+	}
+	return m, nil
+}
+
+// CheckLength refuses sequences longer than the model's context
+// (max_position_embeddings); what names the argument for the message.
+func (c *Config) CheckLength(tokens int, what string) error {
+	if tokens > c.MaxPositionEmbeddings {
+		return fmt.Errorf("%s: %d positions exceed the model's max_position_embeddings of %d", what, tokens, c.MaxPositionEmbeddings)
+	}
+	return nil
+}
+
+// CheckMemory estimates a run (see EstimateMemory) and refuses it with the
+// estimate when it exceeds limit bytes; flag names the limit's source for
+// the message (e.g. "--max-memory 12 GiB"). limit ≤ 0 means no limit.
+func CheckMemory(cfg *Config, rows, tokens, logitRows int, limit int64, flag string) error {
+	est, err := EstimateMemory(cfg, rows, tokens, logitRows)
+	if err != nil {
+		return err
+	}
+	if limit > 0 && est.Total() > limit {
+		return fmt.Errorf("%d×%d tokens need about %s beyond the weights, over the limit of %.2f GiB (%s): use fewer or shorter sequences, or raise --max-memory",
+			rows, tokens, est, float64(limit)/(1<<30), flag)
+	}
+	return nil
+}
