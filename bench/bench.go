@@ -28,7 +28,7 @@ import (
 type Options struct {
 	Ops      []*Op
 	Seqs     []int
-	Backends []string // registered backend names or mixes (see mix.go), in order
+	Backends []string // backend specs (model.ParseBackend), in order
 	// Config is the shape to run (a named shape, a config.json, or the
 	// checkpoint's). ShapeName labels it in the report.
 	Config    *model.Config
@@ -42,6 +42,9 @@ type Options struct {
 	Vocab int
 	BF16  bool
 	Seed  uint64
+	// States is how many layers' states op decode-core cycles through
+	// (0 or 1: one, which stays in cache; 48: the 27B's GDN layers).
+	States int
 	Method
 	// NaiveMaxGFLOP skips the naive backend (timing and reference) for
 	// cases whose work exceeds it; naive runs at about 1 GFLOP/s.
@@ -125,13 +128,7 @@ func Run(o Options) ([]Result, error) {
 		if b, ok := bes[name]; ok {
 			return b, nil
 		}
-		var b *model.Backend
-		var err error
-		if strings.Contains(name, ":") {
-			b, err = mixBackend(name, getBackend)
-		} else {
-			b, err = model.NewBackend(name)
-		}
+		b, err := model.ParseBackend(name)
 		if err != nil {
 			return nil, err
 		}
@@ -307,7 +304,7 @@ func (o *Options) plan() []planned {
 	var p []planned
 	for _, op := range o.Ops {
 		c := o.Config
-		if op.Name == "model" {
+		if op.wholeModel {
 			c = o.modelConfig()
 		}
 		for _, t := range o.Seqs {
@@ -349,11 +346,11 @@ func (o *Options) modelConfig() *model.Config {
 // when the op needs them. Layer ops share one workspace (*layerWS); the
 // whole model gets its own, built after the layer workspace is dropped.
 func (o *Options) workspaceFor(op *Op, layerWS **workspace) (*workspace, error) {
-	if op.Name == "model" {
+	if op.wholeModel {
 		*layerWS = nil
 		runtime.GC()
 		if o.Checkpoint != nil {
-			return &workspace{cfg: o.Checkpoint.Config, m: o.Checkpoint}, nil
+			return &workspace{cfg: o.Checkpoint.Config, m: o.Checkpoint, states: o.States}, nil
 		}
 		c := o.modelConfig()
 		if err := o.checkMemory(c, "op model"); err != nil {
@@ -363,10 +360,10 @@ func (o *Options) workspaceFor(op *Op, layerWS **workspace) (*workspace, error) 
 		if err != nil {
 			return nil, err
 		}
-		return &workspace{cfg: c, m: m}, nil
+		return &workspace{cfg: c, m: m, states: o.States}, nil
 	}
 	if len(op.kinds) == 0 {
-		return &workspace{cfg: o.Config}, nil
+		return &workspace{cfg: o.Config, states: o.States}, nil
 	}
 	if *layerWS != nil {
 		return *layerWS, nil
@@ -385,7 +382,7 @@ func (o *Options) workspaceFor(op *Op, layerWS **workspace) (*workspace, error) 
 func (o *Options) layerWorkspace() (*workspace, error) {
 	var kinds []model.LayerKind
 	for _, op := range o.Ops {
-		if op.Name == "model" {
+		if op.wholeModel {
 			continue
 		}
 		for _, k := range op.kinds {

@@ -186,12 +186,17 @@ func TestRunValidates(t *testing.T) {
 
 // Every op must compute the same thing on every run: reset restores all
 // state the run changes (recurrent state, KV cache, residual stream).
+// decode-core is the exception by design: like a model's decode step, each
+// run advances one of its states by a token (TestDecodeCoreAdvances).
 func TestOpsRepeatable(t *testing.T) {
 	o := tinyOptions(t, "all", "naive")
 	be, err := model.NewBackend("naive")
 	require.NoError(t, err)
 	var layerWS *workspace
 	for _, op := range o.Ops {
+		if op.Name == "decode-core" {
+			continue
+		}
 		ws, err := o.workspaceFor(op, &layerWS)
 		require.NoError(t, err, op.Name)
 		mk, err := op.prepare(ws, 9, o.Seed)
@@ -231,4 +236,30 @@ func TestFLOPCountsMatchAnchors(t *testing.T) {
 	assert.Equal(t, layer.FLOP(c, 100)+mlp.FLOP(c, 100), dec.FLOP(c, 100))
 	whole, _ := LookupOp("model")
 	assert.InDelta(t, 4.16e14, whole.FLOP(c, 8192), 0.1e14, "anchors: whole-model prefill at T=8192")
+}
+
+// decode-core cycles through its states: with two states, runs 1 and 2
+// start from different states and run 3 continues state 1 by a token, so
+// every backend's k-th run does the same work.
+func TestDecodeCoreAdvances(t *testing.T) {
+	o := tinyOptions(t, "decode-core", "naive")
+	o.States = 2
+	be, err := model.NewBackend("naive")
+	require.NoError(t, err)
+	op, _ := LookupOp("decode-core")
+	var layerWS *workspace
+	ws, err := o.workspaceFor(op, &layerWS)
+	require.NoError(t, err)
+	mk, err := op.prepare(ws, 1, o.Seed)
+	require.NoError(t, err)
+	a, b := mk(be), mk(be)
+	var outs [][]float32
+	for range 3 {
+		require.NoError(t, a.run())
+		require.NoError(t, b.run())
+		assert.Equal(t, a.output(), b.output(), "two instances agree run by run")
+		outs = append(outs, slices.Clone(a.output()))
+	}
+	assert.NotEqual(t, outs[0], outs[1], "another state")
+	assert.NotEqual(t, outs[0], outs[2], "state 1, one token later")
 }

@@ -2,13 +2,12 @@ package bench
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
+	"slices"
 
-	"github.com/qwenref/qwenref/layers/attention"
 	"github.com/qwenref/qwenref/layers/gateddelta"
-	"github.com/qwenref/qwenref/layers/norm"
 	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/reference"
 	"github.com/qwenref/qwenref/tensor"
 )
 
@@ -27,6 +26,8 @@ type Op struct {
 
 	// kinds are the decoder blocks the op runs (nil: no weights needed).
 	kinds []model.LayerKind
+	// wholeModel ops run a whole (random or loaded) model.
+	wholeModel bool
 	// prepare makes the shared inputs of one case and returns a maker of
 	// per-backend instances over them.
 	prepare func(ws *workspace, t int, seed uint64) (func(be *model.Backend) instance, error)
@@ -46,10 +47,11 @@ type instance interface {
 // workspace holds what the ops of a sweep share: the config and, for ops
 // with weights, a model whose blocks they run.
 type workspace struct {
-	cfg  *model.Config
-	m    *model.Model // nil when no op needs weights
-	gdn  *model.Block // first linear-attention block
-	attn *model.Block // first full-attention block
+	cfg    *model.Config
+	states int          // decode-core: how many layers' states to cycle through
+	m      *model.Model // nil when no op needs weights
+	gdn    *model.Block // first linear-attention block
+	attn   *model.Block // first full-attention block
 }
 
 func (ws *workspace) block(k model.LayerKind) *model.Block {
@@ -160,7 +162,34 @@ var ops = []*Op{
 		Name: "model", About: "whole forward (prefill): embeddings, every layer, final norm, logits of the last token",
 		FLOPFormula: "Σ layers (mixer + mlp) + 2·H·V for the last position",
 		FLOP:        modelFLOP,
+		wholeModel:  true,
 		prepare:     prepareModel,
+	},
+	{
+		Name: "decode", About: "one decode step of the whole model at position T (prefilled once, untimed; each timed run appends one token)",
+		FLOPFormula: "Σ layers (mixer + mlp) at one token + 2·H·V",
+		FLOP:        func(c *model.Config, t int) float64 { return modelFLOP(c, 1) },
+		wholeModel:  true,
+		prepare:     prepareDecode,
+	},
+	{
+		Name: "decode-core", About: "one token through the gated delta rule core (the decode kernel), cycling through --states layers' states so they are not in cache",
+		FLOPFormula: "7·d_k·d_v per value head",
+		FLOP:        func(c *model.Config, t int) float64 { return coreFLOP(c) },
+		Bytes: func(c *model.Config, t int) float64 {
+			// read and write one layer's state [NV, DK, DV] float32.
+			return float64(8 * c.LinearNumValueHeads * c.LinearKeyHeadDim * c.LinearValueHeadDim)
+		},
+		prepare: prepareDecodeCore,
+	},
+	{
+		Name: "gemm", About: "y[T, C] = x[T, H]·Wᵀ with W [C, H] the GDN qkv projection (C = 2·n_k·d_k + n_v·d_v; 2048×5120×10240 at T = 2048 on the 27B); --bf16 for bf16 weights",
+		FLOPFormula: "2·T·H·C",
+		FLOP: func(c *model.Config, t int) float64 {
+			return 2 * float64(t) * float64(c.HiddenSize) * float64(c.ConvDim())
+		},
+		kinds:   []model.LayerKind{model.LinearAttention},
+		prepare: prepareGEMM,
 	},
 }
 
@@ -186,32 +215,28 @@ func OpNames() []string {
 	return n
 }
 
-// inputRNG is a deterministic stream per (seed, op, T), so every backend
+// caseSeed is a deterministic seed per (seed, op, T), so every backend
 // and every rerun sees the same inputs.
-func inputRNG(seed uint64, op string, t int) *rand.Rand {
-	var h uint64 = 1469598103934665603
-	for _, b := range []byte(fmt.Sprintf("%s/%d", op, t)) {
-		h = (h ^ uint64(b)) * 1099511628211
-	}
-	return rand.New(rand.NewPCG(seed, h))
+func caseSeed(seed uint64, op string, t int) uint64 {
+	return reference.StreamFor(fmt.Sprintf("%d/%s/%d", seed, op, t))
 }
 
-func normals(r *rand.Rand, n int) []float32 {
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = float32(r.NormFloat64())
-	}
-	return x
+// inputRNG is the random stream of one (seed, op, T) case.
+func inputRNG(seed uint64, op string, t int) *rand.Rand {
+	return reference.Rand(seed, reference.StreamFor(fmt.Sprintf("%s/%d", op, t)))
 }
 
 func prepareConv(ws *workspace, t int, seed uint64) (func(*model.Backend) instance, error) {
 	c := ws.cfg
 	ch, k := c.ConvDim(), c.LinearConvKernel
-	x := normals(inputRNG(seed, "conv", t), t*ch)
+	in, err := reference.NewConvInputs(caseSeed(seed, "conv", t), t, ch, k, false)
+	if err != nil {
+		return nil, err
+	}
 	// The taps of layer 0 as a random model would hold them ([C, 1, K]).
 	w := model.RandomValues(seed, "layers.0.linear_attn.conv1d.weight", []int{ch, 1, k})
 	return func(be *model.Backend) instance {
-		return &convInst{be: be, x: x, w: w, t: t, c: ch, k: k, y: make([]float32, t*ch), state: make([]float32, k*ch)}
+		return &convInst{be: be, x: in.X, w: w, t: t, c: ch, k: k, y: make([]float32, t*ch), state: make([]float32, k*ch)}
 	}, nil
 }
 
@@ -228,32 +253,17 @@ func (r *convInst) run() error {
 	return r.be.Conv.Forward(r.y, r.x, r.t, r.c, r.w, r.k, r.state)
 }
 
-// prepareCore draws core inputs shaped like a real layer's: q and k
-// L2-normalised (q also scaled by d_k^−½), v ~ N(0, 1), decays α = e^g
-// uniform in (0.6, 1), β = σ(N(0, 1)).
+// prepareCore draws core inputs that obey the core's contract
+// (reference.NewGDNInputs), one sequence from a zero state.
 func prepareCore(ws *workspace, t int, seed uint64) (func(*model.Backend) instance, error) {
 	c := ws.cfg
 	d := gateddelta.Dims{T: t, NK: c.LinearNumKeyHeads, NV: c.LinearNumValueHeads, DK: c.LinearKeyHeadDim, DV: c.LinearValueHeadDim}
-	r := inputRNG(seed, "gdn-core", t)
-	q, k := normals(r, t*d.NK*d.DK), normals(r, t*d.NK*d.DK)
-	if err := norm.L2Normalize(q, q, d.DK, 1e-6); err != nil {
+	in, err := reference.NewGDNInputs(caseSeed(seed, "gdn-core", t), d, reference.GDNOptions{})
+	if err != nil {
 		return nil, err
-	}
-	if err := norm.L2Normalize(k, k, d.DK, 1e-6); err != nil {
-		return nil, err
-	}
-	scale := float32(1 / math.Sqrt(float64(d.DK)))
-	for i := range q {
-		q[i] *= scale
-	}
-	v := normals(r, t*d.NV*d.DV)
-	g, beta := make([]float32, t*d.NV), make([]float32, t*d.NV)
-	for i := range g {
-		g[i] = float32(math.Log(0.6 + 0.4*r.Float64()))
-		beta[i] = float32(1 / (1 + math.Exp(-r.NormFloat64())))
 	}
 	return func(be *model.Backend) instance {
-		return &coreInst{be: be, q: q, k: k, v: v, g: g, beta: beta, d: d,
+		return &coreInst{be: be, q: in.Q, k: in.K, v: in.V, g: in.G, beta: in.Beta, d: d,
 			out: make([]float32, t*d.NV*d.DV), state: make([]float32, d.NV*d.DK*d.DV)}
 	}, nil
 }
@@ -273,40 +283,25 @@ func (r *coreInst) run() error {
 
 // hiddenInput draws x [T, H] with RMS about one, like a normed layer input.
 func hiddenInput(seed uint64, op string, t, h int) []float32 {
-	return normals(inputRNG(seed, op, t), t*h)
+	return reference.Normals(inputRNG(seed, op, t), t*h, 1)
 }
 
-// mixer runs one block's token mixer with fresh state per run.
+// mixer runs one block's token mixer (model.Block.Mix) with fresh state
+// per run.
 type mixer struct {
-	be    *model.Backend
-	blk   *model.Block
-	st    *gateddelta.State
-	cache *attention.Cache
+	be  *model.Backend
+	blk *model.Block
+	st  *model.BlockState
 }
 
 func newMixer(be *model.Backend, blk *model.Block) *mixer {
-	m := &mixer{be: be, blk: blk}
-	if blk.Kind == model.FullAttention {
-		m.cache = &attention.Cache{}
-	} else {
-		m.st = gateddelta.NewState(blk.GDN.Dims)
-	}
-	return m
+	return &mixer{be: be, blk: blk, st: blk.NewState()}
 }
 
-func (m *mixer) reset() {
-	if m.cache != nil {
-		m.cache.Reset()
-	} else {
-		m.st.Reset()
-	}
-}
+func (m *mixer) reset() { m.st.Reset() }
 
 func (m *mixer) forward(out, x []float32, t int) error {
-	if m.cache != nil {
-		return m.blk.Attn.Forward(out, x, t, m.cache, attention.Ops{MatMul: m.be.MatMul, Core: m.be.Attn}, nil)
-	}
-	return m.blk.GDN.Forward(out, x, t, m.st, gateddelta.Ops{MatMul: m.be.MatMul, Conv: m.be.Conv, Core: m.be.Delta}, nil)
+	return m.blk.Mix(out, x, t, m.st, m.be, nil)
 }
 
 func prepareMixer(kind model.LayerKind) func(*workspace, int, uint64) (func(*model.Backend) instance, error) {
@@ -356,8 +351,8 @@ func (r *mlpInst) reset()            {}
 func (r *mlpInst) output() []float32 { return r.out }
 func (r *mlpInst) run() error        { return r.mlp.Forward(r.out, r.x, r.t, r.be.MatMul) }
 
-// prepareDecoder runs one whole decoder block as Session.Forward does:
-// x ← x + Mixer(RMSNorm₁₊(x)); x ← x + MLP(RMSNorm₁₊(x)).
+// prepareDecoder runs one whole decoder block, the model's own
+// (model.Block.Forward), on a fresh state per run.
 func prepareDecoder(kind model.LayerKind) func(*workspace, int, uint64) (func(*model.Backend) instance, error) {
 	return func(ws *workspace, t int, seed uint64) (func(*model.Backend) instance, error) {
 		blk := ws.block(kind)
@@ -368,88 +363,197 @@ func prepareDecoder(kind model.LayerKind) func(*workspace, int, uint64) (func(*m
 		x := hiddenInput(seed, "decoder", t, h)
 		eps := float32(ws.cfg.RMSNormEps)
 		return func(be *model.Backend) instance {
-			n := t * h
-			return &decoderInst{mx: newMixer(be, blk), be: be, blk: blk, eps: eps, x0: x, t: t,
-				x: make([]float32, n), normed: make([]float32, n), mix: make([]float32, n)}
+			return &decoderInst{be: be, blk: blk, st: blk.NewState(), eps: eps, x0: x, t: t, x: make([]float32, t*h)}
 		}, nil
 	}
 }
 
 type decoderInst struct {
-	mx          *mixer
-	be          *model.Backend
-	blk         *model.Block
-	eps         float32
-	x0, x       []float32
-	normed, mix []float32
-	t           int
+	be    *model.Backend
+	blk   *model.Block
+	st    *model.BlockState
+	buf   model.BlockBuffers
+	eps   float32
+	x0, x []float32
+	t     int
 }
 
 func (r *decoderInst) reset() {
-	r.mx.reset()
+	r.st.Reset()
 	copy(r.x, r.x0)
 }
 func (r *decoderInst) output() []float32 { return r.x }
 func (r *decoderInst) run() error {
-	if err := norm.RMSNormOnePlus(r.normed, r.x, r.blk.InputNorm, r.eps); err != nil {
-		return err
-	}
-	if err := r.mx.forward(r.mix, r.normed, r.t); err != nil {
-		return err
-	}
-	addInto(r.x, r.mix)
-	if err := norm.RMSNormOnePlus(r.normed, r.x, r.blk.PostNorm, r.eps); err != nil {
-		return err
-	}
-	if err := r.blk.MLP.Forward(r.mix, r.normed, r.t, r.be.MatMul); err != nil {
-		return err
-	}
-	addInto(r.x, r.mix)
-	return nil
+	return r.blk.Forward(r.x, r.t, r.eps, r.st, r.be, &r.buf, nil)
 }
 
-func addInto(x, y []float32) {
-	for i, v := range y {
-		x[i] += v
+// randomIDs draws n token ids for one case.
+func randomIDs(m *model.Model, seed uint64, op string, n int) []int {
+	r := inputRNG(seed, op, n)
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = r.IntN(m.Config.VocabSize)
 	}
+	return ids
 }
 
-// prepareModel runs a prefill of T random token ids in a fresh session and
-// keeps the final hidden states [T, H] and the last logits for comparison.
+// prepareModel runs a prefill of T random token ids on a fresh Runner
+// (the device-resident model on such a backend) and keeps the final
+// hidden states [T, H] and the last logits for comparison.
 func prepareModel(ws *workspace, t int, seed uint64) (func(*model.Backend) instance, error) {
 	if ws.m == nil {
 		return nil, fmt.Errorf("no model built")
 	}
-	r := inputRNG(seed, "model", t)
-	ids := make([]int, t)
-	for i := range ids {
-		ids[i] = r.IntN(ws.m.Config.VocabSize)
-	}
+	ids := randomIDs(ws.m, seed, "model", t)
 	return func(be *model.Backend) instance {
-		return &modelInst{be: be, sess: ws.m.NewSession(), ids: ids}
+		return &modelInst{be: be, m: ws.m, ids: [][]int{ids}}
 	}, nil
 }
 
 type modelInst struct {
-	be   *model.Backend
-	sess *model.Session
-	ids  []int
-	out  []float32
+	be     *model.Backend
+	m      *model.Model
+	runner model.Runner
+	ids    [][]int
+	out    []float32
+	err    error
 }
 
-func (r *modelInst) reset()            { r.sess.Reset() }
+func (r *modelInst) open() error {
+	if r.runner == nil && r.err == nil {
+		r.runner, r.err = model.NewRunner(r.m, r.be, 1)
+	}
+	return r.err
+}
+
+func (r *modelInst) reset() {
+	if r.open() == nil {
+		r.err = r.runner.Reset()
+	}
+}
 func (r *modelInst) output() []float32 { return r.out }
 func (r *modelInst) run() error {
+	if err := r.open(); err != nil {
+		return err
+	}
 	var hidden []float32
 	rec := func(stage string, x *tensor.Tensor) {
 		if stage == "final_norm" {
 			hidden = append(r.out[:0], x.Data...)
 		}
 	}
-	logits, err := r.sess.Forward(r.ids, r.be, model.Options{LastOnly: true, Record: rec})
+	logits, err := r.runner.Forward(r.ids, model.RunOptions{Logits: model.LastLogits, Record: rec})
 	if err != nil {
 		return err
 	}
 	r.out = append(hidden, logits.Data...)
 	return nil
 }
+
+// prepareDecode times one decode step at position T: reset (untimed)
+// empties the caches and prefills T random tokens, run feeds one more.
+func prepareDecode(ws *workspace, t int, seed uint64) (func(*model.Backend) instance, error) {
+	if ws.m == nil {
+		return nil, fmt.Errorf("no model built")
+	}
+	ids := randomIDs(ws.m, seed, "decode", t+1)
+	return func(be *model.Backend) instance {
+		return &decodeInst{modelInst: modelInst{be: be, m: ws.m}, prompt: ids[:t], next: ids[t]}
+	}, nil
+}
+
+type decodeInst struct {
+	modelInst
+	prompt []int
+	next   int
+}
+
+func (r *decodeInst) reset() {
+	if r.open() != nil {
+		return
+	}
+	if r.err = r.runner.Reset(); r.err == nil {
+		_, r.err = r.runner.Forward([][]int{r.prompt}, model.RunOptions{Logits: model.NoLogits})
+	}
+}
+
+func (r *decodeInst) run() error {
+	if err := r.open(); err != nil {
+		return err
+	}
+	if r.err != nil {
+		return r.err
+	}
+	logits, err := r.runner.Forward([][]int{{r.next}}, model.RunOptions{Logits: model.LastLogits})
+	if err != nil {
+		return err
+	}
+	r.out = append(r.out[:0], logits.Data...)
+	return nil
+}
+
+// prepareDecodeCore times one token of the core, the way a model's decode
+// step runs 48 of them: each run uses the next of ws.states layers' states
+// (each with its own inputs), so a state is cold when it comes round again.
+func prepareDecodeCore(ws *workspace, t int, seed uint64) (func(*model.Backend) instance, error) {
+	c := ws.cfg
+	d := gateddelta.Dims{T: 1, NK: c.LinearNumKeyHeads, NV: c.LinearNumValueHeads, DK: c.LinearKeyHeadDim, DV: c.LinearValueHeadDim}
+	n := max(1, ws.states)
+	ins := make([]*reference.GDNInputs, n)
+	for i := range ins {
+		in, err := reference.NewGDNInputs(caseSeed(seed, fmt.Sprintf("decode-core/%d", i), t), d, reference.GDNOptions{WithState: true})
+		if err != nil {
+			return nil, err
+		}
+		ins[i] = in
+	}
+	return func(be *model.Backend) instance {
+		di := &decodeCoreInst{be: be, ins: ins, out: make([]float32, d.NV*d.DV), states: make([][]float32, n)}
+		for i, in := range ins {
+			di.states[i] = slices.Clone(in.State)
+		}
+		return di
+	}, nil
+}
+
+type decodeCoreInst struct {
+	be     *model.Backend
+	ins    []*reference.GDNInputs
+	states [][]float32
+	out    []float32
+	next   int
+}
+
+// reset is empty: each state advances one token per run, as in decoding.
+func (r *decodeCoreInst) reset()            {}
+func (r *decodeCoreInst) output() []float32 { return r.out }
+func (r *decodeCoreInst) run() error {
+	i := r.next % len(r.ins)
+	r.next++
+	in := r.ins[i]
+	return r.be.Delta.Forward(r.out, in.Q, in.K, in.V, in.G, in.Beta, in.Dims, r.states[i])
+}
+
+// prepareGEMM times the GDN qkv projection of layer 0 as a plain product.
+func prepareGEMM(ws *workspace, t int, seed uint64) (func(*model.Backend) instance, error) {
+	blk := ws.block(model.LinearAttention)
+	if blk == nil {
+		return nil, fmt.Errorf("the model has no linear-attention layer")
+	}
+	w := blk.GDN.W.InProjQKV
+	x := hiddenInput(seed, "gemm", t, w.Cols)
+	return func(be *model.Backend) instance {
+		return &gemmInst{be: be, w: w, x: x, t: t, y: make([]float32, t*w.Rows)}
+	}, nil
+}
+
+type gemmInst struct {
+	be   *model.Backend
+	w    *tensor.Matrix
+	x, y []float32
+	t    int
+}
+
+func (r *gemmInst) reset()            {}
+func (r *gemmInst) output() []float32 { return r.y }
+func (r *gemmInst) run() error        { return r.be.MatMul.MatMulT(r.y, r.x, r.t, r.w) }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/qwenref/qwenref/model"
 )
 
 // ParseOps parses a comma-separated op list. "layers" stands for every op
@@ -23,7 +25,7 @@ func ParseOps(s string) ([]*Op, error) {
 			continue
 		case "all", "layers":
 			for _, o := range ops {
-				if f == "all" || o.Name != "model" {
+				if f == "all" || !o.wholeModel {
 					add(o)
 				}
 			}
@@ -92,7 +94,7 @@ func ParseBackends(s string, registered []string) ([]string, error) {
 		if f == "" {
 			continue
 		}
-		if _, _, err := parseMix(f, registered); err != nil {
+		if _, err := model.ParseSpec(f); err != nil {
 			return nil, err
 		}
 		if !slices.Contains(out, f) {

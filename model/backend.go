@@ -91,49 +91,79 @@ func RegisterKernel(part, name, help string, make func() (any, error)) error {
 	return nil
 }
 
-// ParseBackend builds the backend a spec names. A spec is a base backend
-// (`naive`, `chunked`, `cuda`, …) followed by part swaps `:PART=NAME`,
-// where PART is matmul, conv, delta or attn and NAME is a backend (take
-// that backend's kernel for the part) or a kernel variant of that part
-// (`delta=recurrent`, `delta=chunked16`, `matmul=bf16`, …). The returned
-// backend's Close releases everything the spec opened.
-func ParseBackend(spec string) (*Backend, error) {
+// Spec is a parsed backend spec: a base backend and the part swaps, in
+// the order given.
+type Spec struct {
+	Base  string
+	Swaps []Swap
+}
+
+// Swap replaces one part's kernel: Part=Name.
+type Swap struct{ Part, Name string }
+
+// ParseSpec checks a spec's grammar and names without building anything
+// (no device is opened): a base backend (`naive`, `chunked`, `cuda`, …)
+// followed by part swaps `:PART=NAME`, where PART is matmul, conv, delta
+// or attn and NAME is a kernel variant of that part (`delta=recurrent`,
+// `delta=chunked16`, `matmul=bf16`, …) or a backend whose kernel for the
+// part is taken.
+func ParseSpec(spec string) (Spec, error) {
 	fields := strings.Split(strings.TrimSpace(spec), ":")
-	base, err := newBase(fields[0])
-	if err != nil {
-		return nil, err
+	regMu.Lock()
+	_, ok := registry[fields[0]]
+	regMu.Unlock()
+	if !ok {
+		return Spec{}, unknownBackend(fields[0])
 	}
-	if len(fields) == 1 {
-		return base, nil
-	}
-	if base.NewRunner != nil {
-		_ = base.Close()
-		return nil, fmt.Errorf("backend %q: %s keeps the whole model on its device, so part swaps (which would copy activations off it) are not allowed; use it alone, or a CPU base such as chunked", spec, fields[0])
-	}
-	be := *base
-	be.Name = strings.TrimSpace(spec)
-	releases := []func() error{base.Release}
-	fail := func(err error) (*Backend, error) {
-		closeAll(releases)
-		return nil, err
-	}
+	sp := Spec{Base: fields[0]}
 	seen := map[string]bool{}
 	for _, f := range fields[1:] {
 		part, name, ok := strings.Cut(f, "=")
 		switch {
 		case !ok || !slices.Contains(Parts, part):
-			return fail(fmt.Errorf("backend %q: %q is not PART=NAME with PART one of %s", spec, f, strings.Join(Parts, ", ")))
+			return Spec{}, fmt.Errorf("backend %q: %q is not PART=NAME with PART one of %s", spec, f, strings.Join(Parts, ", "))
 		case seen[part]:
-			return fail(fmt.Errorf("backend %q: %s given twice", spec, part))
+			return Spec{}, fmt.Errorf("backend %q: %s given twice", spec, part)
+		case !slices.Contains(PartChoices(part), name):
+			return Spec{}, fmt.Errorf("backend %q: unknown %s kernel %q (choose from: %s)", spec, part, name, strings.Join(PartChoices(part), ", "))
 		}
 		seen[part] = true
-		k, release, err := partKernel(part, name)
-		if err != nil {
-			return fail(fmt.Errorf("backend %q: %w", spec, err))
+		sp.Swaps = append(sp.Swaps, Swap{part, name})
+	}
+	return sp, nil
+}
+
+// ParseBackend builds the backend a spec names (see ParseSpec for the
+// grammar). The returned backend's Close releases everything the spec
+// opened.
+func ParseBackend(spec string) (*Backend, error) {
+	sp, err := ParseSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	base, err := newBase(sp.Base)
+	if err != nil {
+		return nil, err
+	}
+	if len(sp.Swaps) == 0 {
+		return base, nil
+	}
+	if base.NewRunner != nil {
+		_ = base.Close()
+		return nil, fmt.Errorf("backend %q: %s keeps the whole model on its device, so part swaps (which would copy activations off it) are not allowed; use it alone, or a CPU base such as chunked", spec, sp.Base)
+	}
+	be := *base
+	be.Name = strings.TrimSpace(spec)
+	releases := []func() error{base.Release}
+	for _, sw := range sp.Swaps {
+		k, release, err := partKernel(sw.Part, sw.Name)
+		if err == nil {
+			releases = append(releases, release)
+			err = setPart(&be, sw.Part, k)
 		}
-		releases = append(releases, release)
-		if err := setPart(&be, part, k); err != nil {
-			return fail(fmt.Errorf("backend %q: %w", spec, err))
+		if err != nil {
+			closeAll(releases)
+			return nil, fmt.Errorf("backend %q: %w", spec, err)
 		}
 	}
 	be.Release = func() error { return closeAll(releases) }
@@ -244,22 +274,29 @@ func BackendHelp(name string) string {
 	return regHelp[name]
 }
 
-// PartChoices lists what PART=NAME accepts for one part: its kernel
-// variants, then the backends whose kernel for the part can be mixed in.
+// PartChoices lists what PART=NAME accepts for one part: the backends
+// whose kernel for the part can be mixed in, then its kernel variants.
 func PartChoices(part string) []string {
+	out := BackendNames()
 	regMu.Lock()
 	var vs []string
 	for n := range variants[part] {
 		vs = append(vs, n)
 	}
 	regMu.Unlock()
-	sort.Slice(vs, func(i, j int) bool { return order(vs[i]) < order(vs[j]) })
-	for _, b := range BackendNames() {
-		if !slices.Contains(vs, b) {
-			vs = append(vs, b)
+	sort.Slice(vs, func(i, j int) bool { // recurrent first, then chunked16 < chunked32 < … by length
+		oi, oj := order(vs[i]), order(vs[j])
+		if len(oi) != len(oj) {
+			return len(oi) < len(oj)
+		}
+		return oi < oj
+	})
+	for _, v := range vs {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
-	return vs
+	return out
 }
 
 // KernelHelp returns the description of a part's kernel variant.
