@@ -10,6 +10,9 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
+
+	"github.com/qwenref/qwenref/internal/cpu"
+	"github.com/qwenref/qwenref/tensor"
 )
 
 // benchShapes are {M, K, N}: the GEMM (x [2048,5120], W
@@ -73,20 +76,38 @@ func BenchmarkKernels(b *testing.B) {
 	}
 }
 
-// BenchmarkGonum is the pure-Go baseline: gonum's Sgemm on the mid shape.
-func BenchmarkGonum(b *testing.B) {
+// BenchmarkPortable puts the portable level (Go kernels and Go packing, as
+// under QWENREF_CPU=portable or on a GOARCH without assembly) beside gonum's
+// Sgemm (C = A·Bᵀ, same threads) and Naive, in one run so the ratios share
+// the load. Naive runs on the small shape only.
+func BenchmarkPortable(b *testing.B) {
 	r := rand.New(rand.NewPCG(3, 3))
-	m, k, n := 512, 5120, 5120
-	x, w := randVec(r, m*k), randVec(r, n*k)
-	c := blas32.General{Rows: m, Cols: n, Stride: n, Data: make([]float32, m*n)}
-	b.Run(fmt.Sprintf("f32/%dx%dx%d", m, k, n), func(b *testing.B) {
-		for b.Loop() {
-			blas32.Gemm(blas.NoTrans, blas.Trans, 1,
-				blas32.General{Rows: m, Cols: k, Stride: k, Data: x},
-				blas32.General{Rows: n, Cols: k, Stride: k, Data: w}, 0, c)
+	for _, s := range [][3]int{{256, 1024, 1024}, {512, 5120, 5120}} {
+		m, k, n := s[0], s[1], s[2]
+		shape := fmt.Sprintf("%dx%dx%d", m, k, n)
+		b.Run("portable/"+shape, func(b *testing.B) {
+			defer withPackers(false)()
+			benchProduct(b, Blocked{gemm: genericGemm, gemv: genericGemv}, r, m, k, n, false)
+		})
+		b.Run("gonum/"+shape, func(b *testing.B) { benchProduct(b, gonumNT{}, r, m, k, n, false) })
+		if m*k*n <= 1<<28 {
+			b.Run("naive/"+shape, func(b *testing.B) { benchProduct(b, Naive{}, r, m, k, n, false) })
 		}
-		reportRates(b, m, k, n, int64(n*k*4))
-	})
+	}
+}
+
+// gonumNT is gonum's Sgemm as a MatMuler (float32 weights only).
+type gonumNT struct{}
+
+func (gonumNT) MatMulT(y, x []float32, m int, w *tensor.Matrix) error {
+	if err := CheckDims(y, x, m, w); err != nil {
+		return err
+	}
+	blas32.Gemm(blas.NoTrans, blas.Trans, 1,
+		blas32.General{Rows: m, Cols: w.Cols, Stride: w.Cols, Data: x},
+		blas32.General{Rows: w.Rows, Cols: w.Cols, Stride: w.Cols, Data: w.F32}, 0,
+		blas32.General{Rows: m, Cols: w.Rows, Stride: w.Rows, Data: y})
+	return nil
 }
 
 // BenchmarkPack measures the packing transposes (elements per second), the
@@ -174,4 +195,32 @@ func reportRates(b *testing.B, m, k, n int, wBytes int64) {
 	sec := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(2*float64(m)*float64(n)*float64(k)/sec/1e9, "GFLOP/s")
 	b.ReportMetric(float64(wBytes)/sec/1e9, "GB/s")
+}
+
+// BenchmarkGEMMLevels runs the GEMM (f32 weights, 2048×5120×10240)
+// with the GEMM kernel of every level this CPU runs, in one process, so
+// their ratios are measured under the same load. Each kernel runs with the
+// packing of its own level (the AVX-512 transposes only for the AVX-512
+// kernel), as it would under QWENREF_CPU. The portable kernel takes about
+// 20 s per product: select it on purpose (-bench GEMMLevels/go4x4).
+func BenchmarkGEMMLevels(b *testing.B) {
+	r := rand.New(rand.NewPCG(6, 6))
+	m, k, n := 2048, 5120, 10240
+	for _, gk := range gemmKernels {
+		b.Run(gk.name, func(b *testing.B) {
+			defer withPackers(gk.level == cpu.AVX512)()
+			benchProduct(b, Blocked{gemm: gk}, r, m, k, n, false)
+		})
+	}
+}
+
+// withPackers switches the AVX-512 packing transposes off (unless keep) and
+// returns the function that restores them. Benchmarks only: the kernels
+// read the package variables without locking.
+func withPackers(keep bool) func() {
+	f, bf := tposeF32, tposeBF16
+	if !keep {
+		tposeF32, tposeBF16 = nil, nil
+	}
+	return func() { tposeF32, tposeBF16 = f, bf }
 }

@@ -3,20 +3,98 @@ package linalg
 import (
 	"unsafe"
 
-	"golang.org/x/sys/cpu"
+	"github.com/qwenref/qwenref/internal/cpu"
 )
 
 //go:generate go run gen_amd64.go
 
+// init registers the kernels of the selected level and of every level
+// below it (the tests sweep them all); the highest registered one runs.
+// At avx2 no AVX-512 instruction runs at all, packing included, so
+// QWENREF_CPU=avx2 behaves like a CPU without AVX-512.
 func init() {
-	// BW for the 16-bit loads that widen bf16; every AVX-512 core since
-	// Skylake-X has both.
-	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW {
+	level := cpu.Selected()
+	if level == cpu.AVX2 || level == cpu.AVX512 {
+		registerGemm(avx2Gemm)
+		registerGemv(avx2Gemv)
+	}
+	if level == cpu.AVX512 {
 		registerGemm(avx512Gemm)
 		registerGemv(avx512Gemv)
-		tposeF32, tposeBF16 = transpose16F32, transpose16BF16
-		if cpu.X86.HasAVX512BF16 {
-			bf16DotKernels = append([]*gemmKernel{avx512BF16Dot}, bf16DotKernels...)
+		tposeF32, tposeBF16, packName = transpose16F32, transpose16BF16, "avx512"
+	}
+	if cpu.HasBF16() {
+		bf16DotKernels = append([]*gemmKernel{avx512BF16Dot}, bf16DotKernels...)
+	}
+}
+
+// avx2Gemm is the 6×16 AVX2+FMA assembly kernel (kernel_avx2_amd64.s):
+// 12 ymm accumulators, the most that 16 ymm registers leave room for.
+var avx2Gemm = &gemmKernel{name: "avx2asm6x16", level: cpu.AVX2, mr: 6, nr: 16, prio: 10, tile: avx2Tile}
+
+func avx2Tile(kc int, a, b, c []float32, ldc, rows, cols int, acc bool) {
+	_ = a[kc*rows-1]
+	_ = b[kc*16-1]
+	accFlag := 0
+	if acc {
+		accFlag = 1
+	}
+	if cols == 16 {
+		_ = c[(rows-1)*ldc+15]
+		sgemmAVX2[rows](kc, unsafe.SliceData(a), unsafe.SliceData(b), unsafe.SliceData(c), ldc, accFlag)
+		return
+	}
+	// Ragged right edge: compute the full tile into scratch, copy cols.
+	var t [6 * 16]float32
+	sgemmAVX2[rows](kc, unsafe.SliceData(a), unsafe.SliceData(b), &t[0], 16, 0)
+	for i := 0; i < rows; i++ {
+		ci, ti := c[i*ldc:i*ldc+cols], t[i*16:i*16+cols]
+		if acc {
+			for j, v := range ti {
+				ci[j] += v
+			}
+		} else {
+			copy(ci, ti)
+		}
+	}
+}
+
+// avx2Gemv is the 8-row, 8-lane assembly streaming kernel. At M ≤ 4 it
+// beats packing for the 6×16 kernel (see docs/perf-linalg.md).
+var avx2Gemv = &gemvKernel{name: "avx2asm8", level: cpu.AVX2, prio: 10, maxM: 4, f32: avx2GemvF32, bf16: avx2GemvBF16}
+
+func avx2GemvF32(y []float32, ldy int, x []float32, m, k int, w []float32) {
+	k8 := k &^ 7
+	rows := len(w) / k
+	for r := 0; r < rows; r += 8 {
+		nr := min(8, rows-r)
+		wr := w[r*k : (r+nr)*k]
+		for i := 0; i < m; i++ {
+			xi, yi := x[i*k:(i+1)*k], y[i*ldy+r:i*ldy+r+nr]
+			sgemvF32AVX2[nr](k8, &xi[0], &wr[0], k, &yi[0])
+			if k8 < k {
+				for q := range yi {
+					yi[q] += dotGo(xi[k8:], wr[q*k+k8:(q+1)*k])
+				}
+			}
+		}
+	}
+}
+
+func avx2GemvBF16(y []float32, ldy int, x []float32, m, k int, w []uint16) {
+	k8 := k &^ 7
+	rows := len(w) / k
+	for r := 0; r < rows; r += 8 {
+		nr := min(8, rows-r)
+		wr := w[r*k : (r+nr)*k]
+		for i := 0; i < m; i++ {
+			xi, yi := x[i*k:(i+1)*k], y[i*ldy+r:i*ldy+r+nr]
+			sgemvBF16AVX2[nr](k8, &xi[0], &wr[0], k, &yi[0])
+			if k8 < k {
+				for q := range yi {
+					yi[q] += dotGoBF16(xi[k8:], wr[q*k+k8:(q+1)*k])
+				}
+			}
 		}
 	}
 }
@@ -24,7 +102,7 @@ func init() {
 // avx512Gemm is the 14×32 assembly kernel (kernel_amd64.s). Assembly rather
 // than archsimd because it needs 28 accumulators plus two B registers, and
 // archsimd's register allocator only hands out 15 vector registers on amd64.
-var avx512Gemm = &gemmKernel{name: "avx512asm14x32", mr: 14, nr: 32, prio: 20, tile: avx512Tile}
+var avx512Gemm = &gemmKernel{name: "avx512asm14x32", level: cpu.AVX512, mr: 14, nr: 32, prio: 20, tile: avx512Tile}
 
 func avx512Tile(kc int, a, b, c []float32, ldc, rows, cols int, acc bool) {
 	// The slices are checked here once so the assembly can trust them: the
@@ -43,7 +121,7 @@ func avx512Tile(kc int, a, b, c []float32, ldc, rows, cols int, acc bool) {
 
 // avx512BF16Dot is the 14×32 VDPBF16PS kernel over bf16 pairs.
 var avx512BF16Dot = &gemmKernel{
-	name: "avx512bf16asm14x32", mr: 14, nr: 32, prio: 20, tile: avx512BF16DotTile,
+	name: "avx512bf16asm14x32", level: cpu.AVX512, mr: 14, nr: 32, prio: 20, tile: avx512BF16DotTile,
 	kstep: 2, packA: packAPairs, packB: packBPairs,
 }
 
@@ -64,7 +142,7 @@ func avx512BF16DotTile(kc int, a, b, c []float32, ldc, rows, cols int, acc bool)
 // (each x row re-reads the eight rows from L1/L2, not from DRAM). Assembly here too because the
 // archsimd version spills its row pointers and accumulators (it needs 8
 // pointers and 9 vectors live) and reached only 70% of the bandwidth on bf16.
-var avx512Gemv = &gemvKernel{name: "avx512asm8", prio: 20, maxM: 6, f32: asmGemvF32, bf16: asmGemvBF16}
+var avx512Gemv = &gemvKernel{name: "avx512asm8", level: cpu.AVX512, prio: 20, maxM: 6, f32: asmGemvF32, bf16: asmGemvBF16}
 
 func asmGemvF32(y []float32, ldy int, x []float32, m, k int, w []float32) {
 	mask := uint64(1)<<uint(k%16) - 1

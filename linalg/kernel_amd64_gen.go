@@ -205,3 +205,106 @@ var sbdotAVX512 = [15]func(kc int, a, b, c *float32, ldc int, mask uint64, acc i
 	sbdot13x32,
 	sbdot14x32,
 }
+
+// sgemmAVX2 indexes the AVX2 6×16 kernels by their row count.
+var sgemmAVX2 = [7]func(kc int, a, b, c *float32, ldc int, acc int){
+	nil,
+	sgemm1x16AVX2,
+	sgemm2x16AVX2,
+	sgemm3x16AVX2,
+	sgemm4x16AVX2,
+	sgemm5x16AVX2,
+	sgemm6x16AVX2,
+}
+
+//go:noescape
+func sgemm1x16AVX2(kc int, a, b, c *float32, ldc int, acc int)
+
+//go:noescape
+func sgemm2x16AVX2(kc int, a, b, c *float32, ldc int, acc int)
+
+//go:noescape
+func sgemm3x16AVX2(kc int, a, b, c *float32, ldc int, acc int)
+
+//go:noescape
+func sgemm4x16AVX2(kc int, a, b, c *float32, ldc int, acc int)
+
+//go:noescape
+func sgemm5x16AVX2(kc int, a, b, c *float32, ldc int, acc int)
+
+//go:noescape
+func sgemm6x16AVX2(kc int, a, b, c *float32, ldc int, acc int)
+
+// sgemvF32AVX2 indexes the AVX2 GEMV kernels by their row count.
+var sgemvF32AVX2 = [9]func(k int, x *float32, w *float32, ldw int, y *float32){
+	nil,
+	sgemv1F32AVX2,
+	sgemv2F32AVX2,
+	sgemv3F32AVX2,
+	sgemv4F32AVX2,
+	sgemv5F32AVX2,
+	sgemv6F32AVX2,
+	sgemv7F32AVX2,
+	sgemv8F32AVX2,
+}
+
+//go:noescape
+func sgemv1F32AVX2(k int, x *float32, w *float32, ldw int, y *float32)
+
+//go:noescape
+func sgemv2F32AVX2(k int, x *float32, w *float32, ldw int, y *float32)
+
+//go:noescape
+func sgemv3F32AVX2(k int, x *float32, w *float32, ldw int, y *float32)
+
+//go:noescape
+func sgemv4F32AVX2(k int, x *float32, w *float32, ldw int, y *float32)
+
+//go:noescape
+func sgemv5F32AVX2(k int, x *float32, w *float32, ldw int, y *float32)
+
+//go:noescape
+func sgemv6F32AVX2(k int, x *float32, w *float32, ldw int, y *float32)
+
+//go:noescape
+func sgemv7F32AVX2(k int, x *float32, w *float32, ldw int, y *float32)
+
+//go:noescape
+func sgemv8F32AVX2(k int, x *float32, w *float32, ldw int, y *float32)
+
+// sgemvBF16AVX2 indexes the AVX2 GEMV kernels by their row count.
+var sgemvBF16AVX2 = [9]func(k int, x *float32, w *uint16, ldw int, y *float32){
+	nil,
+	sgemv1BF16AVX2,
+	sgemv2BF16AVX2,
+	sgemv3BF16AVX2,
+	sgemv4BF16AVX2,
+	sgemv5BF16AVX2,
+	sgemv6BF16AVX2,
+	sgemv7BF16AVX2,
+	sgemv8BF16AVX2,
+}
+
+//go:noescape
+func sgemv1BF16AVX2(k int, x *float32, w *uint16, ldw int, y *float32)
+
+//go:noescape
+func sgemv2BF16AVX2(k int, x *float32, w *uint16, ldw int, y *float32)
+
+//go:noescape
+func sgemv3BF16AVX2(k int, x *float32, w *uint16, ldw int, y *float32)
+
+//go:noescape
+func sgemv4BF16AVX2(k int, x *float32, w *uint16, ldw int, y *float32)
+
+//go:noescape
+func sgemv5BF16AVX2(k int, x *float32, w *uint16, ldw int, y *float32)
+
+//go:noescape
+func sgemv6BF16AVX2(k int, x *float32, w *uint16, ldw int, y *float32)
+
+//go:noescape
+func sgemv7BF16AVX2(k int, x *float32, w *uint16, ldw int, y *float32)
+
+//go:noescape
+func sgemv8BF16AVX2(k int, x *float32, w *uint16, ldw int, y *float32)

@@ -1,9 +1,11 @@
 package linalg
 
 import (
+	"fmt"
 	"math"
 	"sort"
 
+	"github.com/qwenref/qwenref/internal/cpu"
 	"github.com/qwenref/qwenref/tensor"
 )
 
@@ -12,6 +14,7 @@ import (
 // kc steps of nr floats, so one k step is a rank-1 update of the tile.
 type gemmKernel struct {
 	name   string
+	level  cpu.Level // the level whose instructions it uses
 	mr, nr int
 	// prio orders the kernels this build and CPU can run; highest wins.
 	prio int
@@ -31,8 +34,9 @@ type gemmKernel struct {
 // gemvKernel is the small-M path: it streams W rows once, unpacked, and
 // dots each with every x row, so M=1 (decode) reads the weights exactly once.
 type gemvKernel struct {
-	name string
-	prio int
+	name  string
+	level cpu.Level
+	prio  int
 	// maxM is the largest M for which this kernel beats packing + the best
 	// GEMM kernel (measured; see docs/perf-linalg.md).
 	maxM int
@@ -46,7 +50,18 @@ type gemvKernel struct {
 var (
 	gemmKernels = []*gemmKernel{genericGemm}
 	gemvKernels = []*gemvKernel{genericGemv}
+	// packName names the packing transposes in use, for KernelInfo.
+	packName = "go"
 )
+
+// KernelInfo names the kernels that Blocked (and NewBF16Compute's product)
+// run in this process at the level internal/cpu selected, e.g.
+// "gemm avx512asm14x32, gemv avx512asm8, pack avx512, bf16dot avx512bf16asm14x32",
+// for --version and bench records.
+func KernelInfo() string {
+	return fmt.Sprintf("gemm %s, gemv %s, pack %s, bf16dot %s",
+		gemmKernels[0].name, gemvKernels[0].name, packName, bf16DotKernels[0].name)
+}
 
 // registerGemm adds a kernel that this CPU can run (called from init).
 func registerGemm(k *gemmKernel) {
@@ -60,55 +75,35 @@ func registerGemv(k *gemvKernel) {
 	sort.SliceStable(gemvKernels, func(i, j int) bool { return gemvKernels[i].prio > gemvKernels[j].prio })
 }
 
-// genericGemm is the portable 4×4 micro-kernel: sixteen scalar accumulators,
-// which is about what the Go compiler keeps in registers.
-var genericGemm = &gemmKernel{name: "go4x4", mr: 4, nr: 4, prio: 0, tile: goTile4x4}
+// genericGemm is the portable 4×2 micro-kernel (tile_portable.go, from
+// gen_portable.go): the tile shape the Go compiler keeps in registers.
+var genericGemm = &gemmKernel{name: "go4x2", mr: 4, nr: 2, prio: 0, tile: goTile4x2}
 
-func goTile4x4(kc int, a, b, c []float32, ldc, rows, cols int, acc bool) {
-	var t [4][4]float32
+//go:generate go run gen_portable.go
+
+func goTile4x2(kc int, a, b, c []float32, ldc, rows, cols int, acc bool) {
+	var t [8]float32
 	if rows == 4 {
-		var c00, c01, c02, c03, c10, c11, c12, c13 float32
-		var c20, c21, c22, c23, c30, c31, c32, c33 float32
-		a, b = a[:4*kc], b[:4*kc]
-		for k := 0; k < kc; k++ {
-			ak, bk := a[4*k:4*k+4], b[4*k:4*k+4]
-			a0, a1, a2, a3 := ak[0], ak[1], ak[2], ak[3]
-			b0, b1, b2, b3 := bk[0], bk[1], bk[2], bk[3]
-			c00 += a0 * b0
-			c01 += a0 * b1
-			c02 += a0 * b2
-			c03 += a0 * b3
-			c10 += a1 * b0
-			c11 += a1 * b1
-			c12 += a1 * b2
-			c13 += a1 * b3
-			c20 += a2 * b0
-			c21 += a2 * b1
-			c22 += a2 * b2
-			c23 += a2 * b3
-			c30 += a3 * b0
-			c31 += a3 * b1
-			c32 += a3 * b2
-			c33 += a3 * b3
-		}
-		t = [4][4]float32{{c00, c01, c02, c03}, {c10, c11, c12, c13}, {c20, c21, c22, c23}, {c30, c31, c32, c33}}
+		goTile4x2Full(kc, a, b, &t)
 	} else {
-		for k := 0; k < kc; k++ {
-			for i := 0; i < rows; i++ {
+		// Bottom edge: the same k order, one row at a time.
+		for i := 0; i < rows; i++ {
+			var s0, s1 float32
+			for k := 0; k < kc; k++ {
 				ai := a[k*rows+i]
-				for j := 0; j < 4; j++ {
-					t[i][j] += ai * b[4*k+j]
-				}
+				s0 += ai * b[2*k]
+				s1 += ai * b[2*k+1]
 			}
+			t[2*i], t[2*i+1] = s0, s1
 		}
 	}
 	for i := 0; i < rows; i++ {
 		ci := c[i*ldc : i*ldc+cols]
 		for j := range ci {
 			if acc {
-				ci[j] += t[i][j]
+				ci[j] += t[2*i+j]
 			} else {
-				ci[j] = t[i][j]
+				ci[j] = t[2*i+j]
 			}
 		}
 	}
