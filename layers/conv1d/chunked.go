@@ -1,8 +1,9 @@
 package conv1d
 
 import (
-	"runtime"
 	"sync"
+
+	"github.com/qwenref/qwenref/internal/parallel"
 )
 
 // Chunked is the fast convolution: one streaming pass over time, SIMD over
@@ -22,9 +23,9 @@ import (
 // y must not overlap x or state.
 type Chunked struct{}
 
-// minParallel is the number of outputs below which one goroutine does all
-// the work: starting a second costs about a microsecond.
-const minParallel = 1 << 15
+// minRowsPerWorker keeps a worker's share above about 32K outputs:
+// handing out a piece costs about a microsecond.
+const minOutputsPerWorker = 1 << 15
 
 // tapBufs recycles the tap buffers between calls, so that the decode
 // update (T = 1) does not allocate.
@@ -42,17 +43,13 @@ func (Chunked) Forward(y, x []float32, t, c int, w []float32, k int, state []flo
 	wt := *buf
 	transposeTaps(wt, w, k, c)
 
-	workers := min(runtime.GOMAXPROCS(0), t, max(1, t*c/minParallel))
-	if workers == 1 {
-		convRows(y, x, 0, t, c, wt, k, state)
-	} else {
-		var wg sync.WaitGroup
-		span := (t + workers - 1) / workers
-		for ta := 0; ta < t; ta += span {
-			wg.Go(func() { convRows(y, x, ta, min(t, ta+span), c, wt, k, state) })
-		}
-		wg.Wait()
-	}
+	// Contiguous time ranges, one per worker, whole multiples of four rows
+	// so the four-row kernel covers as much as it can.
+	workers := parallel.Workers(max(1, t*c/minOutputsPerWorker), 0)
+	span := ((t+workers-1)/workers + 3) &^ 3
+	parallel.For(t, span, workers, func(_, lo, hi int) {
+		convRows(y, x, lo, hi, c, wt, k, state)
+	})
 	tapBufs.Put(buf)
 
 	// state ← last K rows of [state; x]. When the source is the old state
@@ -99,17 +96,17 @@ func convRows(y, x []float32, ta, tb, c int, wt []float32, k int, state []float3
 	}
 	rows = rows[:k]
 	for ti := ta; ti < tb; {
-		if k == 4 && convRows4x4 != nil && ti >= 3 && ti+4 <= tb {
+		if k == 4 && ti >= 3 && ti+4 <= tb {
 			// Four rows at once, all inputs inside x.
-			convRows4x4(y[ti*c:(ti+4)*c], x[(ti-3)*c:(ti+4)*c], c, wt)
+			kern.rows4x4(y[ti*c:(ti+4)*c], x[(ti-3)*c:(ti+4)*c], c, wt)
 			ti += 4
 			continue
 		}
 		yr := y[ti*c : (ti+1)*c]
 		if k == 4 {
-			// The Qwen3.5 case, unrolled: the rows and taps are passed as
-			// separate slices so the kernel keeps them in registers.
-			convRow4(yr, row(ti-3), row(ti-2), row(ti-1), row(ti), wt[:c], wt[c:2*c], wt[2*c:3*c], wt[3*c:])
+			// The Qwen3.5 case: the rows and taps are passed as separate
+			// slices, since the first inputs may come from the state.
+			kern.row4(yr, row(ti-3), row(ti-2), row(ti-1), row(ti), wt[:c], wt[c:2*c], wt[2*c:3*c], wt[3*c:])
 		} else {
 			for j := range k {
 				rows[j] = row(ti - (k - 1) + j)
@@ -117,15 +114,5 @@ func convRows(y, x []float32, ta, tb, c int, wt []float32, k int, state []float3
 			convRowK(yr, rows, wt, c)
 		}
 		ti++
-	}
-}
-
-// transposeTapsScalar writes wt[j·n+i] = w[i·k+j]: tap-major, so each tap
-// is a contiguous vector over the channels.
-func transposeTapsScalar(wt, w []float32, k, n int) {
-	for i := range n {
-		for j, v := range w[i*k : (i+1)*k] {
-			wt[j*n+i] = v
-		}
 	}
 }

@@ -158,21 +158,6 @@ func TestSiLU(t *testing.T) {
 	assert.True(t, math.IsInf(float64(SiLU(float32(math.Inf(1)))), 1))
 }
 
-// TestExpFast checks the float32 exponential behind Chunked over its
-// whole range against math.Exp. Its error budget: the reduction and Horner
-// rounding (~4 half-ulps) plus the truncated Taylor term (5.3e-9).
-func TestExpFast(t *testing.T) {
-	worst := 0.0
-	for x := -87.0; x <= 88; x += 0.01 {
-		got := float64(expFast(float32(x)))
-		want := math.Exp(float64(float32(x)))
-		worst = max(worst, math.Abs(got-want)/want)
-	}
-	assert.Less(t, worst, 4e-7)
-	assert.Zero(t, expFast(-200))
-	assert.Zero(t, expFast(float32(math.Inf(-1))))
-}
-
 func TestErrors(t *testing.T) {
 	ok := func() (y, x, w, s []float32) {
 		return make([]float32, 6), make([]float32, 6), make([]float32, 8), make([]float32, 8)
