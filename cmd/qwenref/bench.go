@@ -156,6 +156,9 @@ Examples:
 	if sources > 1 {
 		return bad("give one of --shape, --model and --config")
 	}
+	if err := resolveModelFlag(dir, stderr); err != nil {
+		return err
+	}
 
 	meta := bench.Meta{DType: *dtype, Seed: *seed, Method: opts.Method, Naive: *naiveMax,
 		Machine: machine(), CPUCeiling: *ceiling, Command: "qwenref bench " + shellJoin(args), Date: time.Now()}

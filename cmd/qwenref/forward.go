@@ -45,6 +45,9 @@ Example:
 			return errUsage
 		}
 	}
+	if err := resolveModelFlag(dir, stderr); err != nil {
+		return err
+	}
 	data, err := os.ReadFile(*idsPath)
 	if err != nil {
 		return err

@@ -54,6 +54,9 @@ Examples:
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := resolveModelFlag(dir, stderr); err != nil {
+		return err
+	}
 	if *idsFlag == "" {
 		fmt.Fprintln(stderr, "missing --ids")
 		fs.Usage()

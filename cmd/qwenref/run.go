@@ -139,6 +139,9 @@ Examples:
 		return err
 	}
 	defer be.Close()
+	if err := resolveModelFlag(dir, stderr); err != nil {
+		return err
+	}
 	m, tok, err := loadModelAndTokenizer(*dir, *tokPath, true, stderr)
 	if err != nil {
 		return err

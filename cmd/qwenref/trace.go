@@ -89,6 +89,9 @@ Examples:
 	if err != nil {
 		return err
 	}
+	if err := resolveModelFlag(dir, stderr); err != nil {
+		return err
+	}
 	m, err := traceModel(*dir, stderr)
 	if err != nil {
 		return err
