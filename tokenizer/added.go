@@ -117,26 +117,53 @@ type matchPattern struct {
 }
 
 // matcher finds non-overlapping leftmost-longest occurrences of a set of
-// strings, like the Aho-Corasick automaton HF uses.
+// strings, like the Aho-Corasick automaton HF uses, with a byte trie: the
+// work at each text position is bounded by the longest token, not by how
+// many tokens share a first byte.
 type matcher struct {
-	byFirst [256][]matchPattern // longest first
-	any     bool
+	nodes []trieNode // nodes[0] is the root
+	first [256]bool  // bytes some token starts with, to skip the rest fast
+	any   bool
+}
+
+// trieNode is one byte-trie state; children are sorted by byte.
+type trieNode struct {
+	keys []byte
+	kids []int32
+	id   int // token ending here, or -1
+}
+
+func (n *trieNode) child(b byte) int32 {
+	i := sort.Search(len(n.keys), func(i int) bool { return n.keys[i] >= b })
+	if i < len(n.keys) && n.keys[i] == b {
+		return n.kids[i]
+	}
+	return -1
 }
 
 func newMatcher(ps []matchPattern) matcher {
-	var m matcher
+	m := matcher{nodes: []trieNode{{id: -1}}}
 	for _, p := range ps {
-		m.byFirst[p.text[0]] = append(m.byFirst[p.text[0]], p)
-		m.any = true
-	}
-	for i := range m.byFirst {
-		l := m.byFirst[i]
-		sort.Slice(l, func(a, b int) bool {
-			if len(l[a].text) != len(l[b].text) {
-				return len(l[a].text) > len(l[b].text)
+		cur := int32(0)
+		for i := 0; i < len(p.text); i++ {
+			b := p.text[i]
+			nx := m.nodes[cur].child(b)
+			if nx < 0 {
+				nx = int32(len(m.nodes))
+				m.nodes = append(m.nodes, trieNode{id: -1})
+				n := &m.nodes[cur]
+				j := sort.Search(len(n.keys), func(j int) bool { return n.keys[j] >= b })
+				n.keys = append(n.keys, 0)
+				n.kids = append(n.kids, 0)
+				copy(n.keys[j+1:], n.keys[j:])
+				copy(n.kids[j+1:], n.kids[j:])
+				n.keys[j], n.kids[j] = b, nx
 			}
-			return l[a].text < l[b].text
-		})
+			cur = nx
+		}
+		m.nodes[cur].id = p.id
+		m.first[p.text[0]] = true
+		m.any = true
 	}
 	return m
 }
@@ -144,10 +171,20 @@ func newMatcher(ps []matchPattern) matcher {
 // next finds the leftmost-longest match at or after from.
 func (m *matcher) next(s string, from int) (start, end, id int, ok bool) {
 	for i := from; i < len(s); i++ {
-		for _, p := range m.byFirst[s[i]] {
-			if strings.HasPrefix(s[i:], p.text) {
-				return i, i + len(p.text), p.id, true
+		if !m.first[s[i]] {
+			continue
+		}
+		cur, best := int32(0), -1
+		for j := i; j < len(s); j++ {
+			if cur = m.nodes[cur].child(s[j]); cur < 0 {
+				break
 			}
+			if tid := m.nodes[cur].id; tid >= 0 {
+				best, id = j+1, tid
+			}
+		}
+		if best >= 0 {
+			return i, best, id, true
 		}
 	}
 	return 0, 0, 0, false

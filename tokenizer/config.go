@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // fileJSON is the subset of HF's tokenizer.json that encoding and decoding
@@ -159,11 +162,22 @@ func parseModel(raw json.RawMessage) (*modelJSON, map[string]int, [][2]string, e
 		}
 	}
 	vocab := make(map[string]int, len(m.Vocab))
+	owner := make(map[int64]string, len(m.Vocab))
+	var dups []string
 	for tok, id := range m.Vocab {
 		if id < 0 || id > math.MaxUint32 {
-			return nil, nil, nil, fmt.Errorf("model.vocab[%q]: id %d is outside 0..2^32-1", tok, id)
+			return nil, nil, nil, fmt.Errorf("model.vocab[%s]: id %d is outside 0..2^32-1", safeio.Quote(tok), id)
 		}
+		if other, dup := owner[id]; dup {
+			a, b := min(tok, other), max(tok, other)
+			dups = append(dups, fmt.Sprintf("id %d is given to both %s and %s", id, safeio.Quote(a), safeio.Quote(b)))
+		}
+		owner[id] = tok
 		vocab[tok] = int(id)
+	}
+	if len(dups) > 0 {
+		sort.Strings(dups)
+		return nil, nil, nil, fmt.Errorf("model.vocab: %d duplicate ids: %s", len(dups), safeio.List(dups, 20))
 	}
 	merges, err := parseMerges(m.Merges)
 	if err != nil {

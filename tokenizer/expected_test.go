@@ -113,7 +113,7 @@ func TestQwen3FileMatchesExpected(t *testing.T) {
 	require.Equal(t, "qwen3-tokenizer.json.gz", s.TokenizerFile)
 	data, err := os.ReadFile(filepath.Join(testdataDir, s.TokenizerFile))
 	require.NoError(t, err)
-	raw, err := gunzip(bytes.NewReader(data))
+	raw, err := gunzip(bytes.NewReader(data), "test")
 	require.NoError(t, err)
 	sum := sha256.Sum256(raw)
 	assert.Equal(t, s.TokenizerSHA, hex.EncodeToString(sum[:]), "expected.json was made from another tokenizer.json")

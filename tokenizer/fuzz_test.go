@@ -21,7 +21,7 @@ import (
 func FuzzLoad(f *testing.F) {
 	gz, err := os.ReadFile(filepath.Join(testdataDir, "qwen3-tokenizer.json.gz"))
 	require.NoError(f, err)
-	real, err := gunzip(bytes.NewReader(gz))
+	real, err := gunzip(bytes.NewReader(gz), "test")
 	require.NoError(f, err)
 	f.Add(real)
 	f.Add([]byte(smallJSON))

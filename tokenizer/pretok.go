@@ -17,7 +17,7 @@ type normalizer struct {
 
 func (n *normalizer) apply(s string) string {
 	for _, f := range n.forms {
-		s = f.String(s)
+		s = normalizeForm(f, s)
 	}
 	return s
 }

@@ -4,18 +4,29 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/dlclark/regexp2"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // regex wraps a regexp2 pattern so that it finds the same matches as the
 // Oniguruma engine HF uses. Go's regexp cannot be used: tokenizer patterns
 // rely on look-ahead (`\s+(?!\S)`).
 type regex struct {
-	re *regexp2.Regexp
+	re      *regexp2.Regexp
+	pattern string // as written in the file, for messages
 }
+
+// MatchTimeout bounds one regexp match of a pre-tokenizer pattern. A
+// tokenizer.json may carry a pattern that backtracks exponentially
+// (`(a+)+$`); regexp2 is a backtracking engine, so without a bound such a
+// pattern hangs Encode. Qwen's pattern takes microseconds per match, even
+// on adversarial input (see docs/limits.md).
+const MatchTimeout = 2 * time.Second
 
 // compileRegex compiles an Oniguruma-style pattern from a tokenizer.json.
 func compileRegex(pattern string) (*regex, error) {
@@ -26,7 +37,8 @@ func compileRegex(pattern string) (*regex, error) {
 	if re.RightToLeft() {
 		return nil, fmt.Errorf("right-to-left matching is not supported")
 	}
-	return &regex{re: re}, nil
+	re.MatchTimeout = MatchTimeout
+	return &regex{re: re, pattern: pattern}, nil
 }
 
 // span is a piece of a string in byte offsets; match tells a pattern match
@@ -54,7 +66,8 @@ func (r *regex) findMatches(s string) ([]span, error) {
 	for lastEnd <= len(runes) {
 		m, err := r.re.FindRunesMatchStartingAt(runes, lastEnd)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("pre-tokenizer pattern %s: no match within %v on a %d-byte piece of text (the pattern backtracks too much): %w",
+				safeio.Quote(r.pattern), MatchTimeout, len(s), err)
 		}
 		if m == nil {
 			break

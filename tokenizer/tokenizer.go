@@ -23,9 +23,10 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // Tokenizer encodes text to token ids and back. It is immutable after
@@ -39,30 +40,37 @@ type Tokenizer struct {
 	vocabSize int
 }
 
+// MaxJSONBytes caps a tokenizer.json, after decompression: Qwen's is
+// 11 MB, and the largest published ones are about 35 MB.
+const MaxJSONBytes = 64 << 20
+
 // Load reads a tokenizer.json file; a name ending in ".gz" (or any file
-// starting with the gzip magic bytes) is decompressed first.
+// starting with the gzip magic bytes) is decompressed first. The file is
+// opened without blocking and must be a regular file; the file and its
+// inflated contents are each capped at MaxJSONBytes.
 func Load(path string) (*Tokenizer, error) {
-	data, err := os.ReadFile(path)
+	data, err := safeio.ReadCapped(path, MaxJSONBytes, "tokenizer.json")
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
 	if strings.HasSuffix(path, ".gz") || isGzip(data) {
-		data, err = gunzip(bytes.NewReader(data))
+		data, err = gunzip(bytes.NewReader(data), path)
 		if err != nil {
-			return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
+			return nil, fmt.Errorf("tokenizer: %w", err)
 		}
 	}
 	t, err := FromJSON(data)
 	if err != nil {
-		return nil, fmt.Errorf("%w (file %s)", err, path)
+		return nil, fmt.Errorf("%w (file %s)", err, safeio.Clean(path))
 	}
 	return t, nil
 }
 
 // LoadGzip reads a gzip-compressed tokenizer.json from r, for example one
-// embedded in a binary with go:embed.
+// embedded in a binary with go:embed. The inflated size is capped at
+// MaxJSONBytes.
 func LoadGzip(r io.Reader) (*Tokenizer, error) {
-	data, err := gunzip(r)
+	data, err := gunzip(r, "gzip stream")
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
@@ -71,14 +79,19 @@ func LoadGzip(r io.Reader) (*Tokenizer, error) {
 
 func isGzip(b []byte) bool { return len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b }
 
-func gunzip(r io.Reader) ([]byte, error) {
+// gunzip inflates r, stopping with a *safeio.LimitError past MaxJSONBytes
+// (a small gzip can inflate to gigabytes).
+func gunzip(r io.Reader, name string) ([]byte, error) {
 	zr, err := gzip.NewReader(r)
 	if err != nil {
-		return nil, fmt.Errorf("gzip: %w", err)
+		return nil, fmt.Errorf("%s: gzip: %w", safeio.Clean(name), err)
 	}
 	defer zr.Close()
-	data, err := io.ReadAll(zr)
+	data, err := safeio.ReadAllCapped(zr, MaxJSONBytes, name, "tokenizer.json (inflated)")
 	if err != nil {
+		if safeio.IsLimit(err) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("gzip: %w", err)
 	}
 	return data, nil
