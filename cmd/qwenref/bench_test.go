@@ -120,7 +120,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--seq", ""}, "empty list"},
 		{[]string{"--backends", "metal"}, `unknown backend "metal"`},
 		{[]string{"--backends", ","}, "empty backend list"},
-		{[]string{"--backends", "naive:gemm=naive"}, "not PART=BACKEND"},
+		{[]string{"--backends", "naive:gemm=naive"}, "is not PART=NAME"},
 		{[]string{"--dtype", "f16"}, `--dtype "f16"`},
 		{[]string{"--reps", "0"}, "--reps 0"},
 		{[]string{"--shape", "70b"}, `unknown shape "70b"`},

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/qwenref/qwenref/model"
@@ -16,7 +16,7 @@ func init() {
 }
 
 func runForward(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("forward", "--model DIR --ids-json FILE --out FILE.safetensors [--backend naive]", `
+	fs := newFlags("forward", "--model DIR (--ids-json FILE | --ids 1,2,3) --out FILE.safetensors [--backend B]", `
 Runs one forward pass of a Qwen3.5/3.6 checkpoint over token ids and writes
 the float32 logits [B,T,V] (tensor "logits") and the final-norm hidden
 states [B,T,H] (tensor "hidden") to a safetensors file.
@@ -24,7 +24,8 @@ states [B,T,H] (tensor "hidden") to a safetensors file.
 The checkpoint directory holds config.json and model.safetensors, or shards
 with model.safetensors.index.json, in the hub layout
 (Qwen3_5ForConditionalGeneration) or the flat one (Qwen3_5ForCausalLM).
-The ids file is a JSON array of equal-length arrays, e.g. [[9707, 11, 1879]].
+The ids file is a JSON array of equal-length arrays, e.g. [[9707, 11, 1879]];
+--ids 1,2,3 gives one row on the command line; "-" reads either from stdin.
 
 On any error nothing is written and the exit status is non-zero.
 
@@ -32,29 +33,27 @@ Example:
   qwenref forward --model testdata/golden/hub-bf16-sharded \
       --ids-json ids.json --backend chunked --out logits.safetensors`, stderr)
 	dir := fs.String("model", "", "checkpoint directory (config.json + safetensors)")
-	idsPath := fs.String("ids-json", "", "JSON file with token ids: [[id, ...], ...]")
+	idsPath := fs.String("ids-json", "", "JSON file with token ids: [[id, ...], ...] (- reads stdin)")
+	idsList := fs.String("ids", "", "token ids of one row, comma-separated or a JSON array (- reads stdin)")
 	out := fs.String("out", "", "output .safetensors file (written atomically)")
-	backend := fs.String("backend", "naive", fmt.Sprintf("kernels to run on: %v", model.BackendNames()))
+	backend := fs.String("backend", defaultBackend(), fmt.Sprintf("kernels to run on: %v", model.BackendNames()))
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	for _, f := range []struct{ name, val string }{{"--model", *dir}, {"--ids-json", *idsPath}, {"--out", *out}} {
+	for _, f := range []struct{ name, val string }{{"--model", *dir}, {"--out", *out}} {
 		if f.val == "" {
-			fmt.Fprintf(stderr, "missing %s\n", f.name)
-			fs.Usage()
-			return errUsage
+			return usageError(fs, stderr, "missing %s", f.name)
 		}
 	}
 	if err := resolveModelFlag(dir, stderr); err != nil {
 		return err
 	}
-	data, err := os.ReadFile(*idsPath)
+	batch, err := readIDs(*idsList, *idsPath)
+	if errors.Is(err, errNoIDs) {
+		return usageError(fs, stderr, "missing --ids-json (or --ids)")
+	}
 	if err != nil {
 		return err
-	}
-	batch, err := parseIDsJSON(data)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *idsPath, err)
 	}
 	be, err := model.NewBackend(*backend)
 	if err != nil {
@@ -71,7 +70,7 @@ Example:
 	}
 	for b, ids := range batch {
 		if err := m.CheckIDs(ids); err != nil {
-			return fmt.Errorf("%s row %d: %w", *idsPath, b, err)
+			return fmt.Errorf("ids row %d: %w", b, err)
 		}
 	}
 

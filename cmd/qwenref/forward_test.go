@@ -87,7 +87,7 @@ func TestForwardErrors(t *testing.T) {
 	}{
 		{"missing model", []string{"forward", "--ids-json", good, "--out", out}, 2, "missing --model"},
 		{"unknown flag", []string{"forward", "--nope"}, 2, "flag provided but not defined"},
-		{"no such dir", []string{"forward", "--model", filepath.Join(tmp, "none"), "--ids-json", good, "--out", out}, 1, "no such file"},
+		{"no such dir", []string{"forward", "--model", filepath.Join(tmp, "none"), "--ids-json", good, "--out", out}, 1, "no such directory"},
 		{"id out of range", []string{"forward", "--model", dir, "--ids-json", bad("r.json", "[[1, 96]]"), "--out", out}, 1, "token id 96 at position 1 is outside the vocabulary"},
 		{"empty", []string{"forward", "--model", dir, "--ids-json", bad("e.json", "[]"), "--out", out}, 1, "empty input"},
 		{"ragged", []string{"forward", "--model", dir, "--ids-json", bad("g.json", "[[1,2],[3]]"), "--out", out}, 1, "equal length"},

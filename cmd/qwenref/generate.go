@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -32,21 +33,24 @@ func parseIDList(s string) ([]int, error) {
 }
 
 func runGenerate(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("generate", "[--model DIR] --ids 1,2,3 [--max-new-tokens N] [--greedy] [--backend B] [--json]", `
+	fs := newFlags("generate", "[--model DIR] (--ids 1,2,3 | --ids-json F) [--max-new-tokens N] [--greedy] [--backend B] [--json]", `
 Continues a sequence of token ids with cached decoding (one prefill, then one
 token at a time from the conv/recurrent states and the KV cache) and prints
 the new ids. Generation stops at --max-new-tokens or at an EOS id from
 config.json / generation_config.json (the EOS token is included).
 
-Greedy is the default (temperature 0), matching transformers'
-generate(do_sample=False) token for token; --temperature, --top-k, --top-p
-and --seed sample instead. No tokenizer is needed.
+The ids come from --ids 1,2,3 (or a JSON array), --ids-json FILE (one row),
+or stdin with "-". Sampling defaults come from generation_config.json as in
+transformers (greedy without one, or with do_sample false), which decodes
+token for token as transformers' generate does; --temperature, --top-k,
+--top-p and --seed override, --greedy forces argmax. No tokenizer is needed.
 
 Examples:
   qwenref generate --model testdata/golden/hub-bf16-sharded --ids 5,17,42 --max-new-tokens 8 --json
   qwenref generate --ids 9707,11 --temperature 0.8 --top-p 0.9 --seed 7`, stderr)
 	dir := fs.String("model", "", "checkpoint directory (default: the bundled random-weight demo)")
-	idsFlag := fs.String("ids", "", "prompt token ids, comma-separated")
+	idsFlag := fs.String("ids", "", "prompt token ids, comma-separated or a JSON array (- reads stdin)")
+	idsJSON := fs.String("ids-json", "", "JSON file with the prompt ids, [[id, ...]] or [id, ...] (- reads stdin)")
 	backend := fs.String("backend", defaultBackend(), fmt.Sprintf("kernels to run on: %v", model.BackendNames()))
 	asJSON := fs.Bool("json", false, "print the new ids as a JSON array (and nothing else on stdout)")
 	greedy := fs.Bool("greedy", false, "force greedy decoding (overrides --temperature)")
@@ -57,22 +61,17 @@ Examples:
 	if err := resolveModelFlag(dir, stderr); err != nil {
 		return err
 	}
-	if *idsFlag == "" {
-		fmt.Fprintln(stderr, "missing --ids")
-		fs.Usage()
-		return errUsage
+	rows, err := readIDs(*idsFlag, *idsJSON)
+	if errors.Is(err, errNoIDs) {
+		return usageError(fs, stderr, "missing --ids (or --ids-json)")
 	}
-	ids, err := parseIDList(*idsFlag)
 	if err != nil {
-		return fmt.Errorf("--ids: %w", err)
-	}
-	s := sf.sampling()
-	if *greedy {
-		s.Temperature = 0
-	}
-	if err := s.Validate(); err != nil {
 		return err
 	}
+	if len(rows) != 1 {
+		return usageError(fs, stderr, "generate continues one sequence, got %d rows", len(rows))
+	}
+	ids := rows[0]
 	be, err := model.NewBackend(*backend)
 	if err != nil {
 		return err
@@ -85,6 +84,13 @@ Examples:
 	defer m.Close()
 	if err := m.CheckIDs(ids); err != nil {
 		return fmt.Errorf("--ids: %w", err)
+	}
+	s, err := sf.resolve(fs, *dir, stderr)
+	if err != nil {
+		return err
+	}
+	if *greedy {
+		s.Temperature = 0
 	}
 	res, err := m.Generate(ids, be, model.GenerateOptions{MaxNewTokens: *sf.maxNew, Sampling: s})
 	if err != nil {

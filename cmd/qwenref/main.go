@@ -11,9 +11,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sort"
 	"strings"
+
+	"github.com/qwenref/qwenref/internal/cpu"
 )
 
 // command is one subcommand.
@@ -33,8 +36,12 @@ func main() {
 	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// Main runs qwenref with args and returns the exit code. No panic escapes:
-// an internal error is reported as such, with the stack for a bug report.
+// stdin is where "-" arguments read from (tests replace it).
+var stdin io.Reader = os.Stdin
+
+// Main runs qwenref with args and returns the exit code: 0 success, 1 a
+// failure, 2 bad command-line input. No panic escapes: an internal error is
+// reported as such, with the stack for a bug report.
 func Main(args []string, stdout, stderr io.Writer) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -42,24 +49,26 @@ func Main(args []string, stdout, stderr io.Writer) (code int) {
 			code = 3
 		}
 	}()
+	if err := cpu.Check(); err != nil {
+		fmt.Fprintf(stderr, "qwenref: %v\n", err)
+		return 2
+	}
+	if len(args) > 0 {
+		switch args[0] {
+		case "help", "-h", "-help", "--help":
+			return help(args[1:], stdout, stderr)
+		case "version", "-version", "--version":
+			printVersion(stdout)
+			return 0
+		}
+	}
 	name := "run"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
 	}
-	if name == "help" || name == "-h" || name == "--help" {
-		if len(args) > 0 {
-			if c, ok := commands[args[0]]; ok {
-				_ = c.run([]string{"-h"}, stdout, stdout)
-				return 0
-			}
-		}
-		usage(stdout)
-		return 0
-	}
 	c, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(stderr, "qwenref: unknown command %q\n\n", name)
-		usage(stderr)
+		fmt.Fprintf(stderr, "qwenref: unknown command %q; run 'qwenref help' for the list\n", name)
 		return 2
 	}
 	if err := c.run(args, stdout, stderr); err != nil {
@@ -79,6 +88,70 @@ func Main(args []string, stdout, stderr io.Writer) (code int) {
 	return 0
 }
 
+// help prints the command list, or one command's help; an unknown command
+// is a usage error.
+func help(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stdout)
+		return 0
+	}
+	if topic, ok := helpTopics[args[0]]; ok {
+		topic(stdout)
+		return 0
+	}
+	if topic, ok := helpTopics[args[0]]; ok {
+		topic(stdout)
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "qwenref help: unknown command or topic %q; run 'qwenref help' for the list\n", args[0])
+		return 2
+	}
+	_ = c.run([]string{"-h"}, stdout, stdout)
+	return 0
+}
+
+// printVersion prints the module version, the commit it was built from,
+// the Go version and build, and the kernel level.
+func printVersion(w io.Writer) {
+	version, commit := "(unknown)", "unknown (not built from a git checkout)"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			version = bi.Main.Version
+		}
+		var rev, when, dirty string
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				when = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = ", with uncommitted changes"
+				}
+			}
+		}
+		if rev != "" {
+			commit = rev
+			if when != "" || dirty != "" {
+				commit += " (" + strings.TrimPrefix(when+dirty, ", ") + ")"
+			}
+		}
+	}
+	fmt.Fprintf(w, "qwenref %s\ncommit  %s\ngo      %s %s/%s\nbuild   %s\nkernels %s\n",
+		version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH, buildName(), cpu.Describe())
+}
+
+// buildName is "default" or the GOEXPERIMENT the binary was built with.
+func buildName() string {
+	if _, exp, ok := strings.Cut(runtime.Version(), " X:"); ok {
+		return "GOEXPERIMENT=" + exp
+	}
+	return "default"
+}
+
 func usage(w io.Writer) {
 	fmt.Fprint(w, `qwenref: a pure-Go reference implementation of the Qwen3.5/3.6 hybrid model
 (Gated DeltaNet + gated attention), with swappable backends checked against
@@ -96,11 +169,17 @@ Commands:
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprint(w, "\nRun 'qwenref help <command>' or 'qwenref <command> -h' for its flags.\n")
+	fmt.Fprint(w, `
+Run 'qwenref help <command>' or 'qwenref <command> -h' for its flags, and
+'qwenref help backends' for the --backend grammar and kernel variants; every
+command takes --threads N (sets GOMAXPROCS). 'qwenref --version' prints the
+version, commit, Go build and kernel level. QWENREF_CPU=avx512|avx2|portable
+(amd64) or neon|portable (arm64) forces a lower kernel level.
+`)
 }
 
 // newFlags makes a FlagSet whose -h output teaches: a synopsis, a longer
-// description, then the flags.
+// description, then the flags. Every command gets --threads.
 func newFlags(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -108,29 +187,49 @@ func newFlags(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
 		fmt.Fprintf(fs.Output(), "Usage: qwenref %s %s\n\n%s\n\nFlags:\n", name, synopsis, strings.TrimSpace(about))
 		fs.PrintDefaults()
 	}
+	fs.Int("threads", 0, "CPU threads to use (sets GOMAXPROCS; 0 = all cores, or $GOMAXPROCS)")
 	return fs
 }
 
-// parseFlags parses and maps flag errors to errUsage (already printed).
+// parseFlags parses, applies --threads, and turns a bad flag into a short
+// usage error (exit status 2); -h prints the full help.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return err
+	}
+	if err != nil {
+		return usageError(fs, out, "%v", err)
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return errUsage
+		return usageError(fs, out, "unexpected argument %q", fs.Arg(0))
+	}
+	if f := fs.Lookup("threads"); f != nil {
+		n, _ := f.Value.(flag.Getter).Get().(int)
+		if n < 0 {
+			return usageError(fs, out, "--threads must be ≥ 0, got %d", n)
+		}
+		if n > 0 {
+			runtime.GOMAXPROCS(n)
+		}
 	}
 	return nil
 }
 
-// usageError prints a message and the command's usage, and returns
-// errUsage (exit status 2).
+// usageError prints one line naming the problem and where the help is, and
+// returns errUsage (exit status 2).
 func usageError(fs *flag.FlagSet, stderr io.Writer, format string, a ...any) error {
-	fmt.Fprintf(stderr, format+"\n", a...)
-	fs.Usage()
+	fmt.Fprintf(stderr, "qwenref %s: %s; see 'qwenref help %s'\n", fs.Name(), fmt.Sprintf(format, a...), fs.Name())
 	return errUsage
+}
+
+// flagWasSet reports whether the command line set the named flag.
+func flagWasSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

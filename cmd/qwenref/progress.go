@@ -12,8 +12,9 @@ import (
 // memAvailable is MemAvailable from /proc/meminfo in bytes (0 if unknown).
 func memAvailable() int64 { return meminfoKB("MemAvailable") * 1024 }
 
-// prefault pages a large checkpoint in with a progress bar on stderr when it
-// fits comfortably in RAM; otherwise it says the weights will stream.
+// prefault pages a large checkpoint in when it fits comfortably in RAM,
+// with a progress bar when stderr is a terminal (one line otherwise);
+// otherwise it says the weights will stream.
 func prefault(m *model.Model, stderr io.Writer) error {
 	size := m.WeightBytes()
 	const big = 256 << 20
@@ -27,8 +28,16 @@ func prefault(m *model.Model, stderr io.Writer) error {
 		return nil
 	}
 	start := time.Now()
+	if !isTerminal(stderr) {
+		// No \r into pipes and files: one line when done.
+		if err := m.Prefault(func(done, total int64) {}); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "loaded weights (%.2f GB) in %v\n", float64(size)/1e9, time.Since(start).Round(time.Millisecond))
+		return nil
+	}
 	last := time.Time{}
-	m.Prefault(func(done, total int64) {
+	err := m.Prefault(func(done, total int64) {
 		if time.Since(last) < 100*time.Millisecond && done < total {
 			return
 		}
@@ -39,5 +48,5 @@ func prefault(m *model.Model, stderr io.Writer) error {
 			100*float64(done)/float64(total), float64(total)/1e9)
 	})
 	fmt.Fprintf(stderr, " in %v\n", time.Since(start).Round(time.Millisecond))
-	return nil
+	return err
 }

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/qwenref/qwenref/bundled"
+	"github.com/qwenref/qwenref/chat"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tensor"
 	"github.com/qwenref/qwenref/tokenizer"
@@ -21,7 +22,8 @@ func init() {
 	register(&command{name: "run", summary: "generate text from a prompt (default command; no flags: the bundled demo)", run: runRun})
 }
 
-// defaultBackend is the fastest CPU backend registered.
+// defaultBackend is every command's default: chunked, the fp32 CPU
+// reference path (never a bf16 variant), or naive where chunked is absent.
 func defaultBackend() string {
 	if slices.Contains(model.BackendNames(), "chunked") {
 		return "chunked"
@@ -45,19 +47,17 @@ func addSampleFlags(fs interface {
 }, maxNew int) sampleFlags {
 	return sampleFlags{
 		maxNew:      fs.Int("max-new-tokens", maxNew, "stop after this many new tokens"),
-		temperature: fs.Float64("temperature", 0, "sampling temperature; 0 = greedy (argmax)"),
-		topK:        fs.Int("top-k", 0, "sample only from the K most likely tokens (0 = off)"),
-		topP:        fs.Float64("top-p", 0, "sample only from the smallest set with probability ≥ P (0 = off)"),
+		temperature: fs.Float64("temperature", 0, "sampling temperature; 0 = greedy (argmax) (default: generation_config.json's, else 0)"),
+		topK:        fs.Int("top-k", 0, "sample only from the K most likely tokens (0 = off) (default: generation_config.json's)"),
+		topP:        fs.Float64("top-p", 0, "sample only from the smallest set with probability ≥ P (0 = off) (default: generation_config.json's)"),
 		seed:        fs.Uint64("seed", 1, "random seed for sampling"),
 	}
 }
 
-func (s sampleFlags) sampling() model.Sampling {
-	return model.Sampling{Temperature: *s.temperature, TopK: *s.topK, TopP: *s.topP, Seed: *s.seed}
-}
-
 // loadModelAndTokenizer loads --model DIR (and its tokenizer.json unless
-// tokPath overrides it) or, with no dir, the bundled demo.
+// tokPath overrides it) or, with no dir, the bundled demo. A checkpoint
+// without tokenizer.json gets the embedded Qwen3 tokenizer, with a warning,
+// only when that fits the model's vocabulary.
 func loadModelAndTokenizer(dir, tokPath string, needTok bool, stderr io.Writer) (*model.Model, *tokenizer.Tokenizer, error) {
 	if dir == "" {
 		fmt.Fprintf(stderr, "%s\n\n", bundled.Notice)
@@ -81,65 +81,115 @@ func loadModelAndTokenizer(dir, tokPath string, needTok bool, stderr io.Writer) 
 	if !needTok && tokPath == "" {
 		return m, nil, nil
 	}
-	if tokPath == "" {
-		tokPath = filepath.Join(dir, "tokenizer.json")
-	}
-	tok, err := tokenizer.Load(tokPath)
+	tok, err := loadTokenizer(dir, tokPath, m.Config.VocabSize, stderr)
 	if err != nil {
 		m.Close()
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil, fmt.Errorf("no tokenizer at %s: pass --tokenizer FILE (or use `qwenref generate --ids` to skip text)", tokPath)
-		}
 		return nil, nil, err
-	}
-	if tok.VocabSize() > m.Config.VocabSize {
-		fmt.Fprintf(stderr, "warning: the tokenizer has %d tokens but the model's vocabulary is %d\n", tok.VocabSize(), m.Config.VocabSize)
 	}
 	return m, tok, nil
 }
 
+// loadTokenizer loads tokPath, else DIR/tokenizer.json, else the embedded
+// Qwen3 tokenizer when it fits a vocabulary of vocab ids; it warns when the
+// tokenizer's ids can fall outside the model's vocabulary.
+func loadTokenizer(dir, tokPath string, vocab int, stderr io.Writer) (*tokenizer.Tokenizer, error) {
+	path := tokPath
+	if path == "" {
+		path = filepath.Join(dir, "tokenizer.json")
+	}
+	tok, err := tokenizer.Load(path)
+	if errors.Is(err, os.ErrNotExist) && tokPath == "" {
+		emb, eerr := bundled.Tokenizer()
+		if eerr != nil {
+			return nil, eerr
+		}
+		if emb.VocabSize() > vocab {
+			return nil, fmt.Errorf("no tokenizer at %s, and the embedded Qwen3 tokenizer (%d tokens) does not fit the model's vocabulary (%d): pass --tokenizer FILE (or use `qwenref generate --ids` to skip text)",
+				path, emb.VocabSize(), vocab)
+		}
+		fmt.Fprintf(stderr, "warning: no tokenizer at %s: using the embedded Qwen3 tokenizer (%d tokens); Qwen3.5/3.6 checkpoints ship their own tokenizer.json, which is the right one for them\n",
+			path, emb.VocabSize())
+		return emb, nil
+	}
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no tokenizer at %s: pass --tokenizer FILE (or use `qwenref generate --ids` to skip text)", path)
+		}
+		return nil, err
+	}
+	if tok.VocabSize() > vocab {
+		fmt.Fprintf(stderr, "warning: the tokenizer %s has %d tokens but the model's vocabulary is %d: text may encode to ids the model does not have\n", path, tok.VocabSize(), vocab)
+	}
+	return tok, nil
+}
+
 func runRun(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", "[--model DIR] [--prompt TEXT] [--chat] [--backend B] [--max-new-tokens N]", `
+	fs := newFlags("run", "[--model DIR] [--prompt TEXT | --prompt-file F] [--chat [--system S] [--think|--no-think] | --messages F.json] [--backend B] [--max-new-tokens N]", `
 Generates text. With no flags it runs the bundled demo: a tiny model of the
 Qwen3.5 architecture with random weights and the real Qwen3 tokenizer, on a
 few sample prompts, so every stage of the pipeline runs with no download.
 
 With --model DIR it loads a Qwen3.5/3.6 checkpoint (config.json,
-tokenizer.json and safetensors, hub or flat layout). The text is streamed as
-it is generated; then it reports prefill and decode speed and one line that
-compares the logits of the other available backends on the prompt.
+tokenizer.json and safetensors, hub or flat layout). Only the generated text
+goes to stdout, streamed as it is produced; the model line, prefill and
+decode speed, and one line comparing the prompt logits of the other
+backends go to stderr (--quiet leaves them out). The prompt comes from
+--prompt, --prompt-file FILE, or stdin (--prompt - or --prompt-file -).
+
+--chat renders the checkpoint's own chat template (chat_template.jinja or
+tokenizer_config.json, as transformers' apply_chat_template does) around
+the prompt; --system adds a system message, --think / --no-think set the
+template's enable_thinking, --messages FILE.json gives the whole
+conversation (a JSON array of {"role", "content", ...} objects, or
+{"messages": [...], "tools": [...]}), --tools FILE.json tool schemas. A
+checkpoint without a template gets plain ChatML, with a notice.
+
+Sampling defaults come from the checkpoint's generation_config.json as in
+transformers (do_sample, temperature, top_k, top_p; top_k 50 when sampling
+and unset); without one, decoding is greedy. Flags override.
 
 Examples:
   qwenref                                   # the bundled demo
-  qwenref run --model ~/Qwen3.5-0.8B --prompt "My favourite condiment is"
-  qwenref run --model DIR --chat --prompt "Hi!" --temperature 0.7 --top-p 0.9
+  qwenref run --model DIR --prompt "My favourite condiment is"
+  qwenref run --model DIR --chat --system "Be brief." --no-think --prompt "Hi!"
+  echo "Once upon a time" | qwenref run --model DIR --prompt - --quiet > out.txt
   qwenref run --top-probs 3 --max-new-tokens 5   # per-token probabilities`, stderr)
 	dir := fs.String("model", "", "checkpoint directory (default: the bundled random-weight demo)")
 	tokPath := fs.String("tokenizer", "", "tokenizer.json to use instead of DIR/tokenizer.json")
-	prompt := fs.String("prompt", "", "prompt text (default: the bundled sample prompts)")
-	chat := fs.Bool("chat", false, "wrap the prompt in Qwen's chat template (<|im_start|>user … <|im_start|>assistant)")
+	promptFlag := fs.String("prompt", "", "prompt text, or - to read it from stdin (default: the bundled sample prompts)")
+	promptFile := fs.String("prompt-file", "", "read the prompt from this file (- for stdin)")
+	cf := addChatFlags(fs)
 	backend := fs.String("backend", defaultBackend(), fmt.Sprintf("kernels to run on: %v", model.BackendNames()))
 	topProbs := fs.Int("top-probs", 0, "print the K most likely tokens with probabilities for each new token")
-	compare := fs.String("compare", "auto", "compare prompt logits across backends: auto (skip when too slow), all, or none")
+	compare := fs.String("compare", "auto", "compare prompt logits across backends (on stderr): auto (skip when too slow), all, or none")
+	quiet := fs.Bool("quiet", false, "leave out the model line, speeds and backend comparison (stderr)")
 	sf := addSampleFlags(fs, 24)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if !slices.Contains([]string{"auto", "all", "none"}, *compare) {
-		return fmt.Errorf("--compare must be auto, all or none, got %q", *compare)
-	}
-	if err := sf.sampling().Validate(); err != nil {
-		return err
+		return usageError(fs, stderr, "--compare must be auto, all or none, got %q", *compare)
 	}
 	if *sf.maxNew <= 0 {
-		return fmt.Errorf("--max-new-tokens must be positive, got %d", *sf.maxNew)
+		return usageError(fs, stderr, "--max-new-tokens must be positive, got %d", *sf.maxNew)
+	}
+	prompt, havePrompt, err := readPrompt(*promptFlag, *promptFile)
+	if err != nil {
+		return err
+	}
+	if *dir != "" && !havePrompt && cf.messages() == "" {
+		return usageError(fs, stderr, "missing --prompt (or --prompt-file, or --messages) with --model")
+	}
+	info := stderr
+	if *quiet {
+		info = io.Discard
 	}
 	be, err := model.NewBackend(*backend)
 	if err != nil {
 		return err
 	}
 	defer be.Close()
-	if err := resolveModelFlag(dir, stderr); err != nil {
+	if err := resolveModelFlag(dir, info); err != nil {
 		return err
 	}
 	m, tok, err := loadModelAndTokenizer(*dir, *tokPath, true, stderr)
@@ -147,20 +197,32 @@ Examples:
 		return err
 	}
 	defer m.Close()
+	s, err := sf.resolve(fs, *dir, info)
+	if err != nil {
+		return err
+	}
 	lin, full := m.Config.CountLayers()
-	fmt.Fprintf(stdout, "model: %d layers (%d Gated DeltaNet + %d gated attention), hidden %d, vocab %d · backend %s\n",
+	fmt.Fprintf(info, "model: %d layers (%d Gated DeltaNet + %d gated attention), hidden %d, vocab %d · backend %s\n",
 		len(m.Config.LayerTypes), lin, full, m.Config.HiddenSize, m.Config.VocabSize, be.Name)
 
 	prompts := bundled.SamplePrompts
-	if *prompt != "" {
-		prompts = []string{*prompt}
-	} else if *dir != "" {
-		return errors.New("--prompt is required with --model")
+	if havePrompt {
+		prompts = []string{prompt}
+	} else if cf.messages() != "" {
+		prompts = []string{""}
 	}
-	for _, p := range prompts {
+	var tpl *chat.Template
+	if cf.enabled(fs) {
+		if tpl, err = loadTemplate(*dir, stderr); err != nil {
+			return err
+		}
+	}
+	for i, p := range prompts {
 		text := p
-		if *chat {
-			text = tok.ApplyChatTemplate([]tokenizer.Message{{Role: "user", Content: p}}, true)
+		if tpl != nil {
+			if text, err = cf.render(fs, tpl, p, stderr); err != nil {
+				return err
+			}
 		}
 		ids, err := tok.Encode(text)
 		if err != nil {
@@ -169,27 +231,30 @@ Examples:
 		if len(ids) == 0 {
 			return errors.New("the prompt encodes to no tokens: give a non-empty --prompt")
 		}
-		fmt.Fprintf(stdout, "\nprompt (%d tokens): %q\n", len(ids), p)
-		if err := generateOne(m, tok, be, ids, sf, *topProbs, stdout); err != nil {
+		if err := m.CheckIDs(ids); err != nil {
+			return fmt.Errorf("the prompt's tokens do not fit this model (wrong --tokenizer?): %w", err)
+		}
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		fmt.Fprintf(info, "prompt (%d tokens): %q\n", len(ids), p)
+		if err := generateOne(m, tok, be, ids, *sf.maxNew, s, *topProbs, stdout, info); err != nil {
 			return err
 		}
 		if *compare != "none" {
-			compareBackends(m, be, ids, *compare == "all", stdout)
+			compareBackends(m, be, ids, *compare == "all", info)
 		}
 	}
 	return nil
 }
 
 // generateOne streams one continuation and prints its timing.
-func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, ids []int, sf sampleFlags, topK int, stdout io.Writer) error {
+func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, ids []int, maxNew int, s model.Sampling, topK int, stdout, info io.Writer) error {
 	var newIDs []int
 	printed := ""
-	if topK == 0 {
-		fmt.Fprint(stdout, "→ ")
-	}
 	res, err := m.Generate(ids, be, model.GenerateOptions{
-		MaxNewTokens: *sf.maxNew,
-		Sampling:     sf.sampling(),
+		MaxNewTokens: maxNew,
+		Sampling:     s,
 		OnToken: func(id int, logits []float32) bool {
 			newIDs = append(newIDs, id)
 			if topK > 0 {
@@ -226,7 +291,7 @@ func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, id
 		}
 		fmt.Fprintln(stdout)
 	}
-	fmt.Fprintf(stdout, "[%s]\n", timing(res))
+	fmt.Fprintf(info, "[%s]\n", timing(res))
 	return nil
 }
 
@@ -241,10 +306,10 @@ func timing(res *model.GenerateResult) string {
 
 // compareBackends prints one line: every other backend's prompt logits
 // against this backend's. auto skips backends estimated to take > 20 s.
-func compareBackends(m *model.Model, be *model.Backend, ids []int, all bool, stdout io.Writer) {
+func compareBackends(m *model.Model, be *model.Backend, ids []int, all bool, w io.Writer) {
 	ref, err := m.NewSession().Forward(ids, be, model.Options{})
 	if err != nil {
-		fmt.Fprintf(stdout, "[compare: %v]\n", err)
+		fmt.Fprintf(w, "[compare: %v]\n", err)
 		return
 	}
 	var parts []string
@@ -282,5 +347,5 @@ func compareBackends(m *model.Model, be *model.Backend, ids []int, all bool, std
 	if len(parts) == 0 {
 		parts = []string{"no other backend registered"}
 	}
-	fmt.Fprintf(stdout, "[prompt logits vs %s: %s]\n", be.Name, strings.Join(parts, "; "))
+	fmt.Fprintf(w, "[prompt logits vs %s: %s]\n", be.Name, strings.Join(parts, "; "))
 }

@@ -1,32 +1,78 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"flag"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/qwenref/qwenref/chat"
+	"github.com/qwenref/qwenref/internal/cpu"
 )
 
-// The default command runs the bundled demo and says the weights are random.
+// withStdin runs f with stdin reading s.
+func withStdin(t *testing.T, s string, f func()) {
+	old := stdin
+	stdin = strings.NewReader(s)
+	defer func() { stdin = old }()
+	f()
+}
+
+// The default command runs the bundled demo and says the weights are
+// random; stdout holds only the generated text.
 func TestRunBundledDefault(t *testing.T) {
 	code, stdout, stderr := runCLI("--max-new-tokens", "3", "--compare", "all")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stderr, "RANDOM weights")
-	assert.Equal(t, 3, strings.Count(stdout, "prompt ("), "one block per sample prompt")
-	assert.Contains(t, stdout, "prefill")
-	assert.Contains(t, stdout, "prompt logits vs")
+	assert.Equal(t, 3, strings.Count(stderr, "prompt ("), "one block per sample prompt")
+	for _, s := range []string{"model:", "prefill", "prompt logits vs"} {
+		assert.Contains(t, stderr, s)
+		assert.NotContains(t, stdout, s, "stdout holds only the text")
+	}
+	assert.NotEmpty(t, strings.TrimSpace(stdout))
+}
+
+func TestRunQuiet(t *testing.T) {
+	code, stdout, stderr := runCLI("run", "--prompt", "hi", "--max-new-tokens", "2", "--quiet")
+	require.Equal(t, 0, code, stderr)
+	assert.NotEmpty(t, stdout)
+	for _, s := range []string{"model:", "prefill", "prompt logits vs", "prompt ("} {
+		assert.NotContains(t, stderr, s)
+	}
+	assert.Contains(t, stderr, "RANDOM weights", "the random-weights notice stays")
 }
 
 func TestRunTopProbsAndChat(t *testing.T) {
 	code, stdout, stderr := runCLI("run", "--prompt", "hi", "--chat", "--top-probs", "2", "--max-new-tokens", "2", "--compare", "none")
 	require.Equal(t, 0, code, stderr)
-	assert.Contains(t, stdout, "prompt (")
+	assert.Contains(t, stderr, "plain ChatML", "the bundled demo has no template: a notice")
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	assert.GreaterOrEqual(t, len(lines), 4)
+	assert.Len(t, lines, 2, "one line of probabilities per new token")
+}
+
+// --prompt -, --prompt-file FILE and --prompt-file - give the same prompt.
+func TestRunPromptSources(t *testing.T) {
+	args := []string{"run", "--max-new-tokens", "3", "--compare", "none", "--quiet"}
+	_, want, _ := runCLI(append(args, "--prompt", "The gated delta rule")...)
+	require.NotEmpty(t, want)
+	var got string
+	withStdin(t, "The gated delta rule", func() { _, got, _ = runCLI(append(args, "--prompt", "-")...) })
+	assert.Equal(t, want, got)
+	withStdin(t, "The gated delta rule", func() { _, got, _ = runCLI(append(args, "--prompt-file", "-")...) })
+	assert.Equal(t, want, got)
+	p := filepath.Join(t.TempDir(), "p.txt")
+	require.NoError(t, os.WriteFile(p, []byte("The gated delta rule"), 0o644))
+	_, got, _ = runCLI(append(args, "--prompt-file", p)...)
+	assert.Equal(t, want, got)
 }
 
 func TestRunErrors(t *testing.T) {
@@ -35,16 +81,234 @@ func TestRunErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"run", "--temperature", "-1"}, 1, "temperature"},
-		{[]string{"run", "--max-new-tokens", "0"}, 1, "--max-new-tokens"},
-		{[]string{"run", "--compare", "some"}, 1, "--compare"},
+		{[]string{"run", "--temperature", "-1"}, 2, "temperature"},
+		{[]string{"run", "--max-new-tokens", "0"}, 2, "--max-new-tokens"},
+		{[]string{"run", "--compare", "some"}, 2, "--compare"},
+		{[]string{"run", "--prompt", "x", "--prompt-file", "y"}, 1, "not both"},
+		{[]string{"run", "--prompt-file", "/nonexistent/p.txt"}, 1, "nonexistent"},
+		{[]string{"run", "--prompt", "x", "--think", "--no-think"}, 2, "not both"},
 		{[]string{"run", "--model", "../../testdata/golden/hub-bf16-sharded", "--prompt", "x"}, 1, "no tokenizer"},
-		{[]string{"run", "--model", "../../testdata/golden/hub-bf16-sharded"}, 1, "no tokenizer"},
+		{[]string{"run", "--model", "../../testdata/golden/hub-bf16-sharded"}, 2, "missing --prompt"},
 	} {
 		code, _, stderr := runCLI(c.args...)
 		assert.Equal(t, c.code, code, "%v: %s", c.args, stderr)
 		assert.Contains(t, stderr, c.want, c.args)
 	}
+}
+
+// checkpointWithTemplate links a golden checkpoint into a temporary
+// directory with a tiny tokenizer (it fits the 200-token vocabulary) and
+// Qwen3's tokenizer_config.json with its chat template.
+func checkpointWithTemplate(t *testing.T, genConfig string) string {
+	dir := t.TempDir()
+	src, err := filepath.Abs(filepath.Join(goldenRoot, "hub-bf16-sharded"))
+	require.NoError(t, err)
+	entries, err := os.ReadDir(src)
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.Name() == "generation_config.json" && genConfig != "" {
+			continue
+		}
+		require.NoError(t, os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dir, e.Name())))
+	}
+	copyFile := func(from, to string) {
+		data, err := os.ReadFile(from)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, to), data, 0o644))
+	}
+	copyFile("../../testdata/tokenizer/tiny/charbpe-affix.json", "tokenizer.json")
+	copyFile("../../testdata/chat/qwen3-tokenizer_config.json", "tokenizer_config.json")
+	if genConfig != "" {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(genConfig), 0o644))
+	}
+	return dir
+}
+
+// run --chat uses the checkpoint's template (no ChatML notice) and
+// generation_config.json's sampling settings, which flags override.
+func TestRunCheckpointTemplateAndSampling(t *testing.T) {
+	dir := checkpointWithTemplate(t, `{"do_sample": true, "temperature": 0.6, "top_k": 20, "top_p": 0.95, "eos_token_id": [3, 7]}`)
+	code, _, stderr := runCLI("run", "--model", dir, "--system", "Be brief.", "--no-think", "--prompt", "hi", "--max-new-tokens", "2", "--compare", "none")
+	require.Equal(t, 0, code, stderr)
+	assert.NotContains(t, stderr, "ChatML")
+	assert.Contains(t, stderr, "temperature 0.6, top-k 20, top-p 0.95")
+
+	code, _, stderr = runCLI("run", "--model", dir, "--prompt", "hi", "--temperature", "0", "--max-new-tokens", "2", "--compare", "none")
+	require.Equal(t, 0, code, stderr)
+	var fs flag.FlagSet
+	sf := addSampleFlags(&fs, 1)
+	require.NoError(t, fs.Parse([]string{"--top-k", "5"}))
+	s, err := sf.resolve(&fs, dir, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 0.6, s.Temperature)
+	assert.Equal(t, 5, s.TopK, "a flag overrides generation_config.json")
+	assert.Equal(t, 0.95, s.TopP)
+
+	// No generation_config.json (or do_sample false): greedy.
+	s, err = sf.resolve(&fs, t.TempDir(), io.Discard)
+	require.NoError(t, err)
+	assert.Zero(t, s.Temperature)
+}
+
+// The chat flags build the conversation transformers renders for the
+// committed cases (testdata/chat/expected.json).
+func TestChatFlagsMatchTransformers(t *testing.T) {
+	data, err := os.ReadFile("../../testdata/chat/expected.json")
+	if os.IsNotExist(err) {
+		t.Skip("testdata/chat/expected.json not generated yet")
+	}
+	require.NoError(t, err)
+	var exp struct {
+		Cases []struct{ Name, Text string }
+	}
+	require.NoError(t, json.Unmarshal(data, &exp))
+	want := map[string]string{}
+	for _, c := range exp.Cases {
+		want[c.Name] = c.Text
+	}
+	tpl, err := chat.Load(checkpointWithTemplate(t, ""))
+	require.NoError(t, err)
+	msgsFile := filepath.Join(t.TempDir(), "m.json")
+	require.NoError(t, os.WriteFile(msgsFile, []byte(`{"messages": [
+		{"role": "system", "content": "You are a pirate."},
+		{"role": "user", "content": "Hello!"},
+		{"role": "assistant", "content": "Arr, ahoy there, matey!"},
+		{"role": "user", "content": "Where is the treasure?\nTell me quickly."}]}`), 0o644))
+	for _, c := range []struct {
+		name, prompt string
+		args         []string
+	}{
+		{"user-only", "Give me a short introduction to large language models.", []string{"--chat"}},
+		{"system-user", "What is the capital of France?", []string{"--system", "You are a helpful assistant. Answer in one sentence."}},
+		{"thinking-off", "Count to three.", []string{"--no-think"}},
+		{"thinking-on", "Count to three.", []string{"--think"}},
+		{"system-thinking-off", "2+2?", []string{"--system", "Be terse.", "--no-think"}},
+		{"multi-turn", "", []string{"--messages", msgsFile}},
+	} {
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		cf := addChatFlags(fs)
+		require.NoError(t, fs.Parse(c.args))
+		require.True(t, cf.enabled(fs), c.name)
+		got, err := cf.render(fs, tpl, c.prompt, io.Discard)
+		require.NoError(t, err, c.name)
+		require.Contains(t, want, c.name)
+		assert.Equal(t, want[c.name], got, c.name)
+	}
+}
+
+func TestHelpVersionAndUnknown(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
+		code, stdout, _ := runCLI(args...)
+		assert.Equal(t, 0, code, args)
+		for _, c := range []string{"run", "forward", "perplexity", "bench", "--threads"} {
+			assert.Contains(t, stdout, c, args)
+		}
+	}
+	code, stdout, _ := runCLI("help", "perplexity")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, stdout, "perplexity guide")
+	for _, args := range [][]string{{"help", "nosuch"}, {"nosuch"}} {
+		code, _, stderr := runCLI(args...)
+		assert.Equal(t, 2, code, args)
+		assert.Regexp(t, `unknown command (or topic )?"nosuch"`, stderr)
+	}
+	code, stdout, _ = runCLI("--version")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, stdout, runtime.Version())
+	assert.Contains(t, stdout, "kernels "+cpu.Describe())
+	assert.Contains(t, stdout, "commit")
+}
+
+// A usage error is one line that names the problem and the help command.
+func TestShortUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"forward"}, {"run", "--bogus"}, {"generate"}, {"perplexity"}, {"tokenize"}, {"run", "stray"}} {
+		code, _, stderr := runCLI(args...)
+		assert.Equal(t, 2, code, args)
+		assert.Equal(t, 1, strings.Count(stderr, "\n"), "%v: %q", args, stderr)
+		assert.Contains(t, stderr, "see 'qwenref help "+args[0]+"'", args)
+	}
+}
+
+func TestThreadsFlag(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	code, _, stderr := runCLI("tokenize", "--text", "hi", "--threads", "1")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, 1, runtime.GOMAXPROCS(0))
+	code, _, _ = runCLI("tokenize", "--text", "hi", "--threads", "-1")
+	assert.Equal(t, 2, code)
+}
+
+// A bad QWENREF_CPU exits 2 with cpu.Check's message (the level is chosen
+// at start, so this runs in a child process).
+func TestBadKernelLevelEnv(t *testing.T) {
+	if os.Getenv("QWENREF_TEST_MAIN") == "1" {
+		os.Exit(Main([]string{"tokenize", "--text", "x"}, os.Stdout, os.Stderr))
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBadKernelLevelEnv$")
+	cmd.Env = append(os.Environ(), "QWENREF_TEST_MAIN=1", "QWENREF_CPU=bogus")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, 2, ee.ExitCode())
+	assert.Contains(t, errb.String(), "QWENREF_CPU")
+}
+
+// Ids come from --ids (list or JSON), --ids-json or stdin, alike.
+func TestIDsSources(t *testing.T) {
+	dir := filepath.Join(goldenRoot, "hub-bf16-sharded")
+	args := []string{"generate", "--model", dir, "--max-new-tokens", "4", "--greedy", "--json"}
+	code, want, stderr := runCLI(append(args, "--ids", "5,17,42")...)
+	require.Equal(t, 0, code, stderr)
+	p := writeIDs(t, t.TempDir(), [][]int{{5, 17, 42}})
+	for name, run := range map[string]func() (int, string, string){
+		"--ids JSON":   func() (int, string, string) { return runCLI(append(args, "--ids", "[5, 17, 42]")...) },
+		"--ids-json":   func() (int, string, string) { return runCLI(append(args, "--ids-json", p)...) },
+		"--ids -":      func() (int, string, string) { return runCLIStdin("5 17 42\n", append(args, "--ids", "-")...) },
+		"--ids-json -": func() (int, string, string) { return runCLIStdin("[[5,17,42]]", append(args, "--ids-json", "-")...) },
+	} {
+		code, got, stderr := run()
+		require.Equal(t, 0, code, "%s: %s", name, stderr)
+		assert.Equal(t, want, got, name)
+	}
+	code, _, stderr = runCLI(append(args, "--ids", "1", "--ids-json", p)...)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "not both")
+	// forward takes --ids too.
+	out := filepath.Join(t.TempDir(), "o.safetensors")
+	code, _, stderr = runCLI("forward", "--model", dir, "--ids", "5,17,42", "--out", out)
+	require.Equal(t, 0, code, stderr)
+}
+
+func runCLIStdin(in string, args ...string) (code int, stdout, stderr string) {
+	old := stdin
+	stdin = strings.NewReader(in)
+	defer func() { stdin = old }()
+	return runCLI(args...)
+}
+
+func TestTokenizerFallbackAndWarnings(t *testing.T) {
+	empty := t.TempDir()
+	var w strings.Builder
+	tok, err := loadTokenizer(empty, "", 151936, &w)
+	require.NoError(t, err)
+	assert.Equal(t, 151669, tok.VocabSize())
+	assert.Contains(t, w.String(), "embedded Qwen3 tokenizer")
+	_, err = loadTokenizer(empty, "", 200, io.Discard)
+	assert.ErrorContains(t, err, "does not fit")
+	w.Reset()
+	_, err = loadTokenizer(empty, "../../testdata/tokenizer/tiny/bytelevel.json", 200, &w)
+	require.NoError(t, err)
+	assert.Contains(t, w.String(), "the model's vocabulary is 200")
+}
+
+func TestProgressOnlyOnTerminals(t *testing.T) {
+	assert.False(t, isTerminal(&bytes.Buffer{}))
+	f, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	require.NoError(t, err)
+	defer f.Close()
+	assert.False(t, isTerminal(f))
 }
 
 func TestGenerateMatchesGolden(t *testing.T) {
@@ -91,6 +355,9 @@ func TestTokenizeCommand(t *testing.T) {
 	var s string
 	require.NoError(t, json.Unmarshal([]byte(stdout), &s))
 	assert.Equal(t, "Hello, world", s)
+	code, viaStdin, _ := runCLIStdin("Hello, world", "tokenize", "--text-file", "-", "--json")
+	require.Equal(t, 0, code)
+	assert.Equal(t, string(list)+"\n", viaStdin)
 	code, _, _ = runCLI("tokenize")
 	assert.Equal(t, 2, code)
 	code, _, stderr = runCLI("tokenize", "--tokenizer", "/nonexistent.json", "--text", "x")

@@ -15,30 +15,34 @@ func init() {
 }
 
 func runTokenize(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("tokenize", "[--tokenizer FILE] (--text STR | --decode 1,2,3) [--json]", `
+	fs := newFlags("tokenize", "[--tokenizer FILE] (--text STR | --text-file F | --decode 1,2,3) [--json]", `
 Encodes text with a byte-level BPE tokenizer.json exactly as HF tokenizers
 does (added and special tokens first, NFC, Qwen's split regex, byte-level
 mapping, merges by rank; no special tokens are added), or decodes ids.
-Without --tokenizer it uses the embedded Qwen3 tokenizer.
+Without --tokenizer it uses the embedded Qwen3 tokenizer (151,669 entries;
+Qwen3.5/3.6 checkpoints ship their own tokenizer.json: pass it). "-" as
+--text, --text-file or --decode reads stdin.
 
 Examples:
   qwenref tokenize --text "Hello, world" --json          # [9707,11,1879]
   qwenref tokenize --tokenizer DIR/tokenizer.json --text "<|im_start|>user"
   qwenref tokenize --decode 9707,11,1879`, stderr)
 	path := fs.String("tokenizer", "", "tokenizer.json (plain or .gz); default: the embedded Qwen3 tokenizer")
-	text := fs.String("text", "", "text to encode")
-	decode := fs.String("decode", "", "comma-separated ids to decode instead")
+	text := fs.String("text", "", "text to encode (- reads stdin)")
+	textFile := fs.String("text-file", "", "file with the text to encode (- for stdin)")
+	decode := fs.String("decode", "", "ids to decode instead: comma-separated or a JSON array (- reads stdin)")
 	asJSON := fs.Bool("json", false, "print only a JSON array of ids (or a JSON string when decoding)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if (*text == "") == (*decode == "") {
-		fmt.Fprintln(stderr, "give exactly one of --text and --decode")
-		fs.Usage()
-		return errUsage
+	input, haveText, err := readPrompt(*text, *textFile)
+	if err != nil {
+		return err
+	}
+	if haveText == (*decode != "") {
+		return usageError(fs, stderr, "give exactly one of --text, --text-file and --decode")
 	}
 	var tok *tokenizer.Tokenizer
-	var err error
 	if *path == "" {
 		tok, err = bundled.Tokenizer()
 	} else {
@@ -48,10 +52,14 @@ Examples:
 		return err
 	}
 	if *decode != "" {
-		ids, err := parseIDList(*decode)
+		rows, err := readIDs(*decode, "")
 		if err != nil {
 			return fmt.Errorf("--decode: %w", err)
 		}
+		if len(rows) != 1 {
+			return usageError(fs, stderr, "--decode takes one row of ids, got %d", len(rows))
+		}
+		ids := rows[0]
 		s, err := tok.Decode(ids)
 		if err != nil {
 			return err
@@ -64,7 +72,7 @@ Examples:
 		}
 		return nil
 	}
-	ids, err := tok.Encode(*text)
+	ids, err := tok.Encode(input)
 	if err != nil {
 		return err
 	}

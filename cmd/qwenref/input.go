@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// maxInputBytes caps what a prompt, ids or messages file (or stdin) may
+// hold, so a wrong path (a disk image, /dev/zero) fails instead of filling
+// memory.
+const maxInputBytes = 256 << 20
+
+// readArg reads a file named on the command line; "-" is stdin.
+func readArg(flagName, path string) ([]byte, error) {
+	var r io.Reader
+	name := path
+	if path == "-" {
+		r, name = stdin, "stdin"
+	} else {
+		st, err := os.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", flagName, err)
+		}
+		if !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("%s %s: not a regular file (pipe it to stdin with %s -)", flagName, path, flagName)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", flagName, err)
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxInputBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading %s: %w", flagName, name, err)
+	}
+	if len(data) > maxInputBytes {
+		return nil, fmt.Errorf("%s: %s holds more than %d MiB", flagName, name, maxInputBytes>>20)
+	}
+	return data, nil
+}
+
+// errNoIDs means neither --ids nor --ids-json was given.
+var errNoIDs = errors.New("missing --ids or --ids-json")
+
+// readIDs reads token ids from --ids (comma-separated, or a JSON array;
+// "-" reads either from stdin) or --ids-json (a JSON file of equal-length
+// rows, or "-" for stdin). Exactly one may be given.
+func readIDs(list, jsonPath string) ([][]int, error) {
+	switch {
+	case list != "" && jsonPath != "":
+		return nil, errors.New("give --ids or --ids-json, not both")
+	case list == "" && jsonPath == "":
+		return nil, errNoIDs
+	case jsonPath != "":
+		data, err := readArg("--ids-json", jsonPath)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := parseIDsJSON(data)
+		if err != nil {
+			return nil, fmt.Errorf("--ids-json %s: %w", jsonPath, err)
+		}
+		return rows, nil
+	}
+	text := list
+	if list == "-" {
+		data, err := readArg("--ids", "-")
+		if err != nil {
+			return nil, err
+		}
+		text = string(data)
+	}
+	if t := bytes.TrimSpace([]byte(text)); len(t) > 0 && t[0] == '[' {
+		rows, err := parseIDsJSON(t)
+		if err != nil {
+			return nil, fmt.Errorf("--ids: %w", err)
+		}
+		return rows, nil
+	}
+	ids, err := parseIDList(strings.Join(strings.Fields(strings.ReplaceAll(text, ",", " ")), ","))
+	if err != nil {
+		return nil, fmt.Errorf("--ids: %w", err)
+	}
+	return [][]int{ids}, nil
+}
+
+// readPrompt returns --prompt, or --prompt-file's contents ("-" or
+// --prompt - read stdin); ok is false when neither was given.
+func readPrompt(prompt, file string) (text string, ok bool, err error) {
+	if prompt != "" && file != "" {
+		return "", false, errors.New("give --prompt or --prompt-file, not both")
+	}
+	if prompt == "-" {
+		file = "-"
+	}
+	if file == "" {
+		return prompt, prompt != "", nil
+	}
+	data, err := readArg("--prompt-file", file)
+	if err != nil {
+		return "", false, err
+	}
+	return string(data), true, nil
+}

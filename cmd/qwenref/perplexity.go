@@ -1,0 +1,205 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/qwenref/qwenref/bundled"
+	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/tokenizer"
+)
+
+func init() {
+	register(&command{name: "perplexity", summary: "token-level NLL and perplexity of a text or ids, on one or several backends", run: runPerplexity})
+}
+
+// pplReport is one backend's result, as --json prints it.
+type pplReport struct {
+	Backend    string  `json:"backend"`
+	Perplexity float64 `json:"perplexity"`
+	MeanNLL    float64 `json:"mean_nll"`
+	Scored     int     `json:"scored"`
+	Windows    int     `json:"windows"`
+	Seconds    float64 `json:"seconds"`
+	// Against the first backend: mean NLL difference (nats per token) and
+	// the largest per-token |ΔNLL|.
+	DeltaMeanNLL   *float64 `json:"delta_mean_nll,omitempty"`
+	MaxAbsTokenNLL *float64 `json:"max_abs_delta_token_nll,omitempty"`
+	nll            [][]float64
+}
+
+func runPerplexity(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("perplexity", "[--model DIR] (--text-file F | --ids-json F | --ids 1,2,3) [--ctx N] [--stride S] [--backends B1,B2] [--json]", `
+Scores a text (or token ids) with the model: the negative log-likelihood of
+every token given the ones before it, its mean over the scored tokens
+(nats), and the perplexity exp(mean NLL).
+
+A sequence longer than --ctx is scored in windows of --ctx tokens whose
+starts advance by --stride, as transformers' perplexity guide does: each
+window is a fresh forward pass and scores only the tokens not scored by an
+earlier window, so every token is scored once, with up to ctx − stride
+tokens of context carried over (stride = ctx: no overlap, and each
+window's first token goes unscored). With ids of several rows, the rows
+are scored apart and pooled.
+
+--backends runs the same windows on several backends and prints each one's
+difference from the first: the model-level cost of a bf16 or fallback
+kernel, in nats per token.
+
+Examples:
+  qwenref perplexity --model DIR --text-file wiki.test.txt --ctx 512 --stride 256
+  qwenref perplexity --model DIR --text-file - --backends chunked,naive < text.txt
+  qwenref perplexity --model testdata/golden/causal-f16-t130 --ids-json ids.json --json`, stderr)
+	dir := fs.String("model", "", "checkpoint directory (default: the bundled random-weight demo)")
+	tokPath := fs.String("tokenizer", "", "tokenizer.json for --text-file instead of DIR/tokenizer.json")
+	textFile := fs.String("text-file", "", "text to score (- reads stdin); encoded without special tokens")
+	idsJSON := fs.String("ids-json", "", "JSON file with token ids, [[id, ...], ...] (- reads stdin)")
+	idsList := fs.String("ids", "", "token ids of one row, comma-separated or a JSON array (- reads stdin)")
+	ctx := fs.Int("ctx", 512, "window length in tokens")
+	stride := fs.Int("stride", 0, "window start advance in tokens, 1..ctx (0 = ctx/2)")
+	backends := fs.String("backends", defaultBackend(), fmt.Sprintf("comma-separated backends to compare; the first is the reference (%v)", model.BackendNames()))
+	asJSON := fs.Bool("json", false, "print the results as JSON (and nothing else on stdout)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *stride == 0 {
+		*stride = max(*ctx/2, 1)
+	}
+	if *ctx < 2 || *stride < 1 || *stride > *ctx {
+		return usageError(fs, stderr, "want --ctx ≥ 2 and 1 ≤ --stride ≤ --ctx, got ctx %d, stride %d", *ctx, *stride)
+	}
+	nIn := 0
+	for _, v := range []string{*textFile, *idsJSON, *idsList} {
+		if v != "" {
+			nIn++
+		}
+	}
+	if nIn != 1 {
+		return usageError(fs, stderr, "give exactly one of --text-file, --ids-json and --ids")
+	}
+	specs := strings.Split(*backends, ",")
+	for i := range specs {
+		specs[i] = strings.TrimSpace(specs[i])
+		if specs[i] == "" {
+			return usageError(fs, stderr, "--backends has an empty entry: %q", *backends)
+		}
+	}
+	if err := resolveModelFlag(dir, stderr); err != nil {
+		return err
+	}
+	m, _, err := loadModelAndTokenizer(*dir, "", false, stderr)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	var rows [][]int
+	if *textFile != "" {
+		data, err := readArg("--text-file", *textFile)
+		if err != nil {
+			return err
+		}
+		var tok *tokenizer.Tokenizer
+		switch {
+		case *dir == "" && *tokPath == "":
+			tok, err = bundled.Tokenizer()
+		case *dir == "":
+			tok, err = tokenizer.Load(*tokPath)
+		default:
+			tok, err = loadTokenizer(*dir, *tokPath, m.Config.VocabSize, stderr)
+		}
+		if err != nil {
+			return err
+		}
+		ids, err := tok.Encode(string(data))
+		if err != nil {
+			return err
+		}
+		rows = [][]int{ids}
+	} else if rows, err = readIDs(*idsList, *idsJSON); err != nil {
+		return err
+	}
+	for r, ids := range rows {
+		if len(ids) < 2 {
+			return fmt.Errorf("row %d has %d tokens: perplexity needs at least 2", r, len(ids))
+		}
+		if err := m.CheckIDs(ids); err != nil {
+			return fmt.Errorf("row %d: %w", r, err)
+		}
+	}
+	tty := isTerminal(stderr)
+	var reports []*pplReport
+	for _, spec := range specs {
+		be, err := model.NewBackend(spec)
+		if err != nil {
+			return err
+		}
+		rep := &pplReport{Backend: be.Name}
+		start := time.Now()
+		var sum float64
+		for r, ids := range rows {
+			res, err := m.Perplexity(ids, be, *ctx, *stride, func(done, total int) {
+				if tty {
+					fmt.Fprintf(stderr, "\r%s: row %d/%d, window %d/%d", be.Name, r+1, len(rows), done, total)
+				}
+			})
+			if err != nil {
+				be.Close()
+				return fmt.Errorf("%s: %w", be.Name, err)
+			}
+			sum += res.Sum
+			rep.Scored += res.Scored
+			rep.Windows += res.Windows
+			rep.nll = append(rep.nll, res.NLL)
+		}
+		be.Close()
+		if tty {
+			fmt.Fprint(stderr, "\r\033[K")
+		}
+		rep.Seconds = time.Since(start).Seconds()
+		rep.MeanNLL = sum / float64(rep.Scored)
+		rep.Perplexity = math.Exp(rep.MeanNLL)
+		if len(reports) > 0 {
+			ref := reports[0]
+			d := rep.MeanNLL - ref.MeanNLL
+			worst := 0.0
+			for r := range rep.nll {
+				for j, v := range rep.nll[r] {
+					if !math.IsNaN(v) {
+						worst = math.Max(worst, math.Abs(v-ref.nll[r][j]))
+					}
+				}
+			}
+			rep.DeltaMeanNLL, rep.MaxAbsTokenNLL = &d, &worst
+		}
+		reports = append(reports, rep)
+	}
+	tokens := 0
+	for _, ids := range rows {
+		tokens += len(ids)
+	}
+	if *asJSON {
+		out, _ := json.MarshalIndent(struct {
+			Tokens  int          `json:"tokens"`
+			Rows    int          `json:"rows"`
+			Ctx     int          `json:"ctx"`
+			Stride  int          `json:"stride"`
+			Results []*pplReport `json:"results"`
+		}{tokens, len(rows), *ctx, *stride, reports}, "", "  ")
+		fmt.Fprintln(stdout, string(out))
+		return nil
+	}
+	fmt.Fprintf(stdout, "%d tokens in %d row(s), windows of %d advanced by %d\n", tokens, len(rows), *ctx, *stride)
+	for _, r := range reports {
+		fmt.Fprintf(stdout, "%-24s perplexity %.6f · mean NLL %.8f nats over %d tokens · %d windows in %.2fs\n",
+			r.Backend, r.Perplexity, r.MeanNLL, r.Scored, r.Windows, r.Seconds)
+	}
+	for _, r := range reports[1:] {
+		fmt.Fprintf(stdout, "%s vs %s: Δ mean NLL %+.3e nats/token (perplexity ×%.8f), max |Δ NLL| of a token %.3e\n",
+			r.Backend, reports[0].Backend, *r.DeltaMeanNLL, math.Exp(*r.DeltaMeanNLL), *r.MaxAbsTokenNLL)
+	}
+	return nil
+}
