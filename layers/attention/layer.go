@@ -97,14 +97,17 @@ func (l *Layer) Forward(out, x []float32, t int, cache *Cache, ops Ops, rec tens
 	}
 
 	// 3. Partial rotate-half RoPE at absolute positions cache.Len + i.
+	// The angles depend on the position only, so each token's cos and sin
+	// are computed once for all n_h + n_kv heads.
 	rope := NewRoPE(d.RotaryDim, d.Theta)
+	cos, sin := make([]float32, d.RotaryDim/2), make([]float32, d.RotaryDim/2)
 	for i := 0; i < t; i++ {
-		pos := cache.Len + i
+		rope.Angles(cos, sin, cache.Len+i)
 		for h := 0; h < d.NH; h++ {
-			rope.Apply(q[(i*d.NH+h)*d.D:(i*d.NH+h+1)*d.D], pos)
+			rope.Rotate(q[(i*d.NH+h)*d.D:(i*d.NH+h+1)*d.D], cos, sin)
 		}
 		for h := 0; h < d.NKV; h++ {
-			rope.Apply(k[(i*d.NKV+h)*d.D:(i*d.NKV+h+1)*d.D], pos)
+			rope.Rotate(k[(i*d.NKV+h)*d.D:(i*d.NKV+h+1)*d.D], cos, sin)
 		}
 	}
 	rec.Record("q_rope", q, t, d.NH, d.D)
@@ -122,9 +125,7 @@ func (l *Layer) Forward(out, x []float32, t int, cache *Cache, ops Ops, rec tens
 	rec.Record("attn_core", o, t, d.NH, d.D)
 
 	// 5. Output gate before o_proj: a = o ⊙ σ(gate).
-	for i := range o {
-		o[i] *= act.Sigmoid(gate[i])
-	}
+	act.MulSigmoid(o, o, gate)
 	rec.Record("gated", o, t, qd)
 	if err := ops.MatMul.MatMulT(out, o, t, l.W.OProj); err != nil {
 		return fmt.Errorf("attention o_proj: %w", err)
@@ -154,12 +155,31 @@ func NewRoPE(dim int, theta float64) *RoPE {
 // Apply rotates x (one head, len ≥ Dim) in place for position pos:
 // x₁' = x₁cos φ − x₂sin φ, x₂' = x₂cos φ + x₁sin φ with φ = pos·inv_freq.
 func (r *RoPE) Apply(x []float32, pos int) {
+	cos, sin := make([]float32, r.Dim/2), make([]float32, r.Dim/2)
+	r.Angles(cos, sin, pos)
+	r.Rotate(x, cos, sin)
+}
+
+// Angles fills cos and sin (Dim/2 values each) with cos φ and sin φ for
+// position pos, φ = pos·inv_freq in float32 as torch's freqs.
+func (r *RoPE) Angles(cos, sin []float32, pos int) {
+	cos, sin = cos[:len(r.InvFreq)], sin[:len(r.InvFreq)]
+	for i, f := range r.InvFreq {
+		phi := float64(float32(pos) * f)
+		cos[i], sin[i] = float32(math.Cos(phi)), float32(math.Sin(phi))
+	}
+}
+
+// Rotate rotates x (one head, len ≥ Dim) in place by the angles of one
+// position from Angles.
+func (r *RoPE) Rotate(x, cos, sin []float32) {
 	half := r.Dim / 2
-	for i := 0; i < half; i++ {
-		phi := float32(pos) * r.InvFreq[i] // float32 product, as torch's freqs
-		c, s := float32(math.Cos(float64(phi))), float32(math.Sin(float64(phi)))
-		x1, x2 := x[i], x[i+half]
-		x[i] = x1*c - x2*s
-		x[i+half] = x2*c + x1*s
+	x1, x2 := x[:half], x[half:2*half]
+	cos, sin = cos[:half], sin[:half]
+	for i, c := range cos {
+		s := sin[i]
+		a, b := x1[i], x2[i]
+		x1[i] = a*c - b*s
+		x2[i] = b*c + a*s
 	}
 }
