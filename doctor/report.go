@@ -22,6 +22,7 @@ const (
 	VerdictNoTransformers = "no-transformers"
 	VerdictNoQwen35       = "no-qwen3_5"
 	VerdictUndecided      = "undecided"
+	VerdictNoLinear       = "no-linear-layers" // the model has no GDN layer to fall back
 )
 
 // Report is doctor's finding for one probe and, optionally, one model.
@@ -81,6 +82,12 @@ func Assess(p *Probe, layers *Layers) *Report {
 		}
 		return r
 	}
+	if layers != nil && layers.Linear == 0 {
+		r.Verdict, r.ExitCode = VerdictNoLinear, ExitFastPath
+		r.Summary = fmt.Sprintf("%s has no linear-attention layer, so nothing falls back (transformers lacks %s).",
+			layers.Config, strings.Join(r.Missing, ", "))
+		return r
+	}
 	r.Verdict, r.ExitCode = VerdictFallback, ExitFallback
 	r.Summary = fmt.Sprintf("fallback: transformers will run %s through its PyTorch reference code.",
 		strings.Join(r.Missing, ", "))
@@ -90,19 +97,17 @@ func Assess(p *Probe, layers *Layers) *Report {
 			"transformers' PyTorch reference code; the %d full-attention layers are unaffected.",
 			layers.Linear, layers.Total, strings.Join(r.Missing, ", "), layers.Full)
 	}
-	if layers == nil || layers.Linear > 0 {
-		total, linear := 0, 0
-		if layers != nil {
-			total, linear = layers.Total, layers.Linear
-		}
-		r.Cost = costLines(linear, total)
-		if len(r.Missing) < len(route.Kernels) {
-			r.Cost = append(r.Cost, "these figures are for all four kernels missing; with only "+
-				strings.Join(r.Missing, ", ")+" missing expect less")
-		}
-		r.CostCaveat = costCaveat()
-		r.Penalties = H200Penalties
+	total, linear := 0, 0
+	if layers != nil {
+		total, linear = layers.Total, layers.Linear
 	}
+	r.Cost = costLines(linear, total)
+	if len(r.Missing) < len(route.Kernels) {
+		r.Cost = append(r.Cost, "these figures are for all four kernels missing; with only "+
+			strings.Join(r.Missing, ", ")+" missing expect less")
+	}
+	r.CostCaveat = costCaveat()
+	r.Penalties = H200Penalties
 	if !p.CUDA.Available {
 		r.Advice = append(r.Advice, cudaAdvice(p)...)
 	}

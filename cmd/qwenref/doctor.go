@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/qwenref/qwenref/doctor"
 )
@@ -21,7 +20,7 @@ type exitStatus int
 func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 func runDoctor(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("doctor", "[--python PATH] [--model DIR|CONFIG.json] [--json]", `
+	fs := newFlags("doctor", "[--python PATH] [--model DIR|CONFIG.json|org/name] [--json]", `
 Runs a small probe with your Python interpreter (default: python3 on PATH), in
 your environment (virtualenv, PYTHONPATH, user site-packages; nothing is
 installed or compiled) and reports whether transformers' Qwen3.5/3.6
@@ -29,9 +28,10 @@ linear-attention layers will take their fast path: the versions of torch,
 transformers, flash-linear-attention (fla) and causal-conv1d, CUDA and nvcc,
 and which of causal_conv1d_fn, causal_conv1d_update, chunk_gated_delta_rule and
 fused_recurrent_gated_delta_rule transformers will find, decided the way the
-installed transformers decides it. With --model it counts the layers that
-fall back, and gives the cost qwenref measured on an H200 and what would fix
-it.
+installed transformers decides it. With --model (a directory, its
+config.json, or org/name from the Hugging Face cache; only config.json is
+read) it counts the layers that fall back, and gives the cost qwenref
+measured on an H200 and what would fix it.
 
 Exit status: 0 fast path available, 4 layers will fall back (or the setup
 cannot run the model), 1 the probe could not run or the config could not be
@@ -40,9 +40,9 @@ read, 2 usage error.
 Examples:
   qwenref doctor
   qwenref doctor --python ~/venvs/train/bin/python --model /data/Qwen3.6-27B
-  qwenref doctor --model config.json --json`, stderr)
+  qwenref doctor --model Qwen/Qwen3.6-27B --json`, stderr)
 	python := fs.String("python", "", "the Python interpreter your jobs use (default: python3 on PATH)")
-	modelArg := fs.String("model", "", "a checkpoint directory or its config.json: count the layers that fall back")
+	modelArg := fs.String("model", "", "a checkpoint directory, its config.json or org/name[@revision] in the Hugging Face cache: count the layers that fall back")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", doctor.DefaultTimeout, "stop the probe after this long")
 	if err := parseFlags(fs, args); err != nil {
@@ -54,7 +54,7 @@ Examples:
 
 	var layers *doctor.Layers
 	if *modelArg != "" {
-		path, err := doctorModelPath(*modelArg)
+		path, err := modelDir(*modelArg, stderr)
 		if err != nil {
 			return doctorFailed(stdout, *asJSON, err)
 		}
@@ -80,15 +80,6 @@ Examples:
 		return exitStatus(report.ExitCode)
 	}
 	return nil
-}
-
-// doctorModelPath resolves --model: an existing directory or config file. Hub names
-// (org/name) are looked up in the Hugging Face cache where qwenref has that lookup.
-func doctorModelPath(arg string) (string, error) {
-	if _, err := os.Stat(arg); err != nil {
-		return "", fmt.Errorf("--model %s: %w", arg, err)
-	}
-	return arg, nil
 }
 
 // doctorFailed reports a failure (exit 1); with --json, stdout still gets a JSON object.
