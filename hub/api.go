@@ -127,7 +127,7 @@ func (c *Client) Info(ctx context.Context, repo, revision string) (*RepoInfo, er
 	c.authorize(req)
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("listing %s@%s at %s: %w", repo, revision, c.Endpoint, err)
+		return nil, fmt.Errorf("listing %s@%s at %s: %w (check the network, a proxy in HTTPS_PROXY, or HF_ENDPOINT)", repo, revision, c.Endpoint, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -244,16 +243,6 @@ func checkDiskSpace(targets []*target, dir string) error {
 			nearestExisting(dir), float64(free)/1e9, float64(need)/1e9)
 	}
 	return nil
-}
-
-// freeBytes is the space available to this user on the filesystem that
-// holds path (or its nearest existing parent).
-func freeBytes(path string) (int64, bool) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(nearestExisting(path), &st); err != nil {
-		return 0, false
-	}
-	return int64(st.Bavail) * int64(st.Bsize), true
 }
 
 func nearestExisting(path string) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -305,4 +306,35 @@ func TestDiskSpaceCheckedFirst(t *testing.T) {
 	err := checkDiskSpace([]*target{tg}, dir)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "GB free but the download needs 1125899.91 GB more")
+}
+
+// A server that ignores Range gets the file again from byte 0, and the
+// result is still the right file.
+func TestDownloadRestartsWhenRangeIsIgnored(t *testing.T) {
+	repo := tinyRepo(t, "org/tiny")
+	repo.CutAfter = map[string]int64{shard1: 50000}
+	repo.IgnoreRange = true
+	srv := hubtest.NewServer(repo)
+	defer srv.Close()
+	c, _ := testClient(t, srv)
+	res, err := c.Download(context.Background(), "org/tiny", Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"bytes=50000-"}, rangeRequests(srv, "/blobs/"+hubtest.SHA256(repo.Files[shard1])))
+	data, err := os.ReadFile(filepath.Join(res.Dir, shard1))
+	require.NoError(t, err)
+	assert.Equal(t, repo.Files[shard1], data)
+}
+
+// A connection that sends nothing is cut by the idle timeout instead of
+// blocking forever.
+func TestIdleReaderCutsAStall(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	r := &idleReader{r: pr, timeout: 50 * time.Millisecond, cancel: func() { pr.CloseWithError(errors.New("cancelled")) }}
+	start := time.Now()
+	_, err := r.Read(make([]byte, 8))
+	assert.Error(t, err)
+	assert.True(t, r.idle())
+	assert.Less(t, time.Since(start), 5*time.Second)
+	r.stop()
 }

@@ -31,6 +31,9 @@ type Repo struct {
 	CutAfter map[string]int64
 	// Corrupt serves these files with one byte flipped (same size).
 	Corrupt map[string]bool
+	// IgnoreRange answers Range requests with the whole file (200), as
+	// some proxies do.
+	IgnoreRange bool
 }
 
 // Request is one request the fake hub or CDN received.
@@ -263,7 +266,7 @@ func (s *Server) serveBytes(w http.ResponseWriter, r *http.Request, repo *Repo, 
 		data = bad
 	}
 	start := 0
-	if rg := r.Header.Get("Range"); rg != "" {
+	if rg := r.Header.Get("Range"); rg != "" && !repo.IgnoreRange {
 		n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(rg, "bytes="), "-"))
 		if err != nil || n < 0 || n >= len(data) {
 			w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", len(data)))
