@@ -2,6 +2,7 @@ package gateddelta
 
 import (
 	"math"
+	"sync"
 
 	"github.com/qwenref/qwenref/internal/cpu"
 )
@@ -25,94 +26,88 @@ var portableKernels = &kernels{
 }
 
 // gemmPortable is gemm (see kernels.gemm) restricted to rows [i0,i1) and
-// columns [j0,j1) of C. It keeps a 2×4 block of C in registers over the
-// whole k loop (8 accumulators, 4 B and 2 A values: within amd64's 16
-// vector registers), so each step loads 6 values for 8 multiply-adds and
-// nothing is stored until the end.
+// columns [j0,j1) of C. It packs B into k-major panels of 4 columns
+// (zero-padded at the edge) and, when A is read transposed, packs each A
+// row; then each 1×4 block of C is a dot product of the A row with a
+// panel, four accumulators in registers over the whole k loop. (Larger
+// register blocks run slower in Go: the compiler issues all the products
+// first and spills them.)
 func gemmPortable(i0, i1, j0, j1, k int, alpha float32, a []float32, lda, aks int, b []float32, ldb int, beta float32, c []float32, ldc int, tri triMode, rs []float32) {
-	for i := i0; i < i1; i += 2 {
-		two := i+1 < i1
-		kk, jj := k, j1
+	m, n := i1-i0, j1-j0
+	if m <= 0 || n <= 0 {
+		return
+	}
+	quads := (n + 3) / 4
+	buf := packPool.Get().(*[]float32)
+	defer packPool.Put(buf)
+	*buf = grow(*buf, 4*quads*k+k)
+	bp, arow := (*buf)[:4*quads*k], (*buf)[4*quads*k:]
+	for jq := 0; jq < quads; jq++ {
+		dst := bp[4*jq*k : 4*(jq+1)*k]
+		j := j0 + 4*jq
+		w := min(4, j1-j)
+		for p := 0; p < k; p++ {
+			d := dst[4*p : 4*p+4]
+			copy(d, b[p*ldb+j:p*ldb+j+w])
+			clear(d[w:])
+		}
+	}
+	for i := i0; i < i1; i++ {
+		kk, jEnd := k, j1
 		if tri == triLowerA {
-			kk = min(k, i+2) // A[i][i+1] is an exact zero, so row i may read it
+			kk = min(k, i+1)
 		}
 		if tri == triLowerC {
-			jj = min(j1, i+2)
+			jEnd = min(j1, i+1)
 		}
-		a0 := a[i*lda:]
-		a1 := a0
-		if two {
-			a1 = a[(i+1)*lda:]
+		var ar []float32
+		if aks == 1 {
+			ar = a[i*lda : i*lda+kk]
+		} else {
+			ar = arow[:kk]
+			for p := range ar {
+				ar[p] = a[i*lda+p*aks]
+			}
 		}
-		al0, al1 := alpha, alpha
+		al := alpha
 		if rs != nil {
-			al0 = alpha * rs[i]
-			if two {
-				al1 = alpha * rs[i+1]
-			}
+			al *= rs[i]
 		}
-		j := j0
-		for ; j+4 <= jj; j += 4 {
-			var c00, c01, c02, c03, c10, c11, c12, c13 float32
-			pa, pb := 0, j
-			for p := 0; p < kk; p++ {
-				x0, x1 := a0[pa], a1[pa]
-				bp := b[pb : pb+4 : pb+4]
-				b0, b1, b2, b3 := bp[0], bp[1], bp[2], bp[3]
-				c00 += x0 * b0
-				c01 += x0 * b1
-				c02 += x0 * b2
-				c03 += x0 * b3
-				c10 += x1 * b0
-				c11 += x1 * b1
-				c12 += x1 * b2
-				c13 += x1 * b3
-				pa += aks
-				pb += ldb
-			}
-			store4(c[i*ldc+j:], c00, c01, c02, c03, al0, beta)
-			if two {
-				store4(c[(i+1)*ldc+j:], c10, c11, c12, c13, al1, beta)
-			}
-		}
-		for ; j < jj; j++ {
-			var c0, c1 float32
-			pa, pb := 0, j
-			for p := 0; p < kk; p++ {
-				bv := b[pb]
-				c0 += a0[pa] * bv
-				c1 += a1[pa] * bv
-				pa += aks
-				pb += ldb
-			}
-			store1(&c[i*ldc+j], c0, al0, beta)
-			if two {
-				store1(&c[(i+1)*ldc+j], c1, al1, beta)
-			}
+		for j := j0; j < jEnd; j += 4 {
+			jq := (j - j0) / 4
+			c0, c1, c2, c3 := dot1x4(ar, bp[4*jq*k:4*(jq+1)*k])
+			storeRow(c[i*ldc+j:i*ldc+min(j+4, j1)], [4]float32{c0, c1, c2, c3}, al, beta)
 		}
 	}
 }
 
-// store4 writes c[0:4] = beta·c + al·(x0…x3), not reading c when beta is 0.
-func store4(c []float32, x0, x1, x2, x3, al, beta float32) {
-	c = c[:4:4]
-	if beta == 0 {
-		c[0], c[1], c[2], c[3] = al*x0, al*x1, al*x2, al*x3
-		return
+// packPool holds gemmPortable's packing buffers.
+var packPool = sync.Pool{New: func() any { return new([]float32) }}
+
+// dot1x4 returns the products of an A row (len(a) steps) with a packed
+// B panel (4 floats per step).
+func dot1x4(a, bp []float32) (c0, c1, c2, c3 float32) {
+	bp = bp[:4*len(a)]
+	for p, x := range a {
+		b := (*[4]float32)(bp[4*p:])
+		c0 += x * b[0]
+		c1 += x * b[1]
+		c2 += x * b[2]
+		c3 += x * b[3]
 	}
-	c[0] = beta*c[0] + al*x0
-	c[1] = beta*c[1] + al*x1
-	c[2] = beta*c[2] + al*x2
-	c[3] = beta*c[3] + al*x3
+	return
 }
 
-// store1 is store4 for one value.
-func store1(c *float32, x, al, beta float32) {
-	if beta == 0 {
-		*c = al * x
-		return
+// storeRow writes c = beta·c + al·x over len(c) ≤ 4, not reading c when
+// beta is 0.
+func storeRow(c []float32, x [4]float32, al, beta float32) {
+	for j := range c {
+		if beta == 0 {
+			c[j] = al * x[j]
+		} else {
+			c[j] = beta*c[j] + al*x[j]
+		}
 	}
-	*c = beta**c + al*x
 }
 
 // expAffinePortable sets dst[i] = exp(a + b·src[i]). The exponent is
