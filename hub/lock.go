@@ -19,7 +19,7 @@ func acquireLock(ctx context.Context, path string, timeout time.Duration, log io
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o664) // group-writable, as huggingface_hub makes them
 	if err != nil {
 		return nil, err
 	}
