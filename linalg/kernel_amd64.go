@@ -64,39 +64,11 @@ func avx2Tile(kc int, a, b, c []float32, ldc, rows, cols int, acc bool) {
 var avx2Gemv = &gemvKernel{name: "avx2asm8", level: cpu.AVX2, prio: 10, maxM: 4, f32: avx2GemvF32, bf16: avx2GemvBF16}
 
 func avx2GemvF32(y []float32, ldy int, x []float32, m, k int, w []float32) {
-	k8 := k &^ 7
-	rows := len(w) / k
-	for r := 0; r < rows; r += 8 {
-		nr := min(8, rows-r)
-		wr := w[r*k : (r+nr)*k]
-		for i := 0; i < m; i++ {
-			xi, yi := x[i*k:(i+1)*k], y[i*ldy+r:i*ldy+r+nr]
-			sgemvF32AVX2[nr](k8, &xi[0], &wr[0], k, &yi[0])
-			if k8 < k {
-				for q := range yi {
-					yi[q] += dotGo(xi[k8:], wr[q*k+k8:(q+1)*k])
-				}
-			}
-		}
-	}
+	streamRows8F32(&sgemvF32AVX2, y, ldy, x, m, k, w)
 }
 
 func avx2GemvBF16(y []float32, ldy int, x []float32, m, k int, w []uint16) {
-	k8 := k &^ 7
-	rows := len(w) / k
-	for r := 0; r < rows; r += 8 {
-		nr := min(8, rows-r)
-		wr := w[r*k : (r+nr)*k]
-		for i := 0; i < m; i++ {
-			xi, yi := x[i*k:(i+1)*k], y[i*ldy+r:i*ldy+r+nr]
-			sgemvBF16AVX2[nr](k8, &xi[0], &wr[0], k, &yi[0])
-			if k8 < k {
-				for q := range yi {
-					yi[q] += dotGoBF16(xi[k8:], wr[q*k+k8:(q+1)*k])
-				}
-			}
-		}
-	}
+	streamRows8BF16(&sgemvBF16AVX2, y, ldy, x, m, k, w)
 }
 
 // avx512Gemm is the 14×32 assembly kernel (kernel_amd64.s). Assembly rather

@@ -164,3 +164,51 @@ func dotGoBF16(a []float32, b []uint16) float32 {
 	}
 	return (s0 + s1) + (s2 + s3)
 }
+
+// The 8-row streaming kernels of the AVX2 and NEON levels: y[r] = x·W[r]
+// for r < rows ≤ 8, over the first k values (k a multiple of 8), W's rows
+// ldw elements apart. Index 0 is nil, index r takes r rows.
+type (
+	rows8F32  = [9]func(k int, x *float32, w *float32, ldw int, y *float32)
+	rows8BF16 = [9]func(k int, x *float32, w *uint16, ldw int, y *float32)
+)
+
+// streamRows8F32 runs an 8-row streaming kernel over every row of w (m x
+// rows against each group of 8 W rows, so the group stays in L1/L2 while W
+// is read from memory once) and adds the last k%8 terms in Go.
+func streamRows8F32(kern *rows8F32, y []float32, ldy int, x []float32, m, k int, w []float32) {
+	k8 := k &^ 7
+	rows := len(w) / k
+	for r := 0; r < rows; r += 8 {
+		nr := min(8, rows-r)
+		wr := w[r*k : (r+nr)*k]
+		for i := 0; i < m; i++ {
+			xi, yi := x[i*k:(i+1)*k], y[i*ldy+r:i*ldy+r+nr]
+			kern[nr](k8, &xi[0], &wr[0], k, &yi[0])
+			if k8 < k {
+				for q := range yi {
+					yi[q] += dotGo(xi[k8:], wr[q*k+k8:(q+1)*k])
+				}
+			}
+		}
+	}
+}
+
+// streamRows8BF16 is streamRows8F32 for bf16 weights.
+func streamRows8BF16(kern *rows8BF16, y []float32, ldy int, x []float32, m, k int, w []uint16) {
+	k8 := k &^ 7
+	rows := len(w) / k
+	for r := 0; r < rows; r += 8 {
+		nr := min(8, rows-r)
+		wr := w[r*k : (r+nr)*k]
+		for i := 0; i < m; i++ {
+			xi, yi := x[i*k:(i+1)*k], y[i*ldy+r:i*ldy+r+nr]
+			kern[nr](k8, &xi[0], &wr[0], k, &yi[0])
+			if k8 < k {
+				for q := range yi {
+					yi[q] += dotGoBF16(xi[k8:], wr[q*k+k8:(q+1)*k])
+				}
+			}
+		}
+	}
+}

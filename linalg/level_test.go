@@ -1,6 +1,7 @@
 package linalg
 
 import (
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qwenref/qwenref/internal/cpu"
+	"github.com/qwenref/qwenref/tensor"
 )
 
 // levelKernels names the GEMM and GEMV kernels each level must run.
@@ -51,4 +53,29 @@ func TestKernelsMatchLevel(t *testing.T) {
 	assert.Contains(t, info, "gemm "+want[0])
 	assert.Contains(t, info, "gemv "+want[1])
 	t.Logf("level %s: %s", cpu.Describe(), info)
+}
+
+// TestKernelsSmallM runs every kernel this build and level can run against
+// Naive for each M from 1 to 20 (every bottom-edge row count of every
+// tile), with K and N prime so no K step, unroll or column panel divides
+// them, for f32 and bf16 weights.
+func TestKernelsSmallM(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	for _, kn := range [][2]int{{37, 45}, {131, 67}} {
+		k, n := kn[0], kn[1]
+		for m := 1; m <= 20; m++ {
+			for _, bf16 := range []bool{false, true} {
+				x := randVec(r, m*k)
+				w := randWeights(r, n, k, bf16)
+				want := make([]float32, m*n)
+				require.NoError(t, Naive{}.MatMulT(want, x, m, w))
+				for _, v := range variants() {
+					got := make([]float32, m*n)
+					require.NoError(t, v.b.MatMulT(got, x, m, w))
+					assert.LessOrEqual(t, tensor.RelL2(got, want), sumTol(k),
+						"%s %s M=%d K=%d N=%d", v.name, dtypeName(bf16), m, k, n)
+				}
+			}
+		}
+	}
 }
