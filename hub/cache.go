@@ -15,11 +15,14 @@
 package hub
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -202,7 +205,43 @@ func Resolve(cacheDir, repo, revision string) (string, error) {
 		}
 		return "", &NotCachedError{repo, revision, cacheDir, "snapshots/" + commit + " has no config.json"}
 	}
+	if err := checkShards(snap); err != nil {
+		return "", fmt.Errorf("%v: the snapshot is incomplete (huggingface_hub writes refs before the files); run qwenref download %s%s", err, repo, revisionFlag(revision))
+	}
 	return snap, nil
+}
+
+// checkShards checks that every shard model.safetensors.index.json names
+// is in the snapshot, when there is an index.
+func checkShards(snap string) error {
+	path := filepath.Join(snap, "model.safetensors.index.json")
+	f, err := os.Open(path)
+	if err != nil {
+		return nil // no index: a single file, or the loader will say what is missing
+	}
+	defer f.Close()
+	var idx struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	if err := json.NewDecoder(io.LimitReader(f, 64<<20)).Decode(&idx); err != nil {
+		return nil // the loader reports a malformed index with its details
+	}
+	seen := map[string]bool{}
+	var missing []string
+	for _, shard := range idx.WeightMap {
+		if seen[shard] || validateRepoPath(shard) != nil {
+			continue
+		}
+		seen[shard] = true
+		if _, err := os.Stat(filepath.Join(snap, filepath.FromSlash(shard))); err != nil {
+			missing = append(missing, shard)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	sort.Strings(missing)
+	return fmt.Errorf("%s: %d of the %d shards its index names are missing (%s)", snap, len(missing), len(seen), strings.Join(missing, ", "))
 }
 
 func truncate(s string, n int) string {

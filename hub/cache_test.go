@@ -155,3 +155,21 @@ func TestMatcher(t *testing.T) {
 	_, err = NewMatcher([]string{""})
 	assert.ErrorContains(t, err, "empty pattern")
 }
+
+// A snapshot whose index names a shard that is not there (an interrupted
+// Python download writes refs first) is refused with the shard named.
+func TestResolveIncompleteShards(t *testing.T) {
+	cache := t.TempDir()
+	commit := strings.Repeat("c", 40)
+	snap := fakeSnapshot(t, cache, "org/m", "main", commit)
+	index := `{"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}`
+	require.NoError(t, os.WriteFile(filepath.Join(snap, "model.safetensors.index.json"), []byte(index), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(snap, "model-00001-of-00002.safetensors"), nil, 0o644))
+	_, err := Resolve(cache, "org/m", "main")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "1 of the 2 shards its index names are missing (model-00002-of-00002.safetensors)")
+	assert.Contains(t, err.Error(), "run qwenref download org/m")
+	require.NoError(t, os.WriteFile(filepath.Join(snap, "model-00002-of-00002.safetensors"), nil, 0o644))
+	_, err = Resolve(cache, "org/m", "main")
+	assert.NoError(t, err)
+}

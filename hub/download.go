@@ -53,6 +53,7 @@ type target struct {
 	final      string // blob (cache) or the file itself (local dir)
 	incomplete string
 	lock       string
+	shared     bool                 // final is a content-addressed blob: if it exists it is right
 	done       func() (bool, error) // already complete and visible?
 	publish    func() error         // after final exists: symlink or metadata
 }
@@ -160,7 +161,7 @@ func cacheTarget(cacheDir, storage, commit string, f RepoFile) *target {
 	blob := filepath.Join(storage, "blobs", etag)
 	pointer := filepath.Join(storage, "snapshots", commit, filepath.FromSlash(f.Path))
 	t := &target{
-		file: f, final: blob, incomplete: blob + ".incomplete",
+		file: f, final: blob, incomplete: blob + ".incomplete", shared: true,
 		lock: filepath.Join(cacheDir, ".locks", filepath.Base(storage), etag+".lock"),
 	}
 	t.done = func() (bool, error) {
@@ -222,7 +223,7 @@ func checkDiskSpace(targets []*target, dir string) error {
 		if ok, _ := t.done(); ok {
 			continue
 		}
-		if _, err := os.Stat(t.final); err == nil {
+		if _, err := os.Stat(t.final); err == nil && t.shared {
 			continue
 		}
 		need += t.file.Size

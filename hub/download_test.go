@@ -279,6 +279,22 @@ func TestDownloadIncludeAndLocalDir(t *testing.T) {
 		assert.Equal(t, StatusCached, f.Status, f.Path)
 	}
 
+	// Without metadata a file is trusted only when its hash matches: the
+	// intact one is kept, the altered one fetched again.
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, ".cache")))
+	altered := bytes.ToUpper(repo.Files["README.md"])
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "README.md"), altered, 0o644))
+	res, err = c.Download(context.Background(), "org/tiny", Options{LocalDir: dir, Include: []string{"config.json", "README.md"}})
+	require.NoError(t, err)
+	status := map[string]FileStatus{}
+	for _, f := range res.Files {
+		status[f.Path] = f.Status
+	}
+	assert.Equal(t, map[string]FileStatus{"config.json": StatusCached, "README.md": StatusDownloaded}, status)
+	data, err = os.ReadFile(filepath.Join(dir, "README.md"))
+	require.NoError(t, err)
+	assert.Equal(t, repo.Files["README.md"], data)
+
 	_, err = c.Download(context.Background(), "org/tiny", Options{Include: []string{"*.gguf"}})
 	assert.ErrorContains(t, err, "no file of org/tiny@")
 }

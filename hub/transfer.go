@@ -24,11 +24,23 @@ func (c *Client) fetch(ctx context.Context, repo, commit string, t *target) (Fil
 	if ok, err := t.done(); err != nil || ok {
 		return StatusCached, err
 	}
-	if _, err := os.Stat(t.final); err == nil && t.lock != "" {
-		if err := c.withLock(ctx, t.lock, t.publish); err != nil {
-			return "", err
+	if _, err := os.Stat(t.final); err == nil {
+		status := StatusLinked
+		err := c.withLock(ctx, t.lock, func() error {
+			// A local-dir file without matching metadata is trusted only
+			// if its hash is the listed one (as huggingface_hub does).
+			if !t.shared {
+				if ok, err := hasContent(t.final, t.file); err != nil || !ok {
+					status = ""
+					return err
+				}
+				status = StatusCached
+			}
+			return t.publish()
+		})
+		if err != nil || status != "" {
+			return status, err
 		}
-		return StatusLinked, nil
 	}
 	loc, err := c.resolve(ctx, repo, commit, t.file)
 	if err != nil {
@@ -36,7 +48,7 @@ func (c *Client) fetch(ctx context.Context, repo, commit string, t *target) (Fil
 	}
 	status := StatusDownloaded
 	err = c.withLock(ctx, t.lock, func() error {
-		if _, err := os.Stat(t.final); err == nil { // another process finished it
+		if _, err := os.Stat(t.final); err == nil && t.shared { // another process finished it
 			status = StatusLinked
 			return t.publish()
 		}
@@ -65,6 +77,24 @@ func (c *Client) withLock(ctx context.Context, path string, fn func() error) err
 	}
 	defer l.release()
 	return fn()
+}
+
+// hasContent reports whether path has f's size and hash.
+func hasContent(path string, f RepoFile) (bool, error) {
+	in, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil || st.Size() != f.Size {
+		return false, err
+	}
+	h := newHash(f)
+	if _, err := io.Copy(h, in); err != nil {
+		return false, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)) == f.ETag(), nil
 }
 
 // resolve asks the hub where file lives (HEAD /{repo}/resolve/{commit}/{path},
