@@ -126,26 +126,35 @@ func missingFrom(p *Probe, pkg string) []Kernel {
 	return ks
 }
 
+// pip is the install command for the probed interpreter, so packages land where the job looks.
+func pip(p *Probe) string {
+	if p.Python.Executable == "" {
+		return "pip install"
+	}
+	return p.Python.Executable + " -m pip install"
+}
+
+// Advice lines are a command or a sentence, then "\n" and why (indented when printed).
 func kernelAdvice(p *Probe) []string {
 	var out []string
 	if ks := missingFrom(p, "fla"); len(ks) > 0 {
 		fla := p.Packages["fla"]
 		switch {
 		case !fla.Installed:
-			out = append(out, "pip install flash-linear-attention   # chunk_gated_delta_rule and fused_recurrent_gated_delta_rule: "+
-				"pure Python with Triton kernels compiled at first use (a CUDA GPU and a C compiler for Triton's "+
-				"launcher; no nvcc)")
+			out = append(out, pip(p)+" flash-linear-attention\n"+
+				"for chunk_gated_delta_rule and fused_recurrent_gated_delta_rule: Python with Triton kernels compiled at "+
+				"first use, so no nvcc; it needs a CUDA GPU and a C compiler for Triton's launcher")
 		case strings.HasPrefix(ks[0].Reason, "importing"):
-			out = append(out, fmt.Sprintf("fla %s is installed but does not import (%s): fix that first, e.g. "+
-				"pip install -U flash-linear-attention fla-core, and a C compiler (gcc) for Triton", fla.Version, ks[0].Reason))
+			out = append(out, fmt.Sprintf("%s -U flash-linear-attention fla-core\nfla %s is installed but does not import "+
+				"(%s); a C compiler (gcc) must be on PATH for Triton", pip(p), fla.Version, ks[0].Reason))
 		default:
-			out = append(out, fmt.Sprintf("fla %s lacks what transformers looks for (%s): pip install -U flash-linear-attention",
-				fla.Version, ks[0].Reason))
+			out = append(out, fmt.Sprintf("%s -U flash-linear-attention\nfla %s lacks what transformers looks for (%s)",
+				pip(p), fla.Version, ks[0].Reason))
 		}
 	}
 	if ks := missingFrom(p, "causal_conv1d"); len(ks) > 0 {
 		cc := p.Packages["causal_conv1d"]
-		build := "its setup first looks for a prebuilt wheel on the project's GitHub releases matching your torch, " +
+		build := "its setup first fetches a prebuilt wheel from the project's GitHub releases when one matches your torch, " +
 			"CUDA, Python and C++ ABI; without one (or without network) it compiles from source, which needs nvcc and CUDA_HOME"
 		if p.CUDA.NVCC == "" {
 			build += " (no nvcc found here"
@@ -154,13 +163,13 @@ func kernelAdvice(p *Probe) []string {
 			}
 			build += ")"
 		} else {
-			build += fmt.Sprintf(" (nvcc here: %s, %s)", p.CUDA.NVCC, p.CUDA.NVCCVersion)
+			build += fmt.Sprintf(" (nvcc here: %s, %s)", p.CUDA.NVCC, orUnknown(p.CUDA.NVCCVersion))
 		}
 		if !cc.Installed {
-			out = append(out, "pip install causal-conv1d --no-build-isolation   # causal_conv1d_fn and causal_conv1d_update: "+build)
+			out = append(out, pip(p)+" --no-build-isolation causal-conv1d\nfor causal_conv1d_fn and causal_conv1d_update: "+build)
 		} else {
-			out = append(out, fmt.Sprintf("causal_conv1d %s is installed but unusable (%s): pip install -U causal-conv1d "+
-				"--no-build-isolation; %s", cc.Version, ks[0].Reason, build))
+			out = append(out, fmt.Sprintf("%s --no-build-isolation -U causal-conv1d\ncausal_conv1d %s is installed but "+
+				"unusable (%s); %s", pip(p), cc.Version, ks[0].Reason, build))
 		}
 	}
 	if h := p.Transformers.Hub; h != nil && len(h.Mapped) > 0 {
@@ -168,8 +177,8 @@ func kernelAdvice(p *Probe) []string {
 		if h.MinVersion != "" && h.MaxVersion != "" {
 			want = fmt.Sprintf("kernels>=%s,<%s", h.MinVersion, h.MaxVersion)
 		}
-		line := fmt.Sprintf("or, building nothing: pip install '%s' and load with from_pretrained(..., use_kernels=True); "+
-			"transformers then downloads hub kernels for %s at load time (needs network)", want, strings.Join(h.Mapped, ", "))
+		line := fmt.Sprintf("or, building nothing: %s '%s', then from_pretrained(..., use_kernels=True)\n"+
+			"transformers then downloads hub kernels for %s at load time (needs network)", pip(p), want, strings.Join(h.Mapped, ", "))
 		switch {
 		case h.KernelsInstalled && !h.Accepted:
 			line += fmt.Sprintf("; the installed kernels %s is outside that range, so transformers ignores it", h.KernelsVersion)
@@ -197,9 +206,9 @@ func cudaAdvice(p *Probe) []string {
 }
 
 func qwenrefAdvice() string {
-	return "or run the model with qwenref's CUDA backend, which needs no CUDA compiler where it runs: " +
-		"go build -tags cuda -o qwenref ./cmd/qwenref (gcc only), plus libqwenref_cuda.so built once with " +
-		"make -C cuda wherever nvcc is (compute capability 8.0+), then qwenref run --backend cuda --model DIR (cuda/README.md)"
+	return "or run the model with qwenref's CUDA backend: qwenref run --backend cuda --model DIR\n" +
+		"go build -tags cuda -o qwenref ./cmd/qwenref needs only gcc, no CUDA compiler; it loads libqwenref_cuda.so, " +
+		"built once with make -C cuda wherever nvcc is and copied to where it runs (compute capability 8.0+; cuda/README.md)"
 }
 
 // WriteText prints the report for a person.
@@ -277,7 +286,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if len(r.Advice) > 0 {
 		fmt.Fprintf(&b, "\nwhat to do:\n")
 		for _, l := range r.Advice {
-			fmt.Fprintf(&b, "  %s\n", l)
+			fmt.Fprintf(&b, "  %s\n", strings.ReplaceAll(l, "\n", "\n      "))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
