@@ -49,6 +49,15 @@ func (m *Model) Close() error {
 	return err
 }
 
+// Files returns the paths of the checkpoint files the model maps (none
+// for a model built in memory), so that a command never overwrites them.
+func (m *Model) Files() []string {
+	if m.store == nil {
+		return nil
+	}
+	return m.store.Files()
+}
+
 // TensorSpec is one tensor the config requires: its canonical name
 // (without the checkpoint's prefix) and its shape as stored.
 type TensorSpec struct {

@@ -94,7 +94,9 @@ Examples:
 	minTime := fs.Duration("min-time", 200*time.Millisecond, "keep repeating a case until its timed runs add up to this")
 	maxTime := fs.Duration("max-time", time.Minute, "stop repeating a case once its timed runs add up to this")
 	naiveMax := fs.Float64("naive-max-gflop", 30, "run naive (timing and reference) only for calls of at most this many GFLOP")
-	maxMem := fs.Float64("max-mem", defaultMaxMemGiB(), "GiB of random weights the bench may build (default: 75% of RAM)")
+	maxMem := &memoryFlag{fallback: func() (float64, string) { return defaultMaxMemGiB(), "75% of RAM" }}
+	fs.Var(maxMem, "max-memory", "GiB of random weights the bench may build (default: 75% of RAM)")
+	fs.Var(maxMem, "max-mem", "deprecated spelling of --max-memory")
 	ceiling := fs.Float64("ceiling-gflops", bench.CPUCeilingGFLOPS, "this CPU's fp32 ceiling for the %ceil column")
 	asJSON := fs.Bool("json", false, "print a JSON list of results instead of the table")
 	outDir := fs.String("out", "", "directory for results.csv/.json, report.txt and SVG/PNG charts")
@@ -110,7 +112,8 @@ Examples:
 
 	opts := bench.Options{Seed: *seed, NaiveMaxGFLOP: *naiveMax, Layers: *layers, Vocab: *vocab,
 		Method:      bench.Method{Warmup: *warmup, Reps: *reps, MinTime: *minTime, MaxTime: *maxTime},
-		MaxMemBytes: int64(*maxMem * (1 << 30)), Progress: stderr, TTY: isTerminal(stderr)}
+		Progress: stderr, TTY: isTerminal(stderr)}
+	opts.MaxMemBytes, _ = maxMem.limit()
 	var err error
 	if opts.Ops, err = bench.ParseOps(*opList); err != nil {
 		return bad("--op %q: %v", *opList, err)
@@ -136,8 +139,6 @@ Examples:
 		return bad("--naive-max-gflop %g: must not be negative", *naiveMax)
 	case *layers < 0 || *vocab < 0:
 		return bad("--layers and --vocab must not be negative")
-	case *maxMem <= 0:
-		return bad("--max-mem %g: must be positive", *maxMem)
 	case *ceiling <= 0:
 		return bad("--ceiling-gflops %g: must be positive", *ceiling)
 	}

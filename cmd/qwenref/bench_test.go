@@ -126,7 +126,9 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--shape", "70b"}, `unknown shape "70b"`},
 		{[]string{"--shape", "tiny", "--config", "x.json"}, "one of --shape, --model and --config"},
 		{[]string{"--layers", "99", "--op", "model", "--shape", "tiny"}, "--layers 99"},
-		{[]string{"--max-mem", "0"}, "--max-mem"},
+		{[]string{"--max-mem", "0"}, "-max-mem"},
+		{[]string{"--max-memory", "NaN"}, "-max-memory: want a positive number of GiB"},
+		{[]string{"--max-memory", "-3"}, "-max-memory: want a positive number of GiB"},
 		{[]string{"stray"}, "unexpected argument"},
 	} {
 		code, stdout, stderr := benchCLI(c.args...)

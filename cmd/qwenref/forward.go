@@ -37,6 +37,8 @@ Example:
 	idsList := fs.String("ids", "", "token ids of one row, comma-separated or a JSON array (- reads stdin)")
 	out := fs.String("out", "", "output .safetensors file (written atomically)")
 	backend := fs.String("backend", defaultBackend(), fmt.Sprintf("kernels to run on: %v", model.BackendNames()))
+	mem := addMemoryFlag(fs)
+	checkW := addCheckWeightsFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -55,6 +57,9 @@ Example:
 	if err != nil {
 		return err
 	}
+	if _, err := outputFor("--out", *out, append(modelInputs(*dir, nil), *idsPath)...); err != nil {
+		return err
+	}
 	be, err := model.NewBackend(*backend)
 	if err != nil {
 		return err
@@ -71,6 +76,18 @@ Example:
 	for b, ids := range batch {
 		if err := m.CheckIDs(ids); err != nil {
 			return fmt.Errorf("ids row %d: %w", b, err)
+		}
+	}
+	outOpts, err := outputFor("--out", *out, append(modelInputs(*dir, m), *idsPath)...)
+	if err != nil {
+		return err
+	}
+	if err := checkRun(m.Config, mem, len(batch), len(batch[0]), len(batch)*len(batch[0]), "ids"); err != nil {
+		return err
+	}
+	if *checkW {
+		if err := checkWeights(m, stderr); err != nil {
+			return err
 		}
 	}
 
@@ -97,7 +114,7 @@ Example:
 	err = weights.WriteFile(*out, []weights.NamedTensor{
 		{Name: "logits", DType: "F32", Shape: []int{bsz, t, cfg.VocabSize}, Data: logits},
 		{Name: "hidden", DType: "F32", Shape: []int{bsz, t, cfg.HiddenSize}, Data: hidden},
-	}, map[string]string{"backend": be.Name, "model": *dir, "producer": "qwenref forward"})
+	}, map[string]string{"backend": be.Name, "model": *dir, "producer": "qwenref forward"}, outOpts)
 	if err != nil {
 		return err
 	}

@@ -23,8 +23,11 @@ func parseIDList(s string) ([]int, error) {
 	}
 	var ids []int
 	for i, f := range strings.Split(s, ",") {
+		if i >= maxIDs {
+			return nil, fmt.Errorf("more than %d token ids (the limit; see docs/limits.md)", maxIDs)
+		}
 		v, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || v < 0 {
+		if err != nil || v < 0 || !isDigits(strings.TrimSpace(f)) {
 			return nil, fmt.Errorf("id %d (%q) is not a non-negative integer", i, strings.TrimSpace(f))
 		}
 		ids = append(ids, v)
@@ -55,6 +58,8 @@ Examples:
 	asJSON := fs.Bool("json", false, "print the new ids as a JSON array (and nothing else on stdout)")
 	greedy := fs.Bool("greedy", false, "force greedy decoding (overrides --temperature)")
 	sf := addSampleFlags(fs, 16)
+	mem := addMemoryFlag(fs)
+	checkW := addCheckWeightsFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -84,6 +89,17 @@ Examples:
 	defer m.Close()
 	if err := m.CheckIDs(ids); err != nil {
 		return fmt.Errorf("--ids: %w", err)
+	}
+	if *sf.maxNew < 0 {
+		return usageError(fs, stderr, "--max-new-tokens %d: must not be negative", *sf.maxNew)
+	}
+	if err := checkRun(m.Config, mem, 1, len(ids)+*sf.maxNew, len(ids), "--ids plus --max-new-tokens"); err != nil {
+		return err
+	}
+	if *checkW {
+		if err := checkWeights(m, stderr); err != nil {
+			return err
+		}
 	}
 	s, err := sf.resolve(fs, *dir, stderr)
 	if err != nil {

@@ -58,6 +58,7 @@ Examples:
 	seq := fs.Int("seq", 70, "tokens T (70 crosses a 64-token chunk boundary)")
 	seed := fs.Uint64("seed", 1, "random seed")
 	zeroState := fs.Bool("zero-state", false, "start from a zero state (a fresh sequence) instead of a random one")
+	mem := addMemoryFlag(fs)
 	over := map[string]*int{}
 	for name, help := range map[string]string{
 		"nk": "gdn-core: query/key heads", "nv": "gdn-core: value heads (a multiple of nk)",
@@ -117,6 +118,13 @@ Examples:
 		NH: pick("heads", cfg.NumHeads), NKV: pick("kv-heads", cfg.NumKVHeads),
 		D: pick("head-dim", cfg.HeadDim), P: *over["past"],
 	}
+	if err := goldenMemory(*op, d, mem); err != nil {
+		return err
+	}
+	outOpts, err := outputFor("--out", *out)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	switch {
 	case *op == "gdn-core" && d.NV%d.NK != 0:
@@ -130,7 +138,7 @@ Examples:
 	}
 	tensors, meta := vec.Tensors, vec.Meta
 	meta["shape"] = *shape
-	if err := weights.WriteFile(*out, tensors, meta); err != nil {
+	if err := weights.WriteFile(*out, tensors, meta, outOpts); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "golden: %s %s, seed %d → %s (%v)\n", *op, d.Describe(*op), *seed, *out, time.Since(start).Round(time.Millisecond))

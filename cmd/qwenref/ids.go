@@ -3,67 +3,148 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
+	"strconv"
 )
+
+// maxIDs caps how many token ids one input may hold in all rows: far more
+// than any model's context (Qwen3.5's is 262,144), few enough that the
+// ids themselves stay small. Longer inputs are refused before any model
+// work (docs/limits.md).
+const maxIDs = 1 << 22
 
 // parseIDsJSON reads token ids as a JSON array of equal-length arrays of
 // non-negative integers, e.g. [[1,2,3],[4,5,6]]. A flat array [1,2,3] is
-// accepted as one row.
+// accepted as one row. Only JSON numbers are ids: "2", 2.0, 1e3 and -1 are
+// refused, as are trailing data and more than maxIDs ids. The input is
+// read token by token, so no allocation is sized by it.
 func parseIDsJSON(data []byte) ([][]int, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
 		return nil, fmt.Errorf("empty input: want a JSON array of token-id arrays, e.g. [[1,2,3]]")
 	}
-	var raw []json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := expectDelim(dec, '['); err != nil {
 		return nil, fmt.Errorf("want a JSON array of token-id arrays, e.g. [[1,2,3]]: %v", err)
 	}
-	if len(raw) == 0 {
+	var rows [][]int
+	var flat []int
+	total := 0
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("invalid JSON: %v", err)
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			if v != '[' || flat != nil {
+				return nil, fmt.Errorf("row %d: want an array of integers", len(rows))
+			}
+			row, err := parseRow(dec, &total)
+			if err != nil {
+				return nil, fmt.Errorf("row %d: %w", len(rows), err)
+			}
+			if len(row) == 0 {
+				return nil, fmt.Errorf("row %d is empty: every sequence needs at least one token", len(rows))
+			}
+			if len(rows) > 0 && len(row) != len(rows[0]) {
+				return nil, fmt.Errorf("row %d has %d ids but row 0 has %d: rows must have equal length (no padding support)", len(rows), len(row), len(rows[0]))
+			}
+			rows = append(rows, row)
+		default:
+			if rows != nil {
+				return nil, fmt.Errorf("id %d: an array of arrays cannot also hold %v", len(flat), tok)
+			}
+			id, err := idValue(tok, len(flat))
+			if err != nil {
+				return nil, err
+			}
+			if total++; total > maxIDs {
+				return nil, fmt.Errorf("more than %d token ids (the limit; see docs/limits.md)", maxIDs)
+			}
+			flat = append(flat, id)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing bracket
+		return nil, fmt.Errorf("invalid JSON: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("trailing data after the array")
+	}
+	if flat != nil {
+		return [][]int{flat}, nil
+	}
+	if len(rows) == 0 {
 		return nil, fmt.Errorf("empty input: the array holds no sequences")
 	}
-	// A flat array of numbers is one sequence.
-	if t := bytes.TrimSpace(raw[0]); len(t) > 0 && t[0] != '[' {
-		row, err := parseRow(data)
+	return rows, nil
+}
+
+// parseRow reads the ids of one row after its opening bracket.
+func parseRow(dec *json.Decoder, total *int) ([]int, error) {
+	var row []int
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("want an array of integers: %v", err)
+		}
+		id, err := idValue(tok, len(row))
 		if err != nil {
 			return nil, err
 		}
-		return [][]int{row}, nil
+		if *total++; *total > maxIDs {
+			return nil, fmt.Errorf("more than %d token ids (the limit; see docs/limits.md)", maxIDs)
+		}
+		row = append(row, id)
 	}
-	out := make([][]int, len(raw))
-	for i, r := range raw {
-		row, err := parseRow(r)
-		if err != nil {
-			return nil, fmt.Errorf("row %d: %w", i, err)
-		}
-		if len(row) == 0 {
-			return nil, fmt.Errorf("row %d is empty: every sequence needs at least one token", i)
-		}
-		if len(row) != len(out[0]) && i > 0 {
-			return nil, fmt.Errorf("row %d has %d ids but row 0 has %d: rows must have equal length (no padding support)", i, len(row), len(out[0]))
-		}
-		out[i] = row
-	}
-	return out, nil
-}
-
-func parseRow(data []byte) ([]int, error) {
-	var nums []json.Number
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(&nums); err != nil {
+	if _, err := dec.Token(); err != nil {
 		return nil, fmt.Errorf("want an array of integers: %v", err)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("trailing data after the array")
-	}
-	row := make([]int, len(nums))
-	for j, n := range nums {
-		v, err := n.Int64()
-		if err != nil || v < 0 || v > math.MaxInt32 {
-			return nil, fmt.Errorf("id %d is %s: want a non-negative integer", j, n.String())
-		}
-		row[j] = int(v)
-	}
 	return row, nil
+}
+
+// idValue accepts a JSON number written as a plain non-negative integer.
+func idValue(tok json.Token, j int) (int, error) {
+	n, ok := tok.(json.Number)
+	if !ok {
+		shown := fmt.Sprint(tok)
+		if s, isStr := tok.(string); isStr {
+			shown = strconv.Quote(s)
+		}
+		return 0, fmt.Errorf("id %d is %s: want a non-negative integer (a JSON number, not a string)", j, shown)
+	}
+	v, err := strconv.ParseUint(n.String(), 10, 31)
+	if err != nil || !isDigits(n.String()) || v > math.MaxInt32 {
+		return 0, fmt.Errorf("id %d is %s: want a non-negative integer", j, n.String())
+	}
+	return int(v), nil
+}
+
+// isDigits reports whether s is one or more ASCII digits and nothing else
+// (strconv accepts a sign and underscores that ids must not have).
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func expectDelim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != want {
+		return fmt.Errorf("got %v", tok)
+	}
+	return nil
 }

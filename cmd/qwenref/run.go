@@ -164,6 +164,8 @@ Examples:
 	compare := fs.String("compare", "auto", "compare prompt logits across backends (on stderr): auto (skip when too slow), all, or none")
 	quiet := fs.Bool("quiet", false, "leave out the model line, speeds and backend comparison (stderr)")
 	sf := addSampleFlags(fs, 24)
+	mem := addMemoryFlag(fs)
+	checkW := addCheckWeightsFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -197,6 +199,11 @@ Examples:
 		return err
 	}
 	defer m.Close()
+	if *checkW {
+		if err := checkWeights(m, info); err != nil {
+			return err
+		}
+	}
 	s, err := sf.resolve(fs, *dir, info)
 	if err != nil {
 		return err
@@ -233,6 +240,9 @@ Examples:
 		}
 		if err := m.CheckIDs(ids); err != nil {
 			return fmt.Errorf("the prompt's tokens do not fit this model (wrong --tokenizer?): %w", err)
+		}
+		if err := checkRun(m.Config, mem, 1, len(ids)+*sf.maxNew, len(ids), "the prompt plus --max-new-tokens"); err != nil {
+			return err
 		}
 		if i > 0 {
 			fmt.Fprintln(stdout)

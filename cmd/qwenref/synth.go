@@ -2,13 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -31,7 +34,7 @@ Examples:
   qwenref synth --shape 27b --out /data/qwen27b-synth
   qwenref synth --shape 27b --layers 8 --out /tmp/q27-8l   # 8 layers at full width`, stderr)
 	shape := fs.String("shape", "27b", "named shape: "+strings.Join(model.ShapeNames(), ", "))
-	out := fs.String("out", "", "output directory (created; must not hold a checkpoint)")
+	out := fs.String("out", "", "output directory (created; if it exists it must be empty)")
 	layers := fs.Int("layers", 0, "keep only the first N layers (0 = all)")
 	seed := fs.Uint64("seed", 1, "weight seed")
 	shardGB := fs.Float64("shard-gb", 4, "target shard size in GB")
@@ -50,8 +53,14 @@ Examples:
 	if *layers < 0 {
 		return fmt.Errorf("--layers must be ≥ 0, got %d", *layers)
 	}
-	if !(*shardGB > 0) {
-		return fmt.Errorf("--shard-gb must be positive, got %g", *shardGB)
+	if !(*shardGB > 0 && *shardGB <= 1e6) {
+		return fmt.Errorf("--shard-gb must be in (0, 1e6], got %g", *shardGB)
+	}
+	if *layers > model.MaxLayers {
+		return fmt.Errorf("--layers %d: at most %d", *layers, model.MaxLayers)
+	}
+	if err := checkSynthOut(*out); err != nil {
+		return err
 	}
 	if *layers > 0 {
 		var raw map[string]any
@@ -75,8 +84,18 @@ Examples:
 	lin, full := cfg.CountLayers()
 	fmt.Fprintf(stderr, "synth: %s, %d layers (%d GDN + %d attention), %d parameters, %.2f GB bf16 → %s\n",
 		*shape, cfg.NumLayers, lin, full, cfg.TextParams(), float64(need)/1e9, *out)
+	// Everything is written into a temporary directory beside --out and
+	// renamed into place at the end, so an error or a signal never leaves
+	// a partial shard set (safeio removes the directory on SIGINT/SIGTERM,
+	// and the next run removes one a killed run left).
+	staging, done, err := safeio.TempDir(*out)
+	if err != nil {
+		return err
+	}
+	keep := false
+	defer func() { done(keep) }()
 	start, last := time.Now(), time.Time{}
-	err = model.WriteSynthetic(*out, cfg, js, model.SynthOptions{Seed: *seed, ShardBytes: int64(*shardGB * 1e9),
+	err = model.WriteSynthetic(staging, cfg, js, model.SynthOptions{Seed: *seed, ShardBytes: int64(*shardGB * 1e9),
 		Progress: func(done, total int64) {
 			if time.Since(last) < 200*time.Millisecond && done < total {
 				return
@@ -89,7 +108,44 @@ Examples:
 	if err != nil {
 		return err
 	}
+	if err := checkSynthOut(*out); err != nil { // it may have changed meanwhile
+		return err
+	}
+	if _, err := os.Lstat(*out); err == nil {
+		if err := os.Remove(*out); err != nil { // the empty directory it replaces
+			return fmt.Errorf("--out %s: %w", safeio.Clean(*out), err)
+		}
+	}
+	if err := os.Rename(staging, *out); err != nil {
+		return fmt.Errorf("--out %s: %w", safeio.Clean(*out), err)
+	}
+	keep = true
 	fmt.Fprintf(stdout, "wrote %s in %v\n", *out, time.Since(start).Round(time.Second))
+	return nil
+}
+
+// checkSynthOut accepts a new path or an empty directory (not a link).
+func checkSynthOut(out string) error {
+	st, err := os.Lstat(out)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		parent := filepath.Dir(filepath.Clean(out))
+		if pst, err := os.Stat(parent); err != nil || !pst.IsDir() {
+			return fmt.Errorf("--out %s: the parent directory %s does not exist", safeio.Clean(out), safeio.Clean(parent))
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("--out: %w", err)
+	case !st.IsDir():
+		return fmt.Errorf("--out %s: exists and is not a directory", safeio.Clean(out))
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("--out %s: the directory is not empty (it holds %s): choose a new or empty directory", safeio.Clean(out), safeio.Quote(entries[0].Name()))
+	}
 	return nil
 }
 

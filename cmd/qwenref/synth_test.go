@@ -22,7 +22,7 @@ func TestSynthTinyThenForward(t *testing.T) {
 	assert.Contains(t, stderr, "unknown shape")
 	code, _, stderr = runCLI("synth", "--shape", "tiny", "--out", dir)
 	assert.Equal(t, 1, code)
-	assert.Contains(t, stderr, "already holds a checkpoint")
+	assert.Contains(t, stderr, "the directory is not empty")
 	code, _, _ = runCLI("synth")
 	assert.Equal(t, 2, code)
 }

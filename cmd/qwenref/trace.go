@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tensor"
 	"github.com/qwenref/qwenref/weights"
@@ -73,6 +73,7 @@ Examples:
 	out := fs.String("out", "", "write every stage to this .safetensors file (atomically)")
 	compare := fs.String("compare", "", "a trace or golden .safetensors to compare every stage with")
 	tol := fs.Float64("tol", 1e-5, "--compare: largest relative L2 error that counts as agreement")
+	mem := addMemoryFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -80,8 +81,8 @@ Examples:
 	switch {
 	case (*idsFlag == "") == (*idsPath == ""):
 		return usageErr("give the token ids with exactly one of --ids or --ids-json")
-	case *nvals < 0:
-		return usageErr("--values must be ≥ 0, not %d", *nvals)
+	case *nvals < 0 || *nvals > maxTraceValues:
+		return usageErr("--values must be 0 to %d, not %d", maxTraceValues, *nvals)
 	case *tol < 0 || math.IsNaN(*tol):
 		return usageErr("--tol must be ≥ 0, not %v", *tol)
 	}
@@ -99,6 +100,15 @@ Examples:
 	defer m.Close()
 	if *layer < 0 || *layer >= len(m.Blocks) {
 		return usageErr("--layer %d is outside the model's layers 0..%d", *layer, len(m.Blocks)-1)
+	}
+	if err := checkTrace(m.Config, mem, len(ids)); err != nil {
+		return err
+	}
+	var outOpts weights.WriteOptions
+	if *out != "" {
+		if outOpts, err = outputFor("--out", *out, append(modelInputs(*dir, m), *compare, *idsPath)...); err != nil {
+			return err
+		}
 	}
 	be, err := model.NewBackend(*backend)
 	if err != nil {
@@ -127,10 +137,13 @@ Examples:
 	if !*all {
 		fmt.Fprintf(stdout, "layer %d is %s\n", *layer, m.Blocks[*layer].Kind)
 	}
-	firstBad := ""
+	firstBad, compared := "", 0
 	for _, s := range stages {
 		cmp := ""
 		if ref != nil {
+			if _, in := ref.Info(s.name); in {
+				compared++
+			}
 			var ok bool
 			cmp, ok = compareTraceStage(ref, s, *tol)
 			if !ok && firstBad == "" {
@@ -143,16 +156,19 @@ Examples:
 		}
 	}
 	if *out != "" {
-		if err := writeTrace(*out, stages, m, be.Name, *dir, ids); err != nil {
+		if err := writeTrace(*out, stages, m, be.Name, *dir, ids, outOpts); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "wrote %d stages to %s\n", len(stages), *out)
 	}
 	if ref != nil {
+		if compared == 0 {
+			return fmt.Errorf("--compare %s holds none of the %d stages traced: nothing was compared (is it a trace or golden of this model?)", *compare, len(stages))
+		}
 		if firstBad != "" {
 			return fmt.Errorf("stage %s is the first to differ from %s by more than relative L2 %g", firstBad, *compare, *tol)
 		}
-		fmt.Fprintf(stdout, "all compared stages agree with %s within relative L2 %g\n", *compare, *tol)
+		fmt.Fprintf(stdout, "all compared stages agree with %s within relative L2 %g (%d of %d stages compared)\n", *compare, *tol, compared, len(stages))
 	}
 	return nil
 }
@@ -179,8 +195,8 @@ func traceIDs(list, path string, stderr io.Writer) ([]int, error) {
 	data, src := []byte("["+list+"]"), "--ids"
 	if path != "" {
 		var err error
-		if data, err = os.ReadFile(path); err != nil {
-			return nil, err
+		if data, err = safeio.ReadCapped(path, maxIDsFileBytes, "ids JSON"); err != nil {
+			return nil, fmt.Errorf("--ids-json: %w", err)
 		}
 		src = path
 	}
@@ -237,7 +253,7 @@ func describeStage(s stage, n int) string {
 		ss += f * f
 		lo, hi = math.Min(lo, f), math.Max(hi, f)
 	}
-	vals := make([]string, 0, n+1)
+	vals := make([]string, 0, min(n, len(s.data))+1)
 	for _, v := range s.data[:min(n, len(s.data))] {
 		vals = append(vals, strconv.FormatFloat(float64(v), 'g', 4, 32))
 	}
@@ -274,7 +290,7 @@ func compareTraceStage(ref *weights.Store, s stage, tol float64) (string, bool) 
 }
 
 // writeTrace writes every stage as an F32 tensor, named as recorded.
-func writeTrace(path string, stages []stage, m *model.Model, backend, dir string, ids []int) error {
+func writeTrace(path string, stages []stage, m *model.Model, backend, dir string, ids []int, opts weights.WriteOptions) error {
 	ts := make([]weights.NamedTensor, len(stages))
 	for i, s := range stages {
 		ts[i] = weights.NamedTensor{Name: s.name, DType: "F32", Shape: s.shape, Data: s.data}
@@ -286,5 +302,5 @@ func writeTrace(path string, stages []stage, m *model.Model, backend, dir string
 	return weights.WriteFile(path, ts, map[string]string{
 		"producer": "qwenref trace", "backend": backend, "model": dir, "ids": strings.Join(idText, ","),
 		"layers": layerKinds(m),
-	})
+	}, opts)
 }
