@@ -111,7 +111,7 @@ Examples:
 	}
 
 	opts := bench.Options{Seed: *seed, NaiveMaxGFLOP: *naiveMax, Layers: *layers, Vocab: *vocab,
-		Method:      bench.Method{Warmup: *warmup, Reps: *reps, MinTime: *minTime, MaxTime: *maxTime},
+		Method:   bench.Method{Warmup: *warmup, Reps: *reps, MinTime: *minTime, MaxTime: *maxTime},
 		Progress: stderr, TTY: isTerminal(stderr)}
 	opts.MaxMemBytes, _ = maxMem.limit()
 	var err error
