@@ -1,5 +1,3 @@
-//go:build cuda
-
 package cuda
 
 import (
@@ -132,6 +130,36 @@ func (m MatMul) MatMulT(y, x []float32, rows int, w *tensor.Matrix) error {
 		return err
 	}
 	return d.callLocked("matmul", func() int { return cMatMul(y, x, rows, w.Cols, w.Rows, p) })
+}
+
+// MatMulF32 is linalg.MatMuler on the GPU in fp32: W is widened to fp32
+// (once, then resident until the Device closes), x stays fp32, and cuBLAS
+// runs the pedantic fp32 compute type, so no TF32 or bf16 step rounds
+// anything. It is the matmul of the "cuda-fp32" reference backend.
+type MatMulF32 struct{ Dev *Device }
+
+var _ linalg.MatMuler = MatMulF32{}
+
+// MatMulT implements linalg.MatMuler.
+func (m MatMulF32) MatMulT(y, x []float32, rows int, w *tensor.Matrix) error {
+	if err := linalg.CheckDims(y, x, rows, w); err != nil {
+		return err
+	}
+	if rows == 0 || w.Rows == 0 {
+		return nil
+	}
+	if w.Cols == 0 {
+		clear(y)
+		return nil
+	}
+	d := m.Dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, err := d.wideWeight(w)
+	if err != nil {
+		return err
+	}
+	return d.callLocked("matmul_f32", func() int { return cMatMulF32(y, x, rows, w.Cols, w.Rows, p) })
 }
 
 // RMSNorm computes y = x·rsqrt(mean(x²)+eps)·s over rows of n, with s = 1+w

@@ -1,5 +1,3 @@
-//go:build cuda
-
 package cuda
 
 import (
@@ -67,11 +65,13 @@ func dimsOf(cfg *model.Config, maxTokens int) (modelDims, []int32, error) {
 			kinds[i] = 1
 		}
 	}
+	i := func(v int) int32 { return int32(v) }
 	return modelDims{
-		vocab: cfg.VocabSize, hidden: cfg.HiddenSize, inter: cfg.IntermediateSize, nlayers: cfg.NumLayers,
-		nk: cfg.LinearNumKeyHeads, nv: cfg.LinearNumValueHeads, dk: cfg.LinearKeyHeadDim, dv: cfg.LinearValueHeadDim,
-		kconv: cfg.LinearConvKernel, nh: cfg.NumHeads, nkv: cfg.NumKVHeads, hd: cfg.HeadDim, rot: cfg.RotaryDim(),
-		theta: float32(cfg.RopeTheta), eps: float32(cfg.RMSNormEps), maxTokens: maxTokens,
+		vocab: i(cfg.VocabSize), hidden: i(cfg.HiddenSize), inter: i(cfg.IntermediateSize), nlayers: i(cfg.NumLayers),
+		nk: i(cfg.LinearNumKeyHeads), nv: i(cfg.LinearNumValueHeads), dk: i(cfg.LinearKeyHeadDim),
+		dv: i(cfg.LinearValueHeadDim), kconv: i(cfg.LinearConvKernel), nh: i(cfg.NumHeads), nkv: i(cfg.NumKVHeads),
+		hd: i(cfg.HeadDim), rot: i(cfg.RotaryDim()), theta: float32(cfg.RopeTheta), eps: float32(cfg.RMSNormEps),
+		maxTokens: i(maxTokens),
 	}, kinds, nil
 }
 
@@ -99,6 +99,10 @@ func (d *Device) newModel(cfg *model.Config, maxTokens int) (*Model, error) {
 // U(−1, 1), conv taps N(0, 0.25), the distributions of model.RandomValues
 // (not its values). maxTokens sizes the KV caches.
 func (d *Device) NewRandomModel(cfg *model.Config, seed uint64, maxTokens int) (*Model, error) {
+	est := EstimateMemory(cfg, maxTokens, 1, 1)
+	if err := d.checkFits(fmt.Sprintf("the model with caches for %d tokens, %s,", maxTokens, est), est.Total()); err != nil {
+		return nil, err
+	}
 	m, err := d.newModel(cfg, maxTokens)
 	if err != nil {
 		return nil, err
@@ -110,55 +114,109 @@ func (d *Device) NewRandomModel(cfg *model.Config, seed uint64, maxTokens int) (
 	return m, nil
 }
 
-// UploadModel copies a host model's weights to the GPU (matrices as bf16,
-// rounded there if stored as float32; vectors as float32).
+// UploadModel copies a host model's weights to the GPU tensor by tensor
+// (bf16 matrices as stored, straight from the checkpoint's memory map;
+// float32 matrices rounded to bf16 there; vectors as float32), after
+// checking that the weights, states and caches fit in the free memory.
 func (d *Device) UploadModel(hm *model.Model, maxTokens int) (*Model, error) {
+	return d.UploadModelProgress(hm, maxTokens, nil)
+}
+
+// UploadModelProgress is UploadModel reporting progress: after each tensor,
+// progress(bytes done, bytes in all) when it is not nil.
+func (d *Device) UploadModelProgress(hm *model.Model, maxTokens int, progress func(done, total int64)) (*Model, error) {
+	if maxTokens <= 0 {
+		return nil, fmt.Errorf("cuda: model: maxTokens %d", maxTokens)
+	}
+	est := EstimateMemory(hm.Config, maxTokens, 1, 1)
+	if err := d.checkFits(fmt.Sprintf("the model with caches for %d tokens, %s,", maxTokens, est), est.Total()); err != nil {
+		return nil, err
+	}
 	m, err := d.newModel(hm.Config, maxTokens)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.upload(hm); err != nil {
+	if err := m.upload(hm, progress); err != nil {
 		_ = m.Close()
 		return nil, err
 	}
 	return m, nil
 }
 
-func (m *Model) upload(hm *model.Model) error {
-	mat := func(layer, which int, w *tensor.Matrix) error {
-		return m.dev.call(fmt.Sprintf("model_set %d/%d", layer, which), func() int {
+func (m *Model) upload(hm *model.Model, progress func(done, total int64)) error {
+	var done, total int64
+	size := func(w *tensor.Matrix) int64 {
+		if w.IsBF16() {
+			return int64(len(w.BF16)) * 2
+		}
+		return int64(len(w.F32)) * 4
+	}
+	total += 2*size(hm.Embed) + int64(len(hm.FinalNorm))*4
+	for l := range hm.Blocks {
+		b := &hm.Blocks[l]
+		total += size(b.MLP.Gate) + size(b.MLP.Up) + size(b.MLP.Down)
+		if g := b.GDN; g != nil {
+			total += size(g.W.InProjQKV) + size(g.W.InProjZ) + size(g.W.InProjB) + size(g.W.InProjA) + size(g.W.OutProj)
+		}
+		if a := b.Attn; a != nil {
+			total += size(a.W.QProj) + size(a.W.KProj) + size(a.W.VProj) + size(a.W.OProj)
+		}
+	}
+	var first error
+	step := func(n int64, op string, f func() int) {
+		if first != nil {
+			return
+		}
+		first = m.dev.call(op, f)
+		done += n
+		if progress != nil {
+			progress(done, total)
+		}
+	}
+	mat := func(layer, which int, w *tensor.Matrix) {
+		step(size(w), fmt.Sprintf("model_set %d/%d", layer, which), func() int {
 			if w.IsBF16() {
 				return cModelSetBF16(m.h, layer, which, w.BF16)
 			}
 			return cModelSetF32(m.h, layer, which, w.F32)
 		})
 	}
-	vec := func(layer, which int, v []float32) error {
-		return m.dev.call(fmt.Sprintf("model_set %d/%d", layer, which), func() int {
+	vec := func(layer, which int, v []float32) {
+		step(int64(len(v))*4, fmt.Sprintf("model_set %d/%d", layer, which), func() int {
 			return cModelSetF32(m.h, layer, which, v)
 		})
 	}
-	errs := []error{mat(0, wEmbed, hm.Embed), mat(0, wLMHead, hm.LMHead), vec(0, wFinalNorm, hm.FinalNorm)}
+	mat(0, wEmbed, hm.Embed)
+	mat(0, wLMHead, hm.LMHead)
+	vec(0, wFinalNorm, hm.FinalNorm)
 	for l := range hm.Blocks {
 		b := &hm.Blocks[l]
-		errs = append(errs, vec(l, wInputNorm, b.InputNorm), vec(l, wPostNorm, b.PostNorm),
-			mat(l, wMLPGate, b.MLP.Gate), mat(l, wMLPUp, b.MLP.Up), mat(l, wMLPDown, b.MLP.Down))
+		vec(l, wInputNorm, b.InputNorm)
+		vec(l, wPostNorm, b.PostNorm)
+		mat(l, wMLPGate, b.MLP.Gate)
+		mat(l, wMLPUp, b.MLP.Up)
+		mat(l, wMLPDown, b.MLP.Down)
 		if g := b.GDN; g != nil {
-			errs = append(errs, mat(l, wGDNQKV, g.W.InProjQKV), mat(l, wGDNZ, g.W.InProjZ), mat(l, wGDNB, g.W.InProjB),
-				mat(l, wGDNA, g.W.InProjA), mat(l, wGDNOut, g.W.OutProj), vec(l, wGDNConv, g.W.ConvW),
-				vec(l, wGDNALog, g.W.ALog), vec(l, wGDNDtBias, g.W.DtBias), vec(l, wGDNNorm, g.W.NormW))
+			mat(l, wGDNQKV, g.W.InProjQKV)
+			mat(l, wGDNZ, g.W.InProjZ)
+			mat(l, wGDNB, g.W.InProjB)
+			mat(l, wGDNA, g.W.InProjA)
+			mat(l, wGDNOut, g.W.OutProj)
+			vec(l, wGDNConv, g.W.ConvW)
+			vec(l, wGDNALog, g.W.ALog)
+			vec(l, wGDNDtBias, g.W.DtBias)
+			vec(l, wGDNNorm, g.W.NormW)
 		}
 		if a := b.Attn; a != nil {
-			errs = append(errs, mat(l, wAttQ, a.W.QProj), mat(l, wAttK, a.W.KProj), mat(l, wAttV, a.W.VProj),
-				mat(l, wAttO, a.W.OProj), vec(l, wAttQNorm, a.W.QNorm), vec(l, wAttKNorm, a.W.KNorm))
+			mat(l, wAttQ, a.W.QProj)
+			mat(l, wAttK, a.W.KProj)
+			mat(l, wAttV, a.W.VProj)
+			mat(l, wAttO, a.W.OProj)
+			vec(l, wAttQNorm, a.W.QNorm)
+			vec(l, wAttKNorm, a.W.KNorm)
 		}
 	}
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return first
 }
 
 // Download copies the device weights back into a host model.Model (bf16
@@ -222,9 +280,27 @@ func (m *Model) Config() *model.Config { return m.cfg }
 
 // Forward feeds ids at the current position and returns fp32 logits
 // [len(ids), vocab], or [1, vocab] with lastOnly. One token takes the decode
-// path (GEMVs, recurrent update, split-key attention), more the prefill path
-// (cuBLAS, chunked tensor-core core, flash attention).
+// path (GEMVs, recurrent update, split-key attention) as a CUDA-graph
+// replay, more the prefill path (cuBLAS, chunked tensor-core core, flash
+// attention).
 func (m *Model) Forward(ids []int, lastOnly bool) ([]float32, error) {
+	rows := len(ids)
+	if lastOnly {
+		rows = 1
+	}
+	return m.forward(ids, rows)
+}
+
+// Feed runs ids at the current position and copies no logits back (a
+// prefill whose logits nobody reads).
+func (m *Model) Feed(ids []int) error {
+	_, err := m.forward(ids, 0)
+	return err
+}
+
+// forward runs ids and returns the logits of the last `rows` positions
+// (rows is len(ids), 1 or 0 for none).
+func (m *Model) forward(ids []int, rows int) ([]float32, error) {
 	if len(ids) == 0 {
 		return nil, model.ErrEmpty
 	}
@@ -235,12 +311,11 @@ func (m *Model) Forward(ids []int, lastOnly bool) ([]float32, error) {
 		}
 		ids32[i] = int32(id)
 	}
-	rows := len(ids)
-	if lastOnly {
-		rows = 1
+	var logits []float32
+	if rows > 0 {
+		logits = make([]float32, rows*m.cfg.VocabSize)
 	}
-	logits := make([]float32, rows*m.cfg.VocabSize)
-	err := m.dev.call("model_forward", func() int { return cModelForward(m.h, ids32, lastOnly, logits) })
+	err := m.dev.call("model_forward", func() int { return cModelForward(m.h, ids32, rows == 1, logits) })
 	if err != nil {
 		return nil, err
 	}

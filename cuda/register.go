@@ -1,29 +1,72 @@
-//go:build cuda
-
 package cuda
 
 import "github.com/qwenref/qwenref/model"
 
-// BackendName is the name the package registers in model's backend registry.
-const BackendName = "cuda"
+// The names the package registers in model's backend registry.
+const (
+	// BackendName is the device-resident model: bf16 weights and GEMMs,
+	// fp32 states, accumulation and residual stream.
+	BackendName = "cuda"
+	// FP32BackendName is the GPU reference: every op on the device in fp32
+	// (weights widened there, cuBLAS with TF32 off), op by op.
+	FP32BackendName = "cuda-fp32"
+	// OpsBackendName is the op-by-op bf16 path kept for debugging.
+	OpsBackendName = "cuda-ops"
+)
 
 func init() {
 	model.RegisterBackend(BackendName,
-		"NVIDIA GPU (libqwenref_cuda.so), op by op with host copies: cuBLAS bf16 matmuls (activations rounded "+
-			"to bf16), fp32 conv and attention, chunked GDN core (bf16 tensor cores at head dim 128, else fp32); "+
-			"bf16-level agreement, not fp32. The device-resident whole model is cuda.Model",
+		"NVIDIA GPU, the whole model resident on the device: the checkpoint's weights uploaded once as bf16, "+
+			"bf16 tensor-core GEMMs with fp32 accumulation, fp32 residual stream and recurrent states, bf16 KV "+
+			"cache; prefill on the device, decode as CUDA-graph replays. Needs GDN head dims 128 and attention "+
+			"head dim 256 (every released Qwen3.5/3.6 size); takes no part swaps",
 		NewBackend)
+	model.RegisterBackend(FP32BackendName,
+		"NVIDIA GPU reference in fp32: matmuls on the device with weights widened to fp32 and TF32 off, fp32 "+
+			"conv, chunked delta rule and attention; op by op (activations cross the bus each op), any shape; "+
+			"agrees with transformers' fp32 at the CPU backends' tolerance",
+		NewFP32Backend)
+	model.RegisterBackend(OpsBackendName,
+		"debugging only: the CUDA kernels op by op with host copies (bf16 matmuls, fp32 conv and attention, "+
+			"chunked GDN core), for bisecting the cuda backend against the CPU; slow",
+		NewOpsBackend)
 }
 
-// NewBackend opens the GPU and returns the op-level "cuda" backend: every
-// model op runs on the device through the host-slice kernels (MatMul, Conv,
-// GatedDelta with Auto, Attention). It returns an error, never panics, when
-// the library or the GPU is missing. Backend.Close closes the Device.
+// NewBackend opens the GPU and returns the device-resident "cuda" backend:
+// model.NewRunner on it uploads the model and runs it on the device
+// (NewRunner below). Its op kernels are the host-slice ones of cuda-ops, so
+// per-op benchmarks and checks still reach the device. It returns an
+// error, never panics, when the driver, cuBLAS or the GPU is missing.
 func NewBackend() (*model.Backend, error) {
 	d, err := Open()
 	if err != nil {
 		return nil, err
 	}
 	return &model.Backend{Name: BackendName, MatMul: MatMul{d}, Conv: Conv{d}, Delta: GatedDelta{d, Auto},
+		Attn: Attention{d}, Release: d.Close,
+		NewRunner: func(m *model.Model, rows int) (model.Runner, error) { return newDeviceRunner(d, m, rows) }}, nil
+}
+
+// NewFP32Backend opens the GPU and returns "cuda-fp32": fp32 matmuls
+// (MatMulF32), fp32 conv, the fp32 chunked delta rule and fp32 attention,
+// each on the device, driven op by op by the CPU's decoder block.
+func NewFP32Backend() (*model.Backend, error) {
+	d, err := Open()
+	if err != nil {
+		return nil, err
+	}
+	return &model.Backend{Name: FP32BackendName, MatMul: MatMulF32{d}, Conv: Conv{d}, Delta: GatedDelta{d, ChunkF32},
+		Attn: Attention{d}, Release: d.Close}, nil
+}
+
+// NewOpsBackend opens the GPU and returns "cuda-ops": every model op on the
+// device through the host-slice kernels (MatMul, Conv, GatedDelta with
+// Auto, Attention), copying activations in and out each op.
+func NewOpsBackend() (*model.Backend, error) {
+	d, err := Open()
+	if err != nil {
+		return nil, err
+	}
+	return &model.Backend{Name: OpsBackendName, MatMul: MatMul{d}, Conv: Conv{d}, Delta: GatedDelta{d, Auto},
 		Attn: Attention{d}, Release: d.Close}, nil
 }

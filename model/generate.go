@@ -182,11 +182,15 @@ func (m *Model) Generate(prompt []int, be *Backend, opt GenerateOptions) (*Gener
 		eos = m.Config.EOSTokenIDs
 	}
 	sp := newSampler(opt.Sampling)
-	s := m.NewSession()
+	r, err := NewRunner(m, be, 1) // a device-resident backend keeps the caches on its device
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
 	res := &GenerateResult{PrefillTokens: len(prompt), StopReason: "max_new_tokens"}
 
 	start := time.Now()
-	logits, err := s.Forward(prompt, be, Options{LastOnly: true})
+	logits, err := r.Forward([][]int{prompt}, RunOptions{Logits: LastLogits})
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +210,7 @@ func (m *Model) Generate(prompt []int, be *Backend, opt GenerateOptions) (*Gener
 		if len(res.NewIDs) >= opt.MaxNewTokens {
 			break
 		}
-		if logits, err = s.Forward([]int{id}, be, Options{LastOnly: true}); err != nil {
+		if logits, err = r.Forward([][]int{{id}}, RunOptions{Logits: LastLogits}); err != nil {
 			return nil, err
 		}
 	}

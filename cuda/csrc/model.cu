@@ -436,18 +436,21 @@ int DevModel::reset() {
 int DevModel::ensure_acts(int T) {
 	if (T <= tcap)
 		return QR_OK;
-	if (graph) { // the captured step points at the buffers being replaced
+	if (graph) { // the captured steps point at the buffers being replaced
 		cudaGraphExecDestroy(graph);
 		graph = nullptr;
+	}
+	if (step_graph) {
+		cudaGraphExecDestroy(step_graph);
+		step_graph = nullptr;
 	}
 	QR_CK(cudaStreamSynchronize(g_qr.stream));
 	const size_t H = d.hidden, I = d.inter, V = d.vocab, qd = (size_t)d.nh * d.hd;
 	const size_t wbig = (size_t)(NQKV > 2 * d.inter ? NQKV : 2 * d.inter);
-	DevBuf *b[8] = {&ids, &x, &xn, &big, &act, &qn, &ya, &logits};
-	const size_t sz[8] = {(size_t)T * 4, T * H * 4, T * H * 2, T * wbig * 2, T * I * 2, T * qd * 2, T * qd * 2,
-	                      T * V * 4};
-	a_bytes = 0;
-	for (int i = 0; i < 8; i++) {
+	DevBuf *b[7] = {&ids, &x, &xn, &big, &act, &qn, &ya};
+	const size_t sz[7] = {(size_t)T * 4, T * H * 4, T * H * 2, T * wbig * 2, T * I * 2, T * qd * 2, T * qd * 2};
+	a_bytes = (size_t)lcap * V * 4;
+	for (int i = 0; i < 7; i++) {
 		if (b[i]->p) {
 			QR_CK(cudaFree(b[i]->p));
 			b[i]->p = nullptr;
@@ -462,6 +465,32 @@ int DevModel::ensure_acts(int T) {
 		a_bytes += gacts.bytes;
 	}
 	tcap = T;
+	return QR_OK;
+}
+
+// Logits rows are sized apart from the activations: a prefill that wants
+// only the last row's logits needs [1, V], not [T, V] (8 GB at T = 8192 on
+// a 248k vocabulary).
+int DevModel::ensure_logits(int rows) {
+	if (rows <= lcap)
+		return QR_OK;
+	if (graph) {
+		cudaGraphExecDestroy(graph);
+		graph = nullptr;
+	}
+	if (step_graph) {
+		cudaGraphExecDestroy(step_graph);
+		step_graph = nullptr;
+	}
+	QR_CK(cudaStreamSynchronize(g_qr.stream));
+	if (logits.p) {
+		QR_CK(cudaFree(logits.p));
+		logits.p = nullptr;
+	}
+	a_bytes -= (size_t)lcap * d.vocab * 4;
+	QR_TRY(logits.alloc((size_t)rows * d.vocab * 4));
+	a_bytes += (size_t)rows * d.vocab * 4;
+	lcap = rows;
 	return QR_OK;
 }
 
@@ -481,6 +510,7 @@ int DevModel::prefill(int T, int last_only) {
 	QR_ARG(T > 0 && pos + T <= d.max_tokens, "model: %d tokens at position %d exceed max_tokens %d", T, pos,
 	       d.max_tokens);
 	QR_TRY(ensure_acts(T));
+	QR_TRY(ensure_logits(last_only ? 1 : T));
 	const int H = d.hidden, I = d.inter, qd = d.nh * d.hd;
 	const float eps = d.eps;
 	float *X = x.as<float>();
@@ -598,15 +628,14 @@ int DevModel::decode_step(int greedy, cudaStream_t st) {
 	return QR_OK;
 }
 
-int DevModel::capture_greedy() {
-	if (graph)
-		return QR_OK;
+int DevModel::capture(int greedy, cudaGraphExec_t *out) {
 	cudaStream_t st = g_qr.stream;
 	QR_TRY(ensure_acts(1));
+	QR_TRY(ensure_logits(1));
 	QR_CK(cudaStreamSynchronize(st));
 	cudaGraph_t g = nullptr;
 	QR_CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-	const int r = decode_step(1, st);
+	const int r = decode_step(greedy, st);
 	const cudaError_t e = cudaStreamEndCapture(st, &g);
 	if (r != QR_OK) {
 		if (g)
@@ -614,11 +643,15 @@ int DevModel::capture_greedy() {
 		return r;
 	}
 	QR_CK(e);
-	const cudaError_t e2 = cudaGraphInstantiate(&graph, g, 0);
+	const cudaError_t e2 = cudaGraphInstantiate(out, g, 0);
 	cudaGraphDestroy(g);
 	if (e2 != cudaSuccess) {
-		graph = nullptr;
+		*out = nullptr;
 		return qr_cuda_fail(e2, "cudaGraphInstantiate", __FILE__, __LINE__);
 	}
 	return QR_OK;
 }
+
+int DevModel::capture_greedy() { return graph ? QR_OK : capture(1, &graph); }
+
+int DevModel::capture_step() { return step_graph ? QR_OK : capture(0, &step_graph); }

@@ -103,15 +103,19 @@ struct DevModel {
 	DevBuf big;    // bf16 [T, max(NQKV, 2I)]: attention q|k|v|gate or MLP gate|up
 	DevBuf act;    // bf16 [T, I] SwiGLU output
 	DevBuf qn, ya; // bf16 [T, nh·hd]: normed+rotated queries, gated attention output
-	DevBuf logits; // fp32 [T, V]
+	DevBuf logits; // fp32 [lcap, V]
+	int lcap = 0;
 	DevBuf part;   // decode attention partials
 	size_t w_bytes = 0, s_bytes = 0, a_bytes = 0;
-	cudaGraphExec_t graph = nullptr; // the greedy decode step, captured on first use
+	cudaGraphExec_t graph = nullptr;      // the greedy decode step, captured on first use
+	cudaGraphExec_t step_graph = nullptr; // the plain decode step (logits, no argmax), likewise
 	Prof *prof = nullptr;            // set while a profiled pass runs
 
 	~DevModel() {
 		if (graph)
 			cudaGraphExecDestroy(graph);
+		if (step_graph)
+			cudaGraphExecDestroy(step_graph);
 	}
 	int mark(int s, cudaStream_t st) { return prof ? prof->mark(s, st) : QR_OK; }
 
@@ -122,6 +126,7 @@ struct DevModel {
 	int get(int layer, int which, void *dst, size_t n); // bf16 matrices, fp32 vectors
 	int reset();
 	int ensure_acts(int T);
+	int ensure_logits(int rows);
 	// ids [T] already in `ids`; logits for every row or the last.
 	int prefill(int T, int last_only);
 	// One token (ids[0]) at position *d_pos: no host synchronisation, no
@@ -129,4 +134,7 @@ struct DevModel {
 	// the logits replaces ids[0] and *d_pos advances.
 	int decode_step(int greedy, cudaStream_t st);
 	int capture_greedy();
+	int capture_step();
+	// Capture decode_step(greedy) into *out (stream capture, then instantiate).
+	int capture(int greedy, cudaGraphExec_t *out);
 };

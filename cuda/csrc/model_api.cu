@@ -72,7 +72,7 @@ extern "C" int qr_model_reset(void *model) {
 
 extern "C" int qr_model_forward(void *model, const int32_t *ids, int t, int last_only, float *logits) {
 	QR_TRY(qr_require());
-	QR_ARG(model && ids && logits && t > 0, "qr_model_forward: bad arguments");
+	QR_ARG(model && ids && t > 0, "qr_model_forward: bad arguments");
 	DevModel &m = *as_model(model);
 	for (int i = 0; i < t; i++)
 		QR_ARG(ids[i] >= 0 && ids[i] < m.d.vocab, "qr_model_forward: id %d at %d outside [0, %d)", ids[i], i,
@@ -81,17 +81,24 @@ extern "C" int qr_model_forward(void *model, const int32_t *ids, int t, int last
 	       m.d.max_tokens);
 	cudaStream_t st = g_qr.stream;
 	QR_TRY(m.ensure_acts(t));
-	QR_CK(cudaMemcpyAsync(m.ids.p, ids, (size_t)t * 4, cudaMemcpyHostToDevice, st));
-	int rows = last_only ? 1 : t;
-	QR_TRY(qr_fill_nan(m.logits.p, (size_t)rows * m.d.vocab * 4, st));
+	const int rows = last_only || !logits ? 1 : t;
+	QR_TRY(m.ensure_logits(rows));
 	if (t == 1) {
+		QR_TRY(m.capture_step());
+		QR_CK(cudaMemcpyAsync(m.ids.p, ids, 4, cudaMemcpyHostToDevice, st));
 		QR_TRY(set_dev_int(m.d_pos.as<int>(), m.pos, st));
-		QR_TRY(m.decode_step(0, st));
+		if (logits)
+			QR_TRY(qr_fill_nan(m.logits.p, (size_t)m.d.vocab * 4, st));
+		QR_CK(cudaGraphLaunch(m.step_graph, st));
 		m.pos++;
 	} else {
-		QR_TRY(m.prefill(t, last_only));
+		QR_CK(cudaMemcpyAsync(m.ids.p, ids, (size_t)t * 4, cudaMemcpyHostToDevice, st));
+		if (logits)
+			QR_TRY(qr_fill_nan(m.logits.p, (size_t)rows * m.d.vocab * 4, st));
+		QR_TRY(m.prefill(t, last_only || !logits));
 	}
-	QR_CK(cudaMemcpyAsync(logits, m.logits.p, (size_t)rows * m.d.vocab * 4, cudaMemcpyDeviceToHost, st));
+	if (logits)
+		QR_CK(cudaMemcpyAsync(logits, m.logits.p, (size_t)rows * m.d.vocab * 4, cudaMemcpyDeviceToHost, st));
 	QR_CK(cudaStreamSynchronize(st));
 	return QR_OK;
 }

@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define QR_ABI_VERSION 2
+#define QR_ABI_VERSION 3
 
 enum {
 	QR_OK = 0,
@@ -41,6 +41,8 @@ int qr_abi_version(void);
 /* Message of the last failure on this thread ("" if none). */
 const char *qr_last_error(void);
 
+/* Number of CUDA devices (0 when none); callable before qr_init. */
+int qr_device_count(int *n);
 /* Select a device, create the cuBLAS handle and the default stream. */
 int qr_init(int device);
 /* Free everything the library allocated internally; device buffers handed
@@ -61,11 +63,21 @@ int qr_upload_bf16(void **dptr, const uint16_t *src, size_t n);
  * (rounded to nearest even on the device). */
 int qr_upload_f32_as_bf16(void **dptr, const float *src, size_t n);
 
+/* Upload float32 values into a new device buffer of n float32 values. */
+int qr_upload_f32(void **dptr, const float *src, size_t n);
+/* Upload bf16 bit patterns into a new device buffer of n float32 values
+ * (widened exactly on the device). */
+int qr_upload_bf16_as_f32(void **dptr, const uint16_t *src, size_t n);
+
 /* ---- host-API kernels (host pointers, float32 in and out) ---- */
 
 /* y[m,n] = x[m,k] . W^T with W a device bf16 [n,k] buffer; x is rounded to
  * bf16 and the product accumulates in fp32 on tensor cores (cuBLAS). */
 int qr_matmul_bf16(float *y, const float *x, int m, int k, int n, const void *w_dev);
+
+/* y[m,n] = x[m,k] . W^T in fp32 with W a device fp32 [n,k] buffer (cuBLAS,
+ * pedantic fp32 compute: no TF32). */
+int qr_matmul_f32(float *y, const float *x, int m, int k, int n, const void *w_dev);
 
 /* Causal depthwise conv + SiLU: x,y [t,c]; w [c,kw]; state [kw,c] in/out. */
 int qr_conv_forward(float *y, const float *x, int t, int c, const float *w, int kw, float *state);
@@ -177,9 +189,10 @@ int qr_model_get(void *model, int layer, int which, void *dst, size_t n);
 /* Empty every cache and state (position 0). */
 int qr_model_reset(void *model);
 /* Feed t tokens at the current position; logits (host, fp32) get [t, vocab]
- * values, or [1, vocab] with last_only. t == 1 runs the decode path (GEMV,
- * recurrent update, split-key attention), t > 1 the prefill path (cuBLAS,
- * chunked core, flash attention). */
+ * values, or [1, vocab] with last_only; logits NULL copies none back. t == 1
+ * runs the decode path (GEMV, recurrent update, split-key attention) as one
+ * CUDA-graph replay, t > 1 the prefill path (cuBLAS, chunked core, flash
+ * attention). */
 int qr_model_forward(void *model, const int32_t *ids, int t, int last_only, float *logits);
 /* Greedy decoding on the device from the current position: n steps of one
  * CUDA graph each (embed → 64 layers → lm_head → argmax → next token), the

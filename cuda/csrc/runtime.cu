@@ -40,6 +40,20 @@ extern "C" int qr_abi_version(void) { return QR_ABI_VERSION; }
 
 extern "C" const char *qr_last_error(void) { return t_err; }
 
+extern "C" int qr_device_count(int *n) {
+	QR_ARG(n != nullptr, "qr_device_count: nil out pointer");
+	*n = 0;
+	const cudaError_t e = cudaGetDeviceCount(n);
+	if (e == cudaErrorNoDevice) {
+		*n = 0;
+		return QR_OK;
+	}
+	if (e != cudaSuccess)
+		return qr_cuda_fail(e, "cudaGetDeviceCount (is the NVIDIA driver new enough for CUDA 13?)", __FILE__,
+		                    __LINE__);
+	return QR_OK;
+}
+
 extern "C" int qr_init(int device) {
 	if (g_qr.ready)
 		return QR_OK;
@@ -162,6 +176,36 @@ extern "C" int qr_upload_f32_as_bf16(void **dptr, const float *src, size_t n) {
 	return QR_OK;
 }
 
+extern "C" int qr_upload_f32(void **dptr, const float *src, size_t n) {
+	QR_TRY(qr_require());
+	void *p = nullptr;
+	QR_CK(cudaMalloc(&p, n ? n * 4 : 16));
+	cudaError_t e = cudaMemcpyAsync(p, src, n * 4, cudaMemcpyHostToDevice, g_qr.stream);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(g_qr.stream);
+	if (e != cudaSuccess) {
+		cudaFree(p);
+		return qr_cuda_fail(e, "cudaMemcpy", __FILE__, __LINE__);
+	}
+	*dptr = p;
+	return QR_OK;
+}
+
+static int widen_bf16_upload(float *dst, const uint16_t *src, size_t n);
+
+extern "C" int qr_upload_bf16_as_f32(void **dptr, const uint16_t *src, size_t n) {
+	QR_TRY(qr_require());
+	void *p = nullptr;
+	QR_CK(cudaMalloc(&p, n ? n * 4 : 16));
+	const int r = widen_bf16_upload((float *)p, src, n);
+	if (r != QR_OK) {
+		cudaFree(p);
+		return r;
+	}
+	*dptr = p;
+	return QR_OK;
+}
+
 // ---- element kernels ----
 
 __global__ void k_f32_to_bf16(bf16_t *dst, const float *src, size_t n) {
@@ -207,6 +251,19 @@ int qr_convert_bf16_f32(float *dst, const bf16_t *src, size_t n, cudaStream_t st
 	return QR_OK;
 }
 
+// Widen n host bf16 values into the fp32 device buffer dst (exact), through
+// a bf16 staging buffer on the device.
+static int widen_bf16_upload(float *dst, const uint16_t *src, size_t n) {
+	if (!n)
+		return QR_OK;
+	DevBuf tmp;
+	QR_TRY(tmp.alloc(n * 2));
+	QR_CK(cudaMemcpyAsync(tmp.p, src, n * 2, cudaMemcpyHostToDevice, g_qr.stream));
+	QR_TRY(qr_convert_bf16_f32(dst, tmp.as<bf16_t>(), n, g_qr.stream));
+	QR_CK(cudaStreamSynchronize(g_qr.stream)); // before tmp is freed
+	return QR_OK;
+}
+
 int qr_fill_uniform(void *dst, int is_bf16, size_t n, uint64_t seed, float lo, float hi, cudaStream_t st) {
 	if (!n)
 		return QR_OK;
@@ -244,6 +301,25 @@ extern "C" int qr_matmul_bf16(float *y, const float *x, int m, int k, int n, con
 	QR_TRY(qr_fill_nan(yd.p, (size_t)m * n * 4, g_qr.stream));
 	QR_TRY(qr_convert_f32_bf16(xb.as<bf16_t>(), xf.as<float>(), (size_t)m * k, g_qr.stream));
 	QR_TRY(qr_gemm_bf16(yd.p, 1, n, xb.as<bf16_t>(), k, (const bf16_t *)w_dev, k, m, n, k, g_qr.stream));
+	QR_CK(cudaStreamSynchronize(g_qr.stream));
+	return download(y, yd, (size_t)m * n);
+}
+
+// fp32 y[m,n] = x[m,k] . W^T with W fp32 on the device: the pedantic fp32
+// compute type, so cuBLAS uses no TF32 or other reduced-precision path.
+extern "C" int qr_matmul_f32(float *y, const float *x, int m, int k, int n, const void *w_dev) {
+	QR_TRY(qr_require());
+	QR_ARG(m >= 0 && k > 0 && n > 0 && w_dev, "qr_matmul_f32: bad args m=%d k=%d n=%d", m, k, n);
+	if (m == 0)
+		return QR_OK;
+	DevBuf xf, yd;
+	QR_TRY(upload(xf, x, (size_t)m * k));
+	QR_TRY(yd.alloc((size_t)m * n * 4));
+	QR_TRY(qr_fill_nan(yd.p, (size_t)m * n * 4, g_qr.stream));
+	const float one = 1.0f, zero = 0.0f;
+	QR_CKB(cublasSetStream(g_qr.blas, g_qr.stream));
+	QR_CKB(cublasGemmEx(g_qr.blas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, w_dev, CUDA_R_32F, k, xf.p, CUDA_R_32F, k,
+	                    &zero, yd.p, CUDA_R_32F, n, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT));
 	QR_CK(cudaStreamSynchronize(g_qr.stream));
 	return download(y, yd, (size_t)m * n);
 }

@@ -150,6 +150,35 @@ CASES = [
             rope_parameters=rope(1e6, 0.5, [2, 1, 1]),
         ),
     ),
+    # The head dims of every released Qwen3.5/3.6 size (GDN 128/128,
+    # attention 256, rotary 64), which the device-resident CUDA model needs;
+    # bf16 as hub checkpoints are, T=80 (crosses the 64-token chunk), one
+    # layer of each kind to keep the checkpoint small.
+    dict(
+        name="device-d128",
+        kind="causal",
+        dtype=torch.bfloat16,
+        batch=1,
+        seq=80,
+        gen_new=8,
+        cfg=text_cfg(
+            vocab_size=256,
+            hidden_size=256,
+            intermediate_size=256,
+            num_hidden_layers=2,
+            layer_types=["linear_attention", "full_attention"],
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=256,
+            linear_num_key_heads=1,
+            linear_num_value_heads=2,
+            linear_key_head_dim=128,
+            linear_value_head_dim=128,
+            linear_conv_kernel_dim=4,
+            tie_word_embeddings=False,
+            rope_parameters=rope(1e7, 0.25, [11, 11, 10]),
+        ),
+    ),
 ]
 
 
@@ -444,22 +473,60 @@ def run_case(case, root, seed):
             "batch": case["batch"], "seq": case["seq"], "layers": len(layers), "stages": sorted(cap.t)}
 
 
+def write_bf16(case_dir, kind):
+    """transformers in bf16 on the same checkpoint and ids: the logits a
+    bf16 run gets (expected_bf16.safetensors), beside the fp32 goldens,
+    which this does not touch. It bounds what a bf16 backend may be off."""
+    cls = mq.Qwen3_5ForCausalLM if kind == "causal" else mq.Qwen3_5ForConditionalGeneration
+    m = cls.from_pretrained(case_dir, dtype=torch.bfloat16, attn_implementation="eager")
+    m.eval()
+    with open(os.path.join(case_dir, "inputs.json")) as f:
+        ids = torch.tensor(json.load(f)["ids"])
+    with torch.no_grad():
+        logits = m(input_ids=ids, use_cache=False).logits.float()
+    save_file({"logits": logits.contiguous()}, os.path.join(case_dir, "expected_bf16.safetensors"),
+              metadata={"transformers": transformers.__version__, "torch": torch.__version__,
+                        "precision": "bfloat16 weights and activations, eager, CPU"})
+    print(f"{os.path.basename(case_dir)}: bf16 logits {tuple(logits.shape)}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="directory to write the cases into")
     ap.add_argument("--seed", type=int, default=20261130)
     ap.add_argument("--dump-source", help="also copy transformers' modeling_qwen3_5.py here (for reading)")
+    ap.add_argument("--only", help="comma-separated case names: write only these cases and merge them into "
+                    "the existing manifest.json in --out (the other cases' files are left alone)")
+    ap.add_argument("--bf16", action="store_true", help="also write expected_bf16.safetensors (transformers "
+                    "in bf16) for every case written, or, with --bf16-only, for the cases already in --out")
+    ap.add_argument("--bf16-only", action="store_true", help="write only the bf16 logits of existing cases")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if a.dump_source:
         shutil.copy(mq.__file__, a.dump_source)
-    manifest = {"transformers": transformers.__version__, "torch": torch.__version__,
-                "python": sys.version.split()[0], "seed": a.seed,
-                "precision": "float32 eager on CPU, TF32 off", "cases": []}
+    only = set(a.only.split(",")) if a.only else None
+    man_path = os.path.join(a.out, "manifest.json")
+    if only or a.bf16_only:
+        with open(man_path) as f:
+            manifest = json.load(f)
+    else:
+        manifest = {"transformers": transformers.__version__, "torch": torch.__version__,
+                    "python": sys.version.split()[0], "seed": a.seed,
+                    "precision": "float32 eager on CPU, TF32 off", "cases": []}
     for i, case in enumerate(CASES):
-        manifest["cases"].append(run_case(case, a.out, a.seed + i))
-    with open(os.path.join(a.out, "manifest.json"), "w") as f:
-        json.dump(manifest, f, indent=2)
+        if a.bf16_only:
+            if only is None or case["name"] in only:
+                write_bf16(os.path.join(a.out, case["name"]), case["kind"])
+            continue
+        if only is not None and case["name"] not in only:
+            continue
+        entry = run_case(case, a.out, a.seed + i)
+        manifest["cases"] = [c for c in manifest["cases"] if c["name"] != case["name"]] + [entry]
+        if a.bf16:
+            write_bf16(os.path.join(a.out, case["name"]), case["kind"])
+    if not a.bf16_only:
+        with open(man_path, "w") as f:
+            json.dump(manifest, f, indent=2)
 
 
 if __name__ == "__main__":

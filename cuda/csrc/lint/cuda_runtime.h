@@ -58,7 +58,7 @@ static __device__ inline unsigned long long atomicAdd(unsigned long long *p, uns
 	return __nvvm_atom_add_gen_ll((long long *)p, (long long)v);
 }
 
-typedef enum cudaError { cudaSuccess = 0, cudaErrorUnknown = 999 } cudaError_t;
+typedef enum cudaError { cudaSuccess = 0, cudaErrorNoDevice = 100, cudaErrorUnknown = 999 } cudaError_t;
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
 typedef struct CUgraph_st *cudaGraph_t;
@@ -75,6 +75,7 @@ __host__ const char *cudaGetErrorString(cudaError_t);
 __host__ const char *cudaGetErrorName(cudaError_t);
 __host__ cudaError_t cudaGetLastError(void);
 __host__ cudaError_t cudaSetDevice(int);
+__host__ cudaError_t cudaGetDeviceCount(int *);
 __host__ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *, int);
 __host__ cudaError_t cudaDeviceGetAttribute(int *, cudaDeviceAttr, int);
 __host__ cudaError_t cudaDeviceSynchronize(void);

@@ -1,0 +1,75 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/qwenref/qwenref/model"
+)
+
+// EstimateMemory is the device memory, in bytes, a Model of cfg's shape
+// holds with KV caches for maxTokens positions after a prefill of
+// prefillT tokens that asks for logitRows rows of logits. It mirrors the
+// allocations of csrc/model.cu (DevModel::create, ensure_acts,
+// ensure_logits), so a run can be refused before anything is uploaded.
+func EstimateMemory(cfg *model.Config, maxTokens, prefillT, logitRows int) ModelMemory {
+	H, I, V := int64(cfg.HiddenSize), int64(cfg.IntermediateSize), int64(cfg.VocabSize)
+	nk, nv, dk, dv := int64(cfg.LinearNumKeyHeads), int64(cfg.LinearNumValueHeads), int64(cfg.LinearKeyHeadDim), int64(cfg.LinearValueHeadDim)
+	kc := int64(cfg.LinearConvKernel)
+	nh, nkv, hd := int64(cfg.NumHeads), int64(cfg.NumKVHeads), int64(cfg.HeadDim)
+	cap := int64(maxTokens)
+	C := 2*nk*dk + nv*dv
+	NIN := C + nv*dv + 2*nv
+	NQKV := nh*2*hd + 2*nkv*hd
+	var m ModelMemory
+	m.Weights = 2*V*H*2 + H*4
+	anyAttn := false
+	for _, k := range cfg.LayerTypes {
+		m.Weights += 2*H*4 + 3*I*H*2
+		if k == model.FullAttention {
+			anyAttn = true
+			m.Weights += NQKV*H*2 + H*nh*hd*2 + 2*hd*4
+			m.State += 2 * cap * nkv * hd * 2
+		} else {
+			m.Weights += (NIN*H+H*nv*dv)*2 + (C*kc+2*nv+dv)*4
+			m.State += 2*kc*C*2 + nv*dk*dv*4
+		}
+	}
+	m.State += 4
+	if anyAttn {
+		const decSplit = 64 // DEC_SPL of csrc/attn.cu
+		m.State += nh * ((cap + decSplit - 1) / decSplit) * 258 * 4
+	}
+	T := int64(max(prefillT, 1))
+	wbig := max(NQKV, 2*I)
+	m.Activations = T * (4 + H*4 + H*2 + wbig*2 + I*2 + nh*hd*2*2)
+	const chunk = 64 // GDN_C of csrc/gdn.cu
+	nc := (T + chunk - 1) / chunk
+	m.Activations += T*(NIN*2+C*2+2*nk*dk*2+2*nv*4+2*nv*dv*2) + nv*nc*(2*chunk*chunk*2+chunk*4)
+	m.Activations += int64(max(logitRows, 1)) * V * 4
+	return m
+}
+
+// Total is the sum of the parts.
+func (m ModelMemory) Total() int64 { return m.Weights + m.State + m.Activations }
+
+// String formats the parts in GiB.
+func (m ModelMemory) String() string {
+	g := func(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
+	return fmt.Sprintf("%s (weights %s, caches and states %s, activations %s)", g(m.Total()), g(m.Weights), g(m.State), g(m.Activations))
+}
+
+// checkFits refuses a run that would not fit in the device's free memory,
+// with the estimate; a margin of 512 MiB is left for cuBLAS workspaces and
+// the CUDA context.
+func (d *Device) checkFits(what string, need int64) error {
+	free, total, err := d.MemInfo()
+	if err != nil {
+		return err
+	}
+	const margin = 512 << 20
+	if need+margin > free {
+		return fmt.Errorf("cuda: %s needs about %.2f GiB on %s, which has %.2f GiB free of %.2f GiB",
+			what, float64(need)/(1<<30), d.Name(), float64(free)/(1<<30), float64(total)/(1<<30))
+	}
+	return nil
+}

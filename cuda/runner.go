@@ -1,0 +1,175 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+
+	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/tensor"
+)
+
+// MaxTokensEnv overrides the KV-cache capacity (positions) of the
+// device-resident runner; the default is the model's context length capped
+// at DefaultMaxTokens.
+const MaxTokensEnv = "QWENREF_CUDA_MAX_TOKENS"
+
+// DefaultMaxTokens caps the default KV-cache capacity: 32768 positions are
+// 2 GiB of cache on the 27B, 0.4 GiB on the 0.8B.
+const DefaultMaxTokens = 32768
+
+var (
+	errBusy  = errors.New("cuda runner used from two goroutines at once: make one runner per goroutine")
+	errLayer = errors.New("the device-resident cuda backend does not run single layers (teacher forcing) yet; use cuda-fp32 or a CPU backend")
+)
+
+// deviceRunner is model.Runner on a Model resident on the device. One row
+// keeps its caches on the device across calls (prefill, then decode steps
+// as CUDA-graph replays). B > 1 rows run as one prefill from position 0,
+// row after row on the same caches (what `qwenref forward` does); a second
+// call on such a runner is refused, since only one row's caches exist.
+type deviceRunner struct {
+	mu        sync.Mutex
+	hm        *model.Model
+	gm        *Model
+	rows      int
+	maxTokens int
+	pos       int
+}
+
+func maxTokensFor(cfg *model.Config) (int, error) {
+	if s := os.Getenv(MaxTokensEnv); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1<<24 {
+			return 0, fmt.Errorf("cuda: %s=%q: want a whole number of positions from 1 to %d", MaxTokensEnv, s, 1<<24)
+		}
+		return n, nil
+	}
+	return min(max(cfg.MaxPositionEmbeddings, 1), DefaultMaxTokens), nil
+}
+
+func newDeviceRunner(d *Device, hm *model.Model, rows int) (model.Runner, error) {
+	if rows < 1 {
+		return nil, fmt.Errorf("a runner needs at least one row, not %d", rows)
+	}
+	c := hm.Config
+	if c.LinearKeyHeadDim != 128 || c.LinearValueHeadDim != 128 || c.HeadDim != 256 {
+		return nil, fmt.Errorf("cuda: the device-resident model needs GDN head dims 128/128 and attention head dim 256 "+
+			"(every released Qwen3.5/3.6 size); this checkpoint has %d/%d and %d: use --backend %s (fp32, any shape)",
+			c.LinearKeyHeadDim, c.LinearValueHeadDim, c.HeadDim, FP32BackendName)
+	}
+	maxTok, err := maxTokensFor(c)
+	if err != nil {
+		return nil, err
+	}
+	var progress func(done, total int64)
+	if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		progress = func(done, total int64) {
+			fmt.Fprintf(os.Stderr, "\rcuda: uploading weights to %s: %3.0f%% of %.2f GiB", d.Name(),
+				100*float64(done)/float64(max(total, 1)), float64(total)/(1<<30))
+			if done >= total {
+				fmt.Fprintln(os.Stderr)
+			}
+		}
+	}
+	gm, err := d.UploadModelProgress(hm, maxTok, progress)
+	if err != nil {
+		return nil, err
+	}
+	return &deviceRunner{hm: hm, gm: gm, rows: rows, maxTokens: maxTok}, nil
+}
+
+func (r *deviceRunner) Rows() int       { return r.rows }
+func (r *deviceRunner) Backend() string { return BackendName }
+func (r *deviceRunner) Close() error    { return r.gm.Close() }
+
+func (r *deviceRunner) Pos() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pos
+}
+
+func (r *deviceRunner) Reset() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pos = 0
+	return r.gm.Reset()
+}
+
+func (r *deviceRunner) Layer(int, []float32, int, tensor.Recorder) ([]float32, error) {
+	return nil, errLayer
+}
+
+func (r *deviceRunner) Forward(ids [][]int, opt model.RunOptions) (*tensor.Tensor, error) {
+	if !r.mu.TryLock() {
+		return nil, errBusy
+	}
+	defer r.mu.Unlock()
+	t, err := model.CheckBatch(r.hm, ids, r.rows)
+	if err != nil {
+		return nil, err
+	}
+	if r.rows > 1 && r.pos > 0 {
+		return nil, fmt.Errorf("cuda: a %d-row runner runs one prefill from position 0 (the device keeps one row's caches); Reset first", r.rows)
+	}
+	if r.pos+t > r.maxTokens {
+		return nil, fmt.Errorf("cuda: %d tokens at position %d exceed the KV cache of %d positions (set %s to raise it)",
+			t, r.pos, r.maxTokens, MaxTokensEnv)
+	}
+	want := 0
+	switch opt.Logits {
+	case model.AllLogits:
+		want = t
+	case model.LastLogits:
+		want = 1
+	}
+	if err := r.checkActivations(t, want); err != nil {
+		return nil, err
+	}
+	v := r.hm.Config.VocabSize
+	var out *tensor.Tensor
+	if want > 0 {
+		out = tensor.New(r.rows, want, v)
+	}
+	for b, row := range ids {
+		if b > 0 {
+			if err := r.gm.Reset(); err != nil {
+				return nil, err
+			}
+		}
+		lg, err := r.gm.forward(row, want)
+		if err != nil {
+			if r.rows > 1 {
+				err = fmt.Errorf("batch row %d: %w", b, err)
+			}
+			return nil, err
+		}
+		if out != nil {
+			copy(out.Data[b*want*v:], lg)
+		}
+	}
+	r.pos += t
+	if opt.Record != nil && out != nil && r.rows == 1 {
+		// Only the logits leave the device: the per-layer stages are not
+		// recorded by the device model yet (trace on cuda-fp32 for them).
+		opt.Record("logits", out)
+	}
+	return out, nil
+}
+
+// checkActivations refuses a prefill whose activation buffers would not
+// fit, with the estimate, before the library tries to grow them.
+func (r *deviceRunner) checkActivations(t, logitRows int) error {
+	_, mem, err := r.gm.Info()
+	if err != nil {
+		return err
+	}
+	need := EstimateMemory(r.hm.Config, r.maxTokens, t, logitRows).Activations
+	if need <= mem.Activations {
+		return nil
+	}
+	return r.gm.dev.checkFits(fmt.Sprintf("a prefill of %d tokens (%.2f GiB more activations)", t,
+		float64(need-mem.Activations)/(1<<30)), need-mem.Activations)
+}
