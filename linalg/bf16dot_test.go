@@ -8,8 +8,33 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/qwenref/qwenref/internal/cpu"
 	"github.com/qwenref/qwenref/tensor"
 )
+
+// TestNewBF16Compute: refused with a message naming the missing feature
+// and the level where VDPBF16PS may not run; otherwise the VDPBF16PS
+// product itself, bit for bit.
+func TestNewBF16Compute(t *testing.T) {
+	mm, err := NewBF16Compute()
+	if !cpu.HasBF16() {
+		require.Error(t, err)
+		assert.Nil(t, mm)
+		assert.Contains(t, err.Error(), "AVX512_BF16 (VDPBF16PS)")
+		assert.Contains(t, err.Error(), cpu.Selected().String())
+		t.Logf("refused: %v", err)
+		return
+	}
+	require.NoError(t, err)
+	r := rand.New(rand.NewPCG(25, 26))
+	m, k, n := 19, 300, 70
+	x, w := randVec(r, m*k), randWeights(r, n, k, true)
+	got, want := make([]float32, m*n), make([]float32, m*n)
+	require.NoError(t, mm.MatMulT(got, x, m, w))
+	require.NoError(t, BlockedBF16Dot{gemm: bf16DotKernels[0]}.MatMulT(want, x, m, w))
+	assert.Equal(t, want, got)
+	assert.NotEqual(t, goBF16Dot, bf16DotKernels[0], "the VDPBF16PS kernel, not the Go model")
+}
 
 func bf16DotVariants() []variant {
 	var vs []variant

@@ -14,13 +14,14 @@ import (
 // float32 while a panel is packed, so the result is the float32 product of
 // the widened weights; it differs from Naive only in summation order.
 //
-// For small M (decode: M ≤ 6 with the AVX-512 assembly, M ≤ 2 with the
-// archsimd AVX2 kernel) it skips packing and streams each weight row from
+// For small M (decode) it skips packing and streams each weight row from
 // memory once, parallel over N. Otherwise it packs a K slice of x once and
-// shares it between goroutines, which take 32-column panels of W, pack
-// them (widening bf16) and run the micro-kernel down all rows. GEMM
-// kernels, best available first: AVX-512 assembly (14×32 tile), archsimd
-// AVX2 (6×16), portable Go (4×4).
+// shares it between goroutines, which take column panels of W, pack them
+// (widening bf16) and run the micro-kernel down all rows. The kernels are
+// those of the level internal/cpu selects (KernelInfo names them):
+// AVX-512 assembly (14×32 tile, GEMV up to M = 6), AVX2+FMA assembly
+// (6×16, GEMV up to M = 8), NEON assembly (8×12, GEMV up to M = 4), or
+// portable Go (4×2).
 //
 // Results do not depend on the thread count: each output's summation order
 // is fixed by the kernel and the blocking. The zero value is ready to use
