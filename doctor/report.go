@@ -3,6 +3,7 @@ package doctor
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -172,13 +173,21 @@ func kernelAdvice(p *Probe) []string {
 				"unusable (%s); %s", pip(p), cc.Version, ks[0].Reason, build))
 		}
 	}
-	if h := p.Transformers.Hub; h != nil && len(h.Mapped) > 0 {
+	var hubbed []string // missing kernels the hub route could supply
+	if h := p.Transformers.Hub; h != nil {
+		for _, k := range p.Transformers.Kernels {
+			if !k.Available && slices.Contains(h.Mapped, k.Name) {
+				hubbed = append(hubbed, k.Name)
+			}
+		}
+	}
+	if h := p.Transformers.Hub; len(hubbed) > 0 {
 		want := "kernels"
 		if h.MinVersion != "" && h.MaxVersion != "" {
 			want = fmt.Sprintf("kernels>=%s,<%s", h.MinVersion, h.MaxVersion)
 		}
 		line := fmt.Sprintf("or, building nothing: %s '%s', then from_pretrained(..., use_kernels=True)\n"+
-			"transformers then downloads hub kernels for %s at load time (needs network)", pip(p), want, strings.Join(h.Mapped, ", "))
+			"transformers then downloads hub kernels for %s at load time (needs network)", pip(p), want, strings.Join(hubbed, ", "))
 		switch {
 		case h.KernelsInstalled && !h.Accepted:
 			line += fmt.Sprintf("; the installed kernels %s is outside that range, so transformers ignores it", h.KernelsVersion)
