@@ -173,3 +173,13 @@ func TestResolveIncompleteShards(t *testing.T) {
 	_, err = Resolve(cache, "org/m", "main")
 	assert.NoError(t, err)
 }
+
+func TestIsTerminalRefusesAPipe(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	assert.False(t, IsTerminal(w))
+	assert.Equal(t, "1.8 MB", FormatBytes(1814434))
+	assert.Equal(t, "55.56 GB", FormatBytes(55_560_000_000))
+}

@@ -104,7 +104,11 @@ func (c *Client) Download(ctx context.Context, repo string, opt Options) (*Resul
 	if opt.LocalDir != "" {
 		res.Dir = opt.LocalDir
 	}
-	if err := checkDiskSpace(targets, res.Dir); err != nil {
+	need := missingBytes(targets)
+	if c.Log != nil {
+		fmt.Fprintf(c.Log, "%s@%s is commit %s: %d files, %s to fetch\n", repo, rev, info.Commit, len(targets), FormatBytes(need))
+	}
+	if err := checkDiskSpace(need, targets, res.Dir); err != nil {
 		return nil, err
 	}
 	for _, t := range targets {
@@ -215,9 +219,8 @@ func localTarget(dir, commit string, f RepoFile) *target {
 	return t
 }
 
-// checkDiskSpace compares what is still to fetch (less any partial
-// files) with the free space where it goes, before any byte is fetched.
-func checkDiskSpace(targets []*target, dir string) error {
+// missingBytes is what is still to fetch, less any partial files.
+func missingBytes(targets []*target) int64 {
 	var need int64
 	for _, t := range targets {
 		if ok, _ := t.done(); ok {
@@ -231,6 +234,26 @@ func checkDiskSpace(targets []*target, dir string) error {
 			need -= st.Size()
 		}
 	}
+	return need
+}
+
+// FormatBytes writes n bytes in decimal units (kB, MB, GB), as download
+// reports sizes.
+func FormatBytes(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// checkDiskSpace compares need with the free space where the files go,
+// before any byte is fetched.
+func checkDiskSpace(need int64, targets []*target, dir string) error {
 	if need == 0 || len(targets) == 0 {
 		return nil
 	}

@@ -319,7 +319,7 @@ func TestDiskSpaceCheckedFirst(t *testing.T) {
 	dir := t.TempDir()
 	tg := cacheTarget(dir, filepath.Join(dir, "models--org--big"), strings.Repeat("a", 40),
 		RepoFile{Path: "model.safetensors", Size: 1 << 50, SHA256: strings.Repeat("b", 64)})
-	err := checkDiskSpace([]*target{tg}, dir)
+	err := checkDiskSpace(missingBytes([]*target{tg}), []*target{tg}, dir)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "GB free but the download needs 1125899.91 GB more")
 }

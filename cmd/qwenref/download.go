@@ -115,10 +115,10 @@ Examples:
 		} else {
 			fetched += f.Size
 		}
-		fmt.Fprintf(stderr, "  %-10s %10s  %s\n", f.Status, humanBytes(f.Size), f.Path)
+		fmt.Fprintf(stderr, "  %-10s %10s  %s\n", f.Status, hub.FormatBytes(f.Size), f.Path)
 	}
 	fmt.Fprintf(stderr, "download: commit %s, %d files: %s fetched, %s already here, in %v\n",
-		res.Commit, len(res.Files), humanBytes(fetched), humanBytes(cached), time.Since(start).Round(time.Millisecond))
+		res.Commit, len(res.Files), hub.FormatBytes(fetched), hub.FormatBytes(cached), time.Since(start).Round(time.Millisecond))
 	if *localDir == "" {
 		fmt.Fprintf(stderr, "run it with: qwenref run --model %s%s --prompt \"...\"\n", repo, atRevision(rev))
 	} else {
@@ -172,18 +172,6 @@ func parseWithPositional(fs *flag.FlagSet, args []string) (string, error) {
 	return pos, nil
 }
 
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
 // progressLine redraws one status line (only used on a terminal).
 type progressLine struct {
 	w          io.Writer
@@ -210,5 +198,5 @@ func (p *progressLine) update(file string, done, total int64) {
 	if len(name) > 40 {
 		name = "…" + name[len(name)-39:]
 	}
-	fmt.Fprintf(p.w, "\r  %-40s %5.1f%% of %-9s %8s/s ", name, 100*float64(done)/float64(max(total, 1)), humanBytes(total), humanBytes(int64(rate)))
+	fmt.Fprintf(p.w, "\r  %-40s %5.1f%% of %-9s %8s/s ", name, 100*float64(done)/float64(max(total, 1)), hub.FormatBytes(total), hub.FormatBytes(int64(rate)))
 }
