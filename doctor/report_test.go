@@ -3,6 +3,7 @@ package doctor
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -134,4 +135,25 @@ func TestAssessWithoutModelAndWithOtherLayouts(t *testing.T) {
 	assert.Equal(t, VerdictNoLinear, r.Verdict)
 	assert.Equal(t, ExitFastPath, r.ExitCode, "no linear layer: nothing falls back")
 	assert.Empty(t, r.Cost)
+}
+
+// Whatever an interpreter writes, parsing and reporting return an error or a report, never a panic.
+func FuzzParseProbe(f *testing.F) {
+	good, err := json.Marshal(validProbe())
+	require.NoError(f, err)
+	f.Add(good)
+	if rec, err := os.ReadFile(recordedH200); err == nil {
+		f.Add(rec)
+	}
+	f.Add([]byte(`{"schema": 1, "packages": {}, "transformers": {"scheme": "fast-path-gate", "fast_path": true}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := ParseProbe(data)
+		if err != nil {
+			return
+		}
+		for _, l := range []*Layers{nil, {Total: 4, Linear: 3, Full: 1}, {Total: 2, Full: 2}} {
+			var b bytes.Buffer
+			require.NoError(t, Assess(p, l).WriteText(&b))
+		}
+	})
 }

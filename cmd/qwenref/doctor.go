@@ -31,7 +31,8 @@ fused_recurrent_gated_delta_rule transformers will find, decided the way the
 installed transformers decides it. With --model (a directory, its
 config.json, or org/name from the Hugging Face cache; only config.json is
 read) it counts the layers that fall back, and gives the cost qwenref
-measured on an H200 and what would fix it.
+measured on an H200 and what would fix it. The probe is stopped after
+--timeout (importing torch and initialising CUDA can take a while).
 
 Exit status: 0 fast path available, 4 layers will fall back (or the setup
 cannot run the model), 1 the probe could not run or the config could not be
