@@ -13,6 +13,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -67,6 +68,16 @@ func defaultHTTPClient() *http.Client {
 			MaxIdleConnsPerHost:   4,
 		},
 	}
+}
+
+// fallbackHTTP serves a Client whose HTTP field was left nil.
+var fallbackHTTP = sync.OnceValue(defaultHTTPClient)
+
+func (c *Client) client() *http.Client {
+	if c.HTTP == nil {
+		return fallbackHTTP()
+	}
+	return c.HTTP
 }
 
 // RepoFile is one file of a repository at a commit, as the hub lists it.
@@ -125,7 +136,7 @@ func (c *Client) Info(ctx context.Context, repo, revision string) (*RepoInfo, er
 		return nil, err
 	}
 	c.authorize(req)
-	resp, err := c.HTTP.Do(req)
+	resp, err := c.client().Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("listing %s@%s at %s: %w (check the network, a proxy in HTTPS_PROXY, or HF_ENDPOINT)", repo, revision, c.Endpoint, err)
 	}

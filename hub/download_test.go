@@ -354,3 +354,25 @@ func TestIdleReaderCutsAStall(t *testing.T) {
 	assert.Less(t, time.Since(start), 5*time.Second)
 	r.stop()
 }
+
+// A renamed repository answers with a same-host redirect, which is
+// followed (with the token); the files land under the name asked for.
+func TestDownloadFollowsARenamedRepo(t *testing.T) {
+	repo := tinyRepo(t, "org/new")
+	srv := hubtest.NewServer(repo)
+	defer srv.Close()
+	srv.Rename("org/old", "org/new")
+	c, _ := testClient(t, srv)
+	c.Token = "hf_x"
+	res, err := c.Download(context.Background(), "org/old", Options{})
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(c.CacheDir, "models--org--old", "snapshots", repo.Commit), res.Dir)
+	redirected := 0
+	for _, r := range srv.Requests() {
+		if r.Method == "HEAD" && strings.HasPrefix(r.Path, "/org/new/resolve/") {
+			redirected++
+			assert.Equal(t, "Bearer hf_x", r.Authorization)
+		}
+	}
+	assert.Equal(t, len(res.Files), redirected, "one redirected HEAD per file")
+}

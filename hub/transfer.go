@@ -108,7 +108,7 @@ func (c *Client) resolve(ctx context.Context, repo, commit string, f RepoFile) (
 		segs[i] = url.PathEscape(s)
 	}
 	u := c.Endpoint + "/" + repo + "/resolve/" + commit + "/" + strings.Join(segs, "/")
-	noFollow := *c.HTTP
+	noFollow := *c.client()
 	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	for hop := 0; ; hop++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodHead, u, nil)
@@ -124,17 +124,21 @@ func (c *Client) resolve(ctx context.Context, repo, commit string, f RepoFile) (
 		resp.Body.Close()
 		loc := resp.Header.Get("Location")
 		if resp.StatusCode >= 300 && resp.StatusCode < 400 && loc != "" {
-			target, err := resp.Request.URL.Parse(loc)
+			rel, err := url.Parse(loc)
 			if err != nil {
 				return "", fmt.Errorf("%s of %s: bad redirect %q", f.Path, repo, truncate(loc, 100))
 			}
-			if !strings.HasPrefix(loc, "/") || hop >= 5 { // absolute: the file's real location
+			target := resp.Request.URL.ResolveReference(rel)
+			if rel.Host != "" { // another host (the CDN): the file's real location
 				if err := checkHeaders(resp.Header, repo, commit, f); err != nil {
 					return "", err
 				}
 				return target.String(), nil
 			}
-			u = target.String() // relative: a renamed repository
+			if hop >= 5 {
+				return "", fmt.Errorf("%s of %s: more than 5 redirects within the hub", f.Path, repo)
+			}
+			u = target.String() // same host: a renamed repository
 			continue
 		}
 		if resp.StatusCode != http.StatusOK {
@@ -284,7 +288,7 @@ func (c *Client) get(ctx context.Context, repo, loc string, f RepoFile, offset i
 		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", offset))
 	}
 	c.authorize(req)
-	resp, err := c.HTTP.Do(req)
+	resp, err := c.client().Do(req)
 	if err != nil {
 		if ctx.Err() == nil {
 			return 0, false, fmt.Errorf("%w: %v", errCut, err)

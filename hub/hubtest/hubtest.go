@@ -48,6 +48,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	repos    map[string]*Repo
+	renamed  map[string]string // old id → new id
 	blobs    map[string]served // sha256 → LFS content on the CDN
 	cut      map[string]bool   // files already cut once
 	requests []Request
@@ -60,7 +61,7 @@ type served struct {
 
 // NewServer starts a fake hub serving repos; Close stops it.
 func NewServer(repos ...*Repo) *Server {
-	s := &Server{repos: map[string]*Repo{}, blobs: map[string]served{}, cut: map[string]bool{}}
+	s := &Server{repos: map[string]*Repo{}, renamed: map[string]string{}, blobs: map[string]served{}, cut: map[string]bool{}}
 	for _, r := range repos {
 		s.Add(r)
 	}
@@ -90,6 +91,15 @@ func (s *Server) Add(r *Repo) {
 			s.blobs[SHA256(data)] = served{r, p}
 		}
 	}
+}
+
+// Rename makes old an alias of the served repository newID: requests
+// under old get a same-host redirect (307) to newID, as the hub answers
+// for a renamed repository.
+func (s *Server) Rename(old, newID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.renamed[old] = newID
 }
 
 // Close stops the hub and the CDN.
@@ -162,6 +172,18 @@ func (s *Server) lookup(w http.ResponseWriter, org, name, rev string) (*Repo, st
 func (s *Server) serveHub(w http.ResponseWriter, r *http.Request) {
 	s.record(r)
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	s.mu.Lock()
+	for old, newID := range s.renamed {
+		for _, prefix := range []string{"/api/models/" + old + "/", "/" + old + "/"} {
+			if rest, ok := strings.CutPrefix(r.URL.Path, prefix); ok {
+				s.mu.Unlock()
+				w.Header().Set("Location", strings.Replace(prefix, old, newID, 1)+rest+queryOf(r))
+				w.WriteHeader(http.StatusTemporaryRedirect)
+				return
+			}
+		}
+	}
+	s.mu.Unlock()
 	switch {
 	case len(parts) == 6 && parts[0] == "api" && parts[1] == "models" && parts[4] == "revision" && r.Method == http.MethodGet:
 		s.serveInfo(w, parts[2], parts[3], parts[5])
@@ -303,6 +325,13 @@ func (s *Server) serveBytes(w http.ResponseWriter, r *http.Request, repo *Repo, 
 		panic(http.ErrAbortHandler) // drop the connection mid-body
 	}
 	_, _ = w.Write(body)
+}
+
+func queryOf(r *http.Request) string {
+	if r.URL.RawQuery == "" {
+		return ""
+	}
+	return "?" + r.URL.RawQuery
 }
 
 func sortedKeys(m map[string][]byte) []string {
