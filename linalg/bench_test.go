@@ -86,7 +86,7 @@ func BenchmarkPortable(b *testing.B) {
 		m, k, n := s[0], s[1], s[2]
 		shape := fmt.Sprintf("%dx%dx%d", m, k, n)
 		b.Run("portable/"+shape, func(b *testing.B) {
-			defer withPackers(false)()
+			defer withPackers(cpu.Portable)()
 			benchProduct(b, Blocked{gemm: genericGemm, gemv: genericGemv}, r, m, k, n, false)
 		})
 		b.Run("gonum/"+shape, func(b *testing.B) { benchProduct(b, gonumNT{}, r, m, k, n, false) })
@@ -208,19 +208,23 @@ func BenchmarkGEMMLevels(b *testing.B) {
 	m, k, n := 2048, 5120, 10240
 	for _, gk := range gemmKernels {
 		b.Run(gk.name, func(b *testing.B) {
-			defer withPackers(gk.level == cpu.AVX512)()
+			defer withPackers(gk.level)()
 			benchProduct(b, Blocked{gemm: gk}, r, m, k, n, false)
 		})
 	}
 }
 
-// withPackers switches the AVX-512 packing transposes off (unless keep) and
-// returns the function that restores them. Benchmarks only: the kernels
-// read the package variables without locking.
-func withPackers(keep bool) func() {
-	f, bf := tposeF32, tposeBF16
-	if !keep {
+// withPackers switches off the packing transposes above level (AVX-512
+// ones below avx512, AVX2 ones at portable) and returns the function that
+// restores them. Benchmarks only: the kernels read the package variables
+// without locking.
+func withPackers(level cpu.Level) func() {
+	f, bf, f8, bf8 := tposeF32, tposeBF16, tpose8F32, tpose8BF16
+	if level != cpu.AVX512 {
 		tposeF32, tposeBF16 = nil, nil
 	}
-	return func() { tposeF32, tposeBF16 = f, bf }
+	if level == cpu.Portable {
+		tpose8F32, tpose8BF16 = nil, nil
+	}
+	return func() { tposeF32, tposeBF16, tpose8F32, tpose8BF16 = f, bf, f8, bf8 }
 }

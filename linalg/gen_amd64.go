@@ -393,6 +393,99 @@ func avx2File(w, g *bytes.Buffer) {
 			fmt.Fprintf(g, "\n//go:noescape\nfunc sgemv%d%sAVX2(k int, x *float32, w *%s, ldw int, y *float32)\n", r, t[0], t[1])
 		}
 	}
+	transpose8(w, false)
+	transpose8(w, true)
+	fmt.Fprintf(g, "\n//go:noescape\nfunc transpose8F32(dst *float32, ldd int, src *float32, lds, rows, blocks int, mask *[8]int32)\n")
+	fmt.Fprintf(g, "\n//go:noescape\nfunc transpose8BF16(dst *float32, ldd int, src *uint16, lds, rows, blocks int, mask *[8]int32)\n")
+}
+
+// transpose8 writes transpose8F32 or transpose8BF16, the AVX2 form of
+// transpose: for each of `blocks` blocks of 8 source columns it loads rows
+// (1…8) rows, widening bf16, zeroes the missing ones, transposes the 8×8
+// tile (unpack, shuffle, 128-bit permute) and stores the 8 transposed rows
+// under the lane mask (VMASKMOVPS; mask[i] < 0 keeps lane i), or whole
+// when mask is nil.
+func transpose8(w *bytes.Buffer, bf16 bool) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	name, elem, shift, step := "transpose8F32", "float32", 2, 32
+	if bf16 {
+		name, elem, shift, step = "transpose8BF16", "uint16", 1, 16
+	}
+	fmt.Fprintf(w, "// func %s(dst *float32, ldd int, src *%s, lds, rows, blocks int, mask *[8]int32)\n", name, elem)
+	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-56\n", name)
+	p("MOVQ dst+0(FP), DI")
+	p("MOVQ ldd+8(FP), DX")
+	p("SHLQ $2, DX")
+	p("MOVQ src+16(FP), SI")
+	p("MOVQ lds+24(FP), BX")
+	p("SHLQ $%d, BX", shift)
+	p("MOVQ rows+32(FP), R10")
+	p("MOVQ blocks+40(FP), CX")
+	p("MOVQ mask+48(FP), AX")
+	p("TESTQ CX, CX")
+	p("JZ %sdone", name)
+	fmt.Fprintf(w, "%sblock:\n", name)
+	p("MOVQ SI, R9")
+	load := func(i int) {
+		if bf16 {
+			p("VPMOVZXWD (R9), Y%d", i)
+			p("VPSLLD $16, Y%d, Y%d", i, i)
+		} else {
+			p("VMOVUPS (R9), Y%d", i)
+		}
+	}
+	load(0)
+	for i := 1; i < 8; i++ {
+		p("CMPQ R10, $%d", i+1)
+		p("JLT %szero%d", name, i)
+		p("ADDQ BX, R9")
+		load(i)
+	}
+	p("JMP %sloaded", name)
+	for i := 1; i < 8; i++ {
+		fmt.Fprintf(w, "%szero%d:\n", name, i)
+		p("VXORPS Y%d, Y%d, Y%d", i, i, i)
+	}
+	fmt.Fprintf(w, "%sloaded:\n", name)
+	// Go's operand order is reversed: VOP b, a, dst computes op(a, b).
+	for i := 0; i < 4; i++ {
+		p("VUNPCKLPS Y%d, Y%d, Y%d", 2*i+1, 2*i, 8+2*i)
+		p("VUNPCKHPS Y%d, Y%d, Y%d", 2*i+1, 2*i, 9+2*i)
+	}
+	for h := 0; h < 2; h++ {
+		t := 8 + 4*h // t0 t1 t2 t3 of this half
+		for i := 0; i < 2; i++ {
+			p("VSHUFPS $0x44, Y%d, Y%d, Y%d", t+2+i, t+i, 4*h+2*i)
+			p("VSHUFPS $0xee, Y%d, Y%d, Y%d", t+2+i, t+i, 4*h+2*i+1)
+		}
+	}
+	for c := 0; c < 4; c++ {
+		p("VPERM2F128 $0x20, Y%d, Y%d, Y%d", c+4, c, 8+c)
+		p("VPERM2F128 $0x31, Y%d, Y%d, Y%d", c+4, c, 12+c)
+	}
+	// Masked stores (VMASKMOVPS) are slow on AMD cores, so a nil mask
+	// takes plain stores.
+	p("TESTQ AX, AX")
+	p("JZ %splain", name)
+	p("VMOVUPS (AX), Y0")
+	for c := 0; c < 8; c++ {
+		p("VMASKMOVPS Y%d, Y0, (DI)", 8+c)
+		p("ADDQ DX, DI")
+	}
+	p("JMP %snext", name)
+	fmt.Fprintf(w, "%splain:\n", name)
+	for c := 0; c < 8; c++ {
+		p("VMOVUPS Y%d, (DI)", 8+c)
+		p("ADDQ DX, DI")
+	}
+	fmt.Fprintf(w, "%snext:\n", name)
+	p("ADDQ $%d, SI", step)
+	p("DECQ CX")
+	p("JNZ %sblock", name)
+	fmt.Fprintf(w, "%sdone:\n", name)
+	p("VZEROUPPER")
+	p("RET")
+	fmt.Fprintln(w)
 }
 
 // avx2Kernel writes sgemm{rows}x16AVX2, the AVX2 form of kernel: an

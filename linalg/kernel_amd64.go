@@ -17,6 +17,7 @@ func init() {
 	if level == cpu.AVX2 || level == cpu.AVX512 {
 		registerGemm(avx2Gemm)
 		registerGemv(avx2Gemv)
+		tpose8F32, tpose8BF16, packName = transpose8F32, transpose8BF16, "avx2"
 	}
 	if level == cpu.AVX512 {
 		registerGemm(avx512Gemm)

@@ -308,3 +308,9 @@ func sgemv7BF16AVX2(k int, x *float32, w *uint16, ldw int, y *float32)
 
 //go:noescape
 func sgemv8BF16AVX2(k int, x *float32, w *uint16, ldw int, y *float32)
+
+//go:noescape
+func transpose8F32(dst *float32, ldd int, src *float32, lds, rows, blocks int, mask *[8]int32)
+
+//go:noescape
+func transpose8BF16(dst *float32, ldd int, src *uint16, lds, rows, blocks int, mask *[8]int32)

@@ -47,6 +47,7 @@ func TestKernelsMatchLevel(t *testing.T) {
 	}
 	// The AVX-512 packing transposes run at the AVX-512 level only.
 	assert.Equal(t, level == cpu.AVX512, tposeF32 != nil, "AVX-512 packing at level %s", level)
+	assert.Equal(t, level == cpu.AVX512 || level == cpu.AVX2, tpose8F32 != nil, "AVX2 packing at level %s", level)
 	// The VDPBF16PS kernel runs exactly when internal/cpu allows it.
 	assert.Equal(t, cpu.HasBF16(), bf16DotKernels[0] != goBF16Dot)
 	info := KernelInfo()
@@ -75,6 +76,46 @@ func TestKernelsSmallM(t *testing.T) {
 					assert.LessOrEqual(t, tensor.RelL2(got, want), sumTol(k),
 						"%s %s M=%d K=%d N=%d", v.name, dtypeName(bf16), m, k, n)
 				}
+			}
+		}
+	}
+}
+
+// TestPackTransposers: the register-tile transposes this level packs with
+// must give exactly the scalar packing, for every row count of an x panel
+// (including the masked last block) and every column count of a W panel.
+func TestPackTransposers(t *testing.T) {
+	if tposeF32 == nil && tpose8F32 == nil {
+		t.Skip("no packing transposes at this level")
+	}
+	scalar := func(f func()) {
+		a, b, c, d := tposeF32, tposeBF16, tpose8F32, tpose8BF16
+		tposeF32, tposeBF16, tpose8F32, tpose8BF16 = nil, nil, nil, nil
+		defer func() { tposeF32, tposeBF16, tpose8F32, tpose8BF16 = a, b, c, d }()
+		f()
+	}
+	r := rand.New(rand.NewPCG(33, 34))
+	const ldx = 90
+	x := randVec(r, 17*ldx)
+	for rows := 1; rows <= 16; rows++ {
+		for _, kc := range []int{8, 13, 16, 40, 77} {
+			got, want := make([]float32, rows*kc), make([]float32, rows*kc)
+			packA(got, x, ldx, 1, rows, 3, kc)
+			scalar(func() { packA(want, x, ldx, 1, rows, 3, kc) })
+			require.Equal(t, want, got, "packA rows=%d kc=%d", rows, kc)
+		}
+	}
+	for _, nr := range []int{16, 32} {
+		for cols := 1; cols <= nr; cols++ {
+			for _, bf16 := range []bool{false, true} {
+				w := randWeights(r, 40, 60, bf16)
+				got, want := make([]float32, nr*37), make([]float32, nr*37)
+				for i := range got {
+					got[i], want[i] = 7, 7 // every value must be written
+				}
+				packB(got, w, nr, 2, cols, 5, 37)
+				scalar(func() { packB(want, w, nr, 2, cols, 5, 37) })
+				require.Equal(t, want, got, "packB nr=%d cols=%d %s", nr, cols, dtypeName(bf16))
 			}
 		}
 	}

@@ -16,6 +16,23 @@ var (
 	tposeBF16 func(dst *float32, ldd int, src *uint16, lds, rows, blocks int, mask uint64)
 )
 
+// The 8-row, 8-column forms (AVX2), used where the 16-wide ones are nil;
+// mask[i] < 0 stores lane i, a nil mask all 8.
+var (
+	tpose8F32  func(dst *float32, ldd int, src *float32, lds, rows, blocks int, mask *[8]int32)
+	tpose8BF16 func(dst *float32, ldd int, src *uint16, lds, rows, blocks int, mask *[8]int32)
+)
+
+// laneMask8[r] keeps the first r of 8 lanes.
+var laneMask8 = func() (m [9][8]int32) {
+	for r := range m {
+		for i := 0; i < r; i++ {
+			m[r][i] = -1
+		}
+	}
+	return m
+}()
+
 // packA copies rows [i0, i0+rows) × columns [k0, k0+kc) of x (row stride
 // ldx) into one micro-panel: dst[k·rows+i] = x[i0+i, k0+k]. The kernel
 // broadcasts dst[k·rows+i] for each k, so the panel is k-major.
@@ -27,6 +44,20 @@ func packA(dst, x []float32, ldx, i0, rows, k0, kc int) {
 		nb := kc / 16
 		tposeF32(unsafe.SliceData(dst), rows, &x[i0*ldx+k0], ldx, rows, nb, 1<<rows-1)
 		k = 16 * nb
+	} else if tpose8F32 != nil && rows <= 8 && kc >= 8 {
+		// Whole 8-lane stores spill past a short row of the panel into the
+		// next one, which the following store then writes: so only the
+		// last block, whose spill would leave the block, needs the mask.
+		nb := kc / 8
+		if nb > 1 {
+			tpose8F32(unsafe.SliceData(dst), rows, &x[i0*ldx+k0], ldx, rows, nb-1, nil)
+		}
+		var mask *[8]int32
+		if rows < 8 {
+			mask = &laneMask8[rows]
+		}
+		tpose8F32(&dst[8*(nb-1)*rows], rows, &x[i0*ldx+k0+8*(nb-1)], ldx, rows, 1, mask)
+		k = 8 * nb
 	}
 	for i := 0; i < rows; i++ {
 		src := x[(i0+i)*ldx+k0+k : (i0+i)*ldx+k0+kc]
@@ -69,6 +100,26 @@ func packB(dst []float32, w *tensor.Matrix, nr, j0, cols, k0, kc int) {
 			}
 		}
 		k = 16 * nb
+	} else if tpose8F32 != nil && nr%8 == 0 && kc >= 8 {
+		// The same in strips of 8 rows, all 8 lanes stored (missing rows
+		// are zero-filled by the transposer).
+		nb := kc / 8
+		for h := 0; h < nr; h += 8 {
+			rows := min(8, cols-h)
+			if rows <= 0 {
+				for kk := 0; kk < 8*nb; kk++ {
+					clear(dst[kk*nr+h : kk*nr+h+8])
+				}
+				continue
+			}
+			off := (j0+h)*ldw + k0
+			if w.BF16 != nil {
+				tpose8BF16(&dst[h], nr, &w.BF16[off], ldw, rows, nb, nil)
+			} else {
+				tpose8F32(&dst[h], nr, &w.F32[off], ldw, rows, nb, nil)
+			}
+		}
+		k = 8 * nb
 	}
 	for j := 0; j < cols; j++ {
 		off := (j0+j)*ldw + k0
