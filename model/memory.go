@@ -194,7 +194,7 @@ func CheckMemory(cfg *Config, rows, tokens, logitRows int, limit int64, flag str
 		return err
 	}
 	if limit > 0 && est.Total() > limit {
-		return fmt.Errorf("%d×%d tokens need about %s beyond the weights, over the limit of %.2f GiB (%s): use fewer or shorter sequences, or raise --max-memory",
+		return fmt.Errorf("%d×%d tokens need about %s beyond the weights, over the limit of %.3g GiB (%s): use fewer or shorter sequences, or raise --max-memory",
 			rows, tokens, est, float64(limit)/(1<<30), flag)
 	}
 	return nil

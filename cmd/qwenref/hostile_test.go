@@ -1,0 +1,352 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain lets a test run qwenref in a child process: the test binary
+// re-executes itself with QWENREF_TEST_MAIN=1 and qwenref's args after "--".
+func TestMain(m *testing.M) {
+	if os.Getenv("QWENREF_TEST_MAIN") == "1" {
+		for i, a := range os.Args {
+			if a == "--" {
+				os.Exit(Main(os.Args[i+1:], os.Stdout, os.Stderr))
+			}
+		}
+		os.Exit(2)
+	}
+	os.Exit(m.Run())
+}
+
+type childRun struct {
+	code           int
+	stdout, stderr string
+	took           time.Duration
+	maxRSSKB       int64
+}
+
+// runChild runs qwenref args in a child process and reports its exit
+// code, output, wall time and peak RSS.
+func runChild(t *testing.T, args ...string) childRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
+	cmd.Env = append(os.Environ(), "QWENREF_TEST_MAIN=1")
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	start := time.Now()
+	err := cmd.Run()
+	r := childRun{stdout: o.String(), stderr: e.String(), took: time.Since(start)}
+	if ctx.Err() != nil {
+		t.Fatalf("qwenref %s did not finish in 60 s", strings.Join(args, " "))
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.maxRSSKB = ru.Maxrss
+	}
+	return r
+}
+
+// tree lists every path under dir with its type and size, to prove a run
+// left the file system as it was.
+func tree(t *testing.T, dir string) string {
+	t.Helper()
+	var lines []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		info, _ := os.Lstat(p)
+		lines = append(lines, fmt.Sprintf("%s %v %d", p, info.Mode(), info.Size()))
+		return nil
+	})
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// copyCheckpoint copies a committed golden checkpoint into dir.
+func copyCheckpoint(t *testing.T, name, dir string) {
+	t.Helper()
+	src := filepath.Join("../../testdata/golden", name)
+	es, err := os.ReadDir(src)
+	require.NoError(t, err)
+	for _, e := range es {
+		if e.Name() == "expected.safetensors" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644))
+	}
+}
+
+// editConfig rewrites dir/config.json through a map.
+func editConfig(t *testing.T, dir string, edit func(map[string]any)) {
+	t.Helper()
+	p := filepath.Join(dir, "config.json")
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	edit(m)
+	b, err = json.Marshal(m)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p, b, 0o644))
+}
+
+func mkfifo(t *testing.T, p string) {
+	t.Helper()
+	_ = os.Remove(p)
+	require.NoError(t, syscall.Mkfifo(p, 0o644))
+}
+
+// TestHostileInputs is the command-level catalogue: each hostile input
+// must give a non-zero exit and a one-line error naming the file, tensor
+// or argument, within seconds and under 1 GB of peak RSS, in a child
+// process, and leave the directory as it was.
+func TestHostileInputs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs about 30 child processes")
+	}
+	type hostile struct {
+		name  string
+		setup func(t *testing.T, dir string) []string // returns the args
+		want  []string                                // in the error line
+	}
+	ck := func(t *testing.T, dir string) string {
+		m := filepath.Join(dir, "m")
+		require.NoError(t, os.Mkdir(m, 0o755))
+		copyCheckpoint(t, "causal-f16-t130", m)
+		return m
+	}
+	forward := func(m, dir string, extra ...string) []string {
+		return append([]string{"forward", "--model", m, "--ids", "1,2,3", "--out", filepath.Join(dir, "out.safetensors")}, extra...)
+	}
+	cases := []hostile{
+		{"a billion layers, no layer_types", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			editConfig(t, m, func(c map[string]any) { delete(c, "layer_types"); c["num_hidden_layers"] = 1000000000 })
+			return forward(m, dir)
+		}, []string{"config.json", "num_hidden_layers is 1000000000"}},
+		{"65536 layers", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			editConfig(t, m, func(c map[string]any) {
+				lt := make([]string, 65536)
+				for i := range lt {
+					lt[i] = "linear_attention"
+				}
+				c["layer_types"], c["num_hidden_layers"] = lt, 65536
+			})
+			return forward(m, dir)
+		}, []string{"config.json", "num_hidden_layers is 65536"}},
+		{"overflowing dimensions", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			editConfig(t, m, func(c map[string]any) { c["hidden_size"], c["vocab_size"] = 1<<24, 1<<24 })
+			return forward(m, dir)
+		}, []string{"config.json", "embed_tokens [vocab_size, hidden_size] has more than"}},
+		{"absurd rope_theta", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			editConfig(t, m, func(c map[string]any) { c["rope_parameters"].(map[string]any)["rope_theta"] = 1e300 })
+			return forward(m, dir)
+		}, []string{"config.json", "rope_theta is 1e+300", "the config is wrong"}},
+		{"max_position_embeddings 0", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			editConfig(t, m, func(c map[string]any) { c["max_position_embeddings"] = 0 })
+			return forward(m, dir)
+		}, []string{"config.json", "max_position_embeddings must be positive"}},
+		{"eos outside the vocabulary in generation_config.json", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			require.NoError(t, os.WriteFile(filepath.Join(m, "generation_config.json"), []byte(`{"eos_token_id":[5,9999]}`), 0o644))
+			return []string{"generate", "--model", m, "--ids", "1,2", "--max-new-tokens", "1"}
+		}, []string{"generation_config.json", "eos_token_id 9999 is outside"}},
+		{"FIFO as config.json", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			mkfifo(t, filepath.Join(m, "config.json"))
+			return forward(m, dir)
+		}, []string{"config.json", "FIFO"}},
+		{"FIFO as generation_config.json", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			mkfifo(t, filepath.Join(m, "generation_config.json"))
+			return forward(m, dir)
+		}, []string{"generation_config.json", "FIFO"}},
+		{"FIFO as the weights", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			mkfifo(t, filepath.Join(m, "model.safetensors"))
+			return forward(m, dir)
+		}, []string{"model.safetensors", "FIFO"}},
+		{"FIFO as the index", func(t *testing.T, dir string) []string {
+			m := filepath.Join(dir, "m")
+			require.NoError(t, os.Mkdir(m, 0o755))
+			copyCheckpoint(t, "hub-bf16-sharded", m)
+			mkfifo(t, filepath.Join(m, "model.safetensors.index.json"))
+			return forward(m, dir)
+		}, []string{"model.safetensors.index.json", "FIFO"}},
+		{"FIFO as --tokenizer", func(t *testing.T, dir string) []string {
+			p := filepath.Join(dir, "tok.json")
+			mkfifo(t, p)
+			return []string{"tokenize", "--tokenizer", p, "--text", "hi"}
+		}, []string{"tok.json", "FIFO"}},
+		{"FIFO as bench --config", func(t *testing.T, dir string) []string {
+			p := filepath.Join(dir, "config.json")
+			mkfifo(t, p)
+			return []string{"bench", "--config", p, "--op", "gdn-core", "--seq", "8"}
+		}, []string{"config.json", "FIFO"}},
+		{"tokenizer gzip bomb", func(t *testing.T, dir string) []string {
+			var gz bytes.Buffer
+			zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+			chunk := make([]byte, 1<<20)
+			for i := 0; i < 80; i++ {
+				_, _ = zw.Write(chunk)
+			}
+			require.NoError(t, zw.Close())
+			p := filepath.Join(dir, "tokenizer.json.gz")
+			require.NoError(t, os.WriteFile(p, gz.Bytes(), 0o644))
+			return []string{"tokenize", "--tokenizer", p, "--text", "hi"}
+		}, []string{"tokenizer.json.gz", "inflated", "64 MiB"}},
+		{"an index of 20,000 shards", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			var b strings.Builder
+			b.WriteString(`{"weight_map":{`)
+			for i := 0; i < 20000; i++ {
+				if i > 0 {
+					b.WriteString(",")
+				}
+				fmt.Fprintf(&b, `"t%d":"s%05d.safetensors"`, i, i)
+			}
+			b.WriteString("}}")
+			require.NoError(t, os.WriteFile(filepath.Join(m, "model.safetensors.index.json"), []byte(b.String()), 0o644))
+			return forward(m, dir)
+		}, []string{"model.safetensors.index.json", "20000 shard files", "limit"}},
+		{"ids as strings", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			p := filepath.Join(dir, "ids.json")
+			require.NoError(t, os.WriteFile(p, []byte(`[[1,"2"]]`), 0o644))
+			return []string{"forward", "--model", m, "--ids-json", p, "--out", filepath.Join(dir, "o.safetensors")}
+		}, []string{"ids.json", `id 1 is "2"`}},
+		{"--ids +5", func(t *testing.T, dir string) []string {
+			return []string{"generate", "--model", ck(t, dir), "--ids", "+5"}
+		}, []string{"--ids", `"+5"`}},
+		{"ten million ids", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			p := filepath.Join(dir, "ids.json")
+			require.NoError(t, os.WriteFile(p, []byte("[["+strings.TrimSuffix(strings.Repeat("1,", 10_000_000), ",")+"]]"), 0o644))
+			return []string{"forward", "--model", m, "--ids-json", p, "--out", filepath.Join(dir, "o.safetensors")}
+		}, []string{"--ids-json", "more than 4194304 token ids"}},
+		{"longer than max_position_embeddings", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			return []string{"forward", "--model", m, "--ids", strings.TrimSuffix(strings.Repeat("1,", 5000), ","), "--out", filepath.Join(dir, "o.safetensors")}
+		}, []string{"5000 positions exceed the model's max_position_embeddings of 4096"}},
+		{"logits over --max-memory", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			return []string{"forward", "--model", m, "--ids", strings.TrimSuffix(strings.Repeat("1,", 4000), ","),
+				"--out", filepath.Join(dir, "o.safetensors"), "--max-memory", "0.001"}
+		}, []string{"GiB", "over the limit", "--max-memory 0.001"}},
+		{"--max-memory NaN", func(t *testing.T, dir string) []string {
+			return forward(ck(t, dir), dir, "--max-memory", "NaN")
+		}, []string{"-max-memory", "want a positive number of GiB"}},
+		{"bench --max-mem NaN", func(t *testing.T, dir string) []string {
+			return []string{"bench", "--max-mem", "NaN", "--op", "gdn-core", "--seq", "8"}
+		}, []string{"-max-mem", "want a positive number of GiB"}},
+		{"golden --seq 1000000000", func(t *testing.T, dir string) []string {
+			return []string{"golden", "--op", "gdn-core", "--seq", "1000000000", "--out", filepath.Join(dir, "g.safetensors")}
+		}, []string{"--seq 1000000000: want 1 to 16777216"}},
+		{"golden --seq 10000000 at 27b", func(t *testing.T, dir string) []string {
+			return []string{"golden", "--op", "gdn-core", "--shape", "27b", "--seq", "10000000", "--out", filepath.Join(dir, "g.safetensors")}
+		}, []string{"gdn-core", "T=10000000", "over the limit"}},
+		{"trace --values 1000000000", func(t *testing.T, dir string) []string {
+			return []string{"trace", "--model", ck(t, dir), "--ids", "1,2", "--values", "1000000000"}
+		}, []string{"--values must be 0 to 65536"}},
+		{"synth --layers 1000000000", func(t *testing.T, dir string) []string {
+			return []string{"synth", "--shape", "tiny", "--layers", "1000000000", "--out", filepath.Join(dir, "s")}
+		}, []string{"--layers 1000000000", "at most 1024"}},
+		{"--out is a device node", func(t *testing.T, dir string) []string {
+			dev := filepath.Join(dir, "null")
+			if err := syscall.Mknod(dev, syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
+				t.Skipf("mknod: %v", err)
+			}
+			m := ck(t, dir)
+			return []string{"forward", "--model", m, "--ids", "1", "--out", dev}
+		}, []string{"--out", "null", "character device"}},
+		{"--out is a FIFO", func(t *testing.T, dir string) []string {
+			p := filepath.Join(dir, "fifo")
+			mkfifo(t, p)
+			return []string{"golden", "--op", "conv", "--out", p}
+		}, []string{"--out", "fifo", "FIFO"}},
+		{"--out is the model's weights", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			return []string{"forward", "--model", m, "--ids", "1", "--out", filepath.Join(m, "model.safetensors")}
+		}, []string{"--out", "model.safetensors", "refusing to overwrite an input"}},
+		{"--out links to the model's weights", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			link := filepath.Join(dir, "link.safetensors")
+			require.NoError(t, os.Symlink(filepath.Join(m, "model.safetensors"), link))
+			return []string{"trace", "--model", m, "--ids", "1", "--out", link}
+		}, []string{"--out", "link.safetensors", "refusing to overwrite an input"}},
+		{"escape sequences in a tensor name", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			p := filepath.Join(m, "model.safetensors")
+			b, err := os.ReadFile(p)
+			require.NoError(t, err)
+			// Rename one tensor in the header in place (same length).
+			old := []byte("model.norm.weight")
+			require.True(t, bytes.Contains(b, old))
+			b = bytes.Replace(b, old, []byte(`model.no\u001b[2J`), 1) // JSON for "model.no" ESC "[2J"
+			require.NoError(t, os.WriteFile(p, b, 0o644))
+			return forward(m, dir)
+		}, []string{"norm.weight: missing"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := c.setup(t, dir)
+			before := tree(t, dir)
+			r := runChild(t, args...)
+			line := strings.TrimSpace(r.stderr)
+			assert.NotEqual(t, 0, r.code, "exit code 0; stderr: %s", line)
+			assert.NotEqual(t, 3, r.code, "an internal error (panic): %s", line)
+			assert.Less(t, r.took, 15*time.Second, "took %v", r.took)
+			assert.Less(t, r.maxRSSKB, int64(1<<20), "peak RSS %d MB", r.maxRSSKB>>10)
+			assert.NotContains(t, r.stderr, "\x1b", "a terminal escape reached the output")
+			errLine := lastErrorLine(line)
+			for _, w := range c.want {
+				assert.Contains(t, errLine, w)
+			}
+			assert.Less(t, len(errLine), 1500, "error of %d bytes", len(errLine))
+			assert.Equal(t, before, tree(t, dir), "the run changed the file system")
+			t.Logf("exit %d in %v, peak RSS %d MB: %s", r.code, r.took.Round(time.Millisecond), r.maxRSSKB>>10, errLine)
+		})
+	}
+}
+
+// lastErrorLine is the "qwenref <cmd>: …" line of stderr, or the first
+// line that names a flag error (usage text follows those).
+func lastErrorLine(stderr string) string {
+	lines := strings.Split(stderr, "\n")
+	for _, l := range lines {
+		if strings.HasPrefix(l, "qwenref ") || strings.HasPrefix(l, "invalid value") || strings.Contains(l, "must be") {
+			return l
+		}
+	}
+	return lines[0]
+}
