@@ -204,7 +204,7 @@ func scaleCopy(w *bytes.Buffer, s isa) {
 }
 
 // mulScaled writes mulScaled{ISA}: dst = a·(x ⊙ y) over n floats, as
-// (x·y)·a like the portable loop, so both round alike.
+// (a·x)·y like the portable loop, so both round alike.
 func mulScaled(w *bytes.Buffer, s isa) {
 	name := "mulScaled" + s.name
 	fmt.Fprintf(w, "// func %s(dst, x, y *float32, a float32, n int)\n", name)
@@ -215,9 +215,8 @@ func mulScaled(w *bytes.Buffer, s isa) {
 	emit(w, "VBROADCASTSS a+24(FP), %s", s.v(1))
 	emit(w, "MOVQ n+32(FP), CX")
 	label(w, name+"loop")
-	emit(w, "VMOVUPS (SI), %s", s.v(0))
+	emit(w, "VMULPS (SI), %s, %s", s.v(1), s.v(0))
 	emit(w, "VMULPS (DX), %s, %s", s.v(0), s.v(0))
-	emit(w, "VMULPS %s, %s, %s", s.v(1), s.v(0), s.v(0))
 	emit(w, "VMOVUPS %s, (DI)", s.v(0))
 	emit(w, "ADDQ $%d, SI", s.vb())
 	emit(w, "ADDQ $%d, DX", s.vb())

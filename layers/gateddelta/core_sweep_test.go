@@ -1,4 +1,4 @@
-package gateddelta
+package gateddelta_test
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qwenref/qwenref/layers/gateddelta"
+	"github.com/qwenref/qwenref/reference"
 	"github.com/qwenref/qwenref/tensor"
 	"github.com/stretchr/testify/require"
 )
@@ -17,7 +19,7 @@ import (
 // whose state sums ~10⁴ tokens. It takes a minute or two, so it runs only with
 // QWENREF_SWEEP=1:
 //
-//	QWENREF_SWEEP=1 GOEXPERIMENT=simd go test -run ErrorSweep -v ./layers/gateddelta/
+//	QWENREF_SWEEP=1 go test -run ErrorSweep -v ./layers/gateddelta/
 //
 // It prints a markdown table (docs/perf-gateddelta.md keeps one) and
 // still holds every entry to tol32.
@@ -37,12 +39,13 @@ func TestErrorSweep(t *testing.T) {
 		tab.WriteString("| T | naive out | naive state | chunked out | chunked state | recurrent out | recurrent state |\n")
 		tab.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 		for _, T := range lengths {
-			d := Dims{T: T, NK: 1, NV: 3, DK: 128, DV: 128}
-			in := newInputsDecay(uint64(T), d, true, regime.aMin, regime.aMax)
-			out64, st64 := in.reference64()
+			d := gateddelta.Dims{T: T, NK: 1, NV: 3, DK: 128, DV: 128}
+			in, err := reference.NewGDNInputs(uint64(T), d, reference.GDNOptions{WithState: true, LogRateMin: regime.aMin, LogRateMax: regime.aMax})
+			require.NoError(t, err)
+			out64, st64 := exact(t, in)
 			row := []string{fmt.Sprint(T)}
-			for _, kern := range []Kernel{Naive{}, Chunked{}, Recurrent{}} {
-				out, st := in.run(t, kern)
+			for _, kern := range []gateddelta.Kernel{gateddelta.Naive{}, gateddelta.Chunked{}, gateddelta.Recurrent{}} {
+				out, st := run(t, in, kern)
 				eo, es := tensor.RelL2(out, out64), tensor.RelL2(st, st64)
 				require.LessOrEqual(t, eo, tol32, "%T T=%d out", kern, T)
 				require.LessOrEqual(t, es, tol32, "%T T=%d state", kern, T)

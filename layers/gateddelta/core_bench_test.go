@@ -1,69 +1,79 @@
-package gateddelta
+package gateddelta_test
 
 import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/qwenref/qwenref/layers/gateddelta"
+	"github.com/qwenref/qwenref/reference"
 )
 
 // dims27B are one GDN layer's core shapes in Qwen3.5/3.6-27B.
-var dims27B = Dims{NK: 16, NV: 48, DK: 128, DV: 128}
+var dims27B = gateddelta.Dims{NK: 16, NV: 48, DK: 128, DV: 128}
 
 // benchInputs holds one set of 27B-shaped inputs long enough for every
 // benchmark; shorter runs use its leading tokens.
-var benchInputs = sync.OnceValue(func() *inputs {
+var benchInputs = sync.OnceValue(func() *reference.GDNInputs {
 	d := dims27B
 	d.T = 8192
-	return newInputs(42, d, true)
+	in, err := reference.NewGDNInputs(42, d, reference.GDNOptions{WithState: true})
+	if err != nil {
+		panic(err)
+	}
+	return in
 })
 
 // prefix returns the first T tokens of in as a new problem view (the
 // slices are shared, not copied).
-func (in *inputs) prefix(T int) *inputs {
-	d := in.d
+func prefix(in *reference.GDNInputs, T int) *reference.GDNInputs {
+	d := in.Dims
 	d.T = T
 	qk, vv := T*d.NK*d.DK, T*d.NV*d.DV
-	return &inputs{d: d, q: in.q[:qk], k: in.k[:qk], v: in.v[:vv], g: in.g[:T*d.NV], beta: in.beta[:T*d.NV], state: in.state}
+	return &reference.GDNInputs{Dims: d, Q: in.Q[:qk], K: in.K[:qk], V: in.V[:vv], G: in.G[:T*d.NV], Beta: in.Beta[:T*d.NV], State: in.State}
 }
 
-// Anchor FLOP counts (shared/anchors.md), per head-token.
-func recurrentFLOP(d Dims) float64 { return 7 * float64(d.DK*d.DV) }
-func chunkedFLOP(d Dims) float64 {
+// The FLOP counts per head-token that the peers' figures use (see
+// docs/learn/03-chunked-form.md): 7·d_k·d_v for the recurrent form,
+// C·(5d_k + 3d_v) + 6·d_k·d_v at C = 64 for the chunked one.
+func recurrentFLOP(d gateddelta.Dims) float64 { return 7 * float64(d.DK*d.DV) }
+func chunkedFLOP(d gateddelta.Dims) float64 {
 	const C = 64
 	return C*float64(5*d.DK+3*d.DV) + 6*float64(d.DK*d.DV)
 }
 
 // BenchmarkCore times the core at the 27B layer shapes and reports
-// GFLOP/s by the anchors' counts: the recurrent count for naive and recurrent,
-// the chunked count (C = 64) for chunked, so chunked's figure is directly
-// comparable with the anchors' table.
+// GFLOP/s by the peers' counts: the recurrent count for naive and
+// recurrent, the chunked count (C = 64) for chunked. The kernel level is
+// the selected one; QWENREF_CPU=avx2 or portable times a lower one.
 func BenchmarkCore(b *testing.B) {
 	for _, kc := range []struct {
 		name string
-		kern Kernel
-		flop func(Dims) float64
+		kern gateddelta.Kernel
+		flop func(gateddelta.Dims) float64
 	}{
-		{"naive", Naive{}, recurrentFLOP},
-		{"chunked", Chunked{}, chunkedFLOP},
-		{"recurrent", Recurrent{}, recurrentFLOP},
+		{"naive", gateddelta.Naive{}, recurrentFLOP},
+		{"chunked", gateddelta.Chunked{}, chunkedFLOP},
+		{"recurrent", gateddelta.Recurrent{}, recurrentFLOP},
 	} {
 		for _, T := range []int{512, 2048, 8192} {
 			b.Run(fmt.Sprintf("%s/T=%d", kc.name, T), func(b *testing.B) {
 				if kc.name == "naive" && T > 2048 && testing.Short() {
 					b.Skip("naive at T=8192 takes ~10 s per op")
 				}
-				in := benchInputs().prefix(T)
-				out := make([]float32, T*in.d.NV*in.d.DV)
+				in := prefix(benchInputs(), T)
+				d := in.Dims
+				out := make([]float32, T*d.NV*d.DV)
 				// The state carries over from op to op, as in a session; the
 				// kernels' cost does not depend on its values.
-				state := append([]float32(nil), in.state...)
+				state := append([]float32(nil), in.State...)
 				cpu0 := processCPU()
 				for b.Loop() {
-					if err := kc.kern.Forward(out, in.q, in.k, in.v, in.g, in.beta, in.d, state); err != nil {
+					if err := kc.kern.Forward(out, in.Q, in.K, in.V, in.G, in.Beta, d, state); err != nil {
 						b.Fatal(err)
 					}
 				}
-				reportTimes(b, cpu0, kc.flop(in.d)*float64(T*in.d.NV))
+				reportTimes(b, cpu0, kc.flop(d)*float64(T*d.NV))
 			})
 		}
 	}
@@ -76,7 +86,10 @@ func BenchmarkCore(b *testing.B) {
 func BenchmarkDecodeStep(b *testing.B) {
 	d := dims27B
 	d.T = 1
-	in := newInputs(42, d, true)
+	in, err := reference.NewGDNInputs(42, d, reference.GDNOptions{WithState: true})
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, nLayers := range []int{1, 48} {
 		name := "hot"
 		if nLayers > 1 {
@@ -85,18 +98,18 @@ func BenchmarkDecodeStep(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			states := make([][]float32, nLayers)
 			for i := range states {
-				states[i] = append([]float32(nil), in.state...)
+				states[i] = append([]float32(nil), in.State...)
 			}
-			out := make([]float32, in.d.NV*in.d.DV)
+			out := make([]float32, d.NV*d.DV)
 			i := 0
 			cpu0 := processCPU()
 			for b.Loop() {
-				if err := (Chunked{}).Forward(out, in.q, in.k, in.v, in.g, in.beta, in.d, states[i%nLayers]); err != nil {
+				if err := (gateddelta.Chunked{}).Forward(out, in.Q, in.K, in.V, in.G, in.Beta, d, states[i%nLayers]); err != nil {
 					b.Fatal(err)
 				}
 				i++
 			}
-			reportTimes(b, cpu0, recurrentFLOP(in.d)*float64(in.d.NV))
+			reportTimes(b, cpu0, recurrentFLOP(d)*float64(d.NV))
 		})
 	}
 }

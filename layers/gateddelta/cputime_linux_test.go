@@ -1,6 +1,6 @@
 //go:build linux
 
-package gateddelta
+package gateddelta_test
 
 import (
 	"syscall"
