@@ -1,8 +1,10 @@
-// attn.cu: the gated full-attention layer's device kernels for the
-// whole-model path (spec §3.2): q/k RMSNorm(1+w) + partial RoPE with the KV
-// cache write, a bf16 tensor-core flash attention for prefill (causal, GQA,
-// online softmax, the sigmoid output gate fused into its epilogue), and a
-// split-key decode attention with its combine step.
+// attn.cu: attention, every kernel of it. For the gated full-attention
+// layer of the whole-model path (docs/spec.md): q/k RMSNorm(1+w) + partial
+// RoPE with the KV cache write, a bf16 tensor-core flash attention for
+// prefill (causal, GQA, online softmax, the sigmoid output gate fused into
+// its epilogue), and a split-key decode attention with its combine step.
+// For verification and the fp32 reference (cuda-fp32, cuda-ops): an fp32
+// flash-style causal GQA attention on host data (qr_attention_forward).
 #include <math.h>
 
 #include "common.cuh"
@@ -423,4 +425,88 @@ int launch_attn_decode(bf16_t *y, float *part, const bf16_t *q, const bf16_t *kc
 int qr_attn_init() {
 	QR_CK(cudaFuncSetAttribute(k_flash_attn, cudaFuncAttributeMaxDynamicSharedMemorySize, FA_SMEM));
 	return QR_OK;
+}
+
+// ---- fp32 causal GQA attention: one warp per (query, head) ----
+// Lane l holds dims l, l+32, ... of q and of the running output; keys are
+// visited in order with the online-softmax rescaling (flash style), so
+// memory beyond the output is O(1).
+#define ATT_MAXD 256
+__global__ void __launch_bounds__(128) k_attention_f32(float *__restrict__ out, const float *__restrict__ q,
+                                                       const float *__restrict__ k, const float *__restrict__ v, int T,
+                                                       int S, int NH, int NKV, int D, float scale) {
+	const int t = blockIdx.x * 4 + (threadIdx.x >> 5), h = blockIdx.y, lane = threadIdx.x & 31;
+	if (t >= T)
+		return;
+	const int hk = h / (NH / NKV);
+	constexpr int E = ATT_MAXD / 32;
+	float qv[E], acc[E];
+	const float *qr = q + ((size_t)t * NH + h) * D;
+#pragma unroll
+	for (int e = 0; e < E; e++) {
+		const int i = lane + 32 * e;
+		qv[e] = i < D ? qr[i] * scale : 0.0f;
+		acc[e] = 0.0f;
+	}
+	float m = -INFINITY, l = 0.0f;
+	const int last = S - T + t;
+	for (int j = 0; j <= last; j++) {
+		const float *kr = k + ((size_t)j * NKV + hk) * D;
+		float s = 0.0f;
+#pragma unroll
+		for (int e = 0; e < E; e++) {
+			const int i = lane + 32 * e;
+			if (i < D)
+				s = fmaf(qv[e], kr[i], s);
+		}
+		s = warp_sum(s);
+		const float mn = fmaxf(m, s);
+		const float corr = expf(m - mn), p = expf(s - mn);
+		l = l * corr + p;
+		const float *vr = v + ((size_t)j * NKV + hk) * D;
+#pragma unroll
+		for (int e = 0; e < E; e++) {
+			const int i = lane + 32 * e;
+			acc[e] = acc[e] * corr + (i < D ? p * vr[i] : 0.0f);
+		}
+		m = mn;
+	}
+	float *orow = out + ((size_t)t * NH + h) * D;
+	const float il = 1.0f / l;
+#pragma unroll
+	for (int e = 0; e < E; e++) {
+		const int i = lane + 32 * e;
+		if (i < D)
+			orow[i] = acc[e] * il;
+	}
+}
+
+int launch_attention(float *out, const float *q, const float *k, const float *v, int t, int s, int nh, int nkv, int d,
+                     float scale, cudaStream_t st) {
+	QR_ARG(t >= 0 && s >= t && nh > 0 && nkv > 0 && nh % nkv == 0 && d > 0 && d <= ATT_MAXD,
+	       "attention: bad dims t=%d s=%d nh=%d nkv=%d d=%d (d <= %d)", t, s, nh, nkv, d, ATT_MAXD);
+	if (t == 0)
+		return QR_OK;
+	k_attention_f32<<<dim3(cdiv(t, 4), nh), 128, 0, st>>>(out, q, k, v, t, s, nh, nkv, d, scale);
+	QR_CKL("attention_f32");
+	return QR_OK;
+}
+
+// ---- host entry (verification) ----
+
+extern "C" int qr_attention_forward(float *out, const float *q, const float *k, const float *v, int t, int s, int nh,
+                                    int nkv, int d, float scale) {
+	QR_TRY(qr_require());
+	QR_ARG(t >= 0 && s >= t && nh > 0 && nkv > 0 && d > 0, "qr_attention_forward: bad dims");
+	const size_t nq = (size_t)t * nh * d, nk = (size_t)s * nkv * d;
+	DevBuf dq, dk, dv, dout;
+	QR_TRY(upload(dq, q, nq));
+	QR_TRY(upload(dk, k, nk));
+	QR_TRY(upload(dv, v, nk));
+	QR_TRY(dout.alloc(nq * 4));
+	QR_TRY(qr_fill_nan(dout.p, nq * 4, g_qr.stream));
+	QR_TRY(launch_attention(dout.as<float>(), dq.as<float>(), dk.as<float>(), dv.as<float>(), t, s, nh, nkv, d, scale,
+	                        g_qr.stream));
+	QR_CK(cudaStreamSynchronize(g_qr.stream));
+	return download(out, dout, nq);
 }

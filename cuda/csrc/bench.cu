@@ -10,46 +10,9 @@
 
 #include "common.cuh"
 #include "internal.cuh"
-#include "layer.cuh"
+#include "gdn_layer.cuh"
 
 void qr_bench_release() {}
-
-// ---- the whole-layer host entry ----
-extern "C" int qr_gdn_layer(float *out, const float *x, int t, const qr_gdn_dims *d, const qr_gdn_weights *w,
-                            float *conv_state, float *rec_state) {
-	QR_TRY(qr_require());
-	QR_ARG(d && w && t >= 0, "qr_gdn_layer: bad args");
-	GdnLayer L;
-	QR_TRY(L.dims(*d));
-	QR_TRY(L.alloc_weights());
-	const size_t H = (size_t)d->hidden;
-	QR_CK(cudaMemcpyAsync(L.w_in.p, w->w_in, (size_t)L.NIN * H * 2, cudaMemcpyHostToDevice, g_qr.stream));
-	QR_CK(cudaMemcpyAsync(L.w_out.p, w->w_out, H * d->nv * d->dv * 2, cudaMemcpyHostToDevice, g_qr.stream));
-	QR_CK(cudaMemcpyAsync(L.conv_w.p, w->conv_w, (size_t)L.C * d->kconv * 4, cudaMemcpyHostToDevice, g_qr.stream));
-	QR_CK(cudaMemcpyAsync(L.a_log.p, w->a_log, (size_t)d->nv * 4, cudaMemcpyHostToDevice, g_qr.stream));
-	QR_CK(cudaMemcpyAsync(L.dt_bias.p, w->dt_bias, (size_t)d->nv * 4, cudaMemcpyHostToDevice, g_qr.stream));
-	QR_CK(cudaMemcpyAsync(L.norm_w.p, w->norm_w, (size_t)d->dv * 4, cudaMemcpyHostToDevice, g_qr.stream));
-	const size_t ncs = (size_t)d->kconv * L.C, nrs = (size_t)d->nv * d->dk * d->dv;
-	DevBuf tmp, xf, xb, ob, of;
-	QR_TRY(upload(tmp, conv_state, ncs));
-	QR_TRY(qr_convert_f32_bf16(L.conv_state[0].as<bf16_t>(), tmp.as<float>(), ncs, g_qr.stream));
-	QR_CK(cudaMemcpyAsync(L.rec_state.p, rec_state, nrs * 4, cudaMemcpyHostToDevice, g_qr.stream));
-	QR_TRY(upload(xf, x, (size_t)t * H));
-	QR_TRY(xb.alloc((size_t)t * H * 2));
-	QR_TRY(ob.alloc((size_t)t * H * 2));
-	QR_TRY(of.alloc((size_t)t * H * 4));
-	QR_TRY(qr_convert_f32_bf16(xb.as<bf16_t>(), xf.as<float>(), (size_t)t * H, g_qr.stream));
-	QR_TRY(qr_fill_nan(ob.p, (size_t)t * H * 2, g_qr.stream));
-	QR_TRY(L.forward(ob.as<bf16_t>(), xb.as<bf16_t>(), t, g_qr.stream));
-	QR_TRY(qr_convert_bf16_f32(of.as<float>(), ob.as<bf16_t>(), (size_t)t * H, g_qr.stream));
-	DevBuf cs32;
-	QR_TRY(cs32.alloc(ncs * 4));
-	QR_TRY(qr_convert_bf16_f32(cs32.as<float>(), L.conv_state[L.cs].as<bf16_t>(), ncs, g_qr.stream));
-	QR_CK(cudaStreamSynchronize(g_qr.stream));
-	QR_TRY(download(out, of, (size_t)t * H));
-	QR_TRY(download(conv_state, cs32, ncs));
-	return download(rec_state, L.rec_state, nrs);
-}
 
 // ---- timing ----
 struct Events {

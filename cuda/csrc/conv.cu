@@ -122,6 +122,37 @@ __global__ void k_conv_state(T *__restrict__ so, const T *__restrict__ si, const
 
 // Launch shape: U rows in flight per thread, TT time steps per thread.
 // Defaults (0) are the measured best for the 27B conv (docs/perf-cuda.md).
+// Decode conv, in place: state [K, C] holds the last K inputs (oldest
+// first). Each thread owns one channel, so the shift needs no second buffer
+// and the kernel replays in a graph.
+__global__ void k_conv_decode(bf16_t *__restrict__ u, bf16_t *__restrict__ state, const bf16_t *__restrict__ x,
+                              const float *__restrict__ w, int C, int K) {
+	const int c = blockIdx.x * blockDim.x + threadIdx.x;
+	if (c >= C)
+		return;
+	bf16_t win[8];
+	float acc = 0.0f;
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+		if (j < K) {
+			win[j] = j + 1 < K ? state[(size_t)(j + 1) * C + c] : x[c];
+			acc = fmaf(w[(size_t)c * K + j], bf2f(win[j]), acc);
+		}
+	}
+	u[c] = f2bf(silu(acc));
+#pragma unroll
+	for (int j = 0; j < 8; j++)
+		if (j < K)
+			state[(size_t)j * C + c] = win[j];
+}
+
+int launch_conv_decode(bf16_t *u, bf16_t *state, const bf16_t *x, const float *w, int C, int K, cudaStream_t st) {
+	QR_ARG(K > 0 && K <= 8, "conv decode: %d taps (at most 8)", K);
+	k_conv_decode<<<cdiv(C, 128), 128, 0, st>>>(u, state, x, w, C, K);
+	QR_CKL("conv_decode");
+	return QR_OK;
+}
+
 int g_conv_u = 0, g_conv_tt = 0;
 
 template <typename Tin, typename Tout, int VEC, int KMAX, int U>

@@ -1,13 +1,16 @@
-// gdn.cu: the gated delta rule core: the chunked scan (fp32 SIMT and bf16
-// tensor cores) after the prep of gdn_prep.cuh, and the host entry point.
-// The per-token recurrence and the fused decode step are in gdn_recurrent.cu.
+// gdn_chunk.cu: the gated delta rule core, chunked: the sequential scan
+// (fp32 SIMT and bf16 tensor cores) after the per-chunk prep of
+// gdn_chunk_prep.cuh (whose header states the names: P, Mb = M diag(β), Y,
+// Δ, K̃), and the host entry point. The per-token recurrence and the fused
+// decode step are gdn_recurrent.cu; the layer around them gdn_layer.cu(h).
 #include "common.cuh"
-#include "gdn_prep.cuh"
+#include "gdn_chunk_prep.cuh"
 #include "internal.cuh"
 
 // ---------------------------------------------------------------------------
 // fp32 scan, SIMT: one block per (value head, 32 value columns); 256 threads.
-// smem: S [dk][33]; Ks, Qs [64][dk+1]; P, T [64][65]; X, Z, Vn [64][33]; gam.
+// smem: S [dk][33]; Ks, Qs [64][dk+1]; P, Mb [64][65]; X (K S, then Y, then
+// K̃-scaled Δ), QS, Dl (Δ) [64][33]; gam.
 #define F32_VS 32
 __global__ void __launch_bounds__(256) k_gdn_scan_f32(const float *__restrict__ q, int ldq,
                                                       const float *__restrict__ k, int ldk,
@@ -19,8 +22,8 @@ __global__ void __launch_bounds__(256) k_gdn_scan_f32(const float *__restrict__ 
 	const int h = blockIdx.y, vb = blockIdx.x * F32_VS, hk = h / (NV / NK);
 	const int nc = (T + GDN_C - 1) / GDN_C;
 	const int lds = F32_VS + 1, ldk_s = DK + 1, ld = GDN_C + 1;
-	float *S = sm, *Ks = S + DK * lds, *Qs = Ks + GDN_C * ldk_s, *Ps = Qs + GDN_C * ldk_s, *Ts = Ps + GDN_C * ld;
-	float *X = Ts + GDN_C * ld, *Z = X + GDN_C * lds, *Vn = Z + GDN_C * lds, *gam = Vn + GDN_C * lds;
+	float *S = sm, *Ks = S + DK * lds, *Qs = Ks + GDN_C * ldk_s, *Ps = Qs + GDN_C * ldk_s, *Mbs = Ps + GDN_C * ld;
+	float *X = Mbs + GDN_C * ld, *QS = X + GDN_C * lds, *Dl = QS + GDN_C * lds, *gam = Dl + GDN_C * lds;
 	const int tid = threadIdx.x, nt = blockDim.x;
 	const int nv = min(F32_VS, DV - vb); // valid columns in this slice
 	GdnScratch sc = GdnScratch::at((void *)scratch, NV, nc, sizeof(float));
@@ -38,12 +41,12 @@ __global__ void __launch_bounds__(256) k_gdn_scan_f32(const float *__restrict__ 
 		}
 		for (int i = tid; i < GDN_C * GDN_C; i += nt) {
 			Ps[(i >> 6) * ld + (i & 63)] = ((const float *)sc.P)[off + i];
-			Ts[(i >> 6) * ld + (i & 63)] = ((const float *)sc.T)[off + i];
+			Mbs[(i >> 6) * ld + (i & 63)] = ((const float *)sc.Mb)[off + i];
 		}
 		if (tid < GDN_C)
 			gam[tid] = sc.gam[((size_t)h * nc + n) * GDN_C + tid];
 		__syncthreads();
-		// X = K S, Z = Q S (state at chunk start).
+		// X = K S, QS = Q S (state at chunk start).
 		for (int i = tid; i < GDN_C * F32_VS; i += nt) {
 			const int r = i / F32_VS, c = i % F32_VS;
 			float x = 0.0f, z = 0.0f;
@@ -54,28 +57,28 @@ __global__ void __launch_bounds__(256) k_gdn_scan_f32(const float *__restrict__ 
 			const int t = n * GDN_C + r;
 			const float vv = (t < T && c < nv) ? v[(size_t)t * ldv + h * DV + vb + c] : 0.0f;
 			X[r * lds + c] = vv - expf(gam[r]) * x; // Y
-			Z[r * lds + c] = expf(gam[r]) * z;
+			QS[r * lds + c] = expf(gam[r]) * z;
 		}
 		__syncthreads();
-		// V_new = T' Y (T' lower triangular).
+		// Δ = Mb Y (Mb lower triangular).
 		for (int i = tid; i < GDN_C * F32_VS; i += nt) {
 			const int r = i / F32_VS, c = i % F32_VS;
 			float s = 0.0f;
 			for (int j = 0; j <= r; j++)
-				s = fmaf(Ts[r * ld + j], X[j * lds + c], s);
-			Vn[r * lds + c] = s;
+				s = fmaf(Mbs[r * ld + j], X[j * lds + c], s);
+			Dl[r * lds + c] = s;
 		}
 		__syncthreads();
-		// O = e^gam Q S + P V_new; then X := e^(gam_C - gam) V_new.
+		// O = e^gam Q S + P Δ; then X := e^(gam_C - gam) Δ.
 		const float gC = gam[GDN_C - 1];
 		for (int i = tid; i < GDN_C * F32_VS; i += nt) {
 			const int r = i / F32_VS, c = i % F32_VS, t = n * GDN_C + r;
-			float o = Z[r * lds + c];
+			float o = QS[r * lds + c];
 			for (int j = 0; j <= r; j++)
-				o = fmaf(Ps[r * ld + j], Vn[j * lds + c], o);
+				o = fmaf(Ps[r * ld + j], Dl[j * lds + c], o);
 			if (t < T && c < nv)
 				out[(size_t)t * ldo + h * DV + vb + c] = o;
-			X[r * lds + c] = expf(gC - gam[r]) * Vn[r * lds + c];
+			X[r * lds + c] = expf(gC - gam[r]) * Dl[r * lds + c];
 		}
 		__syncthreads();
 		// S = e^gam_C S + K^T X.
@@ -145,13 +148,13 @@ template <int BV> struct ScanSmem {
 	static constexpr size_t Ks = 0;                                  // [2][64][LDK]
 	static constexpr size_t Qs = Ks + 2 * GDN_C * LDK * 2;           // [64][LDK]
 	static constexpr size_t Ps = Qs + GDN_C * LDK * 2;               // [64][LDC]
-	static constexpr size_t Ts = Ps + GDN_C * LDC * 2;               // [64][LDC]
-	static constexpr size_t Vs = Ts + GDN_C * LDC * 2;               // [64][LDV]
+	static constexpr size_t Mbs = Ps + GDN_C * LDC * 2;               // [64][LDC]
+	static constexpr size_t Vs = Mbs + GDN_C * LDC * 2;               // [64][LDV]
 	static constexpr size_t Ss = Vs + GDN_C * LDV * 2;               // [BV][LDK]  S^T bf16
 	static constexpr size_t Ys = Ss + BV * LDK * 2;                  // [BV][LDC]  Y^T
-	static constexpr size_t Vns = Ys + BV * LDC * 2;                 // [BV][LDC]  V_new^T
-	static constexpr size_t Vn2s = Vns + BV * LDC * 2;               // [BV][LDC]  (decayed V_new)^T
-	static constexpr size_t gam = Vn2s + BV * LDC * 2;               // [2][64] f32
+	static constexpr size_t Dls = Ys + BV * LDC * 2;                 // [BV][LDC]  Δ^T
+	static constexpr size_t Dl2s = Dls + BV * LDC * 2;               // [BV][LDC]  (decayed Δ)^T
+	static constexpr size_t gam = Dl2s + BV * LDC * 2;               // [2][64] f32
 	static constexpr size_t bytes = gam + 2 * GDN_C * 4;
 };
 
@@ -166,7 +169,7 @@ template <int BV> struct ScanIO {
 	int ldk;
 	const bf16_t *v;
 	int ldv;
-	const bf16_t *Pg, *Tg;
+	const bf16_t *Pg, *Mbg;
 	const float *gamg;
 	int T, nc, hk, h, vb, tid;
 	static constexpr int NT = BV * 4; // threads; fixed so the loops unroll
@@ -204,10 +207,10 @@ template <int BV> struct ScanIO {
 			rows128(Qs, q, ldq, n);
 		cp_async_commit();
 	}
-	// T' -> Ts, the block's V columns -> Vs
-	__device__ __forceinline__ void issue_TV(bf16_t *Ts, bf16_t *Vs, int n) const {
+	// Mb -> Mbs, the block's V columns -> Vs
+	__device__ __forceinline__ void issue_MbV(bf16_t *Mbs, bf16_t *Vs, int n) const {
 		if (n < nc) {
-			mat64(Ts, Tg + (size_t)n * GDN_C * GDN_C);
+			mat64(Mbs, Mbg + (size_t)n * GDN_C * GDN_C);
 			constexpr int PER = BV / 8, LDV = BV + 8;
 #pragma unroll
 			for (int it = 0; it < GDN_C * PER / NT; it++) {
@@ -256,8 +259,8 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 	extern __shared__ __align__(16) unsigned char qr_smem[];
 	unsigned char *sm = qr_smem;
 	bf16_t *Ks = (bf16_t *)(sm + L::Ks), *Qs = (bf16_t *)(sm + L::Qs), *Ps = (bf16_t *)(sm + L::Ps);
-	bf16_t *Ts = (bf16_t *)(sm + L::Ts), *Vs = (bf16_t *)(sm + L::Vs), *Ss = (bf16_t *)(sm + L::Ss);
-	bf16_t *Ys = (bf16_t *)(sm + L::Ys), *Vns = (bf16_t *)(sm + L::Vns), *Vn2s = (bf16_t *)(sm + L::Vn2s);
+	bf16_t *Mbs = (bf16_t *)(sm + L::Mbs), *Vs = (bf16_t *)(sm + L::Vs), *Ss = (bf16_t *)(sm + L::Ss);
+	bf16_t *Ys = (bf16_t *)(sm + L::Ys), *Dls = (bf16_t *)(sm + L::Dls), *Dl2s = (bf16_t *)(sm + L::Dl2s);
 	float *gams = (float *)(sm + L::gam);
 
 	const int h = blockIdx.y, vb = blockIdx.x * BV, hk = h / (NV / NK);
@@ -268,10 +271,10 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 	const int dk0 = DKW * w;
 	GdnScratch sc = GdnScratch::at((void *)scratch, NV, nc, sizeof(bf16_t));
 	const bf16_t *Pg = (const bf16_t *)sc.P + (size_t)h * nc * GDN_C * GDN_C;
-	const bf16_t *Tg = (const bf16_t *)sc.T + (size_t)h * nc * GDN_C * GDN_C;
+	const bf16_t *Mbg = (const bf16_t *)sc.Mb + (size_t)h * nc * GDN_C * GDN_C;
 	const float *gamg = sc.gam + (size_t)h * nc * GDN_C;
 
-	ScanIO<BV> io = {q, ldq, k, ldk, v, ldv, Pg, Tg, gamg, T, nc, hk, h, vb, tid};
+	ScanIO<BV> io = {q, ldq, k, ldk, v, ldv, Pg, Mbg, gamg, T, nc, hk, h, vb, tid};
 
 	// State: S^T fragment (mi, j, e) is v = 16mi + gq + 8(e>>1), dk = dk0 + 8j + 2cq + (e&1).
 	float accS[MT][NTS][4];
@@ -287,7 +290,7 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 	write_Ss<MT, NTS>(Ss, accS, gq, cq, dk0);
 	io.issue_K(Ks, gams, 0);
 	io.issue_Q(Qs, 0);
-	io.issue_TV(Ts, Vs, 0);
+	io.issue_MbV(Mbs, Vs, 0);
 	io.issue_P(Ps, 0);
 
 	for (int n = 0; n < nc; n++) {
@@ -298,13 +301,13 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 		cp_async_wait<3>(); // K(n), Q(n)
 		__syncthreads();
 
-		// Phase 1: X = K S and Z = Q S for rows rw.., columns cg.. (4 n-tiles).
-		float accX[4][4], accZ[4][4];
+		// Phase 1: X = K S and QS = Q S for rows rw.., columns cg.. (4 n-tiles).
+		float accKS[4][4], accQS[4][4];
 #pragma unroll
 		for (int j = 0; j < 4; j++)
 #pragma unroll
 			for (int e = 0; e < 4; e++)
-				accX[j][e] = accZ[j][e] = 0.0f;
+				accKS[j][e] = accQS[j][e] = 0.0f;
 #pragma unroll
 		for (int kc = 0; kc < 8; kc++) {
 			unsigned ak[4], aq[4];
@@ -314,13 +317,13 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 			for (int j = 0; j < 4; j++) {
 				unsigned b[2];
 				ldb_frag(b, Ss + (cg + 8 * j) * LDK + 16 * kc, LDK, lane);
-				mma_bf16(accX[j], ak, b);
-				mma_bf16(accZ[j], aq, b);
+				mma_bf16(accKS[j], ak, b);
+				mma_bf16(accQS[j], aq, b);
 			}
 		}
 		__syncthreads(); // everyone is done with Qs
 		io.issue_Q(Qs, n + 1);
-		cp_async_wait<3>(); // T'(n), V(n)
+		cp_async_wait<3>(); // Mb(n), V(n)
 		__syncthreads();
 
 		// Phase 2: Y = V - e^gam X, stored transposed (Y^T [v][t]).
@@ -330,14 +333,14 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 			for (int hh = 0; hh < 2; hh++) {
 				const int r = rw + gq + 8 * hh, c = cg + 8 * j + 2 * cq;
 				const float eg = __expf(gm[r]);
-				const float y0 = bf2f(Vs[r * LDV + c]) - eg * accX[j][2 * hh];
-				const float y1 = bf2f(Vs[r * LDV + c + 1]) - eg * accX[j][2 * hh + 1];
+				const float y0 = bf2f(Vs[r * LDV + c]) - eg * accKS[j][2 * hh];
+				const float y1 = bf2f(Vs[r * LDV + c + 1]) - eg * accKS[j][2 * hh + 1];
 				Ys[c * LDC + r] = f2bf(y0);
 				Ys[(c + 1) * LDC + r] = f2bf(y1);
 			}
 		__syncthreads();
 
-		// Phase 3: V_new = T' Y; store V_new^T and its decayed copy.
+		// Phase 3: Δ = Mb Y; store Δ^T and its decayed copy.
 		float accV[4][4];
 #pragma unroll
 		for (int j = 0; j < 4; j++)
@@ -347,7 +350,7 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 #pragma unroll
 		for (int kc = 0; kc < 4; kc++) {
 			unsigned at[4];
-			lda_frag(at, Ts + rw * LDC + 16 * kc, LDC, lane);
+			lda_frag(at, Mbs + rw * LDC + 16 * kc, LDC, lane);
 #pragma unroll
 			for (int j = 0; j < 4; j++) {
 				unsigned b[2];
@@ -363,25 +366,25 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 #pragma unroll
 			for (int j = 0; j < 4; j++) {
 				const int c = cg + 8 * j + 2 * cq;
-				Vns[c * LDC + r] = f2bf(accV[j][2 * hh]);
-				Vns[(c + 1) * LDC + r] = f2bf(accV[j][2 * hh + 1]);
-				Vn2s[c * LDC + r] = f2bf(dec * accV[j][2 * hh]);
-				Vn2s[(c + 1) * LDC + r] = f2bf(dec * accV[j][2 * hh + 1]);
+				Dls[c * LDC + r] = f2bf(accV[j][2 * hh]);
+				Dls[(c + 1) * LDC + r] = f2bf(accV[j][2 * hh + 1]);
+				Dl2s[c * LDC + r] = f2bf(dec * accV[j][2 * hh]);
+				Dl2s[(c + 1) * LDC + r] = f2bf(dec * accV[j][2 * hh + 1]);
 			}
 		}
-		__syncthreads(); // Ts, Vs, Ys consumed
-		io.issue_TV(Ts, Vs, n + 1);
+		__syncthreads(); // Mbs, Vs, Ys consumed
+		io.issue_MbV(Mbs, Vs, n + 1);
 		cp_async_wait<3>(); // P(n)
 		__syncthreads();
 
-		// Phase 4: O = e^gam Z + P V_new, written out.
+		// Phase 4: O = e^gam QS + P Δ, written out.
 #pragma unroll
 		for (int hh = 0; hh < 2; hh++) {
 			const float eg = __expf(gm[rw + gq + 8 * hh]);
 #pragma unroll
 			for (int j = 0; j < 4; j++) {
-				accZ[j][2 * hh] *= eg;
-				accZ[j][2 * hh + 1] *= eg;
+				accQS[j][2 * hh] *= eg;
+				accQS[j][2 * hh + 1] *= eg;
 			}
 		}
 #pragma unroll
@@ -391,8 +394,8 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 #pragma unroll
 			for (int j = 0; j < 4; j++) {
 				unsigned b[2];
-				ldb_frag(b, Vns + (cg + 8 * j) * LDC + 16 * kc, LDC, lane);
-				mma_bf16(accZ[j], ap, b);
+				ldb_frag(b, Dls + (cg + 8 * j) * LDC + 16 * kc, LDC, lane);
+				mma_bf16(accQS[j], ap, b);
 			}
 		}
 #pragma unroll
@@ -404,14 +407,14 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 					const int c = vb + cg + 8 * j + 2 * cq;
 					Tout *o = out + (size_t)t * ldo + h * 128 + c;
 					if (sizeof(Tout) == 2)
-						*(unsigned *)o = pack_bf2(accZ[j][2 * hh], accZ[j][2 * hh + 1]);
+						*(unsigned *)o = pack_bf2(accQS[j][2 * hh], accQS[j][2 * hh + 1]);
 					else
-						*(float2 *)o = make_float2(accZ[j][2 * hh], accZ[j][2 * hh + 1]);
+						*(float2 *)o = make_float2(accQS[j][2 * hh], accQS[j][2 * hh + 1]);
 				}
 			}
 		}
 
-		// Phase 5: S^T = e^gam_C S^T + (decayed V_new)^T K.
+		// Phase 5: S^T = e^gam_C S^T + (decayed Δ)^T K.
 		const float lam = __expf(gC);
 #pragma unroll
 		for (int mi = 0; mi < MT; mi++)
@@ -425,7 +428,7 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 			unsigned av[MT][4];
 #pragma unroll
 			for (int mi = 0; mi < MT; mi++)
-				lda_frag(av[mi], Vn2s + 16 * mi * LDC + 16 * kc, LDC, lane);
+				lda_frag(av[mi], Dl2s + 16 * mi * LDC + 16 * kc, LDC, lane);
 #pragma unroll
 			for (int jp = 0; jp < NTS / 2; jp++) {
 				unsigned b[4];
@@ -437,7 +440,7 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 				}
 			}
 		}
-		__syncthreads(); // Ps, K(n), V_new copies and Ss consumed
+		__syncthreads(); // Ps, K(n), Δ copies and Ss consumed
 		io.issue_P(Ps, n + 1);
 		write_Ss<MT, NTS>(Ss, accS, gq, cq, dk0);
 	}

@@ -1,17 +1,21 @@
-// gdn_prep.cuh: the per-chunk, state-independent half of the chunked gated
-// delta rule (spec §4.1 steps 2-4), shared by the fp32 and the tensor-core
+// gdn_chunk_prep.cuh: the per-chunk, state-independent half of the chunked gated
+// delta rule (docs/spec.md §4.1 steps 2-4), shared by the fp32 and the tensor-core
 // paths. One block per (chunk, value head) computes, in fp32:
 //
 //   gam[r]   = inclusive cumsum of g over the chunk (padded rows add 0)
 //   A[r][s]  = beta_r (k_r . k_s) exp(gam_r - gam_s), s < r  (else 0)
 //   P[r][s]  = (q_r . k_s) exp(gam_r - gam_s),        s <= r (else 0)
-//   T'       = (I + A)^-1 diag(beta)
+//   M        = (I + A)^-1,  Mb = M diag(beta)
 //
-// and stores P, T' (bf16 or fp32) and gam for the sequential scan. With these
-// the scan needs only (spec §4.1 steps 3-5 rearranged so W and U are never
+// and stores P, Mb (bf16 or fp32) and gam for the sequential scan. The names
+// are layers/gateddelta/doc.go's (γ = gam, M, P, R, Δ, K̃). The scan forms
+// the chunk's deltas as Δ = Mb Y with Y = V - diag(e^gam) K S: doc.go's
+// Δ = M R regrouped, since R = V_β - diag(β e^γ) K S = diag(beta) Y, so
+// M R = (M diag(beta)) Y and beta is folded into Mb once per chunk. With
+// these the scan needs only (docs/spec.md §4.1 steps 3-5, W and U never
 // materialised):
-//   Y = V - diag(e^gam) K S,  V_new = T' Y,  O = diag(e^gam) Q S + P V_new,
-//   S = e^gam_C S + K^T diag(e^(gam_C - gam)) V_new.
+//   Y = V - diag(e^gam) K S,  Δ = Mb Y,  O = diag(e^gam) Q S + P Δ,
+//   S = e^gam_C S + K̃^T Δ,  K̃ = diag(e^(gam_C - gam)) K.
 #pragma once
 
 #include "common.cuh"
@@ -20,26 +24,26 @@
 
 // Scratch layout for nv heads and nc chunks with element type of size es.
 struct GdnScratch {
-	char *P, *T;
+	char *P, *Mb;
 	float *gam;
 	__host__ __device__ static GdnScratch at(void *base, int nv, int nc, size_t es) {
 		GdnScratch s;
 		s.P = (char *)base;
-		s.T = s.P + (size_t)nv * nc * GDN_C * GDN_C * es;
-		s.gam = (float *)(s.T + (size_t)nv * nc * GDN_C * GDN_C * es);
+		s.Mb = s.P + (size_t)nv * nc * GDN_C * GDN_C * es;
+		s.gam = (float *)(s.Mb + (size_t)nv * nc * GDN_C * GDN_C * es);
 		return s;
 	}
 };
 
-// X = (I + A)^-1 for a 64x64 strictly-lower A (both ld-strided, fp32, shared
+// M = (I + A)^-1 for a 64x64 strictly-lower A (both ld-strided, fp32, shared
 // memory), by 16x16 blocks: diagonal blocks by forward substitution, then the
 // off-diagonal blocks one block-diagonal at a time:
 //   X_ij = -X_ii * sum_{k=j}^{i-1} A_ik X_kj.
 // tmp holds 3*256 floats. All threads of the block must call it.
-__device__ inline void solve_unit_lower64(float *X, const float *A, int ld, float *tmp) {
+__device__ inline void solve_unit_lower64(float *M, const float *A, int ld, float *tmp) {
 	const int tid = threadIdx.x, nt = blockDim.x;
 	for (int i = tid; i < GDN_C * GDN_C; i += nt)
-		X[(i >> 6) * ld + (i & 63)] = 0.0f;
+		M[(i >> 6) * ld + (i & 63)] = 0.0f;
 	__syncthreads();
 	if (tid < GDN_C) {
 		// Column col of its 16x16 diagonal block, kept in registers so each
@@ -57,7 +61,7 @@ __device__ inline void solve_unit_lower64(float *X, const float *A, int ld, floa
 		}
 #pragma unroll
 		for (int i = 0; i < 16; i++)
-			X[(base + i) * ld + col] = x[i];
+			M[(base + i) * ld + col] = x[i];
 	}
 	__syncthreads();
 	for (int d = 1; d < 4; d++) {
@@ -68,7 +72,7 @@ __device__ inline void solve_unit_lower64(float *X, const float *A, int ld, floa
 			float s = 0.0f;
 			for (int kb = j; kb < i; kb++)
 				for (int q = 0; q < 16; q++)
-					s = fmaf(A[(16 * i + r) * ld + 16 * kb + q], X[(16 * kb + q) * ld + 16 * j + c], s);
+					s = fmaf(A[(16 * i + r) * ld + 16 * kb + q], M[(16 * kb + q) * ld + 16 * j + c], s);
 			tmp[e] = s;
 		}
 		__syncthreads();
@@ -77,8 +81,8 @@ __device__ inline void solve_unit_lower64(float *X, const float *A, int ld, floa
 			const int i = p + d, j = p;
 			float s = 0.0f;
 			for (int q = 0; q < 16; q++)
-				s = fmaf(X[(16 * i + r) * ld + 16 * i + q], tmp[p * 256 + q * 16 + c], s);
-			X[(16 * i + r) * ld + 16 * j + c] = -s;
+				s = fmaf(M[(16 * i + r) * ld + 16 * i + q], tmp[p * 256 + q * 16 + c], s);
+			M[(16 * i + r) * ld + 16 * j + c] = -s;
 		}
 		__syncthreads();
 	}
@@ -110,11 +114,11 @@ __device__ inline void load_gates(float *gam, float *bet, const float *g, const 
 	__syncthreads();
 }
 
-// From raw dot products KK, QK (fp32, ld) build P and T' and store them with
-// gam to the scratch of (h, n). KK is overwritten by A; X and tmp are scratch.
+// From raw dot products KK, QK (fp32, ld) build P and Mb and store them with
+// gam to the scratch of (h, n). KK is overwritten by A; M and tmp are scratch.
 template <typename TS>
-__device__ inline void prep_finish(float *KK, float *QK, float *X, float *tmp, int ld, const float *gam,
-                                   const float *bet, TS *Pg, TS *Tg, float *gamg) {
+__device__ inline void prep_finish(float *KK, float *QK, float *M, float *tmp, int ld, const float *gam,
+                                   const float *bet, TS *Pg, TS *Mbg, float *gamg) {
 	const int tid = threadIdx.x, nt = blockDim.x;
 	for (int i = tid; i < GDN_C * GDN_C; i += nt) {
 		const int r = i >> 6, s = i & 63;
@@ -129,17 +133,17 @@ __device__ inline void prep_finish(float *KK, float *QK, float *X, float *tmp, i
 		stf(Pg + i, p);
 	}
 	__syncthreads();
-	solve_unit_lower64(X, KK, ld, tmp);
+	solve_unit_lower64(M, KK, ld, tmp);
 	for (int i = tid; i < GDN_C * GDN_C; i += nt) {
 		const int r = i >> 6, s = i & 63;
-		stf(Tg + i, X[r * ld + s] * bet[s]);
+		stf(Mbg + i, M[r * ld + s] * bet[s]);
 	}
 	if (tid < GDN_C)
 		gamg[tid] = gam[tid];
 }
 
 // fp32 prep: q, k fp32 with any dk (dynamic shared memory). Block 256.
-// smem: Ks, Qs [64][dk+1]; KK, QK, X [64][65]; tmp 768; gam, bet 64.
+// smem: Ks, Qs [64][dk+1]; KK, QK, M [64][65]; tmp 768; gam, bet 64.
 __global__ void __launch_bounds__(256) k_gdn_prep_f32(const float *__restrict__ q, int ldq,
                                                       const float *__restrict__ k, int ldk, const float *g,
                                                       const float *beta, int T, int NK, int NV, int DK,
@@ -150,8 +154,8 @@ __global__ void __launch_bounds__(256) k_gdn_prep_f32(const float *__restrict__ 
 	const int hk = h / (NV / NK);
 	const int ldk_s = DK + 1, ld = GDN_C + 1;
 	float *Ks = sm, *Qs = Ks + GDN_C * ldk_s;
-	float *KK = Qs + GDN_C * ldk_s, *QK = KK + GDN_C * ld, *X = QK + GDN_C * ld;
-	float *tmp = X + GDN_C * ld, *gam = tmp + 768, *bet = gam + GDN_C;
+	float *KK = Qs + GDN_C * ldk_s, *QK = KK + GDN_C * ld, *M = QK + GDN_C * ld;
+	float *tmp = M + GDN_C * ld, *gam = tmp + 768, *bet = gam + GDN_C;
 	const int tid = threadIdx.x, nt = blockDim.x;
 	for (int i = tid; i < GDN_C * DK; i += nt) {
 		const int r = i / DK, c = i % DK, t = n * GDN_C + r;
@@ -174,14 +178,14 @@ __global__ void __launch_bounds__(256) k_gdn_prep_f32(const float *__restrict__ 
 	__syncthreads();
 	GdnScratch S = GdnScratch::at(scratch, NV, nc, sizeof(float));
 	const size_t off = ((size_t)h * nc + n) * GDN_C * GDN_C;
-	prep_finish<float>(KK, QK, X, tmp, ld, gam, bet, (float *)S.P + off, (float *)S.T + off,
+	prep_finish<float>(KK, QK, M, tmp, ld, gam, bet, (float *)S.P + off, (float *)S.Mb + off,
 	                   S.gam + ((size_t)h * nc + n) * GDN_C);
 }
 
 // Tensor-core prep: q, k bf16 with dk = 128. Block 128 (4 warps, warp w owns
 // rows 16w..16w+15 of K K^T and Q K^T). P goes to memory straight from the
 // Q K^T fragments and A (from K K^T) into shared memory for the solve.
-// smem: Ks, Qs bf16 [64][136], reused as X after the products; A [64][65];
+// smem: Ks, Qs bf16 [64][136], reused as M after the products; A [64][65];
 // tmp 768; gam, bet 64 each (55 KB: four blocks per SM).
 #define PREP_LDS 136
 #define BF16_PREP_SMEM (2 * GDN_C * PREP_LDS * 2 + GDN_C * 65 * 4 + 768 * 4 + 128 * 4)
@@ -194,7 +198,7 @@ __global__ void __launch_bounds__(128) k_gdn_prep_bf16(const bf16_t *__restrict_
 	const int hk = h / (NV / NK);
 	const int ld = GDN_C + 1;
 	bf16_t *Ks = (bf16_t *)smraw, *Qs = Ks + GDN_C * PREP_LDS;
-	float *X = (float *)smraw; // aliases Ks/Qs once the products are done
+	float *M = (float *)smraw; // aliases Ks/Qs once the products are done
 	float *A = (float *)(smraw + 2 * GDN_C * PREP_LDS * sizeof(bf16_t));
 	float *tmp = A + GDN_C * ld, *gam = tmp + 768, *bet = gam + GDN_C;
 	const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
@@ -250,13 +254,13 @@ __global__ void __launch_bounds__(128) k_gdn_prep_bf16(const bf16_t *__restrict_
 			*(unsigned *)(Pg + r * GDN_C + 8 * j + 2 * cq) = pack_bf2(p[0], p[1]);
 		}
 	}
-	__syncthreads(); // Ks/Qs are dead from here; X reuses them
-	solve_unit_lower64(X, A, ld, tmp);
-	bf16_t *Tg = (bf16_t *)S.T + off;
+	__syncthreads(); // Ks/Qs are dead from here; M reuses them
+	solve_unit_lower64(M, A, ld, tmp);
+	bf16_t *Mbg = (bf16_t *)S.Mb + off;
 #pragma unroll 4
 	for (int i = tid; i < GDN_C * GDN_C / 2; i += 128) {
 		const int r = i >> 5, s = (i & 31) * 2;
-		*(unsigned *)(Tg + r * GDN_C + s) = pack_bf2(X[r * ld + s] * bet[s], X[r * ld + s + 1] * bet[s + 1]);
+		*(unsigned *)(Mbg + r * GDN_C + s) = pack_bf2(M[r * ld + s] * bet[s], M[r * ld + s + 1] * bet[s + 1]);
 	}
 	if (tid < GDN_C)
 		S.gam[((size_t)h * nc + n) * GDN_C + tid] = gam[tid];

@@ -1,13 +1,13 @@
-// gdn_recurrent.cu: the gated delta rule one token at a time (spec §3.3
+// gdn_recurrent.cu: the gated delta rule one token at a time (docs/spec.md §3.3
 // step 6): the generic fp32 recurrence, its register-resident dk = 128 form,
 // and the layer's fused decode step.
 #include "common.cuh"
 #include "internal.cuh"
 
-extern int qr_max_smem; // gdn.cu
+extern int qr_max_smem; // gdn_chunk.cu
 
 // ---------------------------------------------------------------------------
-// Recurrence, one token at a time (spec §3.3 step 6): one block per (value
+// Recurrence, one token at a time (docs/spec.md §3.3 step 6): one block per (value
 // head, 32 value columns), 4 warps; the fp32 state slice S[dk][32] sits in
 // shared memory, lane j owns column j, warp w rows w, w+4, ...
 template <typename Tin, typename Tout>

@@ -12,9 +12,18 @@ void qr_bench_release(); // frees bench-owned buffers (qr_shutdown)
 // cuBLAS GEMM, row-major y[m,n] = x[m,k] . W^T; x, W bf16; y f32 or bf16.
 int qr_gemm_bf16(void *y, int y_is_f32, int ldy, const bf16_t *x, int ldx, const bf16_t *w, int ldw, int m, int n,
                  int k, cudaStream_t st);
-// y[n] = W[n,k] . x[k] for one token (decode), bf16 in and out, fp32 sums.
-int launch_gemv_bf16(bf16_t *y, const bf16_t *x, const bf16_t *w, int n, int k, cudaStream_t st);
+// The one GEMV (gemv.cu): y[n] = W[n,k] . x[k] for one token, bf16 weights,
+// fp32 sums. xmode: GEMV_X_PLAIN (x bf16 [k]) or GEMV_X_SWIGLU (x = SiLU(x[:k])
+// ⊙ x[k:2k], the MLP's gate | up); ymode: GEMV_Y_BF16 (y bf16 =),
+// GEMV_Y_ADD_F32 (y fp32 +=, a fused residual add) or GEMV_Y_F32 (y fp32 =).
+// k % 8 == 0, k <= 24576, 16-byte aligned x and W.
+enum { GEMV_X_PLAIN = 0, GEMV_X_SWIGLU = 1 };
+enum { GEMV_Y_BF16 = 0, GEMV_Y_ADD_F32 = 1, GEMV_Y_F32 = 2 };
+int launch_gemv(int xmode, int ymode, void *y, const bf16_t *x, const bf16_t *w, int n, int k, cudaStream_t st);
 
+// One decode token of the conv, in place: state [K, C] bf16 holds the last K
+// inputs (oldest first); u = SiLU(conv) bf16 [C]; graph-replayable.
+int launch_conv_decode(bf16_t *u, bf16_t *state, const bf16_t *x, const float *w, int C, int K, cudaStream_t st);
 // Causal depthwise conv + SiLU. x [t, ldx] (first c columns used), y [t, ldy];
 // w [c, kw] fp32; state_in/state_out [kw, c] of x's type (may be null: zeros /
 // not written). xbf/ybf: 1 = bf16, 0 = f32.
@@ -41,7 +50,8 @@ struct GdnArgs {
 	float *state; // [NV, DK, DV], initial on entry, final on return
 };
 // Scratch for the chunked paths: per (value head, chunk) the 64x64 P and
-// T' = (I + A)^-1 diag(beta) matrices and the 64 cumulative log-decays.
+// Mb = M diag(beta) = (I + A)^-1 diag(beta) matrices and the 64 cumulative
+// log-decays γ (layers/gateddelta/doc.go's names; gdn_chunk_prep.cuh).
 size_t gdn_scratch_bytes(int T, int NV, int f32);
 // fp32 everywhere, SIMT; any dk <= 256, any dv.
 int gdn_chunk_f32(const GdnArgs &a, void *scratch, cudaStream_t st);

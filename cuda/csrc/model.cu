@@ -1,6 +1,6 @@
 // model.cu: the whole model on the device: its small kernels (embedding,
-// SwiGLU, in-place decode conv, GEMV with fused epilogues, argmax, weight
-// generation) and DevModel's setup, prefill and decode step.
+// SwiGLU rows, argmax, weight generation) and DevModel's setup, prefill and
+// decode step (the GEMV is gemv.cu's, the decode conv conv.cu's).
 #include <math.h>
 #include <string.h>
 
@@ -39,120 +39,6 @@ __global__ void k_swiglu_rows(bf16_t *__restrict__ act, const bf16_t *__restrict
 			                silu(__uint_as_float(gw[j] & 0xffff0000u)) * __uint_as_float(uw[j] & 0xffff0000u));
 		*(uint4 *)(act + t * I + c) = make_uint4(r[0], r[1], r[2], r[3]);
 	}
-}
-
-// Decode conv, in place: state [K, C] holds the last K inputs (oldest
-// first). Each thread owns one channel, so the shift needs no second buffer
-// and the kernel replays in a graph.
-__global__ void k_conv_decode(bf16_t *__restrict__ u, bf16_t *__restrict__ state, const bf16_t *__restrict__ x,
-                              const float *__restrict__ w, int C, int K) {
-	const int c = blockIdx.x * blockDim.x + threadIdx.x;
-	if (c >= C)
-		return;
-	bf16_t win[8];
-	float acc = 0.0f;
-#pragma unroll
-	for (int j = 0; j < 8; j++) {
-		if (j < K) {
-			win[j] = j + 1 < K ? state[(size_t)(j + 1) * C + c] : x[c];
-			acc = fmaf(w[(size_t)c * K + j], bf2f(win[j]), acc);
-		}
-	}
-	u[c] = f2bf(silu(acc));
-#pragma unroll
-	for (int j = 0; j < 8; j++)
-		if (j < K)
-			state[(size_t)j * C + c] = win[j];
-}
-
-// GEMV y[n] = W[n, :] · x for one token, bf16 weights, fp32 sums, shaped like
-// k_gemv_bf16 (x staged in shared memory, ROWS rows per warp, U 16-byte loads
-// in flight per lane) with fused input and output stages:
-//   XM 0: x as given; XM 1: x = SiLU(x[:K]) ⊙ x[K:2K] (the MLP's gate | up);
-//   YM 0: y bf16; YM 1: y fp32 += (a residual add); YM 2: y fp32 =.
-template <int ROWS, int U, int XM, int YM>
-__global__ void __launch_bounds__(256) k_gemv_m(void *__restrict__ y, const bf16_t *__restrict__ x,
-                                                const bf16_t *__restrict__ W, int N, int K) {
-	extern __shared__ __align__(16) unsigned char qr_smem[];
-	uint4 *xs = (uint4 *)qr_smem;
-	const int n8 = K / 8;
-	for (int i = threadIdx.x; i < n8; i += blockDim.x) {
-		if (XM == 0) {
-			xs[i] = __ldg((const uint4 *)x + i);
-		} else {
-			const uint4 g = __ldg((const uint4 *)x + i), u = __ldg((const uint4 *)(x + K) + i);
-			const unsigned gw[4] = {g.x, g.y, g.z, g.w}, uw[4] = {u.x, u.y, u.z, u.w};
-			unsigned r[4];
-#pragma unroll
-			for (int j = 0; j < 4; j++)
-				r[j] = pack_bf2(silu(__uint_as_float(gw[j] << 16)) * __uint_as_float(uw[j] << 16),
-				                silu(__uint_as_float(gw[j] & 0xffff0000u)) * __uint_as_float(uw[j] & 0xffff0000u));
-			xs[i] = make_uint4(r[0], r[1], r[2], r[3]);
-		}
-	}
-	__syncthreads();
-	const int lane = threadIdx.x & 31;
-	const int row0 = (blockIdx.x * 8 + (threadIdx.x >> 5)) * ROWS;
-	if (row0 >= N)
-		return;
-	const uint4 *wr[ROWS];
-#pragma unroll
-	for (int r = 0; r < ROWS; r++)
-		wr[r] = (const uint4 *)(W + (size_t)min(row0 + r, N - 1) * K);
-	float acc[ROWS];
-#pragma unroll
-	for (int r = 0; r < ROWS; r++)
-		acc[r] = 0.0f;
-	for (int base = lane; base < n8; base += 32 * U) {
-		uint4 a[ROWS][U];
-#pragma unroll
-		for (int u = 0; u < U; u++)
-#pragma unroll
-			for (int r = 0; r < ROWS; r++)
-				if (base + 32 * u < n8)
-					a[r][u] = __ldg(wr[r] + base + 32 * u);
-#pragma unroll
-		for (int u = 0; u < U; u++) {
-			if (base + 32 * u >= n8)
-				break;
-			const uint4 b = xs[base + 32 * u];
-			const unsigned bw[4] = {b.x, b.y, b.z, b.w};
-#pragma unroll
-			for (int r = 0; r < ROWS; r++) {
-				const unsigned aw[4] = {a[r][u].x, a[r][u].y, a[r][u].z, a[r][u].w};
-#pragma unroll
-				for (int j = 0; j < 4; j++) {
-					acc[r] = fmaf(__uint_as_float(aw[j] << 16), __uint_as_float(bw[j] << 16), acc[r]);
-					acc[r] = fmaf(__uint_as_float(aw[j] & 0xffff0000u), __uint_as_float(bw[j] & 0xffff0000u), acc[r]);
-				}
-			}
-		}
-	}
-#pragma unroll
-	for (int r = 0; r < ROWS; r++) {
-		const float s = warp_sum(acc[r]);
-		if (lane == 0 && row0 + r < N) {
-			if (YM == 0)
-				((bf16_t *)y)[row0 + r] = f2bf(s);
-			else if (YM == 1)
-				((float *)y)[row0 + r] += s;
-			else
-				((float *)y)[row0 + r] = s;
-		}
-	}
-}
-
-template <int XM, int YM> static int gemv_launch(void *y, const bf16_t *x, const bf16_t *w, int n, int k,
-                                                cudaStream_t st) {
-	QR_ARG(k % 8 == 0 && k <= 24576 && ((uintptr_t)w & 15) == 0 && ((uintptr_t)x & 15) == 0,
-	       "gemv: k=%d (multiple of 8, <= 24576) or alignment", k);
-	const size_t sm = (size_t)k * 2;
-	if (n >= 8192)
-		k_gemv_m<2, 4, XM, YM><<<cdiv(n, 16), 256, sm, st>>>(y, x, w, n, k);
-	else
-		k_gemv_m<1, 8, XM, YM><<<cdiv(n, 8), 256, sm, st>>>(y, x, w, n, k);
-	QR_CKL("gemv_m");
-	return QR_OK;
 }
 
 // ids[0] = argmax(logits[0:n]), ties to the lowest index (model.Argmax).
@@ -593,32 +479,31 @@ int DevModel::decode_step(int greedy, cudaStream_t st) {
 		QR_TRY(launch_rmsnorm(XN, 1, X, 0, 1, H, b.in_norm.as<float>(), eps, 1, st));
 		if (GdnLayer *L = b.gdn.get()) {
 			bf16_t *proj = gacts.proj.as<bf16_t>();
-			QR_TRY((gemv_launch<0, 0>(proj, XN, L->w_in.as<bf16_t>(), L->NIN, H, st)));
-			k_conv_decode<<<cdiv(L->C, 128), 128, 0, st>>>(gacts.u.as<bf16_t>(), L->conv_state[0].as<bf16_t>(), proj,
-			                                               L->conv_w.as<float>(), L->C, d.kconv);
-			QR_CKL("conv_decode");
+			QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_BF16, proj, XN, L->w_in.as<bf16_t>(), L->NIN, H, st));
+			QR_TRY(launch_conv_decode(gacts.u.as<bf16_t>(), L->conv_state[0].as<bf16_t>(), proj, L->conv_w.as<float>(),
+			                          L->C, d.kconv, st));
 			QR_TRY(launch_gdn_decode128(gacts.o.as<bf16_t>(), gacts.u.as<bf16_t>(), proj + L->C + d.nv * d.dv,
 			                            L->rec_state.as<float>(), d.nk, d.nv, L->a_log.as<float>(),
 			                            L->dt_bias.as<float>(), st));
 			QR_TRY(L->s_norm(1, st));
-			QR_TRY((gemv_launch<0, 1>(X, gacts.y.as<bf16_t>(), L->w_out.as<bf16_t>(), H, d.nv * d.dv, st)));
+			QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_ADD_F32, X, gacts.y.as<bf16_t>(), L->w_out.as<bf16_t>(), H, d.nv * d.dv, st));
 		} else {
 			AttnW &A = *b.attn;
 			bf16_t *QKV = big.as<bf16_t>();
-			QR_TRY((gemv_launch<0, 0>(QKV, XN, A.w_qkv.as<bf16_t>(), NQKV, H, st)));
+			QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_BF16, QKV, XN, A.w_qkv.as<bf16_t>(), NQKV, H, st));
 			QR_TRY(launch_attn_prep(qn.as<bf16_t>(), A.kc.as<bf16_t>(), A.vc.as<bf16_t>(), QKV, NQKV, 1, d.nh, d.nkv,
 			                        d.hd, d.rot, d.theta, A.qnorm.as<float>(), A.knorm.as<float>(), eps, P, st));
 			QR_TRY(launch_attn_decode(ya.as<bf16_t>(), part.as<float>(), qn.as<bf16_t>(), A.kc.as<bf16_t>(),
 			                          A.vc.as<bf16_t>(), QKV, d.nh, d.nkv, d.hd, d.max_tokens,
 			                          1.0f / sqrtf((float)d.hd), P, st));
-			QR_TRY((gemv_launch<0, 1>(X, ya.as<bf16_t>(), A.w_o.as<bf16_t>(), H, qd, st)));
+			QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_ADD_F32, X, ya.as<bf16_t>(), A.w_o.as<bf16_t>(), H, qd, st));
 		}
 		QR_TRY(launch_rmsnorm(XN, 1, X, 0, 1, H, b.post_norm.as<float>(), eps, 1, st));
-		QR_TRY((gemv_launch<0, 0>(big.p, XN, b.w_gu.as<bf16_t>(), 2 * I, H, st)));
-		QR_TRY((gemv_launch<1, 1>(X, big.as<bf16_t>(), b.w_down.as<bf16_t>(), H, I, st)));
+		QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_BF16, big.p, XN, b.w_gu.as<bf16_t>(), 2 * I, H, st));
+		QR_TRY(launch_gemv(GEMV_X_SWIGLU, GEMV_Y_ADD_F32, X, big.as<bf16_t>(), b.w_down.as<bf16_t>(), H, I, st));
 	}
 	QR_TRY(launch_rmsnorm(XN, 1, X, 0, 1, H, final_norm.as<float>(), eps, 1, st));
-	QR_TRY((gemv_launch<0, 2>(logits.p, XN, lm_head.as<bf16_t>(), d.vocab, H, st)));
+	QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_F32, logits.p, XN, lm_head.as<bf16_t>(), d.vocab, H, st));
 	if (greedy) {
 		k_argmax<<<1, 1024, 0, st>>>(ids.as<int32_t>(), logits.as<float>(), d.vocab);
 		QR_CKL("argmax");

@@ -9,7 +9,7 @@
 
 #include "common.cuh"
 #include "internal.cuh"
-#include "layer.cuh"
+#include "gdn_layer.cuh"
 
 // *p = v on stream st (a one-thread kernel: stream-ordered, graph-safe).
 int set_dev_int(int *p, int v, cudaStream_t st);
