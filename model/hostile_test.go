@@ -153,3 +153,21 @@ func FuzzParseConfig(f *testing.F) {
 		require.Positive(t, cfg.TextParams())
 	})
 }
+
+// A checkpoint truncated after Load: Prefault and CheckFinite read the
+// mapping and must return an error naming the file, not die of SIGBUS.
+func TestTruncatedAfterLoad(t *testing.T) {
+	dir := writeTiny(t, nil)
+	m, err := Load(dir)
+	require.NoError(t, err)
+	defer m.Close()
+	p := filepath.Join(dir, "model.safetensors")
+	require.NoError(t, os.Truncate(p, 4096))
+	err = m.Prefault(nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), p)
+	assert.Contains(t, err.Error(), "truncated")
+	err = m.CheckFinite(nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), p)
+}

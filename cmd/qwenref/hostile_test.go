@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/qwenref/qwenref/weights"
 )
 
 // TestMain lets a test run qwenref in a child process: the test binary
@@ -349,4 +352,41 @@ func lastErrorLine(stderr string) string {
 		}
 	}
 	return lines[0]
+}
+
+// The non-finite-logits error points to --check-weights; that flag must
+// exist on run, forward and generate and name the bad tensor.
+func TestCheckWeightsNamesTheTensor(t *testing.T) {
+	dir := t.TempDir()
+	copyCheckpoint(t, "causal-f16-t130", dir)
+	p := filepath.Join(dir, "model.safetensors")
+	st, err := weights.Open(p)
+	require.NoError(t, err)
+	var ts []weights.NamedTensor
+	for _, n := range st.Names() {
+		info, _ := st.Info(n)
+		v, shape, err := st.Float32(n)
+		require.NoError(t, err)
+		if n == "layers.2.mlp.up_proj.weight" {
+			v[7] = float32(math.Inf(1))
+		}
+		ts = append(ts, weights.NamedTensor{Name: info.Stored, DType: "F32", Shape: shape, Data: v})
+	}
+	require.NoError(t, st.Close())
+	require.NoError(t, weights.WriteFile(p, ts, nil))
+
+	code, _, stderr := runCLI("forward", "--model", dir, "--ids", "1,2,3", "--out", filepath.Join(dir, "o.safetensors"))
+	require.Equal(t, 1, code)
+	assert.Contains(t, stderr, "--check-weights")
+	for _, args := range [][]string{
+		{"forward", "--model", dir, "--ids", "1,2,3", "--out", filepath.Join(dir, "o.safetensors"), "--check-weights"},
+		{"generate", "--model", dir, "--ids", "1,2,3", "--max-new-tokens", "1", "--check-weights"},
+		{"run", "--model", dir, "--prompt", "hi", "--max-new-tokens", "1", "--check-weights", "--tokenizer", "../../testdata/tokenizer/tiny/bytelevel.json"},
+	} {
+		code, _, stderr := runCLI(args...)
+		assert.Equal(t, 1, code, args[0])
+		assert.Contains(t, stderr, "--check-weights: weight layers.2.mlp.up_proj.weight has a non-finite value (+Inf at index 7)", args[0])
+	}
+	_, err = os.Stat(filepath.Join(dir, "o.safetensors"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
 }
