@@ -148,10 +148,14 @@ func TestMatcher(t *testing.T) {
 	require.NoError(t, err)
 	for name, want := range map[string]bool{
 		"config.json": true, "a/b.json": true, "sub/x.bin": true, "model-00002-of-3": true, "model-00003-of-3": false,
-		"z.txt": true, "b.txt": false, "model.safetensors": false,
+		"z.txt": true, "b.txt": false, "model.safetensors": false, "模型-1.json": true,
 	} {
 		assert.Equal(t, want, m.Match(name), name)
 	}
+	m, err = NewMatcher([]string{"模型-?.bin"})
+	require.NoError(t, err)
+	assert.True(t, m.Match("模型-1.bin"), "multi-byte literals survive the translation")
+	assert.False(t, m.Match("模型-12.bin"))
 	_, err = NewMatcher([]string{""})
 	assert.ErrorContains(t, err, "empty pattern")
 }

@@ -108,8 +108,13 @@ func fnmatchRegexp(p string) (*regexp.Regexp, error) {
 			} else {
 				b.WriteString(`[` + strings.ReplaceAll(set, "^", `\^`) + `]`)
 			}
-		default:
-			b.WriteString(regexp.QuoteMeta(string(c)))
+		default: // a literal run, kept whole so multi-byte characters survive
+			j := i + 1
+			for j < len(p) && !strings.ContainsRune("*?[", rune(p[j])) {
+				j++
+			}
+			b.WriteString(regexp.QuoteMeta(p[i:j]))
+			i = j - 1
 		}
 	}
 	b.WriteString(`)$`)
