@@ -231,6 +231,7 @@ type HTTPError struct {
 	text          string
 }
 
+// Error says what the hub refused and what to do about it.
 func (e *HTTPError) Error() string { return e.text }
 
 // httpError turns a failed response into a message that says what to do.

@@ -151,6 +151,8 @@ type NotCachedError struct {
 	Repo, Revision, CacheDir, Missing string
 }
 
+// Error names the cache, the revision, what is missing and the download
+// command that fetches it.
 func (e *NotCachedError) Error() string {
 	return fmt.Sprintf("%s@%s is not in the Hugging Face cache %s (%s); fetch it with: qwenref download %s%s",
 		e.Repo, e.Revision, e.CacheDir, e.Missing, e.Repo, revisionFlag(e.Revision))

@@ -371,6 +371,7 @@ type idleReader struct {
 	fired   bool
 }
 
+// Read restarts the idle timer and reads from the body.
 func (r *idleReader) Read(p []byte) (int, error) {
 	if r.timeout > 0 {
 		r.mu.Lock()

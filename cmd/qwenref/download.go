@@ -21,8 +21,10 @@ func init() {
 // patternList is a repeatable, comma-separated flag.
 type patternList []string
 
+// String joins the patterns (flag.Value).
 func (p *patternList) String() string { return strings.Join(*p, ",") }
 
+// Set adds comma-separated patterns (flag.Value).
 func (p *patternList) Set(v string) error {
 	for _, s := range strings.Split(v, ",") {
 		if s = strings.TrimSpace(s); s != "" {
