@@ -2,8 +2,59 @@ package gateddelta
 
 import "github.com/qwenref/qwenref/internal/cpu"
 
-// levelKernels returns the set for level l.
-func levelKernels(cpu.Level) *kernels { return portableKernels }
+//go:generate go run gen_arm64.go
 
-// levelsHere lists the sets this build and CPU can run, best first.
-func levelsHere() []*kernels { return []*kernels{portableKernels} }
+// neonKernels is the arm64 set: NEON assembly (tiles_arm64.s,
+// recurrent_arm64.s) for the GEMM tiles (4×16: 16 accumulators of 4
+// lanes), the vector helpers and the recurrence's blocks; the exp stays
+// in Go (see gen_arm64.go).
+var neonKernels = &kernels{
+	level: cpu.NEON,
+	tiles: []gemmTile{
+		{16, "4x16", tile4x16NEON}, {8, "4x8", tile4x8NEON},
+	},
+	gemmTail:  gemmPortable,
+	expAffine: expAffinePortable,
+	axpy:      vecAxpy(4, axpyNEON),
+	scaleCopy: vecScaleCopy(4, scaleCopyNEON),
+	mulScaled: vecMulScaled(4, mulScaledNEON),
+	triInvAcc: vecTriInvAcc(triInvAcc64NEON),
+	recWidths: []int{16, 8},
+	recBlock:  asmRecBlock(8, recBlock16NEON, recBlock8NEON),
+	vecName:   "neon (exp portable)",
+}
+
+// levelKernels returns the set for level l.
+func levelKernels(l cpu.Level) *kernels {
+	if l == cpu.NEON {
+		return neonKernels
+	}
+	return portableKernels
+}
+
+// levelsHere lists the sets this CPU can run, best first.
+func levelsHere() []*kernels {
+	var ks []*kernels
+	for _, l := range cpu.Supported() {
+		ks = append(ks, levelKernels(l))
+	}
+	return ks
+}
+
+//go:noescape
+func tile4x16NEON(kk int, a *float32, lda, aks int, b *float32, ldb int, c *float32, ldc int, al *[4]float32, beta float32)
+
+//go:noescape
+func tile4x8NEON(kk int, a *float32, lda, aks int, b *float32, ldb int, c *float32, ldc int, al *[4]float32, beta float32)
+
+//go:noescape
+func axpyNEON(y *float32, a float32, x *float32, n int)
+
+//go:noescape
+func scaleCopyNEON(dst, src *float32, a float32, n int)
+
+//go:noescape
+func mulScaledNEON(dst, x, y *float32, a float32, n int)
+
+//go:noescape
+func triInvAcc64NEON(dst, tm, nr *float32, ldt, cnt int)
