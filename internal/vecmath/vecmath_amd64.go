@@ -1,10 +1,6 @@
 package vecmath
 
-import (
-	"unsafe"
-
-	"github.com/qwenref/qwenref/internal/cpu"
-)
+import "github.com/qwenref/qwenref/internal/cpu"
 
 //go:generate go run gen_amd64.go
 
@@ -39,50 +35,6 @@ var avx2 = kernels{
 	siluMul:    binary(siluMulAVX2, 8, siluMulPortable),
 	mulSigmoid: binary(mulSigmoidAVX2, 8, mulSigmoidPortable),
 	sumSquares: reduce(sumSquaresAVX2, 8),
-}
-
-// unary runs an assembly kernel over the whole vectors of x (dst is as long
-// as x: the exported functions slice it) and the portable loop on the rest.
-func unary(asm func(dst, x *float32, n int), lanes int, tail func(dst, x []float32)) func(dst, x []float32) {
-	return func(dst, x []float32) {
-		n := len(x) &^ (lanes - 1)
-		if n > 0 {
-			_ = dst[n-1]
-			asm(unsafe.SliceData(dst), unsafe.SliceData(x), n)
-		}
-		if n < len(x) {
-			tail(dst[n:], x[n:])
-		}
-	}
-}
-
-// binary is unary for kernels with a second operand as long as x.
-func binary(asm func(dst, x, y *float32, n int), lanes int, tail func(dst, x, y []float32)) func(dst, x, y []float32) {
-	return func(dst, x, y []float32) {
-		n := len(x) &^ (lanes - 1)
-		if n > 0 {
-			_, _ = dst[n-1], y[n-1]
-			asm(unsafe.SliceData(dst), unsafe.SliceData(x), unsafe.SliceData(y), n)
-		}
-		if n < len(x) {
-			tail(dst[n:], x[n:], y[n:])
-		}
-	}
-}
-
-// reduce is unary for a sum.
-func reduce(asm func(x *float32, n int) float64, lanes int) func(x []float32) float64 {
-	return func(x []float32) float64 {
-		n := len(x) &^ (lanes - 1)
-		var s float64
-		if n > 0 {
-			s = asm(unsafe.SliceData(x), n)
-		}
-		if n < len(x) {
-			s += sumSquaresPortable(x[n:])
-		}
-		return s
-	}
 }
 
 //go:noescape
