@@ -54,13 +54,16 @@ var (
 	packName = "go"
 )
 
-// KernelInfo names the kernels that Blocked (and NewBF16Compute's product)
-// run in this process at the level internal/cpu selected, e.g.
-// "gemm avx512asm14x32, gemv avx512asm8, pack avx512, bf16dot avx512bf16asm14x32",
-// for --version and bench records.
+// KernelInfo names the kernels that Blocked runs in this process at the
+// level internal/cpu selected, and NewBF16Compute's kernel where it is
+// allowed, e.g. "gemm avx512asm14x32, gemv avx512asm8, pack avx512,
+// bf16 compute avx512bf16asm14x32", for --version and bench records.
 func KernelInfo() string {
-	return fmt.Sprintf("gemm %s, gemv %s, pack %s, bf16dot %s",
-		gemmKernels[0].name, gemvKernels[0].name, packName, bf16DotKernels[0].name)
+	s := fmt.Sprintf("gemm %s, gemv %s, pack %s", gemmKernels[0].name, gemvKernels[0].name, packName)
+	if cpu.HasBF16() {
+		s += ", bf16 compute " + bf16DotKernels[0].name
+	}
+	return s
 }
 
 // registerGemm adds a kernel that this CPU can run (called from init).

@@ -53,6 +53,7 @@ func TestKernelsMatchLevel(t *testing.T) {
 	info := KernelInfo()
 	assert.Contains(t, info, "gemm "+want[0])
 	assert.Contains(t, info, "gemv "+want[1])
+	assert.Equal(t, cpu.HasBF16(), strings.Contains(info, "bf16 compute "), info)
 	t.Logf("level %s: %s", cpu.Describe(), info)
 }
 
