@@ -68,11 +68,18 @@ func expandHome(p string) string {
 // Offline reports whether HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set
 // to a true value (1, ON, YES, TRUE, any case), as huggingface_hub reads it.
 func Offline() bool {
-	v := os.Getenv("HF_HUB_OFFLINE")
-	if v == "" {
-		v = os.Getenv("TRANSFORMERS_OFFLINE")
+	if os.Getenv("HF_HUB_OFFLINE") != "" {
+		return envTrue("HF_HUB_OFFLINE")
 	}
-	switch strings.ToUpper(v) {
+	return envTrue("TRANSFORMERS_OFFLINE")
+}
+
+// ProgressDisabled reports whether HF_HUB_DISABLE_PROGRESS_BARS is true.
+func ProgressDisabled() bool { return envTrue("HF_HUB_DISABLE_PROGRESS_BARS") }
+
+// envTrue reads a boolean variable as huggingface_hub does.
+func envTrue(name string) bool {
+	switch strings.ToUpper(os.Getenv(name)) {
 	case "1", "ON", "YES", "TRUE":
 		return true
 	}

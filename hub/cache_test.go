@@ -41,6 +41,8 @@ func TestOfflineValues(t *testing.T) {
 	t.Setenv("HF_HUB_OFFLINE", "")
 	t.Setenv("TRANSFORMERS_OFFLINE", "1")
 	assert.True(t, Offline())
+	t.Setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+	assert.True(t, ProgressDisabled())
 }
 
 func TestTokenSources(t *testing.T) {

@@ -61,6 +61,7 @@ Environment (as huggingface_hub reads it):
                    token file HF_TOKEN_PATH or HF_HOME/token ('hf auth login')
   HF_HUB_CACHE     the cache (default HF_HOME/hub, ~/.cache/huggingface/hub)
   HF_HUB_OFFLINE   1 refuses the network
+  HF_HUB_DISABLE_PROGRESS_BARS  1: no progress bar (there is none off a terminal)
 
 Examples:
   qwenref download Qwen/Qwen3.5-0.8B
@@ -93,7 +94,7 @@ Examples:
 
 	c := hub.NewClient()
 	c.Log = stderr
-	if f, ok := stderr.(*os.File); ok && hub.IsTerminal(f) {
+	if f, ok := stderr.(*os.File); ok && hub.IsTerminal(f) && !hub.ProgressDisabled() {
 		c.Progress = newProgressLine(stderr).update
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
