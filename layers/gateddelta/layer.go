@@ -28,7 +28,7 @@ type LayerDims struct {
 func (d LayerDims) ConvDim() int { return 2*d.NK*d.DK + d.NV*d.DV }
 
 // LayerWeights are one layer's parameters, named after the checkpoint
-// tensors under `layers.N.linear_attn.` (spec §2.2).
+// tensors under `layers.N.linear_attn.` (docs/spec.md §2.2).
 type LayerWeights struct {
 	InProjQKV *tensor.Matrix // [C, H], rows [Q heads | K heads | V heads]
 	InProjZ   *tensor.Matrix // [n_v·d_v, H]
@@ -50,7 +50,7 @@ type Ops struct {
 }
 
 // State is one sequence's cache for one GDN layer: the last K pre-conv
-// inputs and the float32 recurrent state (spec §3.4).
+// inputs and the float32 recurrent state (docs/spec.md §3.4).
 type State struct {
 	Conv []float32 // [K, C]
 	S    []float32 // [n_v, d_k, d_v]
@@ -108,7 +108,7 @@ func (l *Layer) Forward(out, x []float32, t int, st *State, ops Ops, rec tensor.
 	}
 	rec.Record("conv_out", u, t, c)
 
-	// 3. Split u = [q | k | v] per token (flat layout, spec §2.3).
+	// 3. Split u = [q | k | v] per token (flat layout, docs/spec.md §2.3).
 	qk := d.NK * d.DK
 	q := make([]float32, t*qk)
 	k := make([]float32, t*qk)
@@ -133,7 +133,7 @@ func (l *Layer) Forward(out, x []float32, t int, st *State, ops Ops, rec tensor.
 	rec.Record("g", g, t, d.NV)
 	rec.Record("beta", beta, t, d.NV)
 
-	// 5. q̂ = q/√(Σq²+ε), k̂ likewise, then q̂ ← q̂·d_k^−½ (spec §3.3 step 6).
+	// 5. q̂ = q/√(Σq²+ε), k̂ likewise, then q̂ ← q̂·d_k^−½ (docs/spec.md §3.3, step 5).
 	if err := norm.L2Normalize(q, q, d.DK, l2Eps); err != nil {
 		return err
 	}

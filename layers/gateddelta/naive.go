@@ -2,7 +2,7 @@ package gateddelta
 
 import "math"
 
-// Naive is the readable reference: the per-token recurrence of spec §3.3
+// Naive is the readable reference: the per-token recurrence of docs/spec.md §3.3
 // step 6 (and §4.2), one value head and one token at a time, in float32
 // with plain loops. It is slow (it streams the whole d_k×d_v state four
 // times per token) and exists to be read and to check the fast kernels.
