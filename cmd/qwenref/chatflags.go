@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/qwenref/qwenref/chat"
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -153,7 +154,7 @@ func readGenConfig(dir string) (*genConfig, string, error) {
 	if !st.Mode().IsRegular() || st.Size() > 1<<20 {
 		return nil, path, fmt.Errorf("%s: not a regular file of at most 1 MiB", path)
 	}
-	data, err := os.ReadFile(path)
+	data, err := safeio.ReadCapped(path, model.MaxGenerationConfigBytes, "generation_config.json")
 	if err != nil {
 		return nil, path, err
 	}

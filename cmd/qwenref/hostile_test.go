@@ -24,9 +24,9 @@ import (
 )
 
 // TestMain lets a test run qwenref in a child process: the test binary
-// re-executes itself with QWENREF_TEST_MAIN=1 and qwenref's args after "--".
+// re-executes itself with QWENREF_HOSTILE_CHILD=1 and qwenref's args after "--".
 func TestMain(m *testing.M) {
-	if os.Getenv("QWENREF_TEST_MAIN") == "1" {
+	if os.Getenv("QWENREF_HOSTILE_CHILD") == "1" {
 		for i, a := range os.Args {
 			if a == "--" {
 				os.Exit(Main(os.Args[i+1:], os.Stdout, os.Stderr))
@@ -51,7 +51,7 @@ func runChild(t *testing.T, args ...string) childRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
-	cmd.Env = append(os.Environ(), "QWENREF_TEST_MAIN=1")
+	cmd.Env = append(os.Environ(), "QWENREF_HOSTILE_CHILD=1")
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	start := time.Now()

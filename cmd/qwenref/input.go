@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // maxInputBytes caps what a prompt, ids or messages file (or stdin) may
@@ -21,16 +22,10 @@ func readArg(flagName, path string) ([]byte, error) {
 	if path == "-" {
 		r, name = stdin, "stdin"
 	} else {
-		st, err := os.Stat(path)
+		// Opened without blocking, then checked: a FIFO never hangs.
+		f, _, err := safeio.Open(path)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", flagName, err)
-		}
-		if !st.Mode().IsRegular() {
-			return nil, fmt.Errorf("%s %s: not a regular file (pipe it to stdin with %s -)", flagName, path, flagName)
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", flagName, err)
+			return nil, fmt.Errorf("%s: %w (pipe other input to stdin with %s -)", flagName, err, flagName)
 		}
 		defer f.Close()
 		r = f

@@ -63,6 +63,7 @@ Examples:
 	stride := fs.Int("stride", 0, "window start advance in tokens, 1..ctx (0 = ctx/2)")
 	backends := fs.String("backends", defaultBackend(), fmt.Sprintf("comma-separated backends to compare; the first is the reference (%v)", model.BackendNames()))
 	asJSON := fs.Bool("json", false, "print the results as JSON (and nothing else on stdout)")
+	mem := addMemoryFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -96,6 +97,9 @@ Examples:
 		return err
 	}
 	defer m.Close()
+	if err := checkRun(m.Config, mem, 1, *ctx, *ctx, "--ctx"); err != nil {
+		return err
+	}
 	var rows [][]int
 	if *textFile != "" {
 		data, err := readArg("--text-file", *textFile)
