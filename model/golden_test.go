@@ -3,7 +3,6 @@ package model
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,8 +30,8 @@ import (
 // TestGoldenDivergenceIsDetected shows a 0.5 change in one A_log entry is
 // caught at the first stage it touches.
 const (
-	goldenRelL2  = 1e-5 // ‖got−want‖₂/‖want‖₂ per stage
-	goldenMaxAbs = 1e-4 // max |got−want| / max(1, max|want|) per stage
+	goldenRelL2  = tensor.GoldenRelL2  // ‖got−want‖₂/‖want‖₂ per stage
+	goldenMaxAbs = tensor.GoldenMaxAbs // max |got−want| / max(1, max|want|) per stage
 )
 
 type goldenCase struct {
@@ -76,14 +75,14 @@ type stageCheck struct {
 	relL2, maxAbsN float64
 }
 
-func (s stageCheck) ok() bool { return s.relL2 <= goldenRelL2 && s.maxAbsN <= goldenMaxAbs }
+func (s stageCheck) ok() bool {
+	return tensor.StageError{RelL2: s.relL2, MaxAbsScaled: s.maxAbsN}.Within(tensor.GoldenTolerance)
+}
 
+// compareStage is tensor.CompareStage, the one rule trace and check use too.
 func compareStage(name string, got, want []float32) stageCheck {
-	scale := 1.0
-	for _, v := range want {
-		scale = math.Max(scale, math.Abs(float64(v)))
-	}
-	return stageCheck{name: name, relL2: tensor.RelL2(got, want), maxAbsN: tensor.MaxAbsDiff(got, want) / scale}
+	e := tensor.CompareStage(got, want)
+	return stageCheck{name: name, relL2: e.RelL2, maxAbsN: e.MaxAbsScaled}
 }
 
 // streamStage reports whether a stage is on the residual stream (or after
