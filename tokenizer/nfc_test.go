@@ -1,7 +1,10 @@
 package tokenizer
 
 import (
+	"encoding/json"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -61,4 +64,38 @@ func TestNormalizeLongRunsWithoutCGJ(t *testing.T) {
 	// Linear enough: 100k marks in well under a second.
 	long := "a" + strings.Repeat("\u0301\u0316", 50000)
 	assert.NotContains(t, normalizeForm(norm.NFKC, long), "\u034f")
+}
+
+// TestNFCMatchesHFOnCombiningRuns checks the Qwen3 tokenizer against HF
+// tokenizers on long combining-mark runs (nfc/nfc-combining.json, written
+// by testdata/gen/gen_tokenizer_ids.py --nfc-only): the ids, and the
+// normalized text where HF reported it.
+func TestNFCMatchesHFOnCombiningRuns(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(testdataDir, "nfc", "nfc-combining.json"))
+	require.NoError(t, err)
+	var f struct {
+		TokenizersVersion string `json:"tokenizers_version"`
+		SHA               string `json:"tokenizer_json_sha256"`
+		Cases             []struct {
+			Name, Text string
+			IDs        []int
+			Normalized *string
+		}
+	}
+	require.NoError(t, json.Unmarshal(data, &f))
+	require.NotEmpty(t, f.Cases)
+	tok := qwen3(t)
+	longRuns := 0
+	for _, c := range f.Cases {
+		got, err := tok.Encode(c.Text)
+		require.NoError(t, err, c.Name)
+		assert.Equal(t, c.IDs, got, c.Name)
+		if c.Normalized != nil {
+			assert.Equal(t, *c.Normalized, tok.normalize.apply(c.Text), c.Name)
+		}
+		if strings.Contains(norm.NFC.String(c.Text), "\u034f") && !strings.Contains(c.Text, "\u034f") {
+			longRuns++
+		}
+	}
+	assert.Greater(t, longRuns, 10, "the file must exercise runs past norm's stream-safe limit")
 }
