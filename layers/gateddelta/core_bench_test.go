@@ -67,7 +67,7 @@ func BenchmarkCore(b *testing.B) {
 				// The state carries over from op to op, as in a session; the
 				// kernels' cost does not depend on its values.
 				state := append([]float32(nil), in.State...)
-				cpu0 := processCPU()
+				cpu0 := gateddelta.ProcessCPU()
 				for b.Loop() {
 					if err := kc.kern.Forward(out, in.Q, in.K, in.V, in.G, in.Beta, d, state); err != nil {
 						b.Fatal(err)
@@ -102,7 +102,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 			}
 			out := make([]float32, d.NV*d.DV)
 			i := 0
-			cpu0 := processCPU()
+			cpu0 := gateddelta.ProcessCPU()
 			for b.Loop() {
 				if err := (gateddelta.Chunked{}).Forward(out, in.Q, in.K, in.V, in.G, in.Beta, d, states[i%nLayers]); err != nil {
 					b.Fatal(err)
@@ -121,6 +121,6 @@ func reportTimes(b *testing.B, cpu0, flop float64) {
 	b.ReportMetric(sec*1e3, "ms/op")
 	b.ReportMetric(flop/sec/1e9, "GFLOP/s")
 	if cpu0 >= 0 {
-		b.ReportMetric((processCPU()-cpu0)/float64(b.N)*1e3, "cpu-ms/op")
+		b.ReportMetric((gateddelta.ProcessCPU()-cpu0)/float64(b.N)*1e3, "cpu-ms/op")
 	}
 }

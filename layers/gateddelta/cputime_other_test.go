@@ -1,6 +1,6 @@
 //go:build !linux
 
-package gateddelta_test
+package gateddelta
 
-// processCPU is unavailable here; benchmarks then omit cpu-ms/op.
-func processCPU() float64 { return -1 }
+// ProcessCPU is unavailable here; benchmarks then omit cpu-ms/op.
+func ProcessCPU() float64 { return -1 }

@@ -57,7 +57,7 @@ func main() {
 	header(&t)
 	expConstants(&t)
 	for _, s := range []isa{avx512, avx2} {
-		widths := []int{1, 2}
+		widths := []int{1, 2, 3}
 		if s.reg == "Z" {
 			widths = []int{1, 2, 4}
 		}
@@ -94,7 +94,10 @@ func tile(w *bytes.Buffer, s isa, nv int) {
 	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-76\n", name)
 	acc := func(r, j int) string { return s.v(r*nv + j) }
 	bv := func(j int) string { return s.v(4*nv + j) }
-	x, bt, tmp := s.v(5*nv), s.v(5*nv+1), s.v(5*nv+2)
+	// The loop's broadcast sits after B; the write-back reuses B's
+	// registers, so 12 accumulators fit AVX2's 16 registers.
+	x := s.v(5 * nv)
+	wx, bt, tmp := s.v(4*nv), s.v(4*nv+1), s.v(4*nv+2)
 	emit(w, "MOVQ kk+0(FP), CX")
 	emit(w, "MOVQ a+8(FP), SI")
 	emit(w, "MOVQ lda+16(FP), R8")
@@ -135,10 +138,10 @@ func tile(w *bytes.Buffer, s isa, nv int) {
 	emit(w, "JZ %sstore", name)
 	emit(w, "VBROADCASTSS beta+72(FP), %s", bt)
 	for r := 0; r < 4; r++ {
-		emit(w, "VBROADCASTSS %d(AX), %s", 4*r, x)
+		emit(w, "VBROADCASTSS %d(AX), %s", 4*r, wx)
 		for j := 0; j < nv; j++ {
 			emit(w, "VMULPS %d(DX), %s, %s", j*s.vb(), bt, tmp)
-			emit(w, "VFMADD231PS %s, %s, %s", acc(r, j), x, tmp)
+			emit(w, "VFMADD231PS %s, %s, %s", acc(r, j), wx, tmp)
 			emit(w, "VMOVUPS %s, %d(DX)", tmp, j*s.vb())
 		}
 		if r < 3 {
@@ -149,9 +152,9 @@ func tile(w *bytes.Buffer, s isa, nv int) {
 	emit(w, "RET")
 	label(w, name+"store")
 	for r := 0; r < 4; r++ {
-		emit(w, "VBROADCASTSS %d(AX), %s", 4*r, x)
+		emit(w, "VBROADCASTSS %d(AX), %s", 4*r, wx)
 		for j := 0; j < nv; j++ {
-			emit(w, "VMULPS %s, %s, %s", acc(r, j), x, acc(r, j))
+			emit(w, "VMULPS %s, %s, %s", acc(r, j), wx, acc(r, j))
 			emit(w, "VMOVUPS %s, %d(DX)", acc(r, j), j*s.vb())
 		}
 		if r < 3 {

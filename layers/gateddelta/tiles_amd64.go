@@ -27,7 +27,7 @@ var (
 	avx2Kernels = &kernels{
 		level: cpu.AVX2,
 		tiles: []gemmTile{
-			{16, "4x16", tile4x16AVX2}, {8, "4x8", tile4x8AVX2},
+			{24, "4x24", tile4x24AVX2}, {16, "4x16", tile4x16AVX2}, {8, "4x8", tile4x8AVX2},
 		},
 		gemmTail:  gemmPortable,
 		expAffine: vecExpAffine(8, expAffineAVX2),
@@ -71,6 +71,9 @@ func tile4x32AVX512(kk int, a *float32, lda, aks int, b *float32, ldb int, c *fl
 
 //go:noescape
 func tile4x16AVX512(kk int, a *float32, lda, aks int, b *float32, ldb int, c *float32, ldc int, al *[4]float32, beta float32)
+
+//go:noescape
+func tile4x24AVX2(kk int, a *float32, lda, aks int, b *float32, ldb int, c *float32, ldc int, al *[4]float32, beta float32)
 
 //go:noescape
 func tile4x16AVX2(kk int, a *float32, lda, aks int, b *float32, ldb int, c *float32, ldc int, al *[4]float32, beta float32)
