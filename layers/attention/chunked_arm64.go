@@ -1,0 +1,15 @@
+package attention
+
+import "github.com/qwenref/qwenref/internal/cpu"
+
+//go:generate go run gen_arm64.go
+
+func init() { kern = kernelsFor(cpu.Selected()) }
+
+// kernelsFor returns the kernels of a level this build has.
+func kernelsFor(l cpu.Level) kernels {
+	if l == cpu.NEON {
+		return kernels{name: "neon", gemm: gemmAsm(tilesNEON, 4), softmax: softmaxAsm(softmaxNEON, 4)}
+	}
+	return portable
+}
