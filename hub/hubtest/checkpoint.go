@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
-// Checkpoint reads a checkpoint directory (config.json, safetensors and
-// their index, generation_config.json) into a repository's files, and adds
+// Checkpoint reads a checkpoint directory (config.json,
+// generation_config.json, the index and the shards it names, or a single
+// model.safetensors; other files such as test expectations are left out)
+// into a repository's files, and adds
 // what a real Qwen3.5 repository also has: a tokenizer.json sized to the
 // config's vocabulary, tokenizer_config.json, chat_template.jinja, and
 // files qwenref does not need (README.md, the vision preprocessor configs)
@@ -21,11 +22,24 @@ func Checkpoint(dir string) (map[string][]byte, error) {
 	}
 	files := map[string][]byte{}
 	for _, e := range entries {
-		n := e.Name()
-		if n == "config.json" || n == "generation_config.json" || strings.HasSuffix(n, ".safetensors") && n != "expected.safetensors" ||
-			strings.HasSuffix(n, ".safetensors.index.json") {
+		if n := e.Name(); n == "config.json" || n == "generation_config.json" || n == "model.safetensors" || n == "model.safetensors.index.json" {
 			if files[n], err = os.ReadFile(filepath.Join(dir, n)); err != nil {
 				return nil, err
+			}
+		}
+	}
+	if idx := files["model.safetensors.index.json"]; idx != nil {
+		var index struct {
+			WeightMap map[string]string `json:"weight_map"`
+		}
+		if err := json.Unmarshal(idx, &index); err != nil {
+			return nil, fmt.Errorf("%s/model.safetensors.index.json: %v", dir, err)
+		}
+		for _, shard := range index.WeightMap {
+			if files[shard] == nil {
+				if files[shard], err = os.ReadFile(filepath.Join(dir, filepath.Base(shard))); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
