@@ -134,9 +134,17 @@ type trieNode struct {
 }
 
 func (n *trieNode) child(b byte) int32 {
-	i := sort.Search(len(n.keys), func(i int) bool { return n.keys[i] >= b })
-	if i < len(n.keys) && n.keys[i] == b {
-		return n.kids[i]
+	lo, hi := 0, len(n.keys)
+	for lo < hi { // binary search without a closure: this is the hot loop
+		mid := int(uint(lo+hi) >> 1)
+		if n.keys[mid] < b {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo < len(n.keys) && n.keys[lo] == b {
+		return n.kids[lo]
 	}
 	return -1
 }

@@ -43,8 +43,14 @@ type addedTokenJSON struct {
 	SingleWord, LStrip, RStrip, Normalized, Special bool
 }
 
-// parseAddedTokens checks that every entry has all fields and an id that
-// fits u32.
+// MaxAddedTokenBytes caps one added token's content. Matching costs up to
+// the longest added token per text position, so a megabyte-long token
+// would make Encode quadratic; real ones are under 40 bytes (HF has no
+// such cap: this is qwenref's).
+const MaxAddedTokenBytes = 256
+
+// parseAddedTokens checks that every entry has all fields, an id that
+// fits u32 and content within MaxAddedTokenBytes.
 func parseAddedTokens(raws []rawAddedToken) ([]addedTokenJSON, error) {
 	out := make([]addedTokenJSON, len(raws))
 	for i, r := range raws {
@@ -70,6 +76,9 @@ func parseAddedTokens(raws []rawAddedToken) ([]addedTokenJSON, error) {
 		}
 		if *r.ID < 0 || *r.ID > math.MaxUint32 {
 			return nil, fmt.Errorf("added_tokens[%d].id %d is outside 0..2^32-1", i, *r.ID)
+		}
+		if len(*r.Content) > MaxAddedTokenBytes {
+			return nil, fmt.Errorf("added_tokens[%d].content is %d bytes, over the limit of %d (see docs/limits.md)", i, len(*r.Content), MaxAddedTokenBytes)
 		}
 		out[i] = addedTokenJSON{
 			ID: *r.ID, Content: *r.Content, SingleWord: *r.SingleWord, LStrip: *r.LStrip,

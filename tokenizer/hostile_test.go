@@ -229,3 +229,35 @@ func naiveNext(ps []matchPattern, s string, from int) (int, int, int, bool) {
 	}
 	return 0, 0, 0, false
 }
+
+// The trie's worst case is text × the longest added token: at the cap,
+// a 1 MiB text that keeps almost matching must still encode in seconds;
+// over the cap, Load refuses the tokenizer.
+func TestHostileLongAddedToken(t *testing.T) {
+	m := tinyJSON(t, "bytelevel.json")
+	tokens := addedTokens(1)
+	tokens[0].(map[string]any)["content"] = strings.Repeat("a", MaxAddedTokenBytes-1) + "b"
+	m["added_tokens"] = tokens
+	tok, err := fromMap(t, m)
+	require.NoError(t, err)
+	text := strings.Repeat("a", 1<<20)
+	start, cpu0 := time.Now(), cpuTime()
+	_, _, _, found := tok.added.raw.next(text, 0)
+	took, cpu := time.Since(start), cpuTime()-cpu0
+	require.False(t, found)
+	t.Logf("1 MiB of near-matches against a %d-byte added token: %v wall, %v CPU", MaxAddedTokenBytes, took, cpu)
+	assert.Less(t, cpu, 4*time.Second, "CPU time (wall time on a shared machine says little)")
+
+	tokens[0].(map[string]any)["content"] = strings.Repeat("a", MaxAddedTokenBytes+1)
+	_, err = fromMap(t, m)
+	assert.ErrorContains(t, err, fmt.Sprintf("added_tokens[0].content is %d bytes, over the limit of %d", MaxAddedTokenBytes+1, MaxAddedTokenBytes))
+}
+
+// cpuTime is this process's user+system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
