@@ -220,8 +220,9 @@ func TestQuoteEscapesControls(t *testing.T) {
 	}
 }
 
-// TestSignalRemovesTemps runs a writer in a child process, sends it SIGINT
-// or SIGTERM mid-write and checks it died of the signal, leaving nothing.
+// TestSignalRemovesTemps runs a writer (a temp file and a staging
+// directory) in a child process, sends it SIGINT or SIGTERM mid-write and
+// checks it died of the signal, leaving nothing.
 func TestSignalRemovesTemps(t *testing.T) {
 	if os.Getenv("SAFEIO_HELPER_DIR") != "" {
 		helperWrite(os.Getenv("SAFEIO_HELPER_DIR"))
@@ -252,6 +253,9 @@ func TestSignalRemovesTemps(t *testing.T) {
 }
 
 func helperWrite(dir string) {
+	if _, done, err := TempDir(filepath.Join(dir, "ck")); err == nil {
+		defer done(false) // never reached: the signal ends the process
+	}
 	_ = WriteFile(filepath.Join(dir, "out"), func(w io.Writer) error {
 		_, _ = w.Write(make([]byte, 1<<20))
 		os.Stdout.WriteString("ready\n")
