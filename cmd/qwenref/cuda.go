@@ -5,4 +5,31 @@ package main
 // backend is chosen. The package binds its prebuilt kernels with dlopen
 // (no cgo), so every build carries it; the library, the driver and cuBLAS
 // are looked for when the backend is first made.
-import _ "github.com/qwenref/qwenref/cuda"
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/qwenref/qwenref/cuda"
+)
+
+// addGPUFlag gives a command --gpu N: which GPU the CUDA backends open.
+func addGPUFlag(fs *flag.FlagSet) {
+	fs.Int("gpu", -1, "GPU the cuda backends run on, numbered from 0 as nvidia-smi does (default: $"+cuda.GPUEnv+", else 0)")
+}
+
+// applyGPUFlag passes --gpu to the cuda package before any backend opens.
+func applyGPUFlag(fs *flag.FlagSet) error {
+	f := fs.Lookup("gpu")
+	if f == nil {
+		return nil
+	}
+	n, _ := f.Value.(flag.Getter).Get().(int)
+	if n == -1 {
+		return nil
+	}
+	if n < 0 {
+		return fmt.Errorf("--gpu must be 0 or more, got %d", n)
+	}
+	return cuda.SetGPU(n)
+}

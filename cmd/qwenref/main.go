@@ -188,6 +188,7 @@ func newFlags(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	fs.Int("threads", 0, "CPU threads to use (sets GOMAXPROCS; 0 = all cores, or $GOMAXPROCS)")
+	addGPUFlag(fs)
 	return fs
 }
 
@@ -216,6 +217,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		if n > 0 {
 			runtime.GOMAXPROCS(n)
 		}
+	}
+	if err := applyGPUFlag(fs); err != nil {
+		return usageError(fs, out, "%v", err)
 	}
 	return nil
 }
