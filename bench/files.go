@@ -43,9 +43,9 @@ func WriteData(dir string, meta Meta, results []Result) error {
 }
 
 // WritePlots writes time-<op> and penalty-<op> charts as SVG and PNG into
-// dir and returns the paths written. Each chart is rendered in memory
-// first, so a failing render leaves no file behind.
-func WritePlots(dir string, results []Result) ([]string, error) {
+// dir, captioned from meta, and returns the paths written. Each chart is
+// rendered in memory first, so a failing render leaves no file behind.
+func WritePlots(dir string, meta Meta, results []Result) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -53,9 +53,9 @@ func WritePlots(dir string, results []Result) ([]string, error) {
 	for _, op := range groupOps(results) {
 		for _, kind := range []struct {
 			name string
-			make func([]Result, string) (*plot.Plot, error)
+			make func(Meta, []Result, string) (*plot.Plot, error)
 		}{{"time", timePlot}, {"penalty", penaltyPlot}} {
-			p, err := kind.make(results, op)
+			p, err := kind.make(meta, results, op)
 			if err != nil {
 				return written, fmt.Errorf("%s plot of %s: %w", kind.name, op, err)
 			}

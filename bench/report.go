@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/qwenref/qwenref/internal/cpu"
 	"github.com/qwenref/qwenref/model"
 )
 
-// Ceilings the report measures against, from /work/shared/anchors.md.
+// Ceilings the report measures against (docs/anchors.md has their provenance).
 const (
 	// CPUCeilingGFLOPS is the project CPU's float32 matmul ceiling: OpenBLAS
 	// sgemm 2048×5120×5120 reached 174–199 GFLOP/s on its 2 vCPUs. It is a
@@ -44,6 +48,139 @@ type Meta struct {
 	Command string
 	// Date of the run.
 	Date time.Time
+	// Env is the build and machine, recorded in every row.
+	Env Env
+	// Loads holds the load average after each (op, T) group (LoadKey);
+	// rows without one get Env.Load, the load at the start.
+	Loads map[string][3]float64
+}
+
+// LoadKey keys Meta.Loads.
+func LoadKey(op string, seq int) string { return op + "/" + strconv.Itoa(seq) }
+
+// Env is what a result needs to be compared across machines, as
+// llama-bench records it: the commit and build, the kernel level, the CPU,
+// the parallelism and the load.
+type Env struct {
+	Commit     string     `json:"commit"`
+	Build      string     `json:"build"`
+	Kernels    string     `json:"kernels"`
+	CPUModel   string     `json:"cpu_model"`
+	GOMAXPROCS int        `json:"gomaxprocs"`
+	NumCPU     int        `json:"num_cpu"`
+	GoVersion  string     `json:"go"`
+	Load       [3]float64 `json:"load_avg"`
+}
+
+// CurrentEnv describes this process: the vcs commit stamped by go build
+// ("unknown" under go run or go test), the build ("default", or the
+// GOEXPERIMENT and build tags), the kernel level (internal/cpu), the CPU
+// model from /proc/cpuinfo, GOMAXPROCS and the load average now.
+func CurrentEnv() Env {
+	e := Env{Commit: "unknown", Build: "default", Kernels: cpu.Describe(), CPUModel: cpuModel(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version()}
+	var build []string
+	if _, exp, ok := strings.Cut(runtime.Version(), " X:"); ok {
+		build = append(build, "GOEXPERIMENT="+exp)
+		e.GoVersion, _, _ = strings.Cut(runtime.Version(), " ")
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		dirty := ""
+		for _, st := range bi.Settings {
+			switch {
+			case st.Key == "vcs.revision":
+				e.Commit = st.Value
+			case st.Key == "vcs.modified" && st.Value == "true":
+				dirty = "+dirty"
+			case st.Key == "-tags" && st.Value != "":
+				build = append(build, "tags="+st.Value)
+			}
+		}
+		if e.Commit != "unknown" {
+			e.Commit += dirty
+		}
+	}
+	if len(build) > 0 {
+		e.Build = strings.Join(build, " ")
+	}
+	e.Load, _ = LoadAvg()
+	return e
+}
+
+// LoadAvg reads the 1, 5 and 15 minute load averages (Linux; false elsewhere).
+func LoadAvg() ([3]float64, bool) {
+	var l [3]float64
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return l, false
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return l, false
+	}
+	for i := range l {
+		if l[i], err = strconv.ParseFloat(f[i], 64); err != nil {
+			return l, false
+		}
+	}
+	return l, true
+}
+
+// cpuModel is /proc/cpuinfo's model name with its family and model
+// numbers (the name alone can be as vague as "AMD EPYC"), or GOARCH.
+func cpuModel() string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	var name, family, model string
+	for _, l := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			if name != "" {
+				break // the first processor is enough
+			}
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "model name":
+			name = strings.TrimSpace(v)
+		case "cpu family":
+			family = strings.TrimSpace(v)
+		case "model":
+			model = strings.TrimSpace(v)
+		}
+	}
+	if name == "" {
+		return runtime.GOARCH
+	}
+	if family != "" {
+		name += fmt.Sprintf(" (family %s, model %s)", family, model)
+	}
+	return name
+}
+
+// loadFor is the load average recorded for an (op, T) group.
+func (m Meta) loadFor(op string, seq int) [3]float64 {
+	if l, ok := m.Loads[LoadKey(op, seq)]; ok {
+		return l
+	}
+	return m.Env.Load
+}
+
+// Caption names what a result was measured on: shape and build on the
+// first line, the machine on the second.
+func (m Meta) Caption() string {
+	e := m.Env
+	return fmt.Sprintf("shape %s, %s weights · build %s · kernels %s · commit %s\n%s · GOMAXPROCS=%d · load average %.1f at start",
+		m.Shape, m.DType, e.Build, e.Kernels, shortCommit(e.Commit), e.CPUModel, e.GOMAXPROCS, e.Load[0])
+}
+
+func shortCommit(c string) string {
+	if len(c) > 12 && !strings.HasPrefix(c, "unknown") {
+		return c[:12]
+	}
+	return c
 }
 
 // ceiling returns the GFLOP/s and GB/s ceilings of a backend's device.
@@ -68,6 +205,10 @@ func WriteTable(w io.Writer, meta Meta, results []Result) error {
 		c.NumHeads, c.NumKVHeads, c.HeadDim, c.IntermediateSize, c.NumLayers, c.VocabSize, meta.DType, meta.Seed)
 	if meta.Machine != "" {
 		fmt.Fprintf(&b, "machine: %s\n", meta.Machine)
+	}
+	if e := meta.Env; e.Kernels != "" {
+		fmt.Fprintf(&b, "build: %s, kernels %s, commit %s, %s; load average %.2f %.2f %.2f at start\n",
+			e.Build, e.Kernels, e.Commit, e.GoVersion, e.Load[0], e.Load[1], e.Load[2])
 	}
 	cpu, _ := meta.ceiling("")
 	fmt.Fprintf(&b, "ceilings (%%ceil): CPU ≈ %g GFLOP/s fp32 (OpenBLAS sgemm on the project's 2 vCPUs, anchors; not the FMA peak)", cpu)
@@ -177,25 +318,31 @@ func fmtNum(v float64, f string) string {
 
 // Row is the JSON form of a Result: absent numbers are null.
 type Row struct {
-	Op            string   `json:"op"`
-	Backend       string   `json:"backend"`
-	Seq           int      `json:"seq"`
-	MedianMS      *float64 `json:"median_ms"`
-	MinMS         *float64 `json:"min_ms"`
-	MaxMS         *float64 `json:"max_ms"`
-	CPUMS         *float64 `json:"cpu_ms"`
-	GFLOPS        *float64 `json:"gflops"`
-	RelL2VsNaive  *float64 `json:"rel_l2_vs_naive"`
-	MaxAbsVsNaive *float64 `json:"max_abs_vs_naive"`
-	GBPS          *float64 `json:"gbps,omitempty"`
-	Penalty       *float64 `json:"penalty"`
-	GFLOP         float64  `json:"gflop"`
-	Runs          int      `json:"runs"`
-	Cold          bool     `json:"cold,omitempty"`
-	Shape         string   `json:"shape"`
-	DType         string   `json:"dtype"`
-	Skipped       string   `json:"skipped,omitempty"`
-	Note          string   `json:"note,omitempty"`
+	Op            string     `json:"op"`
+	Backend       string     `json:"backend"`
+	Seq           int        `json:"seq"`
+	MedianMS      *float64   `json:"median_ms"`
+	MinMS         *float64   `json:"min_ms"`
+	MaxMS         *float64   `json:"max_ms"`
+	CPUMS         *float64   `json:"cpu_ms"`
+	GFLOPS        *float64   `json:"gflops"`
+	RelL2VsNaive  *float64   `json:"rel_l2_vs_naive"`
+	MaxAbsVsNaive *float64   `json:"max_abs_vs_naive"`
+	GBPS          *float64   `json:"gbps,omitempty"`
+	Penalty       *float64   `json:"penalty"`
+	GFLOP         float64    `json:"gflop"`
+	Runs          int        `json:"runs"`
+	Cold          bool       `json:"cold,omitempty"`
+	Shape         string     `json:"shape"`
+	DType         string     `json:"dtype"`
+	Skipped       string     `json:"skipped,omitempty"`
+	Note          string     `json:"note,omitempty"`
+	Commit        string     `json:"commit"`
+	Build         string     `json:"build"`
+	Kernels       string     `json:"kernels"`
+	CPUModel      string     `json:"cpu_model"`
+	GOMAXPROCS    int        `json:"gomaxprocs"`
+	LoadAvg       [3]float64 `json:"load_avg"`
 }
 
 func num(v float64) *float64 {
@@ -221,10 +368,82 @@ func Rows(meta Meta, results []Result) []Row {
 			MedianMS: ms(r.Median, ran), MinMS: ms(r.Min, ran), MaxMS: ms(r.Max, ran), CPUMS: ms(r.CPU, ran && r.CPU >= 0),
 			GFLOPS: num(r.GFLOPS), RelL2VsNaive: num(r.RelL2VsNaive), MaxAbsVsNaive: num(r.MaxAbsVsNaive),
 			GBPS: num(r.GBPS), Penalty: num(r.Penalty), GFLOP: r.GFLOP, Runs: r.Runs, Cold: r.Cold,
-			Shape: meta.Shape, DType: meta.DType, Skipped: r.Skipped, Note: r.Note})
+			Shape: meta.Shape, DType: meta.DType, Skipped: r.Skipped, Note: r.Note,
+			Commit: meta.Env.Commit, Build: meta.Env.Build, Kernels: meta.Env.Kernels, CPUModel: meta.Env.CPUModel,
+			GOMAXPROCS: meta.Env.GOMAXPROCS, LoadAvg: meta.loadFor(r.Op, r.Seq)})
 	}
 	return rows
 }
+
+// Formats are the output formats WriteFormat knows.
+var Formats = []string{"table", "md", "csv", "json", "jsonl"}
+
+// WriteFormat writes the results in one of Formats.
+func WriteFormat(w io.Writer, format string, meta Meta, results []Result) error {
+	switch format {
+	case "table":
+		return WriteTable(w, meta, results)
+	case "md":
+		return WriteMarkdown(w, meta, results)
+	case "csv":
+		return WriteCSV(w, meta, results)
+	case "json":
+		return WriteJSON(w, meta, results)
+	case "jsonl":
+		return WriteJSONL(w, meta, results)
+	}
+	return fmt.Errorf("unknown format %q (known: %s)", format, strings.Join(Formats, ", "))
+}
+
+// WriteJSONL prints one JSON object per result per line.
+func WriteJSONL(w io.Writer, meta Meta, results []Result) error {
+	enc := json.NewEncoder(w)
+	for _, r := range Rows(meta, results) {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteMarkdown prints a caption and one Markdown table per op.
+func WriteMarkdown(w io.Writer, meta Meta, results []Result) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "qwenref bench · %s\n", strings.ReplaceAll(meta.Caption(), "\n", " · "))
+	if meta.Command != "" {
+		fmt.Fprintf(&b, "\n`%s`\n", meta.Command)
+	}
+	for _, op := range groupOps(results) {
+		o, _ := LookupOp(op)
+		fmt.Fprintf(&b, "\n**%s**: %s\n\n", op, o.About)
+		b.WriteString("| T | backend | median | min – max | cpu | runs | GFLOP/s | penalty | max abs Δ vs naive | rel L2 vs naive | note |\n")
+		b.WriteString("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+		for _, r := range results {
+			if r.Op != op {
+				continue
+			}
+			if !r.Ran() {
+				fmt.Fprintf(&b, "| %d | %s | – | | | | | | | | %s |\n", r.Seq, mdEscape(r.Backend), mdEscape(r.Skipped))
+				continue
+			}
+			val := r.GFLOPS
+			if o.Bytes != nil {
+				val = r.GBPS
+			}
+			cpuT := "–"
+			if r.CPU >= 0 {
+				cpuT = fmtDur(r.CPU)
+			}
+			fmt.Fprintf(&b, "| %d | %s | %s | %s – %s | %s | %d | %s | %s | %s | %s | %s |\n", r.Seq, mdEscape(r.Backend), fmtDur(r.Median),
+				fmtDur(r.Min), fmtDur(r.Max), cpuT, r.Runs, fmtNum(val, "%.3g"), fmtPenalty(r.Penalty),
+				fmtNum(r.MaxAbsVsNaive, "%.2g"), fmtNum(r.RelL2VsNaive, "%.2g"), mdEscape(r.Note))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func mdEscape(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
 
 // WriteJSON prints the results as a JSON list of objects.
 func WriteJSON(w io.Writer, meta Meta, results []Result) error {
@@ -235,7 +454,8 @@ func WriteJSON(w io.Writer, meta Meta, results []Result) error {
 
 // csvHeader names the CSV columns; empty cells are absent numbers.
 var csvHeader = []string{"op", "backend", "seq", "median_ms", "min_ms", "max_ms", "cpu_ms", "runs", "gflop", "gflops", "gbps",
-	"penalty", "max_abs_vs_naive", "rel_l2_vs_naive", "shape", "dtype", "skipped", "note"}
+	"penalty", "max_abs_vs_naive", "rel_l2_vs_naive", "shape", "dtype", "skipped", "note",
+	"commit", "build", "kernels", "cpu_model", "gomaxprocs", "load_1m", "load_5m", "load_15m"}
 
 // WriteCSV writes the results with a header row.
 func WriteCSV(w io.Writer, meta Meta, results []Result) error {
@@ -252,7 +472,9 @@ func WriteCSV(w io.Writer, meta Meta, results []Result) error {
 	for _, r := range Rows(meta, results) {
 		rec := []string{r.Op, r.Backend, strconv.Itoa(r.Seq), f(r.MedianMS), f(r.MinMS), f(r.MaxMS), f(r.CPUMS), strconv.Itoa(r.Runs),
 			strconv.FormatFloat(r.GFLOP, 'g', 6, 64), f(r.GFLOPS), f(r.GBPS), f(r.Penalty), f(r.MaxAbsVsNaive), f(r.RelL2VsNaive),
-			r.Shape, r.DType, r.Skipped, r.Note}
+			r.Shape, r.DType, r.Skipped, r.Note,
+			r.Commit, r.Build, r.Kernels, r.CPUModel, strconv.Itoa(r.GOMAXPROCS),
+			strconv.FormatFloat(r.LoadAvg[0], 'f', 2, 64), strconv.FormatFloat(r.LoadAvg[1], 'f', 2, 64), strconv.FormatFloat(r.LoadAvg[2], 'f', 2, 64)}
 		if err := cw.Write(rec); err != nil {
 			return err
 		}

@@ -21,7 +21,9 @@ import (
 // sample results: one op, two T, naive skipped at the larger T.
 func sampleResults() (Meta, []Result) {
 	cfg, _ := model.ShapeConfig("tiny")
-	meta := Meta{Shape: "tiny", Config: cfg, DType: "bf16", Seed: 1, Method: Method{Warmup: 1, Reps: 3}, Naive: 1}
+	meta := Meta{Shape: "tiny", Config: cfg, DType: "bf16", Seed: 1, Method: Method{Warmup: 1, Reps: 3}, Naive: 1,
+		Env:   Env{Commit: "0123456789abcdef", Build: "default", Kernels: "avx512 (AVX512_BF16)", CPUModel: "AMD EPYC (family 26, model 2)", GOMAXPROCS: 2, Load: [3]float64{1.5, 1.25, 1}},
+		Loads: map[string][3]float64{LoadKey("gdn-core", 64): {3, 2, 1}}}
 	ms := time.Millisecond
 	nan := math.NaN()
 	rs := []Result{
@@ -102,6 +104,66 @@ func TestCSV(t *testing.T) {
 	assert.Equal(t, strings.Join(csvHeader, ","), lines[0])
 	assert.True(t, strings.HasPrefix(lines[2], "gdn-core,chunked,8,10,9,12,18,3,"), lines[2])
 	assert.True(t, strings.HasPrefix(lines[3], "gdn-core,naive,64,,,,,0,4,,"), "absent numbers are empty cells: %s", lines[3])
+	assert.True(t, strings.HasSuffix(lines[1], ",0123456789abcdef,default,avx512 (AVX512_BF16),\"AMD EPYC (family 26, model 2)\",2,1.50,1.25,1.00"), lines[1])
+	assert.True(t, strings.HasSuffix(lines[3], ",2,3.00,2.00,1.00"), "the load after the group: %s", lines[3])
+}
+
+// Every record carries the build and machine, so files from two machines
+// can be compared.
+func TestRecordsCarryEnv(t *testing.T) {
+	meta, rs := sampleResults()
+	var buf bytes.Buffer
+	require.NoError(t, WriteFormat(&buf, "jsonl", meta, rs))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, len(rs))
+	for _, l := range lines {
+		var row map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &row), l)
+		for _, k := range []string{"commit", "build", "kernels", "cpu_model", "gomaxprocs", "load_avg"} {
+			assert.Contains(t, row, k)
+		}
+		assert.Equal(t, "avx512 (AVX512_BF16)", row["kernels"])
+	}
+	env := CurrentEnv()
+	assert.NotEmpty(t, env.Kernels)
+	assert.NotEmpty(t, env.CPUModel)
+	assert.Positive(t, env.GOMAXPROCS)
+	assert.NotEmpty(t, env.Commit)
+	assert.Regexp(t, `^(default|(GOEXPERIMENT=\S+ ?)?(tags=\S+)?)$`, env.Build)
+}
+
+func TestFormats(t *testing.T) {
+	meta, rs := sampleResults()
+	for _, f := range Formats {
+		var buf bytes.Buffer
+		require.NoError(t, WriteFormat(&buf, f, meta, rs), f)
+		assert.NotEmpty(t, buf.String(), f)
+	}
+	var buf bytes.Buffer
+	require.NoError(t, WriteFormat(&buf, "md", meta, rs))
+	md := buf.String()
+	assert.Contains(t, md, "| T | backend |")
+	assert.Contains(t, md, "| 8 | chunked | 10 ms | 9 ms – 12 ms |")
+	assert.Contains(t, md, "shape tiny")
+	assert.Error(t, WriteFormat(&buf, "xml", meta, rs))
+}
+
+func TestTicks(t *testing.T) {
+	var labels []string
+	for _, tk := range seqTicks([]int{512, 2048, 8192}).Ticks(300, 10000) {
+		labels = append(labels, tk.Label)
+	}
+	assert.Equal(t, []string{"512", "2048", "8192"}, labels, "a tick at each measured T, none else")
+	labels = nil
+	for _, tk := range (steps125Ticks{suffix: "×"}).Ticks(0.8, 60) {
+		labels = append(labels, tk.Label)
+	}
+	assert.Equal(t, []string{"1×", "2×", "5×", "10×", "20×", "50×"}, labels)
+	labels = nil
+	for _, tk := range (linearTicks{suffix: "×"}).Ticks(0, 5.6) {
+		labels = append(labels, tk.Label)
+	}
+	assert.Equal(t, []string{"0×", "1×", "2×", "3×", "4×", "5×"}, labels)
 }
 
 func TestWriteAtomic(t *testing.T) {
@@ -129,7 +191,7 @@ func TestWriteFiles(t *testing.T) {
 	meta, rs := sampleResults()
 	dir := filepath.Join(t.TempDir(), "out")
 	require.NoError(t, WriteData(dir, meta, rs))
-	paths, err := WritePlots(dir, rs)
+	paths, err := WritePlots(dir, meta, rs)
 	require.NoError(t, err)
 	assert.Len(t, paths, 4, "time and penalty, SVG and PNG, for the one op")
 	entries, err := os.ReadDir(dir)
@@ -143,13 +205,15 @@ func TestWriteFiles(t *testing.T) {
 	svg, err := os.ReadFile(filepath.Join(dir, "penalty-gdn-core.svg"))
 	require.NoError(t, err)
 	assert.Contains(t, string(svg), "<svg")
-	assert.Contains(t, string(svg), "4×", "bars are labelled with the penalty")
+	assert.Contains(t, string(svg), "4×", "dots are labelled with the penalty")
+	assert.Contains(t, string(svg), "shape tiny", "a caption names the shape")
+	assert.Contains(t, string(svg), "AMD EPYC", "and the machine")
 	png, err := os.ReadFile(filepath.Join(dir, "time-gdn-core.png"))
 	require.NoError(t, err)
 	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG\r\n")))
 
 	// An op with nothing timed gets no charts.
-	paths, err = WritePlots(t.TempDir(), rs[2:3])
+	paths, err = WritePlots(t.TempDir(), meta, rs[2:3])
 	require.NoError(t, err)
 	assert.Empty(t, paths)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +22,7 @@ func init() {
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "[--op OPS] [--seq 512,2048,8192] [--backends naive,chunked] [--shape 27b | --model DIR | --config FILE] [--json] [--out DIR]", `
+	fs := newFlags("bench", "[--op OPS] [--seq 512,2048,8192] [--backends naive,chunked] [--shape 27b | --model DIR | --config FILE] [--format F] [--out DIR]", `
 Times every backend on each op and sequence length T with the same inputs,
 and reports the median (min – max) time, GFLOP/s (GB/s for the memory-bound
 conv) against the machine's ceiling, the fallback penalty (time over the
@@ -67,22 +68,37 @@ token; attention 4·T·S·d_h·heads/2, causal. Ceilings: CPU ≈ 200 GFLOP/s fp
 (OpenBLAS on the project's 2 vCPUs; a good GEMM beats it), H200 694
 TFLOP/s bf16.
 
-Output: a table per op on stdout, or with --json a list of objects with
-op, backend, seq, median_ms, min_ms, max_ms, gflops, rel_l2_vs_naive (and
-more). --out DIR also writes results.csv, results.json and report.txt
+With no --shape, --model or --config the default sweep is a quick one
+(under a minute on two cores): the 0.8b shape's layer ops at T = 128 and
+512 on every backend plus chunked:delta=naive:conv=naive (transformers'
+path without the fused GDN kernels), naive only for calls of at most 1
+GFLOP, each case stopped after 5 s. --shape 27b (or any shape, --model, --config) runs the
+full sweep: T = 512, 2048, 8192, naive up to 30 GFLOP, up to a minute a
+case (about ten minutes for the 27B layer ops on two cores).
+
+Output (--format): table (the default), md (Markdown tables), csv, json (a
+list of objects; --json is the same) or jsonl (an object per line). Every
+record has op, backend, seq, median_ms, min_ms, max_ms, cpu_ms, gflops,
+penalty, rel_l2_vs_naive and the run's commit, build (default or
+GOEXPERIMENT), kernel level, CPU model, GOMAXPROCS and load average (after
+that op and T), so files from different machines compare. --out DIR also writes results.csv, results.json and report.txt
 (after every op and T, atomically) and time-<op> and penalty-<op> charts
-as SVG and PNG. Progress goes to stderr.
+as SVG and PNG (ticks at the measured T, min–max whiskers, a dot plot of
+the penalty, the Okabe–Ito palette, a caption naming shape, build and
+machine). Progress goes to stderr.
 
 Examples:
+  qwenref bench                             # the quick default sweep
+  qwenref bench --shape 27b --out bench-27b # the full 27B layer sweep, with charts
   qwenref bench --op gdn-core --seq 512,2048,8192,32768 --backends naive,chunked
   qwenref bench --op layers --seq 512,2048 --out bench-out
   qwenref bench --op decoder-layer --backends chunked,chunked:delta=naive:conv=naive
   qwenref bench --op model --shape 0.8b --seq 512,2048 --json
   qwenref bench --op model --shape 27b --layers 4 --vocab 4096 --seq 512`, stderr)
 	opList := fs.String("op", "layers", "ops to run, comma-separated (see above)")
-	seqList := fs.String("seq", "512,2048,8192", "sequence lengths T, comma-separated (k = ×1024)")
+	seqList := fs.String("seq", "512,2048,8192", "sequence lengths T, comma-separated (k = ×1024; quick default sweep: 128,512)")
 	beList := fs.String("backends", "", fmt.Sprintf("backends or mixes (see above), comma-separated; empty = all registered: %s", strings.Join(model.BackendNames(), ",")))
-	shape := fs.String("shape", "27b", fmt.Sprintf("named shape: %s", strings.Join(model.ShapeNames(), ", ")))
+	shape := fs.String("shape", "27b", fmt.Sprintf("named shape: %s (unset: the quick 0.8b sweep)", strings.Join(model.ShapeNames(), ", ")))
 	dir := fs.String("model", "", "checkpoint directory: run its weights (mmap'ed) instead of random ones")
 	cfgPath := fs.String("config", "", "config.json to take the shape from (random weights)")
 	layers := fs.Int("layers", 0, "op model: keep only the first N decoder layers (0 = all)")
@@ -92,23 +108,44 @@ Examples:
 	warmup := fs.Int("warmup", 1, "untimed warm-up runs per case")
 	reps := fs.Int("reps", 5, "timed runs per case, at least")
 	minTime := fs.Duration("min-time", 200*time.Millisecond, "keep repeating a case until its timed runs add up to this")
-	maxTime := fs.Duration("max-time", time.Minute, "stop repeating a case once its timed runs add up to this")
-	naiveMax := fs.Float64("naive-max-gflop", 30, "run naive (timing and reference) only for calls of at most this many GFLOP")
+	maxTime := fs.Duration("max-time", time.Minute, "stop repeating a case once its timed runs add up to this (quick default sweep: 5s)")
+	naiveMax := fs.Float64("naive-max-gflop", 30, "run naive (timing and reference) only for calls of at most this many GFLOP (quick default sweep: 1)")
 	maxMem := &memoryFlag{fallback: func() (float64, string) { return defaultMaxMemGiB(), "75% of RAM" }}
 	fs.Var(maxMem, "max-memory", "GiB of random weights the bench may build (default: 75% of RAM)")
 	fs.Var(maxMem, "max-mem", "deprecated spelling of --max-memory")
 	ceiling := fs.Float64("ceiling-gflops", bench.CPUCeilingGFLOPS, "this CPU's fp32 ceiling for the %ceil column")
-	asJSON := fs.Bool("json", false, "print a JSON list of results instead of the table")
+	format := fs.String("format", "table", "output on stdout: "+strings.Join(bench.Formats, ", "))
+	asJSON := fs.Bool("json", false, "the same as --format json")
 	outDir := fs.String("out", "", "directory for results.csv/.json, report.txt and SVG/PNG charts")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	bad := func(format string, a ...any) error {
-		fmt.Fprintf(stderr, "qwenref bench: "+format+"\n(run 'qwenref bench -h' for help)\n", a...)
-		return errUsage
+	// The quick default sweep: a small shape, short T, cheap naive calls.
+	quick := !set["shape"] && !set["model"] && !set["config"]
+	if quick {
+		*shape = "0.8b"
+		if !set["seq"] {
+			*seqList = "128,512"
+		}
+		if !set["naive-max-gflop"] {
+			*naiveMax = 1
+		}
+		if !set["max-time"] {
+			*maxTime = 5 * time.Second
+		}
 	}
+	if *asJSON {
+		if set["format"] && *format != "json" {
+			return usageError(fs, stderr, "--json and --format %s disagree", *format)
+		}
+		*format = "json"
+	}
+	if !slices.Contains(bench.Formats, *format) {
+		return usageError(fs, stderr, "--format %q: want one of %s", *format, strings.Join(bench.Formats, ", "))
+	}
+	bad := func(format string, a ...any) error { return usageError(fs, stderr, format, a...) }
 
 	opts := bench.Options{Seed: *seed, NaiveMaxGFLOP: *naiveMax, Layers: *layers, Vocab: *vocab,
 		Method:   bench.Method{Warmup: *warmup, Reps: *reps, MinTime: *minTime, MaxTime: *maxTime},
@@ -124,6 +161,11 @@ Examples:
 	registered := model.BackendNames()
 	if strings.TrimSpace(*beList) == "" {
 		registered = availableBackends(registered, stderr)
+		// The quick sweep adds what transformers runs without the fused GDN
+		// kernels (flash-linear-attention, causal-conv1d): the penalty in question.
+		if quick && slices.Contains(registered, "chunked") {
+			*beList = strings.Join(append(slices.Clone(registered), quickFallbackMix), ",")
+		}
 	}
 	if opts.Backends, err = bench.ParseBackends(*beList, registered); err != nil {
 		return bad("--backends %q: %v", *beList, err)
@@ -162,7 +204,8 @@ Examples:
 	}
 
 	meta := bench.Meta{DType: *dtype, Seed: *seed, Method: opts.Method, Naive: *naiveMax,
-		Machine: machine(), CPUCeiling: *ceiling, Command: "qwenref bench " + shellJoin(args), Date: time.Now()}
+		Machine: machine(), CPUCeiling: *ceiling, Command: strings.TrimSpace("qwenref bench " + shellJoin(args)), Date: time.Now(),
+		Env: bench.CurrentEnv(), Loads: map[string][3]float64{}}
 	switch {
 	case *dir != "":
 		if set["layers"] || set["vocab"] || set["dtype"] {
@@ -206,25 +249,30 @@ Examples:
 		if err := os.MkdirAll(*outDir, 0o755); err != nil {
 			return fmt.Errorf("--out: %w", err)
 		}
-		opts.OnGroup = func(rs []bench.Result) error { return bench.WriteData(*outDir, meta, rs) }
+	}
+	// After each (op, T) group: note the load average, then save the files.
+	opts.OnGroup = func(rs []bench.Result) error {
+		if l, ok := bench.LoadAvg(); ok && len(rs) > 0 {
+			last := rs[len(rs)-1]
+			meta.Loads[bench.LoadKey(last.Op, last.Seq)] = l
+		}
+		if *outDir == "" {
+			return nil
+		}
+		return bench.WriteData(*outDir, meta, rs)
 	}
 	results, err := bench.Run(opts)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		err = bench.WriteJSON(stdout, meta, results)
-	} else {
-		err = bench.WriteTable(stdout, meta, results)
-	}
-	if err != nil {
+	if err := bench.WriteFormat(stdout, *format, meta, results); err != nil {
 		return err
 	}
 	if *outDir != "" {
 		if err := bench.WriteData(*outDir, meta, results); err != nil {
 			return err
 		}
-		files, err := bench.WritePlots(*outDir, results)
+		files, err := bench.WritePlots(*outDir, meta, results)
 		if err != nil {
 			return err
 		}
@@ -232,6 +280,9 @@ Examples:
 	}
 	return nil
 }
+
+// quickFallbackMix is the unfused-GDN backend the quick sweep adds.
+const quickFallbackMix = "chunked:delta=naive:conv=naive"
 
 // isTerminal reports whether w is a character device (a terminal), where
 // progress can rewrite one line.

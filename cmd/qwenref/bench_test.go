@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qwenref/qwenref/bench"
+	"github.com/qwenref/qwenref/internal/cpu"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -189,4 +190,54 @@ func TestBenchModelAndConfig(t *testing.T) {
 	code, _, stderr = benchCLI(append(fast, "--config", filepath.Join(t.TempDir(), "none.json"))...)
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "--config")
+}
+
+// Every format carries the build and machine; --json is --format json.
+func TestBenchFormats(t *testing.T) {
+	args := append(quick, "--op", "conv", "--backends", "chunked")
+	code, stdout, stderr := benchCLI(append(args, "--format", "jsonl")...)
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.NotEmpty(t, lines)
+	var row map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &row), lines[0])
+	for _, k := range []string{"commit", "build", "kernels", "cpu_model", "gomaxprocs", "load_avg"} {
+		assert.Contains(t, row, k)
+	}
+	assert.Equal(t, cpu.Describe(), row["kernels"])
+
+	code, stdout, stderr = benchCLI(append(args, "--format", "csv")...)
+	require.Equal(t, 0, code, stderr)
+	assert.True(t, strings.HasPrefix(stdout, "op,backend,seq,"), stdout)
+	assert.Contains(t, strings.SplitN(stdout, "\n", 2)[0], ",commit,build,kernels,cpu_model,gomaxprocs,load_1m")
+
+	code, stdout, stderr = benchCLI(append(args, "--format", "md")...)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "| T | backend |")
+
+	_, viaJSON, _ := benchCLI(append(args, "--json")...)
+	assert.True(t, strings.HasPrefix(strings.TrimSpace(viaJSON), "["), viaJSON)
+	code, _, stderr = benchCLI(append(args, "--json", "--format", "csv")...)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "disagree")
+	code, _, stderr = benchCLI(append(args, "--format", "xml")...)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "--format")
+}
+
+// With no shape, model or config the sweep is the quick one (0.8b, short T,
+// with the unfused-GDN mix); --shape 27b keeps the full defaults.
+func TestBenchQuickDefault(t *testing.T) {
+	code, stdout, stderr := benchCLI("--op", "conv", "--reps", "1", "--warmup", "0", "--min-time", "0", "--format", "jsonl")
+	require.Equal(t, 0, code, stderr)
+	seqs, backends := map[float64]bool{}, map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var row map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &row), l)
+		assert.Equal(t, "0.8b", row["shape"])
+		seqs[row["seq"].(float64)] = true
+		backends[row["backend"].(string)] = true
+	}
+	assert.Equal(t, map[float64]bool{128: true, 512: true}, seqs)
+	assert.True(t, backends[quickFallbackMix], "the quick sweep includes %s: %v", quickFallbackMix, backends)
 }
