@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -25,4 +26,41 @@ func TestSynthTinyThenForward(t *testing.T) {
 	assert.Contains(t, stderr, "the directory is not empty")
 	code, _, _ = runCLI("synth")
 	assert.Equal(t, 2, code)
+}
+
+// synth writes through a staging directory: a stale one from a killed run
+// is removed, a non-empty --out is refused untouched, and an empty one is
+// replaced by the checkpoint.
+func TestSynthStagingAndOut(t *testing.T) {
+	parent := t.TempDir()
+	out := filepath.Join(parent, "ck")
+	stale := filepath.Join(parent, ".ck.qwenref-tmp-999999999-1")
+	require.NoError(t, os.Mkdir(stale, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(stale, "model-00001-of-00002.safetensors"), []byte("partial"), 0o644))
+	require.NoError(t, os.Mkdir(out, 0o755)) // empty: accepted
+	code, _, stderr := runCLI("synth", "--shape", "tiny", "--layers", "4", "--out", out, "--shard-gb", "0.004")
+	require.Equal(t, 0, code, stderr)
+	_, err := os.Stat(stale)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the stale staging directory is removed")
+	es, err := os.ReadDir(parent)
+	require.NoError(t, err)
+	require.Len(t, es, 1, "only the checkpoint is left")
+	_, err = os.Stat(filepath.Join(out, "config.json"))
+	require.NoError(t, err)
+
+	notEmpty := filepath.Join(parent, "busy")
+	require.NoError(t, os.Mkdir(notEmpty, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(notEmpty, "keep.txt"), []byte("mine"), 0o644))
+	code, _, stderr = runCLI("synth", "--shape", "tiny", "--layers", "4", "--out", notEmpty)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, `not empty (it holds "keep.txt")`)
+	es, _ = os.ReadDir(notEmpty)
+	assert.Len(t, es, 1)
+	file := filepath.Join(parent, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	code, _, stderr = runCLI("synth", "--shape", "tiny", "--out", file)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "exists and is not a directory")
+	es, _ = os.ReadDir(parent)
+	assert.Len(t, es, 3, "no staging directory is left behind")
 }
