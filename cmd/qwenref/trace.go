@@ -28,7 +28,7 @@ type stage struct {
 }
 
 func runTrace(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("trace", "[--model DIR] --ids 1,2,3 [--layer N | --all] [--backend B] [--compare FILE] [--out FILE.safetensors]", `
+	fs := newFlags("trace", "[--model DIR] --ids 1,2,3 [--layer N | --all] [--backend B] [--plugin NAME=LIB.so] [--compare FILE [--json] [--chained]] [--out FILE.safetensors]", `
 Runs a short prompt through the model and prints its intermediates in
 execution order: for each stage its name, shape, L2 norm ‖x‖₂, min, max and
 first few values. By default it shows one layer (--layer, default 0); --all
@@ -40,13 +40,23 @@ output; for an attention layer q_proj, k_proj, v_proj, q_rope, k_rope,
 attn_core, gated instead of the GDN stages.
 
 This is the tool for finding the first stage where a kernel goes wrong.
-Write a trace with the trusted naive backend, then trace your backend and
-compare: every stage is checked (relative L2 ≤ --tol), and the first one
-that differs is named. Stages before it are fine; the kernel that produces
-it is the suspect. --compare also reads transformers' golden files
+Write a trace with the trusted naive backend, then trace your backend with
+--compare. Every layer is fed the reference's own input to it (teacher
+forcing), so errors never pile up with depth, and every stage inside it is
+compared; the core kernels (conv, delta, attention) and the projections
+also run alone on the reference's recorded inputs to them ("isolated").
+Each verdict prints its bar, which comes from an error model: float32
+rounding over the stage's reduction length (never looser than the golden
+tests' 1e-5 relative L2 and 1e-4 scaled max-abs), or bf16 rounding for a
+bf16 backend (a spec containing bf16 or cuda; --precision overrides).
+The first stage that fails is named and the exit status is 4; 0 means
+every compared stage agrees; 1 means nothing was comparable (or an
+error), 2 a usage error. --json prints the report as JSON (schema in
+docs/tolerances.md). --chained instead compares one end-to-end run with
+a single relative L2 bar (--tol), to see drift over depth.
+--compare also reads transformers' golden files
 (testdata/golden/*/expected.safetensors; row 0 of a batch), so the naive
 backend itself can be checked against transformers stage by stage.
-A divergence exits with status 1.
 
 --out writes every stage of every layer (float32, shapes as printed) to a
 safetensors file, for a later --compare or for numpy.
@@ -72,7 +82,11 @@ Examples:
 	backend := fs.String("backend", "naive", fmt.Sprintf("kernels to run on: %v", model.BackendNames()))
 	out := fs.String("out", "", "write every stage to this .safetensors file (atomically)")
 	compare := fs.String("compare", "", "a trace or golden .safetensors to compare every stage with")
-	tol := fs.Float64("tol", 1e-5, "--compare: largest relative L2 error that counts as agreement")
+	tol := fs.Float64("tol", 1e-5, "--chained --compare: largest relative L2 error that counts as agreement")
+	chained := fs.Bool("chained", false, "--compare one end-to-end run (drift over depth) instead of teacher-forcing every layer")
+	jsonOut := fs.Bool("json", false, "--compare: print the report as JSON instead of text")
+	precision := fs.String("precision", "auto", "--compare: the error model, f32 or bf16 (auto: bf16 when the backend spec contains bf16 or cuda)")
+	plugins := addPluginFlag(fs)
 	mem := addMemoryFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -85,6 +99,13 @@ Examples:
 		return usageErr("--values must be 0 to %d, not %d", maxTraceValues, *nvals)
 	case *tol < 0 || math.IsNaN(*tol):
 		return usageErr("--tol must be ≥ 0, not %v", *tol)
+	case *precision != "auto" && *precision != "f32" && *precision != "bf16":
+		return usageErr("--precision must be auto, f32 or bf16, not %q", *precision)
+	case (*jsonOut || *chained) && *compare == "":
+		return usageErr("--json and --chained need --compare")
+	}
+	if err := loadPlugins(plugins); err != nil {
+		return err
 	}
 	ids, err := traceIDs(*idsFlag, *idsPath, stderr)
 	if err != nil {
@@ -116,16 +137,29 @@ Examples:
 	}
 	defer be.Close()
 
-	stages, err := traceForward(m, be, ids)
-	if err != nil {
-		return err
-	}
 	var ref *weights.Store
 	if *compare != "" {
 		if ref, err = weights.Open(*compare); err != nil {
 			return fmt.Errorf("--compare: %w", err)
 		}
 		defer ref.Close()
+		if !*chained {
+			if *out != "" {
+				stages, err := traceForward(m, be, ids)
+				if err == nil {
+					err = writeTrace(*out, stages, m, be.Name, *dir, ids, outOpts)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			bf16 := *precision == "bf16" || (*precision == "auto" && isBF16Backend(be.Name))
+			return reportForced(stdout, m, be, ref, *compare, ids, bf16, *jsonOut, *all, *layer)
+		}
+	}
+	stages, err := traceForward(m, be, ids)
+	if err != nil {
+		return err
 	}
 
 	shown := fmt.Sprint(ids[:min(len(ids), 12)])
@@ -166,7 +200,8 @@ Examples:
 			return fmt.Errorf("--compare %s holds none of the %d stages traced: nothing was compared (is it a trace or golden of this model?)", *compare, len(stages))
 		}
 		if firstBad != "" {
-			return fmt.Errorf("stage %s is the first to differ from %s by more than relative L2 %g", firstBad, *compare, *tol)
+			fmt.Fprintf(stdout, "stage %s is the first to differ from %s by more than relative L2 %g (chained: errors include every earlier layer's)\n", firstBad, *compare, *tol)
+			return exitStatus(4)
 		}
 		fmt.Fprintf(stdout, "all compared stages agree with %s within relative L2 %g (%d of %d stages compared)\n", *compare, *tol, compared, len(stages))
 	}

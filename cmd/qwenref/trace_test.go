@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/weights"
 )
 
@@ -70,40 +71,109 @@ func TestTraceOutWritesAllStages(t *testing.T) {
 }
 
 // Against transformers' own intermediates the naive backend agrees at
-// every stage (the golden tests' 1e-5 bar); a trace with one stage
-// perturbed is reported at exactly that stage, and exits 1.
+// every stage, teacher-forced; a trace with one stage perturbed is
+// reported at exactly that stage, exits 4 and says so in the JSON report.
 func TestTraceCompare(t *testing.T) {
 	inputs := filepath.Join(traceGolden, "inputs.json")
 	code, stdout, stderr := runCLI("trace", "--model", traceGolden, "--ids-json", inputs,
 		"--compare", filepath.Join(traceGolden, "expected.safetensors"))
 	require.Equal(t, 0, code, stderr)
-	assert.Contains(t, stdout, "rel L2")
-	assert.Contains(t, stdout, "all compared stages agree")
+	assert.Regexp(t, `layers\.0\.attn_core +isolated rel L2 \S+ ≤ \S+  max-abs \S+ ≤ \S+  ok`, stdout)
+	assert.Regexp(t, `all \d+ checks agree`, stdout)
 
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.safetensors")
 	code, _, stderr = runCLI("trace", "--model", traceGolden, "--ids", "1,2,3", "--out", good)
 	require.Equal(t, 0, code, stderr)
-	st, err := weights.Open(good)
+	bad := filepath.Join(dir, "bad.safetensors")
+	rewriteTrace(t, good, bad, func(name string, data []float32) {
+		if name == "layers.1.conv_out" {
+			data[7] += 0.5 // one wrong element, as a buggy kernel might produce
+		}
+	})
+	code, stdout, stderr = runCLI("trace", "--model", traceGolden, "--ids", "1,2,3", "--layer", "3", "--compare", bad)
+	assert.Equal(t, 4, code, stderr)
+	assert.Regexp(t, `layers\.1\.conv_out +isolated .*DIFFERS   ← first failure`, stdout, "the failing stage is printed even outside --layer")
+	assert.Contains(t, stdout, "the first is layers.1.conv_out (isolated)")
+	assert.NotContains(t, stdout, "layers.1.a_proj", "stages of other layers that agree stay quiet")
+
+	code, stdout, stderr = runCLI("trace", "--model", traceGolden, "--ids", "1,2,3", "--compare", bad, "--json")
+	assert.Equal(t, 4, code, stderr)
+	var rep traceReport
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rep), stdout)
+	assert.Equal(t, traceSchema, rep.Schema)
+	assert.Equal(t, "differ", rep.Verdict)
+	require.NotNil(t, rep.First)
+	assert.Equal(t, "layers.1.conv_out", rep.First.Stage)
+	assert.Equal(t, "isolated", rep.First.Mode)
+	assert.Equal(t, rep.Compared, len(rep.Checks))
+
+	// The end-to-end mode remains, with its single bar.
+	code, stdout, stderr = runCLI("trace", "--model", traceGolden, "--ids", "1,2,3", "--compare", bad, "--chained")
+	assert.Equal(t, 4, code, stderr)
+	assert.Contains(t, stdout, "stage layers.1.conv_out is the first to differ")
+}
+
+// rewriteTrace copies a trace file, letting edit change any tensor.
+func rewriteTrace(t *testing.T, from, to string, edit func(name string, data []float32)) {
+	st, err := weights.Open(from)
 	require.NoError(t, err)
+	defer st.Close()
 	var ts []weights.NamedTensor
 	for _, n := range st.Names() {
 		data, shape, err := st.Float32(n)
 		require.NoError(t, err)
-		if n == "layers.1.conv_out" {
-			data[7] += 0.5 // one wrong element, as a buggy kernel might produce
-		}
+		edit(n, data)
 		ts = append(ts, weights.NamedTensor{Name: n, DType: "F32", Shape: shape, Data: data})
 	}
-	require.NoError(t, st.Close())
-	bad := filepath.Join(dir, "bad.safetensors")
-	require.NoError(t, weights.WriteFile(bad, ts, nil))
+	require.NoError(t, weights.WriteFile(to, ts, nil))
+}
 
-	code, stdout, stderr = runCLI("trace", "--model", traceGolden, "--ids", "1,2,3", "--layer", "3", "--compare", bad)
+// A reference with no stage of this model is not a pass: exit 1. So is
+// a trace written for other ids.
+func TestTraceCompareNothingComparable(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other.safetensors")
+	require.NoError(t, weights.WriteFile(other, []weights.NamedTensor{{Name: "unrelated", DType: "F32", Shape: []int{2}, Data: []float32{1, 2}}}, nil))
+	code, _, stderr := runCLI("trace", "--model", traceGolden, "--ids", "1,2,3", "--compare", other)
 	assert.Equal(t, 1, code)
-	assert.Contains(t, stderr, "stage layers.1.conv_out is the first to differ")
-	assert.Regexp(t, `layers\.1\.conv_out .*DIFFERS   ← first divergence`, stdout, "the divergent stage is printed even outside --layer")
-	assert.NotContains(t, stdout, "layers.1.a_proj", "stages of other layers that agree stay quiet")
+	assert.Contains(t, stderr, "nothing was compared")
+	code, _, stderr = runCLI("trace", "--model", traceGolden, "--ids", "1,2,3", "--compare", other, "--json")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "nothing was compared")
+
+	ref := filepath.Join(dir, "ref.safetensors")
+	code, _, stderr = runCLI("trace", "--model", traceGolden, "--ids", "1,2,3", "--out", ref)
+	require.Equal(t, 0, code, stderr)
+	code, _, stderr = runCLI("trace", "--model", traceGolden, "--ids", "1,2,4", "--compare", ref)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "traced on ids 1,2,3, not 1,2,4")
+	code, _, stderr = runCLI("trace", "--model", traceGolden, "--ids", "1,2,3", "--json")
+	assert.Equal(t, 2, code, "--json without --compare is a usage error")
+	assert.Contains(t, stderr, "need --compare")
+}
+
+// Chunked against naive, teacher-forced, agrees on every golden
+// checkpoint, and against transformers' own stages too.
+func TestTraceChunkedAgreesOnEveryGolden(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(goldenRoot, "manifest.json"))
+	require.NoError(t, err)
+	var man struct {
+		Cases []struct{ Name string } `json:"cases"`
+	}
+	require.NoError(t, json.Unmarshal(data, &man))
+	require.NotEmpty(t, man.Cases)
+	for _, c := range man.Cases {
+		dir := filepath.Join(goldenRoot, c.Name)
+		inputs := filepath.Join(dir, "inputs.json")
+		naive := filepath.Join(t.TempDir(), "naive.safetensors")
+		code, _, stderr := runCLI("trace", "--model", dir, "--ids-json", inputs, "--out", naive)
+		require.Equal(t, 0, code, "%s: %s", c.Name, stderr)
+		for _, ref := range []string{naive, filepath.Join(dir, "expected.safetensors")} {
+			code, stdout, stderr := runCLI("trace", "--model", dir, "--ids-json", inputs, "--backend", "chunked", "--compare", ref)
+			assert.Equal(t, 0, code, "%s vs %s: %s%s", c.Name, ref, stdout, stderr)
+		}
+	}
 }
 
 func TestTraceErrors(t *testing.T) {
@@ -126,6 +196,9 @@ func TestTraceErrors(t *testing.T) {
 		{"id out of range", []string{"--model", traceGolden, "--ids", "1,96", "--out", out}, 1, "outside the vocabulary"},
 		{"bad backend", []string{"--model", traceGolden, "--ids", "1", "--backend", "tpu", "--out", out}, 1, `unknown backend "tpu"`},
 		{"bad compare", []string{"--model", traceGolden, "--ids", "1", "--compare", two, "--out", out}, 1, "--compare"},
+		{"bad precision", []string{"--model", traceGolden, "--ids", "1", "--compare", two, "--precision", "f8"}, 2, "--precision must be"},
+		{"bad plugin", []string{"--model", traceGolden, "--ids", "1", "--plugin", "nopath"}, 2, "want NAME=PATH.so"},
+		{"missing plugin", []string{"--model", traceGolden, "--ids", "1", "--plugin", "x=" + filepath.Join(dir, "none.so")}, 1, "plugin x"},
 		{"bad out dir", []string{"--model", traceGolden, "--ids", "1", "--out", filepath.Join(out, "x", "y")}, 1, ""},
 	} {
 		code, _, stderr := runCLI(append([]string{"trace"}, c.args...)...)
@@ -155,4 +228,90 @@ func TestTraceBundledDefault(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stderr, "RANDOM weights")
 	assert.Contains(t, stdout, "layers.3.attn_core")
+}
+
+// synthDeep writes a 64-layer checkpoint of the tiny shape's width (48
+// Gated DeltaNet and 16 attention layers) into dir.
+func synthDeep(t *testing.T, dir string) {
+	js, err := model.ShapeConfigJSON("tiny")
+	require.NoError(t, err)
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(js, &raw))
+	raw["text_config"].(map[string]any)["num_hidden_layers"] = 64
+	js, err = json.Marshal(raw)
+	require.NoError(t, err)
+	cfg, err := model.ParseConfig(js)
+	require.NoError(t, err)
+	require.NoError(t, model.WriteSynthetic(dir, cfg, js, model.SynthOptions{Seed: 5, ShardBytes: 1 << 40}))
+}
+
+// perturbCopy copies the checkpoint in src to dst with one tensor scaled
+// by 1.01 (a 1% error, one bf16 step or two).
+func perturbCopy(t *testing.T, src, dst, tensorName string) {
+	require.NoError(t, os.MkdirAll(dst, 0o755))
+	for _, f := range []string{"config.json", "model.safetensors.index.json"} {
+		if b, err := os.ReadFile(filepath.Join(src, f)); err == nil {
+			require.NoError(t, os.WriteFile(filepath.Join(dst, f), b, 0o644))
+		}
+	}
+	shard := weights.ShardName(1, 1)
+	st, err := weights.Open(filepath.Join(src, shard))
+	require.NoError(t, err)
+	defer st.Close()
+	var ts []weights.NamedTensor
+	found := false
+	for _, n := range st.Names() {
+		data, shape, err := st.Float32(n)
+		require.NoError(t, err)
+		info, _ := st.Info(n)
+		if info.Stored == tensorName {
+			for i := range data {
+				data[i] *= 1.01
+			}
+			found = true
+		}
+		ts = append(ts, weights.NamedTensor{Name: info.Stored, DType: "BF16", Shape: shape, Data: data})
+	}
+	require.True(t, found, tensorName)
+	require.NoError(t, weights.WriteFile(filepath.Join(dst, shard), ts, nil))
+}
+
+// On 64 layers, chunked against naive, teacher-forced, agrees (the bars
+// do not grow with depth); a checkpoint with one layer's weight off by 1%
+// fails at that layer's first stage the weight touches, and no earlier.
+func TestTraceDeepSyntheticLocalises(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes and traces a 64-layer checkpoint")
+	}
+	root := t.TempDir()
+	base := filepath.Join(root, "base")
+	synthDeep(t, base)
+	ids := "5,17,42,7,99,1000,3,8,150000,12,64,2,77,31,5,9,1,0,44,100"
+	ref := filepath.Join(root, "naive.safetensors")
+	code, _, stderr := runCLI("trace", "--model", base, "--ids", ids, "--out", ref)
+	require.Equal(t, 0, code, stderr)
+	code, stdout, stderr := runCLI("trace", "--model", base, "--ids", ids, "--backend", "chunked", "--compare", ref, "--json")
+	require.Equal(t, 0, code, stderr)
+	var rep traceReport
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rep))
+	assert.Equal(t, 64, rep.Layers)
+	assert.Greater(t, rep.Compared, 64*19, "every stage of every layer")
+	worst := worstCheck(rep.Checks)
+	t.Logf("64 layers, chunked vs naive: %d checks, worst %s %s rel L2 %.2e (bar %.1e)", rep.Compared, worst.Stage, worst.Mode, worst.RelL2, worst.TolRelL2)
+
+	for _, c := range []struct{ tensor, first string }{
+		{"model.language_model.layers.41.linear_attn.out_proj.weight", "layers.41.mixer_out"},
+		{"model.language_model.layers.55.self_attn.k_proj.weight", "layers.55.k_proj"},
+		{"model.language_model.layers.62.mlp.up_proj.weight", "layers.62.mlp_out"},
+	} {
+		bad := filepath.Join(root, strings.ReplaceAll(c.first, ".", "-"))
+		perturbCopy(t, base, bad, c.tensor)
+		code, stdout, stderr := runCLI("trace", "--model", bad, "--ids", ids, "--backend", "chunked", "--compare", ref, "--json")
+		require.Equal(t, 4, code, "%s: %s", c.tensor, stderr)
+		var rep traceReport
+		require.NoError(t, json.Unmarshal([]byte(stdout), &rep))
+		require.NotNil(t, rep.First)
+		assert.Equal(t, c.first, rep.First.Stage, "%s perturbed", c.tensor)
+		t.Logf("%s ×1.01: first failure %s (%s) rel L2 %.2e > %.1e", c.tensor, rep.First.Stage, rep.First.Mode, rep.First.RelL2, rep.First.TolRelL2)
+	}
 }

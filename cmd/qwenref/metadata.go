@@ -1,0 +1,53 @@
+package main
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+)
+
+// maxMetadataHeader caps the safetensors header readMetadata reads, the
+// format's own 100 MB limit.
+const maxMetadataHeader = 100_000_000
+
+// readMetadata returns the __metadata__ strings of a safetensors file
+// (empty when it has none). The header length is checked against the cap
+// and the file size before anything is allocated.
+func readMetadata(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	var lenBuf [8]byte
+	if _, err := io.ReadFull(f, lenBuf[:]); err != nil {
+		return nil, fmt.Errorf("%s: too short for a safetensors header: %w", path, err)
+	}
+	n := binary.LittleEndian.Uint64(lenBuf[:])
+	if n > maxMetadataHeader || n > uint64(st.Size())-8 {
+		return nil, fmt.Errorf("%s: header length %d is past the file's %d bytes or the %d-byte cap", path, n, st.Size(), maxMetadataHeader)
+	}
+	hdr := make([]byte, n)
+	if _, err := io.ReadFull(f, hdr); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var parsed struct {
+		Meta map[string]string `json:"__metadata__"`
+	}
+	if err := json.Unmarshal(hdr, &parsed); err != nil {
+		return nil, fmt.Errorf("%s: safetensors header: %w", path, err)
+	}
+	if parsed.Meta == nil {
+		parsed.Meta = map[string]string{}
+	}
+	return parsed.Meta, nil
+}
