@@ -5,6 +5,7 @@ and what transformers computes from them.
 Run on a machine with transformers 5.17 and torch (the project's GPU machine):
 
     python3 testdata/gen/gen_goldens.py --out /tmp/golden
+    python3 testdata/gen/gen_goldens.py --moe --out /tmp/golden-moe   # MoE and Qwen3-Next cases only
 
 Every parameter is randomised (norms and gates included) so that no stage is
 an identity. Expected outputs are computed in float32, eager attention, TF32
@@ -182,6 +183,155 @@ CASES = [
 ]
 
 
+def next_rope(theta, partial):
+    return {"rope_type": "default", "rope_theta": theta, "partial_rotary_factor": partial}
+
+
+# Written with --moe into their own directory (testdata/golden/moe), with
+# their own manifest, so the dense cases above and their files stay as
+# they are.
+MOE_CASES = [
+    # Qwen3_5MoeForCausalLM (flat), f32, B=2, T=70: 8 experts, top-2, every
+    # layer sparse (qwen3_5_moe has no dense layers), the shared expert and
+    # its gate; layer 0's router scores experts 2 and 5 identically, so the
+    # golden shows how torch.topk breaks the tie.
+    dict(
+        name="moe-f32-t70-b2",
+        family="qwen3_5_moe",
+        kind="causal",
+        dtype=torch.float32,
+        batch=2,
+        seq=70,
+        gen_new=8,
+        tie_router=(0, 2, 5),
+        cfg=text_cfg(
+            vocab_size=160,
+            hidden_size=64,
+            num_hidden_layers=4,
+            layer_types=["linear_attention"] * 3 + ["full_attention"],
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=32,
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            linear_key_head_dim=16,
+            linear_value_head_dim=24,
+            linear_conv_kernel_dim=4,
+            num_experts=8,
+            num_experts_per_tok=2,
+            moe_intermediate_size=32,
+            shared_expert_intermediate_size=48,
+            tie_word_embeddings=True,
+            rope_parameters=rope(1e7, 0.25, [2, 1, 1]),
+        ),
+    ),
+    # The 35B-A3B's own layout: Qwen3_5MoeForConditionalGeneration in bf16,
+    # two shards with an index, a vision tower and mtp.* tensors to skip;
+    # 16 experts, top-4, value/key heads 3 (6/2), untied head.
+    dict(
+        name="moe-hub-bf16",
+        family="qwen3_5_moe",
+        kind="vlm",
+        dtype=torch.bfloat16,
+        batch=1,
+        seq=37,
+        gen_new=10,
+        cfg=text_cfg(
+            vocab_size=200,
+            hidden_size=96,
+            num_hidden_layers=4,
+            full_attention_interval=4,
+            num_attention_heads=4,
+            num_key_value_heads=1,
+            head_dim=32,
+            linear_num_key_heads=2,
+            linear_num_value_heads=6,
+            linear_key_head_dim=32,
+            linear_value_head_dim=32,
+            linear_conv_kernel_dim=4,
+            num_experts=16,
+            num_experts_per_tok=4,
+            moe_intermediate_size=48,
+            shared_expert_intermediate_size=64,
+            tie_word_embeddings=False,
+            rope_parameters=rope(1e7, 0.25, [2, 1, 1]),
+        ),
+        eos=[3, 7],
+    ),
+    # Qwen3NextForCausalLM, f32: the fused in_proj_qkvz / in_proj_ba with two
+    # value heads per key head, layer 1 dense through mlp_only_layers, top-3
+    # of 8 without renormalisation (norm_topk_prob false).
+    dict(
+        name="next-f32-t70",
+        family="qwen3_next",
+        kind="causal",
+        dtype=torch.float32,
+        batch=1,
+        seq=70,
+        gen_new=8,
+        cfg=text_cfg(
+            vocab_size=128,
+            hidden_size=64,
+            intermediate_size=80,
+            num_hidden_layers=4,
+            layer_types=["linear_attention"] * 3 + ["full_attention"],
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=32,
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            linear_key_head_dim=16,
+            linear_value_head_dim=24,
+            linear_conv_kernel_dim=4,
+            num_experts=8,
+            num_experts_per_tok=3,
+            norm_topk_prob=False,
+            decoder_sparse_step=1,
+            mlp_only_layers=[1],
+            moe_intermediate_size=32,
+            shared_expert_intermediate_size=40,
+            tie_word_embeddings=False,
+            rope_parameters=next_rope(1e7, 0.25),
+        ),
+    ),
+    # Qwen3-Next in bf16 with decoder_sparse_step 2 (layers 1 and 3 sparse),
+    # three value heads per key head, attention interleaved, rotary on half
+    # the head dim, renormalised top-2 of 6.
+    dict(
+        name="next-bf16-step2",
+        family="qwen3_next",
+        kind="causal",
+        dtype=torch.bfloat16,
+        batch=1,
+        seq=40,
+        gen_new=6,
+        cfg=text_cfg(
+            vocab_size=96,
+            hidden_size=48,
+            intermediate_size=64,
+            num_hidden_layers=4,
+            layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=16,
+            linear_num_key_heads=1,
+            linear_num_value_heads=3,
+            linear_key_head_dim=16,
+            linear_value_head_dim=16,
+            linear_conv_kernel_dim=4,
+            num_experts=6,
+            num_experts_per_tok=2,
+            norm_topk_prob=True,
+            decoder_sparse_step=2,
+            moe_intermediate_size=24,
+            shared_expert_intermediate_size=32,
+            tie_word_embeddings=False,
+            rope_parameters=next_rope(1e6, 0.5),
+        ),
+    ),
+]
+
+
 # ------------------------------------------------------- randomisation ----
 
 def randomise(model, gen):
@@ -201,6 +351,9 @@ def randomise(model, gen):
                 v = torch.randn(shape, generator=gen) * 0.5
             elif "embed_tokens" in name:
                 v = torch.randn(shape, generator=gen)
+            elif "mlp.experts." in name and p.dim() == 3:
+                # fused experts [E, out, in]: each expert is an nn.Linear of fan-in `in`
+                v = torch.randn(shape, generator=gen) / math.sqrt(shape[-1])
             elif p.dim() >= 2:
                 fan_in = math.prod(shape[1:])
                 v = torch.randn(shape, generator=gen) / math.sqrt(fan_in)
@@ -227,9 +380,15 @@ class Capture:
         self.calls[what] = self.calls.get(what, 0) + 1
 
 
-def install(model, cap):
-    """Hooks on modules and wrappers around the module-level functions."""
-    layers = [m for m in model.modules() if isinstance(m, mq.Qwen3_5DecoderLayer)]
+def install(model, cap, fam=None):
+    """Hooks on modules and wrappers around the module-level functions.
+
+    fam (MoE and Qwen3-Next cases) names the modeling module and classes;
+    None is the dense Qwen3.5 family, whose behaviour this keeps as it was.
+    """
+    fam = fam or DENSE
+    mod = fam["module"]()
+    layers = [m for m in model.modules() if isinstance(m, getattr(mod, fam["layer"]))]
     handles = []
     state = {"layer": None}
     nk = {}
@@ -253,13 +412,18 @@ def install(model, cap):
         handles.append(layer.input_layernorm.register_forward_hook(post("mixer_in")))
         handles.append(layer.post_attention_layernorm.register_forward_hook(post("mlp_in")))
         handles.append(layer.mlp.register_forward_hook(post("mlp_out")))
-        if layer.block_type == "linear_attention":
+        if hasattr(layer.mlp, "experts"):
+            handles += install_moe(layer.mlp, cap, state)
+        if layer_kind(layer) == "linear_attention":
             la = layer.linear_attn
             nk[i] = (la.num_k_heads, la.num_v_heads)
-            handles.append(la.in_proj_qkv.register_forward_hook(post("qkv_proj")))
-            handles.append(la.in_proj_z.register_forward_hook(post("z_proj")))
-            handles.append(la.in_proj_b.register_forward_hook(post("b_proj")))
-            handles.append(la.in_proj_a.register_forward_hook(post("a_proj")))
+            if hasattr(la, "in_proj_qkvz"):
+                handles += install_fused_projections(la, cap, state)
+            else:
+                handles.append(la.in_proj_qkv.register_forward_hook(post("qkv_proj")))
+                handles.append(la.in_proj_z.register_forward_hook(post("z_proj")))
+                handles.append(la.in_proj_b.register_forward_hook(post("b_proj")))
+                handles.append(la.in_proj_a.register_forward_hook(post("a_proj")))
             handles.append(la.norm.register_forward_hook(post("gated_norm_out")))
             handles.append(la.register_forward_hook(post("mixer_out")))
         else:
@@ -280,17 +444,17 @@ def install(model, cap):
     def wrap(name, fn):
         # The layer code may reach the function as a module global, a class
         # attribute or an instance attribute (hub-kernel plumbing): patch all.
-        old = getattr(mq, name)
+        old = getattr(mod, name)
         orig[name] = old
-        setattr(mq, name, fn)
-        for obj in [mq.Qwen3_5GatedDeltaNet, mq.Qwen3_5Attention, *model.modules()]:
+        setattr(mod, name, fn)
+        for obj in [getattr(mod, fam["gdn"]), getattr(mod, fam["attn"]), *model.modules()]:
             for attr, val in list(vars(obj).items()):
                 inner = val.__func__ if isinstance(val, staticmethod) else val
                 if inner is old:
                     patched.append((obj, attr, val))
                     setattr(obj, attr, staticmethod(fn) if isinstance(obj, type) else fn)
 
-    o_core = mq.torch_chunk_gated_delta_rule
+    o_core = mod.torch_chunk_gated_delta_rule
 
     def core(query, key, value, g, beta, initial_state=None, output_final_state=False, **kw):
         cap.hit("core")
@@ -312,8 +476,8 @@ def install(model, cap):
             raise RuntimeError(f"layer {i}: core got {query.shape[2]} q heads; key heads {n_k}, value heads {n_v}")
         cap.put(f"layers.{i}.conv_out", torch.cat([q_raw.reshape(b, t, -1), k_raw.reshape(b, t, -1), value.reshape(b, t, -1)], -1))
         # q and k as the core sees them after its own L2 norm (transformers' l2norm, eps on the sum), unscaled.
-        cap.put(f"layers.{i}.q_l2", mq.l2norm(q_raw.float(), dim=-1, eps=1e-6))
-        cap.put(f"layers.{i}.k_l2", mq.l2norm(k_raw.float(), dim=-1, eps=1e-6))
+        cap.put(f"layers.{i}.q_l2", mod.l2norm(q_raw.float(), dim=-1, eps=1e-6))
+        cap.put(f"layers.{i}.k_l2", mod.l2norm(k_raw.float(), dim=-1, eps=1e-6))
         cap.put(f"layers.{i}.v", value)
         cap.put(f"layers.{i}.g", g)
         cap.put(f"layers.{i}.beta", beta)
@@ -324,7 +488,7 @@ def install(model, cap):
         return out, (st if output_final_state else None)
     wrap("torch_chunk_gated_delta_rule", core)
 
-    o_rope = mq.apply_rotary_pos_emb
+    o_rope = mod.apply_rotary_pos_emb
 
     def rope_fn(q, k, cos, sin, *a, **kw):
         cap.hit("rope")
@@ -335,7 +499,7 @@ def install(model, cap):
         return qe, ke
     wrap("apply_rotary_pos_emb", rope_fn)
 
-    o_attn = mq.eager_attention_forward
+    o_attn = mod.eager_attention_forward
 
     def attn(module, q, k, v, mask, *a, **kw):
         cap.hit("attn")
@@ -348,10 +512,185 @@ def install(model, cap):
         for h in handles:
             h.remove()
         for k, v in orig.items():
-            setattr(mq, k, v)
+            setattr(mod, k, v)
         for obj, attr, val in patched:
             setattr(obj, attr, val)
     return undo, layers
+
+
+# ------------------------------------------- MoE and Qwen3-Next families ----
+
+def _mod_qwen3_5():
+    return mq
+
+
+def _mod_qwen3_5_moe():
+    from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe
+    return modeling_qwen3_5_moe
+
+
+def _mod_qwen3_next():
+    from transformers.models.qwen3_next import modeling_qwen3_next
+    return modeling_qwen3_next
+
+
+# The dense family as install() always handled it.
+DENSE = dict(module=_mod_qwen3_5, layer="Qwen3_5DecoderLayer", gdn="Qwen3_5GatedDeltaNet", attn="Qwen3_5Attention")
+
+FAMILIES = {
+    "qwen3_5_moe": dict(module=_mod_qwen3_5_moe, layer="Qwen3_5MoeDecoderLayer", gdn="Qwen3_5MoeGatedDeltaNet",
+                        attn="Qwen3_5MoeAttention", causal="Qwen3_5MoeForCausalLM",
+                        vlm="Qwen3_5MoeForConditionalGeneration"),
+    "qwen3_next": dict(module=_mod_qwen3_next, layer="Qwen3NextDecoderLayer", gdn="Qwen3NextGatedDeltaNet",
+                       attn="Qwen3NextAttention", causal="Qwen3NextForCausalLM"),
+}
+
+
+def layer_kind(layer):
+    """Qwen3.5 layers call it block_type, Qwen3-Next layers layer_type."""
+    kind = getattr(layer, "block_type", None) or getattr(layer, "layer_type", None)
+    if kind not in ("linear_attention", "full_attention"):
+        raise RuntimeError(f"{type(layer).__name__}: unknown layer kind {kind!r}")
+    return kind
+
+
+def install_moe(moe, cap, state):
+    """Router and expert stages of one sparse MoE block. router_logits are
+    recomputed from the router's own input and weight (Qwen3-Next's router
+    returns probabilities in that slot); router_weights and router_experts
+    are what the router returned (after top-k and renormalisation)."""
+    handles = []
+
+    def router(mod, args, out):
+        x = args[0].reshape(-1, mod.weight.shape[1])
+        i = state["layer"]
+        cap.put(f"layers.{i}.router_logits", F.linear(x, mod.weight))
+        _, weights, experts = out
+        cap.put(f"layers.{i}.router_weights", weights)
+        cap.put(f"layers.{i}.router_experts", experts.to(torch.float32))
+    handles.append(moe.gate.register_forward_hook(router))
+
+    def put(name):
+        def f(mod, args, out):
+            cap.put(f"layers.{state['layer']}.{name}", out[0] if isinstance(out, tuple) else out)
+        return f
+    handles.append(moe.experts.register_forward_hook(put("experts_out")))
+    handles.append(moe.shared_expert.register_forward_hook(put("shared_out")))
+    handles.append(moe.shared_expert_gate.register_forward_hook(put("shared_gate")))
+    return handles
+
+
+def install_fused_projections(la, cap, state):
+    """Qwen3-Next's in_proj_qkvz / in_proj_ba, de-interleaved by the layer's
+    own fix_query_key_value_ordering into the flat stages qkv_proj, z_proj,
+    b_proj and a_proj that the Qwen3.5 layout records."""
+    def pre(mod, args, kwargs):
+        hs = kwargs.get("hidden_states", args[0] if args else None)
+        i = state["layer"]
+        with torch.no_grad():
+            qkvz, ba = mod.in_proj_qkvz(hs), mod.in_proj_ba(hs)
+            q, k, v, z, b, a = mod.fix_query_key_value_ordering(qkvz, ba)
+            bsz, t = hs.shape[:2]
+            cap.put(f"layers.{i}.qkv_proj", torch.cat([x.reshape(bsz, t, -1) for x in (q, k, v)], -1))
+            cap.put(f"layers.{i}.z_proj", z.reshape(bsz, t, -1))
+            cap.put(f"layers.{i}.b_proj", b.reshape(bsz, t, -1))
+            cap.put(f"layers.{i}.a_proj", a.reshape(bsz, t, -1))
+    return [la.register_forward_pre_hook(pre, with_kwargs=True)]
+
+
+def force_reference_paths(model, fam):
+    """The torch reference kernels everywhere, whatever optional packages
+    (flash-linear-attention, causal-conv1d) this Python has: CPU float32,
+    eager attention, eager experts."""
+    mod = fam["module"]()
+    for m in model.modules():
+        if type(m).__name__ == fam["gdn"]:
+            if hasattr(m, "chunk_gated_delta_rule"):
+                m.chunk_gated_delta_rule = mod.torch_chunk_gated_delta_rule
+            if hasattr(m, "recurrent_gated_delta_rule") and hasattr(mod, "torch_recurrent_gated_delta_rule"):
+                m.recurrent_gated_delta_rule = mod.torch_recurrent_gated_delta_rule
+            if hasattr(m, "causal_conv1d_fn"):
+                m.causal_conv1d_fn = None
+            if hasattr(m, "causal_conv1d_update") and hasattr(mod, "torch_causal_conv1d_update"):
+                m.causal_conv1d_update = mod.torch_causal_conv1d_update
+            gated = [n for n in dir(mod) if n.endswith("RMSNormGated") and not n.startswith("Fused")]
+            if gated and not isinstance(m.norm, getattr(mod, gated[0])):
+                eps = getattr(m, "layer_norm_epsilon", None) or getattr(m.norm, "eps", 1e-6)
+                ref = getattr(mod, gated[0])(m.norm.weight.shape[0], eps=eps)
+                with torch.no_grad():
+                    ref.weight.copy_(m.norm.weight.float())
+                m.norm = ref
+    for c in {id(x): x for x in [model.config, getattr(model.config, "text_config", None)] if x is not None}.values():
+        for attr in ("_attn_implementation", "_experts_implementation"):
+            try:
+                if attr == "_attn_implementation" or hasattr(c, attr):
+                    setattr(c, attr, "eager")
+            except Exception as e:  # a read-only attribute: the from_pretrained argument stands
+                print(f"note: {attr}: {e}")
+    if hasattr(model, "set_experts_implementation"):
+        try:
+            model.set_experts_implementation("eager")
+        except Exception as e:  # older API: the config attribute above stands
+            print(f"note: set_experts_implementation: {e}")
+
+
+def tie_router_rows(model, layer, a, b):
+    """Makes experts a and b of one layer's router score identically, so
+    the golden records how transformers breaks the tie in torch.topk."""
+    layers = [m for m in model.modules() if hasattr(m, "mlp") and hasattr(m.mlp, "gate")]
+    with torch.no_grad():
+        w = layers[layer].mlp.gate.weight
+        w[b].copy_(w[a])
+
+
+def build_family(case, seed, fam):
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    mod = fam["module"]()
+    cfg = dict(case["cfg"])
+    if case["kind"] == "causal":
+        cfg_mod = __import__(mod.__name__.replace(".modeling_", ".configuration_"), fromlist=["x"])
+        cls_name = fam["causal"].replace("ForCausalLM", "TextConfig")
+        if not hasattr(cfg_mod, cls_name):  # Qwen3NextConfig is the text config itself
+            cls_name = fam["causal"].replace("ForCausalLM", "Config")
+        config = getattr(cfg_mod, cls_name)(**cfg)
+        config._attn_implementation = "eager"
+        model = getattr(mod, fam["causal"])(config)
+    else:
+        cfg_mod = __import__(mod.__name__.replace(".modeling_", ".configuration_"), fromlist=["x"])
+        tie = cfg.pop("tie_word_embeddings")
+        top = getattr(cfg_mod, fam["vlm"].replace("ForConditionalGeneration", "Config"))
+        config = top(text_config=cfg, vision_config=vision_cfg(cfg["hidden_size"]), tie_word_embeddings=tie)
+        config._attn_implementation = "eager"
+        model = getattr(mod, fam["vlm"])(config)
+    model.eval()
+    randomise(model, gen)
+    if case.get("tie_router"):
+        tie_router_rows(model, *case["tie_router"])
+    return model, gen
+
+
+def reload_family(case, d, fam):
+    mod = fam["module"]()
+    cls = getattr(mod, fam["causal"] if case["kind"] == "causal" else fam["vlm"])
+    m = cls.from_pretrained(d, dtype=torch.float32, attn_implementation="eager")
+    m.eval()
+    force_reference_paths(m, fam)
+    return m
+
+
+def stored_names(d):
+    """The MoE tensor names as saved (fused 3-D experts or one tensor per
+    expert), for the manifest: loaders must read what transformers writes."""
+    from safetensors import safe_open
+    names = {}
+    for f in sorted(os.listdir(d)):
+        if f.endswith(".safetensors") and not f.startswith("expected"):
+            with safe_open(os.path.join(d, f), "pt") as st:
+                for k in st.keys():
+                    if ".mlp." in k and not k.startswith("mtp"):
+                        names[k] = list(st.get_slice(k).get_shape())
+    return names
 
 
 # --------------------------------------------------------------- build ----
@@ -432,18 +771,19 @@ def run_case(case, root, seed):
     d = os.path.join(root, case["name"])
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
-    model, gen = build(case, seed)
+    fam = FAMILIES.get(case.get("family"))
+    model, gen = (build_family(case, seed, fam) if fam else build(case, seed))
     save_checkpoint(model, case, d, gen)
-    model = reload(case, d)
+    model = reload_family(case, d, fam) if fam else reload(case, d)
 
     vocab = case["cfg"]["vocab_size"]
     ids = torch.randint(0, vocab, (case["batch"], case["seq"]), generator=gen)
     cap = Capture()
-    undo, layers = install(model, cap)
+    undo, layers = install(model, cap, fam)
     with torch.no_grad():
         out = model(input_ids=ids, use_cache=False)
     undo()
-    n_lin = sum(1 for l in layers if l.block_type == "linear_attention")
+    n_lin = sum(1 for l in layers if layer_kind(l) == "linear_attention")
     n_full = len(layers) - n_lin
     if cap.calls.get("core", 0) != n_lin or cap.calls.get("rope", 0) != n_full or cap.calls.get("attn", 0) != n_full:
         raise RuntimeError(f"wrappers not called as expected: {cap.calls}, lin={n_lin} full={n_full}")
@@ -469,8 +809,13 @@ def run_case(case, root, seed):
         json.dump(meta, f)
     print(f"{case['name']}: {len(cap.t)} tensors, logits {tuple(out.logits.shape)} "
           f"|logits|max {out.logits.abs().max().item():.3f}, calls {cap.calls}")
-    return {"name": case["name"], "kind": case["kind"], "dtype": str(case["dtype"]).replace("torch.", ""),
-            "batch": case["batch"], "seq": case["seq"], "layers": len(layers), "stages": sorted(cap.t)}
+    entry = {"name": case["name"], "kind": case["kind"], "dtype": str(case["dtype"]).replace("torch.", ""),
+             "batch": case["batch"], "seq": case["seq"], "layers": len(layers), "stages": sorted(cap.t)}
+    if fam:
+        entry["family"] = case["family"]
+        entry["sparse_layers"] = [i for i, l in enumerate(layers) if hasattr(l.mlp, "experts")]
+        entry["stored_tensors"] = stored_names(d)
+    return entry
 
 
 def write_bf16(case_dir, kind):
@@ -500,8 +845,12 @@ def main():
     ap.add_argument("--bf16", action="store_true", help="also write expected_bf16.safetensors (transformers "
                     "in bf16) for every case written, or, with --bf16-only, for the cases already in --out")
     ap.add_argument("--bf16-only", action="store_true", help="write only the bf16 logits of existing cases")
+    ap.add_argument("--moe", action="store_true", help="write only the MoE and Qwen3-Next cases (MOE_CASES), "
+                    "with their own manifest.json, into --out (testdata/golden/moe in the repository)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    if a.moe:
+        return main_moe(a)
     if a.dump_source:
         shutil.copy(mq.__file__, a.dump_source)
     only = set(a.only.split(",")) if a.only else None
@@ -527,6 +876,40 @@ def main():
     if not a.bf16_only:
         with open(man_path, "w") as f:
             json.dump(manifest, f, indent=2)
+
+
+def main_moe(a):
+    """The MoE and Qwen3-Next cases: each case is tried even if an earlier
+    one failed; any failure makes the exit status non-zero."""
+    only = set(a.only.split(",")) if a.only else None
+    man_path = os.path.join(a.out, "manifest.json")
+    if only and os.path.exists(man_path):
+        with open(man_path) as f:
+            manifest = json.load(f)
+    else:
+        manifest = {"transformers": transformers.__version__, "torch": torch.__version__,
+                    "python": sys.version.split()[0], "seed": a.seed,
+                    "precision": "float32 eager on CPU, TF32 off, eager experts", "cases": []}
+    failed = []
+    for i, case in enumerate(MOE_CASES):
+        if only is not None and case["name"] not in only:
+            continue
+        try:
+            entry = run_case(case, a.out, a.seed + 100 + i)
+        except Exception as e:  # reported, and the exit status says so
+            import traceback
+            traceback.print_exc()
+            failed.append(f"{case['name']}: {e}")
+            shutil.rmtree(os.path.join(a.out, case["name"]), ignore_errors=True)
+            continue
+        manifest["cases"] = [c for c in manifest["cases"] if c["name"] != case["name"]] + [entry]
+        print(f"wrote {os.path.join(a.out, case['name'])}")
+    with open(man_path, "w") as f:
+        json.dump(manifest, f, indent=2)
+    print(f"wrote {man_path} ({len(manifest['cases'])} cases)")
+    if failed:
+        print("FAILED: " + "; ".join(failed), file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":
