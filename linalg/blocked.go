@@ -20,7 +20,7 @@ import (
 // (widening bf16) and run the micro-kernel down all rows. The kernels are
 // those of the level internal/cpu selects (KernelInfo names them):
 // AVX-512 assembly (14×32 tile, GEMV up to M = 6), AVX2+FMA assembly
-// (6×16, GEMV up to M = 8), NEON assembly (8×12, GEMV up to M = 4), or
+// (6×16, GEMV up to M = 8), NEON assembly (8×12, GEMV up to M = 8), or
 // portable Go (4×2).
 //
 // Results do not depend on the thread count: each output's summation order
