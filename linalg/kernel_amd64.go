@@ -6,7 +6,7 @@ import (
 	"github.com/qwenref/qwenref/internal/cpu"
 )
 
-//go:generate go run gen_amd64.go
+//go:generate go run gen_amd64.go gen_avx2_amd64.go
 
 // init registers the kernels of the selected level and of every level
 // below it (the tests sweep them all); the highest registered one runs.
