@@ -2,6 +2,7 @@ package reference
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/qwenref/qwenref/layers/attention"
@@ -18,6 +19,12 @@ var VectorOps = []string{"gdn-core", "conv", "attention"}
 type VectorDims struct {
 	T              int
 	NK, NV, DK, DV int // gdn-core
+	// SeqLens, for gdn-core, packs several sequences of these lengths
+	// (summing to T) in one call, fla's cu_seqlens convention: each starts
+	// from its own initial state.
+	SeqLens []int
+	// DType is the inputs' dtype: "f32" (also when empty), "bf16" or "f16".
+	DType string
 	C, K           int // conv
 	NH, NKV, D, P  int // attention (P: cached tokens before the T new ones)
 }
@@ -45,68 +52,149 @@ type Vector struct {
 // on them exactly as stored and returns the vector. zeroState starts the
 // stateful ops (gdn-core, conv) from zeros, as a fresh sequence does.
 func BuildVector(op string, d VectorDims, seed uint64, zeroState bool) (*Vector, error) {
+	dtype := d.DType
+	if dtype == "" {
+		dtype = "f32"
+	}
 	meta := map[string]string{
 		"producer":  "qwenref golden",
 		"op":        op,
 		"seed":      strconv.FormatUint(seed, 10),
 		"T":         strconv.Itoa(d.T),
-		"reference": "float64, rounded once to float32",
+		"dtype":     dtype,
+		"reference": "float64 from the rounded inputs, rounded once to float32",
 	}
 	setInts := func(kv map[string]int) {
 		for k, v := range kv {
 			meta[k] = strconv.Itoa(v)
 		}
 	}
+	round := func(xs ...[]float32) error {
+		for _, x := range xs {
+			if err := RoundTo(dtype, x); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	in := func(name string, data []float32, shape ...int) weights.NamedTensor {
+		// bf16 inputs are stored as BF16 (exact: they are already rounded);
+		// f16 ones as F32 holding f16 values, which the writer lacks.
+		dt := "F32"
+		if dtype == "bf16" {
+			dt = "BF16"
+		}
+		return weights.NamedTensor{Name: name, DType: dt, Shape: shape, Data: data}
+	}
 	f32 := func(name string, data []float32, shape ...int) weights.NamedTensor {
 		return weights.NamedTensor{Name: name, DType: "F32", Shape: shape, Data: data}
 	}
+	if len(d.SeqLens) > 0 && op != "gdn-core" {
+		return nil, fmt.Errorf("--seqlens applies to gdn-core only, not %s", op)
+	}
 	switch op {
 	case "gdn-core":
-		in, err := NewGDNInputs(seed, gateddelta.Dims{T: d.T, NK: d.NK, NV: d.NV, DK: d.DK, DV: d.DV}, GDNOptions{WithState: !zeroState})
+		segs, err := segments(d.T, d.SeqLens)
 		if err != nil {
 			return nil, err
 		}
-		out, s, err := in.Reference()
+		dims := gateddelta.Dims{T: d.T, NK: d.NK, NV: d.NV, DK: d.DK, DV: d.DV}
+		gin, err := NewGDNInputs(seed, dims, GDNOptions{WithState: !zeroState})
 		if err != nil {
 			return nil, err
 		}
+		// One initial state per sequence: the first is the drawn one, the
+		// others are drawn from further streams of the same seed.
+		sz := d.NV * d.DK * d.DV
+		states := slices.Clone(gin.State)
+		for i := 1; i < len(segs); i++ {
+			extra := make([]float32, sz)
+			if !zeroState {
+				extra = Normals(Rand(seed, uint64(0xa076_1d64_78bd_642f)+uint64(i)), sz, 0.5)
+			}
+			states = append(states, extra...)
+		}
+		if err := round(gin.Q, gin.K, gin.V, gin.G, gin.Beta, states); err != nil {
+			return nil, err
+		}
+		want, wantState, err := packedReference(gin, segs, states)
+		if err != nil {
+			return nil, err
+		}
+		outs := []vectorOutput{{"out", want}, {"final_state", wantState}}
+		tol, err := measureTolerance(dtype, outs, func(k int) ([][]float32, error) {
+			return packedRun(gdnKernels[k], gin, segs, states)
+		}, len(gdnKernels))
+		if err != nil {
+			return nil, err
+		}
+		tol.set(meta)
 		setInts(map[string]int{"NK": d.NK, "NV": d.NV, "DK": d.DK, "DV": d.DV})
+		stShape := []int{d.NV, d.DK, d.DV}
+		if len(d.SeqLens) > 0 {
+			stShape = []int{len(segs), d.NV, d.DK, d.DV}
+			meta["cu_seqlens"] = cuSeqlens(segs)
+		}
 		return &Vector{Meta: meta, Tensors: []weights.NamedTensor{
-			f32("q", in.Q, d.T, d.NK, d.DK), f32("k", in.K, d.T, d.NK, d.DK), f32("v", in.V, d.T, d.NV, d.DV),
-			f32("g", in.G, d.T, d.NV), f32("beta", in.Beta, d.T, d.NV), f32("initial_state", in.State, d.NV, d.DK, d.DV),
-			f32("out", Narrow(out), d.T, d.NV, d.DV), f32("final_state", Narrow(s), d.NV, d.DK, d.DV),
+			in("q", gin.Q, d.T, d.NK, d.DK), in("k", gin.K, d.T, d.NK, d.DK), in("v", gin.V, d.T, d.NV, d.DV),
+			in("g", gin.G, d.T, d.NV), in("beta", gin.Beta, d.T, d.NV), in("initial_state", states, stShape...),
+			f32("out", Narrow(want), d.T, d.NV, d.DV), f32("final_state", Narrow(wantState), stShape...),
 		}}, nil
 
 	case "conv":
-		in, err := NewConvInputs(seed, d.T, d.C, d.K, !zeroState)
+		cin, err := NewConvInputs(seed, d.T, d.C, d.K, !zeroState)
 		if err != nil {
 			return nil, err
 		}
-		y, s, err := in.Reference()
+		if err := round(cin.X, cin.W, cin.State); err != nil {
+			return nil, err
+		}
+		y, st, err := cin.Reference()
 		if err != nil {
 			return nil, err
 		}
+		tol, err := measureTolerance(dtype, []vectorOutput{{"y", y}, {"final_state", st}}, func(k int) ([][]float32, error) {
+			out, state := make([]float32, d.T*d.C), slices.Clone(cin.State)
+			err := convKernels[k].Forward(out, cin.X, d.T, d.C, cin.W, d.K, state)
+			return [][]float32{out, state}, err
+		}, len(convKernels))
+		if err != nil {
+			return nil, err
+		}
+		tol.set(meta)
 		setInts(map[string]int{"C": d.C, "K": d.K})
 		return &Vector{Meta: meta, Tensors: []weights.NamedTensor{
-			f32("x", in.X, d.T, d.C), f32("weight", in.W, d.C, d.K), f32("initial_state", in.State, d.K, d.C),
-			f32("y", Narrow(y), d.T, d.C), f32("final_state", Narrow(s), d.K, d.C),
+			in("x", cin.X, d.T, d.C), in("weight", cin.W, d.C, d.K), in("initial_state", cin.State, d.K, d.C),
+			f32("y", Narrow(y), d.T, d.C), f32("final_state", Narrow(st), d.K, d.C),
 		}}, nil
 
 	case "attention":
 		s := d.P + d.T
-		in, err := NewAttentionInputs(seed, attention.Dims{T: d.T, S: s, NH: d.NH, NKV: d.NKV, D: d.D})
+		ain, err := NewAttentionInputs(seed, attention.Dims{T: d.T, S: s, NH: d.NH, NKV: d.NKV, D: d.D})
 		if err != nil {
 			return nil, err
 		}
-		out, err := in.Reference()
+		if err := round(ain.Q, ain.K, ain.V); err != nil {
+			return nil, err
+		}
+		out, err := ain.Reference()
 		if err != nil {
 			return nil, err
 		}
+		tol, err := measureTolerance(dtype, []vectorOutput{{"out", out}}, func(k int) ([][]float32, error) {
+			o := make([]float32, d.T*d.NH*d.D)
+			err := attnKernels[k].Forward(o, ain.Q, ain.K, ain.V, ain.Dims, ain.Scale)
+			return [][]float32{o}, err
+		}, len(attnKernels))
+		if err != nil {
+			return nil, err
+		}
+		tol.set(meta)
 		setInts(map[string]int{"S": s, "NH": d.NH, "NKV": d.NKV, "D": d.D})
 		// The scale is stored as text with every digit of its float32 value.
-		meta["scale"] = strconv.FormatFloat(float64(in.Scale), 'g', -1, 32)
+		meta["scale"] = strconv.FormatFloat(float64(ain.Scale), 'g', -1, 32)
 		return &Vector{Meta: meta, Tensors: []weights.NamedTensor{
-			f32("q", in.Q, d.T, d.NH, d.D), f32("k", in.K, s, d.NKV, d.D), f32("v", in.V, s, d.NKV, d.D),
+			in("q", ain.Q, d.T, d.NH, d.D), in("k", ain.K, s, d.NKV, d.D), in("v", ain.V, s, d.NKV, d.D),
 			f32("out", Narrow(out), d.T, d.NH, d.D),
 		}}, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +25,13 @@ var goldenOps = map[string][]string{
 	"conv":      {"channels", "kernel"},
 	"attention": {"heads", "kv-heads", "head-dim", "past"},
 }
+
+// Caps on --seqlens, checked before anything is allocated (--seq itself
+// is bounded by goldenMemory).
+const (
+	maxGoldenSeq  = 1 << 20
+	maxGoldenSeqs = 4096
+)
 
 func runGolden(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("golden", "--op gdn-core|conv|attention --out FILE.safetensors [--shape tiny] [--seq T] [--seed S] [dimension overrides]", `
@@ -45,11 +53,23 @@ overridden:
   attention  causal GQA softmax attention: heads, kv-heads, head-dim;
              --past P puts P cached keys before the T new tokens
 
+--dtype bf16|f16 rounds every input to that dtype (bf16 inputs are
+stored as BF16; f16 ones as F32 holding f16 values) and computes the
+float64 reference from the rounded values, so the expected outputs are
+exact for what a bf16 or f16 kernel is handed. Every file records in its
+metadata (tol.<output>.rel_l2, tol.<output>.max_abs_scaled) the bars a
+correct kernel of that dtype meets; 'qwenref check' and the Python kit
+(python/) use them. gdn-core --seqlens 37,300,1 packs several sequences
+(fla's cu_seqlens convention): each starts from its own initial state,
+initial_state and final_state are [N, NV, DK, DV], and the metadata holds
+cu_seqlens.
+
 The same flags and seed always give the same file.
 
 Examples:
   qwenref golden --op gdn-core --shape 27b --seq 130 --out gdn-27b.safetensors
   qwenref golden --op conv --shape 27b --seq 64 --seed 7 --out conv.safetensors
+  qwenref golden --op gdn-core --dtype bf16 --seqlens 37,300,1 --out packed.safetensors
   qwenref golden --op attention --heads 8 --kv-heads 2 --head-dim 64 \
       --seq 16 --past 48 --out attn.safetensors`, stderr)
 	op := fs.String("op", "", "which op: gdn-core, conv or attention")
@@ -58,6 +78,8 @@ Examples:
 	seq := fs.Int("seq", 70, "tokens T (70 crosses a 64-token chunk boundary)")
 	seed := fs.Uint64("seed", 1, "random seed")
 	zeroState := fs.Bool("zero-state", false, "start from a zero state (a fresh sequence) instead of a random one")
+	dtype := fs.String("dtype", "f32", "input dtype: f32, bf16 or f16 (inputs rounded to it; the reference is computed from the rounded inputs)")
+	seqlens := fs.String("seqlens", "", "gdn-core: pack sequences of these lengths, e.g. 37,300,1 (fla's cu_seqlens; each starts from its own state; sets T)")
 	mem := addMemoryFlag(fs)
 	over := map[string]*int{}
 	for name, help := range map[string]string{
@@ -85,6 +107,30 @@ Examples:
 	}
 	if *seq < 1 {
 		return usageErr("--seq must be at least 1, not %d", *seq)
+	}
+	if !slices.Contains(reference.DTypes, *dtype) {
+		return usageErr("--dtype must be f32, bf16 or f16, not %q", *dtype)
+	}
+	var lens []int
+	if *seqlens != "" {
+		if *op != "gdn-core" {
+			return usageErr("--seqlens applies to --op gdn-core only")
+		}
+		total := 0
+		for _, f := range strings.Split(*seqlens, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > maxGoldenSeq {
+				return usageErr("--seqlens %q: want positive lengths up to %d, comma-separated", *seqlens, maxGoldenSeq)
+			}
+			lens = append(lens, n)
+			if total += n; total > maxGoldenSeq || len(lens) > maxGoldenSeqs {
+				return usageErr("--seqlens: at most %d sequences and %d tokens in all", maxGoldenSeqs, maxGoldenSeq)
+			}
+		}
+		if flagWasSet(fs, "seq") && *seq != total {
+			return usageErr("--seq %d disagrees with --seqlens, which sum to %d", *seq, total)
+		}
+		*seq = total
 	}
 	var bad error
 	fs.Visit(func(f *flag.Flag) {
@@ -117,6 +163,7 @@ Examples:
 		C: pick("channels", cfg.ConvDim()), K: pick("kernel", cfg.LinearConvKernel),
 		NH: pick("heads", cfg.NumHeads), NKV: pick("kv-heads", cfg.NumKVHeads),
 		D: pick("head-dim", cfg.HeadDim), P: *over["past"],
+		DType: *dtype, SeqLens: lens,
 	}
 	if err := goldenMemory(*op, d, mem); err != nil {
 		return err
@@ -141,7 +188,7 @@ Examples:
 	if err := weights.WriteFile(*out, tensors, meta, outOpts); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "golden: %s %s, seed %d → %s (%v)\n", *op, d.Describe(*op), *seed, *out, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "golden: %s %s, %s inputs, seed %d → %s (%v)\n", *op, d.Describe(*op), *dtype, *seed, *out, time.Since(start).Round(time.Millisecond))
 	for _, t := range tensors {
 		fmt.Fprintf(stdout, "  %-13s %s %v\n", t.Name, t.DType, t.Shape)
 	}
