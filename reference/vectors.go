@@ -24,9 +24,9 @@ type VectorDims struct {
 	// from its own initial state.
 	SeqLens []int
 	// DType is the inputs' dtype: "f32" (also when empty), "bf16" or "f16".
-	DType string
-	C, K           int // conv
-	NH, NKV, D, P  int // attention (P: cached tokens before the T new ones)
+	DType         string
+	C, K          int // conv
+	NH, NKV, D, P int // attention (P: cached tokens before the T new ones)
 }
 
 // Describe is a one-line summary of the dims that matter for op.
