@@ -18,6 +18,12 @@ import (
 // the reference (Rust) safetensors implementation enforces.
 const maxHeaderSize = 100_000_000
 
+// MaxTensors caps the tensors of one file and the entries of one index: a
+// 27B checkpoint has about 1,200, the largest published ones under 100k.
+// A header at the 100 MB limit can list millions of one-byte tensors,
+// whose bookkeeping alone would take gigabytes.
+const MaxTensors = 1 << 17
+
 // metadataKey is the reserved header key holding free-form string metadata.
 const metadataKey = "__metadata__"
 
@@ -81,7 +87,11 @@ func parseHeader(file string, buf []byte) (*header, error) {
 		p.addf("header is not valid UTF-8")
 		return nil, p.err()
 	}
-	entries, err := decodeObject(hdr)
+	entries, err := decodeObject(hdr, MaxTensors+2) // + __metadata__, + one to tell "over"
+	if errors.Is(err, errTooMany) || tensorCount(entries) > MaxTensors {
+		p.addf("header lists more than %d tensors, the limit (see docs/limits.md)", MaxTensors)
+		return nil, p.err()
+	}
 	if err != nil {
 		p.addf("header is not valid JSON: %v", err)
 		return nil, p.err()
@@ -119,7 +129,7 @@ func parseHeader(file string, buf []byte) (*header, error) {
 // parseEntry decodes and checks one tensor entry: dtype, shape, offsets in
 // range, and (for known dtypes) byte count = element size × prod(shape).
 func parseEntry(p *problems, name string, raw json.RawMessage, dataLen uint64) (rawTensor, bool) {
-	members, err := decodeObject(raw)
+	members, err := decodeObject(raw, 16)
 	if err != nil {
 		p.tensorf(name, "entry is not a JSON object")
 		return rawTensor{}, false
@@ -222,6 +232,20 @@ func mulChecked(a, b uint64) (uint64, bool) {
 	return a * b, true
 }
 
+// tensorCount is how many header members are not __metadata__.
+func tensorCount(kvs []keyValue) int {
+	n := len(kvs)
+	for _, kv := range kvs {
+		if kv.key == metadataKey {
+			n--
+		}
+	}
+	return n
+}
+
+// errTooMany reports a JSON object with more members than allowed.
+var errTooMany = errors.New("too many members")
+
 // keyValue is one member of a JSON object, in document order.
 type keyValue struct {
 	key string
@@ -232,7 +256,9 @@ type keyValue struct {
 // decodeObject splits a JSON object into its members without losing
 // duplicate keys, which encoding/json would silently collapse (last wins):
 // a duplicated tensor name must be an error, not a hidden tensor.
-func decodeObject(data []byte) ([]keyValue, error) {
+//
+// More than limit members is errTooMany, found before they are all held.
+func decodeObject(data []byte, limit int) ([]keyValue, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -256,6 +282,9 @@ func decodeObject(data []byte) ([]keyValue, error) {
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			return nil, fmt.Errorf("value of %q: %w", key, err)
+		}
+		if len(out) == limit {
+			return nil, errTooMany
 		}
 		out = append(out, keyValue{key: key, raw: raw, dup: seen[key]})
 		seen[key] = true

@@ -131,3 +131,25 @@ func TestHostileOutputsAreRefused(t *testing.T) {
 }
 
 var faultSink uint16
+
+// manyTensors is a valid file of n one-byte tensors.
+func manyTensors(n int) []byte {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"t%07d":{"dtype":"U8","shape":[1],"data_offsets":[%d,%d]}`, i, i, i+1)
+	}
+	b.WriteString("}")
+	return rawFile(b.String(), make([]byte, n))
+}
+
+func TestHostileTensorCount(t *testing.T) {
+	_, err := parseHeader("f.safetensors", manyTensors(MaxTensors+1))
+	requireErrorMentions(t, err, "f.safetensors", fmt.Sprintf("more than %d tensors", MaxTensors))
+	hdr, err := parseHeader("f.safetensors", manyTensors(1000))
+	require.NoError(t, err)
+	assert.Len(t, hdr.tensors, 1000)
+}

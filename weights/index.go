@@ -117,7 +117,7 @@ func readIndex(path string) (map[string]string, error) {
 		return nil, fmt.Errorf("weights: %w", err)
 	}
 	p := &problems{file: path}
-	top, err := decodeObject(data)
+	top, err := decodeObject(data, 64)
 	if err != nil {
 		p.addf("index is not valid JSON: %v", err)
 		return nil, p.err()
@@ -135,7 +135,11 @@ func readIndex(path string) (map[string]string, error) {
 		p.addf(`index has no "weight_map" object`)
 		return nil, p.err()
 	}
-	members, err := decodeObject(rawMap)
+	members, err := decodeObject(rawMap, MaxTensors)
+	if errors.Is(err, errTooMany) {
+		p.addf(`"weight_map" lists more than %d tensors, the limit (see docs/limits.md)`, MaxTensors)
+		return nil, p.err()
+	}
 	if err != nil {
 		p.addf(`"weight_map" is not valid JSON: %v`, err)
 		return nil, p.err()

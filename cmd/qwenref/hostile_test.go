@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -241,6 +242,33 @@ func TestHostileInputs(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(m, "model.safetensors.index.json"), []byte(b.String()), 0o644))
 			return forward(m, dir)
 		}, []string{"model.safetensors.index.json", "20000 shard files", "limit"}},
+		{"a 97 MB header of 1.4 million tensors", func(t *testing.T, dir string) []string {
+			m := ck(t, dir)
+			var b bytes.Buffer
+			b.WriteString("{")
+			const n = 1_400_000
+			for i := 0; i < n; i++ {
+				if i > 0 {
+					b.WriteString(",")
+				}
+				fmt.Fprintf(&b, `"t%07d":{"dtype":"U8","shape":[1],"data_offsets":[%d,%d]}`, i, i, i+1)
+			}
+			b.WriteString("}")
+			for b.Len()%8 != 0 {
+				b.WriteByte(' ')
+			}
+			f, err := os.Create(filepath.Join(m, "model.safetensors"))
+			require.NoError(t, err)
+			var head [8]byte
+			binary.LittleEndian.PutUint64(head[:], uint64(b.Len()))
+			_, err = f.Write(head[:])
+			require.NoError(t, err)
+			_, err = f.Write(b.Bytes())
+			require.NoError(t, err)
+			require.NoError(t, f.Truncate(int64(8+b.Len()+n)))
+			require.NoError(t, f.Close())
+			return forward(m, dir)
+		}, []string{"model.safetensors", "more than 131072 tensors"}},
 		{"ids as strings", func(t *testing.T, dir string) []string {
 			m := ck(t, dir)
 			p := filepath.Join(dir, "ids.json")
