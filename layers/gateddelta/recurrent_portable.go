@@ -15,8 +15,20 @@ const recPortableWidth = 32
 func recBlockPortable(s []float32, lds, w, dk int, q, k []float32, ldqk int, v, out []float32, ldv int, sc *tokScalars, n int) {
 	var yb, ob, db [recPortableWidth]float32
 	y, o, dl := yb[:w], ob[:w], db[:w]
-	// Prologue: y = S̃ᵀ k̂ for the first token.
-	for i := 0; i < dk; i++ {
+	// Prologue: y = S̃ᵀ k̂ for the first token, four rows per pass over y.
+	i := 0
+	for ; i+4 <= dk; i += 4 {
+		r0 := s[i*lds : i*lds+w]
+		r1 := s[(i+1)*lds : (i+1)*lds+w][:len(r0)]
+		r2 := s[(i+2)*lds : (i+2)*lds+w][:len(r0)]
+		r3 := s[(i+3)*lds : (i+3)*lds+w][:len(r0)]
+		k0, k1, k2, k3 := k[i], k[i+1], k[i+2], k[i+3]
+		yy := y[:len(r0)]
+		for j := range r0 {
+			yy[j] += k0*r0[j] + k1*r1[j] + k2*r2[j] + k3*r3[j]
+		}
+	}
+	for ; i < dk; i++ {
 		axpyPortable(y, k[i], s[i*lds:i*lds+w])
 	}
 	for t := 0; t < n; t++ {
