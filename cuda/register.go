@@ -19,7 +19,8 @@ func init() {
 		"NVIDIA GPU, the whole model resident on the device: the checkpoint's weights uploaded once as bf16, "+
 			"bf16 tensor-core GEMMs with fp32 accumulation, fp32 residual stream and recurrent states, bf16 KV "+
 			"cache; prefill on the device, decode as CUDA-graph replays. Needs GDN head dims 128 and attention "+
-			"head dim 256 (every released Qwen3.5/3.6 size); takes no part swaps",
+			"head dim 256 (every released Qwen3.5/3.6 size; other checkpoints run op by op, as cuda-ops); "+
+			"takes no part swaps",
 		NewBackend)
 	model.RegisterBackend(FP32BackendName,
 		"NVIDIA GPU reference in fp32: matmuls on the device with weights widened to fp32 and TF32 off, fp32 "+
