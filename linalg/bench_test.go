@@ -219,16 +219,16 @@ func BenchmarkGEMMLevels(b *testing.B) {
 }
 
 // withPackers switches off the packing transposes above level (AVX-512
-// ones below avx512, AVX2 ones at portable) and returns the function that
+// ones below avx512, AVX2 and NEON ones at portable) and returns the function that
 // restores them. Benchmarks only: the kernels read the package variables
 // without locking.
 func withPackers(level cpu.Level) func() {
-	f, bf, f8, bf8 := tposeF32, tposeBF16, tpose8F32, tpose8BF16
+	f, bf, f8, bf8, f4, bf4 := tposeF32, tposeBF16, tpose8F32, tpose8BF16, tpose4F32, tpose4BF16
 	if level != cpu.AVX512 {
 		tposeF32, tposeBF16 = nil, nil
 	}
 	if level == cpu.Portable {
-		tpose8F32, tpose8BF16 = nil, nil
+		tpose8F32, tpose8BF16, tpose4F32, tpose4BF16 = nil, nil, nil, nil
 	}
-	return func() { tposeF32, tposeBF16, tpose8F32, tpose8BF16 = f, bf, f8, bf8 }
+	return func() { tposeF32, tposeBF16, tpose8F32, tpose8BF16, tpose4F32, tpose4BF16 = f, bf, f8, bf8, f4, bf4 }
 }

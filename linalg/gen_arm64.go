@@ -14,6 +14,8 @@
 // Go assembler has no by-element FMLA, nor a vector
 // FADD/FADDP, so the generator emits their encodings as WORDs.
 //
+// transpose4F32 / transpose4BF16 are the 4×4 packing transposes.
+//
 // sgemv{r}F32NEON / sgemv{r}BF16NEON stream r ≤ 8 weight rows, 8 values
 // per step in two accumulators per row (V0…V15); bf16 is widened with ZIP1/
 // ZIP2 against a zero register (the bf16 bits become the high half of each
@@ -58,6 +60,10 @@ func main() {
 			fmt.Fprintf(&g, "\n//go:noescape\nfunc sgemv%d%sNEON(k int, x *float32, w *%s, ldw int, y *float32)\n", r, t[0], t[1])
 		}
 	}
+	transpose4(&w, false)
+	transpose4(&w, true)
+	fmt.Fprintf(&g, "\n//go:noescape\nfunc transpose4F32(dst *float32, ldd int, src *float32, lds, blocks int)\n")
+	fmt.Fprintf(&g, "\n//go:noescape\nfunc transpose4BF16(dst *float32, ldd int, src *uint16, lds, blocks int)\n")
 	for name, b := range map[string][]byte{"kernel_arm64.s": w.Bytes(), "kernel_arm64_gen.go": g.Bytes()} {
 		if err := os.WriteFile(name, b, 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -206,6 +212,62 @@ func gemv(w *bytes.Buffer, rows int, bf16 bool) {
 		p("%s", faddVec(2*i, 2*i, 2*i, true))
 		p("FMOVS F%d, %d(R12)", 2*i, 4*i)
 	}
+	p("RET")
+	fmt.Fprintln(w)
+}
+
+// transpose4 writes transpose4F32 or transpose4BF16, the packing transposes:
+// for each of `blocks` blocks of 4 source columns it loads 4 source rows
+// (widening bf16 with ZIP1 against zero), transposes the 4×4 tile with
+// TRN1/TRN2 on 32-bit and then 64-bit lanes, and stores the 4 transposed
+// rows at dst, dst+ldd, dst+2·ldd, dst+3·ldd (ldd, lds in elements).
+func transpose4(w *bytes.Buffer, bf16 bool) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	name, elem, shift := "transpose4F32", "float32", 2
+	if bf16 {
+		name, elem, shift = "transpose4BF16", "uint16", 1
+	}
+	fmt.Fprintf(w, "// func %s(dst *float32, ldd int, src *%s, lds, blocks int)\n", name, elem)
+	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
+	p("MOVD dst+0(FP), R0")
+	p("MOVD ldd+8(FP), R5")
+	p("LSL $2, R5, R5")
+	p("MOVD src+16(FP), R1")
+	p("MOVD lds+24(FP), R6")
+	p("LSL $%d, R6, R6", shift)
+	p("MOVD blocks+32(FP), R7")
+	p("ADD R6, R1, R2")
+	p("ADD R6, R2, R3")
+	p("ADD R6, R3, R4")
+	if bf16 {
+		p("VEOR V31.B16, V31.B16, V31.B16")
+	}
+	p("CBZ R7, %sdone", name)
+	fmt.Fprintf(w, "%sblock:\n", name)
+	for i, r := range []string{"R1", "R2", "R3", "R4"} {
+		if bf16 {
+			p("VLD1.P 8(%s), [V%d.H4]", r, i)
+			p("VZIP1 V%d.H8, V31.H8, V%d.H8", i, i)
+		} else {
+			p("VLD1.P 16(%s), [V%d.S4]", r, i)
+		}
+	}
+	// Go's operand order is reversed: VOP Vm, Vn, Vd computes op(Vn, Vm).
+	p("VTRN1 V1.S4, V0.S4, V4.S4")
+	p("VTRN2 V1.S4, V0.S4, V5.S4")
+	p("VTRN1 V3.S4, V2.S4, V6.S4")
+	p("VTRN2 V3.S4, V2.S4, V7.S4")
+	p("VTRN1 V6.D2, V4.D2, V0.D2")
+	p("VTRN1 V7.D2, V5.D2, V1.D2")
+	p("VTRN2 V6.D2, V4.D2, V2.D2")
+	p("VTRN2 V7.D2, V5.D2, V3.D2")
+	for i := 0; i < 4; i++ {
+		p("VST1 [V%d.S4], (R0)", i)
+		p("ADD R5, R0, R0")
+	}
+	p("SUBS $1, R7, R7")
+	p("BNE %sblock", name)
+	fmt.Fprintf(w, "%sdone:\n", name)
 	p("RET")
 	fmt.Fprintln(w)
 }

@@ -13,6 +13,7 @@ func init() {
 	if cpu.Selected() == cpu.NEON {
 		registerGemm(neonGemm)
 		registerGemv(neonGemv)
+		tpose4F32, tpose4BF16, packName = transpose4F32, transpose4BF16, "neon"
 	}
 }
 

@@ -1686,3 +1686,86 @@ sgemv8BF16NEONsum:
 	FMOVS F14, 28(R12)
 	RET
 
+// func transpose4F32(dst *float32, ldd int, src *float32, lds, blocks int)
+TEXT ·transpose4F32(SB), NOSPLIT, $0-40
+	MOVD dst+0(FP), R0
+	MOVD ldd+8(FP), R5
+	LSL $2, R5, R5
+	MOVD src+16(FP), R1
+	MOVD lds+24(FP), R6
+	LSL $2, R6, R6
+	MOVD blocks+32(FP), R7
+	ADD R6, R1, R2
+	ADD R6, R2, R3
+	ADD R6, R3, R4
+	CBZ R7, transpose4F32done
+transpose4F32block:
+	VLD1.P 16(R1), [V0.S4]
+	VLD1.P 16(R2), [V1.S4]
+	VLD1.P 16(R3), [V2.S4]
+	VLD1.P 16(R4), [V3.S4]
+	VTRN1 V1.S4, V0.S4, V4.S4
+	VTRN2 V1.S4, V0.S4, V5.S4
+	VTRN1 V3.S4, V2.S4, V6.S4
+	VTRN2 V3.S4, V2.S4, V7.S4
+	VTRN1 V6.D2, V4.D2, V0.D2
+	VTRN1 V7.D2, V5.D2, V1.D2
+	VTRN2 V6.D2, V4.D2, V2.D2
+	VTRN2 V7.D2, V5.D2, V3.D2
+	VST1 [V0.S4], (R0)
+	ADD R5, R0, R0
+	VST1 [V1.S4], (R0)
+	ADD R5, R0, R0
+	VST1 [V2.S4], (R0)
+	ADD R5, R0, R0
+	VST1 [V3.S4], (R0)
+	ADD R5, R0, R0
+	SUBS $1, R7, R7
+	BNE transpose4F32block
+transpose4F32done:
+	RET
+
+// func transpose4BF16(dst *float32, ldd int, src *uint16, lds, blocks int)
+TEXT ·transpose4BF16(SB), NOSPLIT, $0-40
+	MOVD dst+0(FP), R0
+	MOVD ldd+8(FP), R5
+	LSL $2, R5, R5
+	MOVD src+16(FP), R1
+	MOVD lds+24(FP), R6
+	LSL $1, R6, R6
+	MOVD blocks+32(FP), R7
+	ADD R6, R1, R2
+	ADD R6, R2, R3
+	ADD R6, R3, R4
+	VEOR V31.B16, V31.B16, V31.B16
+	CBZ R7, transpose4BF16done
+transpose4BF16block:
+	VLD1.P 8(R1), [V0.H4]
+	VZIP1 V0.H8, V31.H8, V0.H8
+	VLD1.P 8(R2), [V1.H4]
+	VZIP1 V1.H8, V31.H8, V1.H8
+	VLD1.P 8(R3), [V2.H4]
+	VZIP1 V2.H8, V31.H8, V2.H8
+	VLD1.P 8(R4), [V3.H4]
+	VZIP1 V3.H8, V31.H8, V3.H8
+	VTRN1 V1.S4, V0.S4, V4.S4
+	VTRN2 V1.S4, V0.S4, V5.S4
+	VTRN1 V3.S4, V2.S4, V6.S4
+	VTRN2 V3.S4, V2.S4, V7.S4
+	VTRN1 V6.D2, V4.D2, V0.D2
+	VTRN1 V7.D2, V5.D2, V1.D2
+	VTRN2 V6.D2, V4.D2, V2.D2
+	VTRN2 V7.D2, V5.D2, V3.D2
+	VST1 [V0.S4], (R0)
+	ADD R5, R0, R0
+	VST1 [V1.S4], (R0)
+	ADD R5, R0, R0
+	VST1 [V2.S4], (R0)
+	ADD R5, R0, R0
+	VST1 [V3.S4], (R0)
+	ADD R5, R0, R0
+	SUBS $1, R7, R7
+	BNE transpose4BF16block
+transpose4BF16done:
+	RET
+

@@ -114,3 +114,9 @@ func sgemv7BF16NEON(k int, x *float32, w *uint16, ldw int, y *float32)
 
 //go:noescape
 func sgemv8BF16NEON(k int, x *float32, w *uint16, ldw int, y *float32)
+
+//go:noescape
+func transpose4F32(dst *float32, ldd int, src *float32, lds, blocks int)
+
+//go:noescape
+func transpose4BF16(dst *float32, ldd int, src *uint16, lds, blocks int)

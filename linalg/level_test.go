@@ -48,6 +48,7 @@ func TestKernelsMatchLevel(t *testing.T) {
 	// The AVX-512 packing transposes run at the AVX-512 level only.
 	assert.Equal(t, level == cpu.AVX512, tposeF32 != nil, "AVX-512 packing at level %s", level)
 	assert.Equal(t, level == cpu.AVX512 || level == cpu.AVX2, tpose8F32 != nil, "AVX2 packing at level %s", level)
+	assert.Equal(t, level == cpu.NEON, tpose4F32 != nil, "NEON packing at level %s", level)
 	// The VDPBF16PS kernel runs exactly when internal/cpu allows it.
 	assert.Equal(t, cpu.HasBF16(), bf16DotKernels[0] != goBF16Dot)
 	info := KernelInfo()
@@ -86,13 +87,13 @@ func TestKernelsSmallM(t *testing.T) {
 // must give exactly the scalar packing, for every row count of an x panel
 // (including the masked last block) and every column count of a W panel.
 func TestPackTransposers(t *testing.T) {
-	if tposeF32 == nil && tpose8F32 == nil {
+	if tposeF32 == nil && tpose8F32 == nil && tpose4F32 == nil {
 		t.Skip("no packing transposes at this level")
 	}
 	scalar := func(f func()) {
-		a, b, c, d := tposeF32, tposeBF16, tpose8F32, tpose8BF16
-		tposeF32, tposeBF16, tpose8F32, tpose8BF16 = nil, nil, nil, nil
-		defer func() { tposeF32, tposeBF16, tpose8F32, tpose8BF16 = a, b, c, d }()
+		a, b, c, d, e, g := tposeF32, tposeBF16, tpose8F32, tpose8BF16, tpose4F32, tpose4BF16
+		tposeF32, tposeBF16, tpose8F32, tpose8BF16, tpose4F32, tpose4BF16 = nil, nil, nil, nil, nil, nil
+		defer func() { tposeF32, tposeBF16, tpose8F32, tpose8BF16, tpose4F32, tpose4BF16 = a, b, c, d, e, g }()
 		f()
 	}
 	r := rand.New(rand.NewPCG(33, 34))
@@ -106,7 +107,7 @@ func TestPackTransposers(t *testing.T) {
 			require.Equal(t, want, got, "packA rows=%d kc=%d", rows, kc)
 		}
 	}
-	for _, nr := range []int{16, 32} {
+	for _, nr := range []int{12, 16, 32} {
 		for cols := 1; cols <= nr; cols++ {
 			for _, bf16 := range []bool{false, true} {
 				w := randWeights(r, 40, 60, bf16)

@@ -23,6 +23,13 @@ var (
 	tpose8BF16 func(dst *float32, ldd int, src *uint16, lds, rows, blocks int, mask *[8]int32)
 )
 
+// The 4-row, 4-column forms (NEON), used where the wider ones are nil:
+// for r < 4 and c < 4·blocks, dst[c·ldd+r] = src[r·lds+c].
+var (
+	tpose4F32  func(dst *float32, ldd int, src *float32, lds, blocks int)
+	tpose4BF16 func(dst *float32, ldd int, src *uint16, lds, blocks int)
+)
+
 // laneMask8[r] keeps the first r of 8 lanes.
 var laneMask8 = func() (m [9][8]int32) {
 	for r := range m {
@@ -58,6 +65,19 @@ func packA(dst, x []float32, ldx, i0, rows, k0, kc int) {
 		}
 		tpose8F32(&dst[8*(nb-1)*rows], rows, &x[i0*ldx+k0+8*(nb-1)], ldx, rows, 1, mask)
 		k = 8 * nb
+	} else if tpose4F32 != nil && kc >= 4 {
+		// Strips of 4 rows; the last rows%4 rows go through the loop.
+		nb := kc / 4
+		h := 0
+		for ; h+4 <= rows; h += 4 {
+			tpose4F32(&dst[h], rows, &x[(i0+h)*ldx+k0], ldx, nb)
+		}
+		for i := h; i < rows; i++ {
+			for kk, v := range x[(i0+i)*ldx+k0 : (i0+i)*ldx+k0+4*nb] {
+				dst[kk*rows+i] = v
+			}
+		}
+		k = 4 * nb
 	}
 	for i := 0; i < rows; i++ {
 		src := x[(i0+i)*ldx+k0+k : (i0+i)*ldx+k0+kc]
@@ -120,6 +140,36 @@ func packB(dst []float32, w *tensor.Matrix, nr, j0, cols, k0, kc int) {
 			}
 		}
 		k = 8 * nb
+	} else if tpose4F32 != nil && nr%4 == 0 && kc >= 4 {
+		// Strips of 4 rows; a partial or empty last strip is left to the
+		// loops below (and zeroed here past cols).
+		nb := kc / 4
+		for h := 0; h < nr; h += 4 {
+			if cols-h < 4 {
+				for kk := 0; kk < 4*nb; kk++ {
+					clear(dst[kk*nr+h : kk*nr+h+4])
+				}
+				continue
+			}
+			off := (j0+h)*ldw + k0
+			if w.BF16 != nil {
+				tpose4BF16(&dst[h], nr, &w.BF16[off], ldw, nb)
+			} else {
+				tpose4F32(&dst[h], nr, &w.F32[off], ldw, nb)
+			}
+		}
+		k = 4 * nb
+		// Rows of a partial strip: the transposed part, by the loop.
+		for j := cols / 4 * 4; j < cols; j++ {
+			off := (j0+j)*ldw + k0
+			for kk := 0; kk < k; kk++ {
+				if w.BF16 != nil {
+					dst[kk*nr+j] = math.Float32frombits(uint32(w.BF16[off+kk]) << 16)
+				} else {
+					dst[kk*nr+j] = w.F32[off+kk]
+				}
+			}
+		}
 	}
 	for j := 0; j < cols; j++ {
 		off := (j0+j)*ldw + k0
