@@ -49,9 +49,8 @@ func neonTile(kc int, a, b, c []float32, ldc, rows, cols int, acc bool) {
 }
 
 // neonGemv is the 8-row streaming kernel, two 4-lane accumulators per row.
-// Its maxM is a guess (no arm64 machine measured it): up to the blocking's
-// cap, since NEON packing is scalar Go and, with scalar packing, the AVX2
-// GEMM still lost to its GEMV by 3× at M = 8.
+// Its maxM is a guess (no arm64 machine measured it): the AVX2 kernel's,
+// the blocking's cap.
 var neonGemv = &gemvKernel{name: "neonasm8", level: cpu.NEON, prio: 10, maxM: 8, f32: neonGemvF32, bf16: neonGemvBF16}
 
 func neonGemvF32(y []float32, ldy int, x []float32, m, k int, w []float32) {
