@@ -4,7 +4,8 @@ import "github.com/qwenref/qwenref/internal/vecmath"
 
 // kernels are the tile product and softmax step of one level.
 type kernels struct {
-	name string
+	name  string
+	lanes int // float32 lanes per register: the tiles' row padding
 	// gemm computes, for r < rows and lanes i < lanes,
 	//
 	//	c[r·ldc+i] = rs[r]·c[r·ldc+i] + Σ_{k<kdim} a[r·ars+k·aks] · b[k·ldb+i]
@@ -15,7 +16,7 @@ type kernels struct {
 	// the online softmax's per-row rescale.
 	gemm func(rows, kdim int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc, lanes int, rs []float32)
 	// softmax is one online-softmax step over a block of scores st [jn][mp]
-	// (jn = len(st)/mp, mp a multiple of 16), lane i being one query row:
+	// (jn = len(st)/mp, mp a multiple of lanes), lane i being one query row:
 	//
 	//	m' = max(m, max_j st[j]),  corr = e^(m−m'),  st[j] ← e^(st[j]−m'),
 	//	l ← l·corr + Σ_j st[j],   m ← m'.
@@ -31,7 +32,7 @@ var kern = portable
 // KernelInfo names the kernels Chunked runs, e.g. "attention:avx2 vecmath:avx2".
 func KernelInfo() string { return "attention:" + kern.name + " " + vecmath.KernelInfo() }
 
-var portable = kernels{name: "portable", gemm: gemmPortable, softmax: softmaxPortable}
+var portable = kernels{name: "portable", lanes: 8, gemm: gemmPortable, softmax: softmaxPortable}
 
 func gemmPortable(rows, kdim int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc, lanes int, rs []float32) {
 	for r := range rows {
