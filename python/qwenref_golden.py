@@ -1,0 +1,130 @@
+"""Read `qwenref golden` test vectors and check a kernel against them.
+
+Needs numpy only. Every tensor is returned as a float32 numpy array:
+BF16 and F16 tensors are widened exactly, so a bf16 file's inputs are the
+bf16 values themselves (cast them back with torch's .to(torch.bfloat16),
+which is exact). Layouts are qwenref's, one sequence, row-major:
+
+  gdn-core   q, k [T, NK, DK] (q already scaled by DK**-0.5, both L2-normed),
+             v [T, NV, DV], g, beta [T, NV], initial_state [NV, DK, DV]
+             ([N, NV, DK, DV] with packed sequences, metadata cu_seqlens),
+             outputs out [T, NV, DV], final_state like initial_state
+  conv       x [T, C], weight [C, K], initial_state [K, C];
+             outputs y [T, C], final_state [K, C]
+  attention  q [T, NH, D], k, v [S, NKV, D], metadata scale; output out
+
+fla's layouts add a batch axis: q[None] is [1, T, H, K]; see
+docs/kernel-engineers.md for the exact calls.
+"""
+
+import json
+import struct
+
+import numpy as np
+
+__all__ = ["read", "compare", "tolerance", "check", "cu_seqlens", "CheckError"]
+
+_MAX_HEADER = 100_000_000
+
+
+def _widen_bf16(raw):
+    return (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+
+
+_DTYPES = {
+    "F32": lambda raw: np.frombuffer(raw, dtype="<f4").astype(np.float32),
+    "F16": lambda raw: np.frombuffer(raw, dtype="<f2").astype(np.float32),
+    "BF16": _widen_bf16,
+    "F64": lambda raw: np.frombuffer(raw, dtype="<f8").astype(np.float32),
+}
+
+
+def read(path):
+    """Return (tensors, metadata) of a safetensors file: a dict of float32
+    arrays in their stored shapes and the __metadata__ strings."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 8:
+        raise ValueError(f"{path}: too short for a safetensors header")
+    (n,) = struct.unpack("<Q", data[:8])
+    if n > _MAX_HEADER or 8 + n > len(data):
+        raise ValueError(f"{path}: header length {n} is past the file's {len(data)} bytes")
+    header = json.loads(data[8 : 8 + n])
+    meta = header.pop("__metadata__", {}) or {}
+    body = memoryview(data)[8 + n :]
+    tensors = {}
+    for name, h in header.items():
+        if h["dtype"] not in _DTYPES:
+            raise ValueError(f"{path}: tensor {name} has dtype {h['dtype']}, not one of {sorted(_DTYPES)}")
+        begin, end = h["data_offsets"]
+        if not 0 <= begin <= end <= len(body):
+            raise ValueError(f"{path}: tensor {name} lies outside the file")
+        arr = _DTYPES[h["dtype"]](body[begin:end])
+        tensors[name] = arr.reshape(h["shape"])
+    return tensors, meta
+
+
+def compare(got, want):
+    """qwenref's stage rule: (relative L2, max-abs scaled by max(1, max|want|))."""
+    got = np.asarray(got, dtype=np.float64).reshape(-1)
+    want = np.asarray(want, dtype=np.float64).reshape(-1)
+    if got.shape != want.shape:
+        return float("inf"), float("inf")
+    diff = got - want
+    if not np.all(np.isfinite(diff)):
+        return float("inf"), float("inf")
+    den = np.linalg.norm(want)
+    rel = np.linalg.norm(diff) / den if den > 0 else np.linalg.norm(diff)
+    scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
+    return float(rel), float(np.max(np.abs(diff)) / scale) if diff.size else 0.0
+
+
+def tolerance(meta, output):
+    """The bars (rel_l2, max_abs_scaled) the file records for one output."""
+    try:
+        return float(meta[f"tol.{output}.rel_l2"]), float(meta[f"tol.{output}.max_abs_scaled"])
+    except KeyError as e:
+        raise ValueError(f"the file records no tolerance {e} (written by an older qwenref golden?)") from None
+
+
+def cu_seqlens(meta):
+    """fla's cu_seqlens as an int64 array, or None for one sequence."""
+    cu = meta.get("cu_seqlens")
+    return None if not cu else np.array([int(x) for x in cu.split(",")], dtype=np.int64)
+
+
+class CheckError(AssertionError):
+    """An output of the user's function is missing or outside its bars."""
+
+
+_OUTPUTS = {"gdn-core": ("out", "final_state"), "conv": ("y", "final_state"), "attention": ("out",)}
+
+
+def check(path, fn):
+    """Run fn(inputs, meta) on the file's inputs and compare every output it
+    must return (a dict: gdn-core and conv give out/y and final_state,
+    attention gives out) with the file's expected outputs and tolerances.
+    Returns {output: (rel_l2, max_abs_scaled)}; raises CheckError naming the
+    first output that is missing or differs."""
+    tensors, meta = read(path)
+    op = meta.get("op")
+    if op not in _OUTPUTS:
+        raise ValueError(f"{path}: metadata op is {op!r}, not a file qwenref golden wrote")
+    outputs = _OUTPUTS[op]
+    inputs = {k: v.copy() for k, v in tensors.items() if k not in outputs}
+    got = fn(inputs, meta)
+    report = {}
+    for name in outputs:
+        if name not in got:
+            raise CheckError(f"{path}: the function returned no {name!r} (it must return {list(outputs)})")
+        want = tensors[name]
+        g = np.asarray(got[name], dtype=np.float32)
+        if g.size != want.size:
+            raise CheckError(f"{path}: {name} has {g.size} values, want {want.size} (shape {list(want.shape)})")
+        rel, mx = compare(g, want)
+        tol_rel, tol_max = tolerance(meta, name)
+        report[name] = (rel, mx)
+        if not (rel <= tol_rel and mx <= tol_max):
+            raise CheckError(f"{path}: {name} differs: rel L2 {rel:.3e} (bar {tol_rel:.1e}), "
+                             f"scaled max-abs {mx:.3e} (bar {tol_max:.1e})")
+    return report
