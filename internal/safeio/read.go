@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"syscall"
 )
 
 // LimitError reports an input larger than the limit qwenref sets for it.
@@ -61,11 +60,10 @@ func kindOf(m os.FileMode) string {
 // is a regular file (following symbolic links) and refuses anything else.
 // The descriptor is switched back to blocking reads before it is returned.
 func Open(path string) (*os.File, os.FileInfo, error) {
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	f, err := openNonblock(path)
 	if err != nil {
-		return nil, nil, &os.PathError{Op: "open", Path: Clean(path), Err: err}
+		return nil, nil, err
 	}
-	f := os.NewFile(uintptr(fd), path)
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
@@ -75,7 +73,7 @@ func Open(path string) (*os.File, os.FileInfo, error) {
 		f.Close()
 		return nil, nil, &NotRegularError{Path: path, Kind: kindOf(st.Mode())}
 	}
-	if err := syscall.SetNonblock(fd, false); err != nil {
+	if err := setBlocking(f); err != nil {
 		f.Close()
 		return nil, nil, &os.PathError{Op: "open", Path: Clean(path), Err: err}
 	}

@@ -5,7 +5,6 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
-	"time"
 )
 
 // The one signal handler of qwenref's writers: while any temporary file or
@@ -70,11 +69,7 @@ func handle(ch chan os.Signal) {
 		kill(sig)
 		return
 	}
-	s := sig.(syscall.Signal)
-	signal.Reset(s)
-	_ = syscall.Kill(os.Getpid(), s)
-	time.Sleep(time.Second) // the re-raised signal ends the process; this is a fallback
-	os.Exit(128 + int(s))
+	reraise(sig)
 }
 
 // LiveTemps returns how many temporary files or directories are open for

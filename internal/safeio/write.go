@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // tempMarker is in the name of every temporary file or directory qwenref
@@ -71,7 +70,7 @@ func CheckTarget(path string, opts WriteOptions) (resolved string, mode os.FileM
 			return "", 0, fmt.Errorf("output %s: is the input %s; refusing to overwrite an input", Clean(path), Clean(in))
 		}
 	}
-	if err := syscall.Access(resolved, 2 /* W_OK */); err != nil {
+	if err := writable(resolved); err != nil {
 		return "", 0, fmt.Errorf("output %s: not writable: %w", Clean(path), err)
 	}
 	return resolved, st.Mode().Perm(), nil
@@ -235,10 +234,4 @@ func RemoveStale(dir, base string) []string {
 		}
 	}
 	return removed
-}
-
-// processAlive reports whether a process with this pid exists.
-func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }

@@ -1,0 +1,20 @@
+//go:build !unix
+
+package safeio
+
+import "os"
+
+// openNonblock opens path read-only. Without O_NONBLOCK here, the type
+// check after the open is what refuses special files.
+func openNonblock(path string) (*os.File, error) { return os.Open(path) }
+
+func setBlocking(*os.File) error { return nil }
+
+// writable leaves the check to the write itself.
+func writable(string) error { return nil }
+
+// processAlive cannot tell here, so no temp is ever taken for stale.
+func processAlive(int) bool { return true }
+
+// reraise exits with the shell's code for the signal.
+func reraise(os.Signal) { os.Exit(130) }

@@ -1,0 +1,42 @@
+//go:build unix
+
+package safeio
+
+import (
+	"errors"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// openNonblock opens path read-only with O_NONBLOCK, so that opening a
+// FIFO or a device returns at once.
+func openNonblock(path string) (*os.File, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: Clean(path), Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// setBlocking turns O_NONBLOCK off again for ordinary reads.
+func setBlocking(f *os.File) error { return syscall.SetNonblock(int(f.Fd()), false) }
+
+// writable asks the kernel whether this process may write path.
+func writable(path string) error { return syscall.Access(path, 2 /* W_OK */) }
+
+// processAlive reports whether a process with this pid exists.
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// reraise ends the process with sig's default action.
+func reraise(sig os.Signal) {
+	s := sig.(syscall.Signal)
+	signal.Reset(s)
+	_ = syscall.Kill(os.Getpid(), s)
+	time.Sleep(time.Second) // the re-raised signal ends the process; this is a fallback
+	os.Exit(128 + int(s))
+}
