@@ -37,6 +37,7 @@ Example:
 	idsList := fs.String("ids", "", "token ids of one row, comma-separated or a JSON array (- reads stdin)")
 	out := fs.String("out", "", "output .safetensors file (written atomically)")
 	backend := fs.String("backend", defaultBackend(), fmt.Sprintf("kernels to run on: %v", model.BackendNames()))
+	plugins := addPluginFlag(fs)
 	mem := addMemoryFlag(fs)
 	checkW := addCheckWeightsFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -58,6 +59,9 @@ Example:
 		return err
 	}
 	if _, err := outputFor("--out", *out, append(modelInputs(*dir, nil), *idsPath)...); err != nil {
+		return err
+	}
+	if err := loadPlugins(plugins); err != nil {
 		return err
 	}
 	be, err := model.NewBackend(*backend)
