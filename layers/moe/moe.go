@@ -1,0 +1,253 @@
+// Package moe is the sparse mixture-of-experts MLP of Qwen3.5/3.6-MoE
+// (qwen3_5_moe) and Qwen3-Next (qwen3_next), as transformers 5.17 defines
+// it (docs/moe.md):
+//
+//	p        = softmax(x W_routerᵀ)                 over the E experts, float32
+//	S, w     = top-k of p (ties: the lower index first)
+//	w        ← w / Σw                               when NormTopK
+//	experts  = Σ_{e∈S} w_e · W_down,e (SiLU(W_gate,e x) ⊙ W_up,e x)
+//	out      = experts + σ(x w_sgᵀ) · SharedMLP(x)
+//
+// The routed sum has two forms behind Kernel: Naive, a per-token loop
+// over the chosen experts that reads like the equation, and Grouped, which
+// gathers the tokens of each expert and runs one GEMM per expert and
+// projection through the backend's linalg.MatMuler.
+package moe
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/qwenref/qwenref/layers/act"
+	"github.com/qwenref/qwenref/linalg"
+	"github.com/qwenref/qwenref/tensor"
+)
+
+// Dims are the shapes and routing rule of one MoE block.
+type Dims struct {
+	Hidden      int  // H
+	Experts     int  // E, num_experts
+	TopK        int  // k, num_experts_per_tok
+	Inter       int  // I, moe_intermediate_size (each routed expert)
+	SharedInter int  // shared_expert_intermediate_size
+	NormTopK    bool // renormalise the k chosen probabilities to sum to 1
+}
+
+// Weights are one block's parameters, named after the checkpoint tensors
+// under `layers.N.mlp.`. The per-expert matrices are views: of the fused
+// experts.gate_up_proj [E, 2I, H] (rows 0…I−1 of each expert are the gate,
+// I…2I−1 the up projection) and experts.down_proj [E, H, I], or of the
+// per-expert tensors experts.N.{gate,up,down}_proj.weight.
+type Weights struct {
+	Router     *tensor.Matrix   // gate.weight [E, H]
+	Gate, Up   []*tensor.Matrix // per expert [I, H]
+	Down       []*tensor.Matrix // per expert [H, I]
+	SharedGate *tensor.Matrix   // shared_expert.gate_proj.weight [I_s, H]
+	SharedUp   *tensor.Matrix   // shared_expert.up_proj.weight [I_s, H]
+	SharedDown *tensor.Matrix   // shared_expert.down_proj.weight [H, I_s]
+	SharedProb *tensor.Matrix   // shared_expert_gate.weight [1, H]
+}
+
+// Layer is one sparse MoE block.
+type Layer struct {
+	Dims Dims
+	W    Weights
+}
+
+// Routing is the router's decision for T tokens: for token t, the experts
+// Experts[t·k : (t+1)·k] in descending probability with their weights.
+type Routing struct {
+	K       int
+	Experts []int32   // [T, k]
+	Weights []float32 // [T, k]
+}
+
+// Kernel computes the routed part: out [T, H] = Σ over each token's chosen
+// experts of weight · expert(x). out is overwritten. Implementations must
+// be safe for concurrent use.
+type Kernel interface {
+	Experts(out, x []float32, t int, l *Layer, r *Routing, mm linalg.MatMuler) error
+}
+
+// Check validates the weights against the dims (shapes and expert counts).
+func (l *Layer) Check() error {
+	d := l.Dims
+	if d.Experts <= 0 || d.TopK <= 0 || d.TopK > d.Experts {
+		return fmt.Errorf("moe: top-k %d of %d experts", d.TopK, d.Experts)
+	}
+	want := func(name string, m *tensor.Matrix, rows, cols int) error {
+		if m == nil {
+			return fmt.Errorf("moe: %s is missing", name)
+		}
+		if m.Rows != rows || m.Cols != cols {
+			return fmt.Errorf("moe: %s is [%d, %d], want [%d, %d]", name, m.Rows, m.Cols, rows, cols)
+		}
+		return nil
+	}
+	h := d.Hidden
+	errs := []error{
+		want("router", l.W.Router, d.Experts, h),
+		want("shared gate_proj", l.W.SharedGate, d.SharedInter, h),
+		want("shared up_proj", l.W.SharedUp, d.SharedInter, h),
+		want("shared down_proj", l.W.SharedDown, h, d.SharedInter),
+		want("shared_expert_gate", l.W.SharedProb, 1, h),
+	}
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	if len(l.W.Gate) != d.Experts || len(l.W.Up) != d.Experts || len(l.W.Down) != d.Experts {
+		return fmt.Errorf("moe: %d/%d/%d expert matrices for %d experts", len(l.W.Gate), len(l.W.Up), len(l.W.Down), d.Experts)
+	}
+	for e := range d.Experts {
+		for _, err := range []error{
+			want(fmt.Sprintf("expert %d gate", e), l.W.Gate[e], d.Inter, h),
+			want(fmt.Sprintf("expert %d up", e), l.W.Up[e], d.Inter, h),
+			want(fmt.Sprintf("expert %d down", e), l.W.Down[e], h, d.Inter),
+		} {
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Route turns router logits [T, E] into each token's top-k experts and
+// weights: softmax in float32 (max-subtracted, the sum in float64), the k
+// largest probabilities in descending order with ties to the lower
+// expert index, then the renormalisation when NormTopK.
+func (d Dims) Route(logits []float32, t int) Routing {
+	e, k := d.Experts, d.TopK
+	r := Routing{K: k, Experts: make([]int32, t*k), Weights: make([]float32, t*k)}
+	p := make([]float32, e)
+	for i := range t {
+		softmax(p, logits[i*e:(i+1)*e])
+		idx, w := r.Experts[i*k:(i+1)*k], r.Weights[i*k:(i+1)*k]
+		topK(idx, w, p)
+		if d.NormTopK {
+			var s float32
+			for _, v := range w {
+				s += v
+			}
+			for j := range w {
+				w[j] /= s
+			}
+		}
+	}
+	return r
+}
+
+// softmax writes softmax(x) into p in float32, as torch does for a float32
+// input: exp(x − max) / Σ exp(x − max).
+func softmax(p, x []float32) {
+	m := float32(math.Inf(-1))
+	for _, v := range x {
+		m = max(m, v)
+	}
+	var s float64
+	for i, v := range x {
+		p[i] = float32(math.Exp(float64(v - m)))
+		s += float64(p[i])
+	}
+	inv := float32(s)
+	for i := range p {
+		p[i] /= inv
+	}
+}
+
+// topK selects the len(idx) largest entries of p by insertion into a
+// sorted prefix: descending value, and for equal values the lower index
+// first (the order torch.topk returns on the CPU for the tie the MoE
+// golden case builds). NaN never wins.
+func topK(idx []int32, w, p []float32) {
+	k := len(idx)
+	n := 0
+	for e, v := range p {
+		if v != v { // NaN
+			continue
+		}
+		if n == k && !(v > w[k-1]) {
+			continue
+		}
+		j := min(n, k-1)
+		if n < k {
+			n++
+		}
+		for j > 0 && v > w[j-1] {
+			w[j], idx[j] = w[j-1], idx[j-1]
+			j--
+		}
+		w[j], idx[j] = v, int32(e)
+	}
+	for ; n < k; n++ { // all NaN: keep the output defined
+		w[n], idx[n] = 0, int32(n)
+	}
+}
+
+// Forward maps x [T, H] to out [T, H], recording "router_logits" [T, E],
+// "router_weights" and "router_experts" [T, k], "experts_out",
+// "shared_out" (before its gate), "shared_gate" [T, 1] (the gate's logit)
+// when rec is set.
+func (l *Layer) Forward(out, x []float32, t int, kern Kernel, mm linalg.MatMuler, rec tensor.Recorder) error {
+	d := l.Dims
+	h := d.Hidden
+	if len(x) != t*h || len(out) != t*h {
+		return fmt.Errorf("moe: x has %d values and out %d, want T·H = %d·%d", len(x), len(out), t, h)
+	}
+	logits := make([]float32, t*d.Experts)
+	if err := mm.MatMulT(logits, x, t, l.W.Router); err != nil {
+		return fmt.Errorf("moe router: %w", err)
+	}
+	rec.Record("router_logits", logits, t, d.Experts)
+	r := d.Route(logits, t)
+	if rec != nil {
+		ids := make([]float32, len(r.Experts))
+		for i, e := range r.Experts {
+			ids[i] = float32(e)
+		}
+		rec.Record("router_weights", r.Weights, t, d.TopK)
+		rec.Record("router_experts", ids, t, d.TopK)
+	}
+	if err := kern.Experts(out, x, t, l, &r, mm); err != nil {
+		return err
+	}
+	rec.Record("experts_out", out, t, h)
+
+	shared := make([]float32, t*h)
+	if err := swiGLU(shared, x, t, l.W.SharedGate, l.W.SharedUp, l.W.SharedDown, mm); err != nil {
+		return fmt.Errorf("moe shared expert: %w", err)
+	}
+	rec.Record("shared_out", shared, t, h)
+	gate := make([]float32, t)
+	if err := mm.MatMulT(gate, x, t, l.W.SharedProb); err != nil {
+		return fmt.Errorf("moe shared_expert_gate: %w", err)
+	}
+	rec.Record("shared_gate", gate, t, 1)
+	for i := range t {
+		s := act.Sigmoid(gate[i])
+		o, sh := out[i*h:(i+1)*h], shared[i*h:(i+1)*h]
+		for j := range o {
+			o[j] += s * sh[j]
+		}
+	}
+	return nil
+}
+
+// swiGLU is out [m, H] = W_down(SiLU(W_gate x) ⊙ W_up x) for x [m, H].
+func swiGLU(out, x []float32, m int, gate, up, down *tensor.Matrix, mm linalg.MatMuler) error {
+	g := make([]float32, m*gate.Rows)
+	u := make([]float32, m*up.Rows)
+	if err := mm.MatMulT(g, x, m, gate); err != nil {
+		return fmt.Errorf("gate_proj: %w", err)
+	}
+	if err := mm.MatMulT(u, x, m, up); err != nil {
+		return fmt.Errorf("up_proj: %w", err)
+	}
+	act.SiLUMul(g, g, u)
+	if err := mm.MatMulT(out, g, m, down); err != nil {
+		return fmt.Errorf("down_proj: %w", err)
+	}
+	return nil
+}

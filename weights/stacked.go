@@ -1,0 +1,48 @@
+package weights
+
+import "github.com/qwenref/qwenref/tensor"
+
+// Stacked returns a rank-3 tensor [A, B, C] (a stack of A matrices, such
+// as a mixture of experts' fused experts.gate_up_proj [E, 2I, H]) as one
+// [A·B, C] matrix, zero-copy over the mapping for BF16 and F32 as Matrix
+// is. Rows a·B … a·B+B−1 are matrix a.
+func (s *Store) Stacked(name string) (*tensor.Matrix, error) {
+	e, err := s.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	sh := e.info.Shape
+	if len(sh) != 3 {
+		return nil, e.errorf("shape %v is not a stack of matrices (want [A, B, C])", sh)
+	}
+	switch e.info.DType {
+	case "BF16", "F32", "F16":
+	default:
+		return nil, e.errorf("dtype %s is not supported for a matrix (want BF16, F16 or F32)", e.info.DType)
+	}
+	b := e.bytes()
+	m := &tensor.Matrix{Rows: sh[0] * sh[1], Cols: sh[2]}
+	err = s.Guard(func() error {
+		switch e.info.DType {
+		case "BF16":
+			if v, ok := viewUint16(b); ok {
+				m.BF16 = v
+			} else {
+				m.BF16 = copyUint16(b)
+			}
+		case "F32":
+			if v, ok := viewFloat32(b); ok {
+				m.F32 = v
+			} else {
+				m.F32 = decodeF32(b)
+			}
+		case "F16":
+			m.F32 = decodeF16(b)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
