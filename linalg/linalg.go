@@ -1,9 +1,11 @@
 // Package linalg holds the dense products behind every projection:
 // y[M,N] = x[M,K] · Wᵀ with W stored [N,K] (nn.Linear's [out, in] layout).
 //
-// Two implementations share one interface: Naive, a per-output dot product
-// that is the readable truth, and Blocked, a cache-blocked packed GEMM that
-// widens bf16 weights inside the kernel.
+// Implementations share one interface: Naive, a per-output dot product
+// that is the readable truth; Blocked, a cache-blocked packed GEMM that
+// widens bf16 weights inside the kernel, with assembly kernels for the
+// level internal/cpu selects (KernelInfo names them); and the bf16-compute
+// product NewBF16Compute returns on CPUs with AVX512_BF16.
 package linalg
 
 import (
