@@ -6,6 +6,10 @@ import (
 	"github.com/qwenref/qwenref/internal/cpu"
 )
 
+// The assembly of every architecture is generated here, whatever the host.
+//go:generate go run gen_amd64.go
+//go:generate go run gen_arm64.go
+
 // kernels is one kernel level's set of inner loops: the small GEMM with its
 // triangular modes, the vector helpers of the chunk step and the column
 // block of the fused recurrence. Each level's file (tiles_<arch>.go)

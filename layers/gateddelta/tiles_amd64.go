@@ -2,8 +2,6 @@ package gateddelta
 
 import "github.com/qwenref/qwenref/internal/cpu"
 
-//go:generate go run gen_amd64.go
-
 // The AVX-512 and AVX2+FMA sets: generated assembly (tiles_amd64.s,
 // recurrent_amd64.s) for the hot loops, the portable code for edges.
 // AVX-512 runs 4×64 tiles (16 accumulators, four B vectors and four

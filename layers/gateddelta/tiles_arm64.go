@@ -2,8 +2,6 @@ package gateddelta
 
 import "github.com/qwenref/qwenref/internal/cpu"
 
-//go:generate go run gen_arm64.go
-
 // neonKernels is the arm64 set: NEON assembly (tiles_arm64.s,
 // recurrent_arm64.s) for the GEMM tiles (4×16: 16 accumulators of 4
 // lanes), the vector helpers and the recurrence's blocks; the exp stays
