@@ -11,6 +11,7 @@ import (
 	"github.com/qwenref/qwenref/layers/attention"
 	"github.com/qwenref/qwenref/layers/conv1d"
 	"github.com/qwenref/qwenref/layers/gateddelta"
+	"github.com/qwenref/qwenref/layers/moe"
 	"github.com/qwenref/qwenref/linalg"
 )
 
@@ -23,6 +24,8 @@ type Backend struct {
 	Conv   conv1d.Kernel
 	Delta  gateddelta.Kernel
 	Attn   attention.Kernel
+	// MoE computes the routed experts of sparse layers (nil: moe.Grouped).
+	MoE moe.Kernel
 	// Release frees backend resources (device memory); nil for CPU backends.
 	Release func() error
 	// NewRunner, when set, runs the whole model itself (a device-resident
@@ -41,7 +44,7 @@ func (b *Backend) Close() error {
 }
 
 // Parts are the ops a backend spec can swap: "chunked:delta=naive:conv=naive".
-var Parts = []string{"matmul", "conv", "delta", "attn"}
+var Parts = []string{"matmul", "conv", "delta", "attn", "moe"}
 
 // A variant is a named kernel for one part, e.g. delta=recurrent.
 type variant struct {
@@ -67,8 +70,8 @@ func RegisterBackend(name, help string, factory func() (*Backend, error)) {
 
 // RegisterKernel makes a kernel variant available as PART=NAME in backend
 // specs (part is one of Parts). make returns a value implementing the
-// part's interface: linalg.MatMuler, conv1d.Kernel, gateddelta.Kernel or
-// attention.Kernel. Plug-in kernels register here too.
+// part's interface: linalg.MatMuler, conv1d.Kernel, gateddelta.Kernel,
+// attention.Kernel or moe.Kernel. Plug-in kernels register here too.
 func RegisterKernel(part, name, help string, make func() (any, error)) error {
 	if !slices.Contains(Parts, part) {
 		return fmt.Errorf("unknown part %q (parts: %s)", part, strings.Join(Parts, ", "))
@@ -103,8 +106,8 @@ type Swap struct{ Part, Name string }
 
 // ParseSpec checks a spec's grammar and names without building anything
 // (no device is opened): a base backend (`naive`, `chunked`, `cuda`, …)
-// followed by part swaps `:PART=NAME`, where PART is matmul, conv, delta
-// or attn and NAME is a kernel variant of that part (`delta=recurrent`,
+// followed by part swaps `:PART=NAME`, where PART is matmul, conv, delta,
+// attn or moe and NAME is a kernel variant of that part (`delta=recurrent`,
 // `delta=chunked16`, `matmul=bf16`, …) or a backend whose kernel for the
 // part is taken.
 func ParseSpec(spec string) (Spec, error) {
@@ -221,6 +224,8 @@ func partKernel(part, name string) (any, func() error, error) {
 			k = b.Delta
 		case "attn":
 			k = b.Attn
+		case "moe":
+			k = b.moeKernel()
 		}
 		return k, b.Release, nil
 	}
@@ -238,6 +243,8 @@ func setPart(be *Backend, part string, k any) error {
 		be.Delta, ok = k.(gateddelta.Kernel)
 	case "attn":
 		be.Attn, ok = k.(attention.Kernel)
+	case "moe":
+		be.MoE, ok = k.(moe.Kernel)
 	}
 	if !ok {
 		return fmt.Errorf("%s kernel of type %T does not implement the %s interface", part, k, part)
@@ -318,10 +325,10 @@ func order(n string) string {
 
 func init() {
 	RegisterBackend("naive", "per-position loops that mirror the equations (the readable truth)", func() (*Backend, error) {
-		return &Backend{Name: "naive", MatMul: linalg.Naive{}, Conv: conv1d.Naive{}, Delta: gateddelta.Naive{}, Attn: attention.Naive{}}, nil
+		return &Backend{Name: "naive", MatMul: linalg.Naive{}, Conv: conv1d.Naive{}, Delta: gateddelta.Naive{}, Attn: attention.Naive{}, MoE: moe.Naive{}}, nil
 	})
 	RegisterBackend("chunked", "the fast CPU path, fp32 throughout (the default): packed SIMD GEMM, WY/UT chunked delta rule, streaming conv, tiled online-softmax attention", func() (*Backend, error) {
-		return &Backend{Name: "chunked", MatMul: linalg.Blocked{}, Conv: conv1d.Chunked{}, Delta: gateddelta.Chunked{}, Attn: attention.Chunked{}}, nil
+		return &Backend{Name: "chunked", MatMul: linalg.Blocked{}, Conv: conv1d.Chunked{}, Delta: gateddelta.Chunked{}, Attn: attention.Chunked{}, MoE: moe.Grouped{}}, nil
 	})
 	must := func(err error) {
 		if err != nil {
@@ -336,5 +343,8 @@ func init() {
 			return gateddelta.Chunked{ChunkSize: c}, nil
 		}))
 	}
+	must(RegisterKernel("moe", "grouped", "mixture of experts: tokens grouped by expert, one GEMM per expert and projection", func() (any, error) {
+		return moe.Grouped{}, nil
+	}))
 	must(RegisterKernel("matmul", "bf16", "bf16 compute: activations rounded to bf16, AVX512_BF16 dot products (VDPBF16PS) with fp32 accumulation, as ggml and PyTorch run bf16 checkpoints", newBF16MatMul))
 }

@@ -61,7 +61,7 @@ func (b *Block) Mix(out, x []float32, t int, st *BlockState, be *Backend, rec te
 // Forward runs the whole decoder block on x [T, H] in place:
 //
 //	x ← x + Mixer(RMSNorm₁₊(x; w_in))
-//	x ← x + MLP(RMSNorm₁₊(x; w_post))
+//	x ← x + MLP(RMSNorm₁₊(x; w_post))      (the MoE block in a sparse layer)
 //
 // recording "input", "mixer_in", the mixer's own stages, "mixer_out",
 // "mlp_in", "mlp_out" and "output" when rec is set. This is the one
@@ -86,7 +86,11 @@ func (b *Block) Forward(x []float32, t int, eps float32, st *BlockState, be *Bac
 		return err
 	}
 	rec.Record("mlp_in", normed, t, h)
-	if err := b.MLP.Forward(mix, normed, t, be.MatMul); err != nil {
+	if b.MoE != nil {
+		if err := b.MoE.Forward(mix, normed, t, be.moeKernel(), be.MatMul, rec); err != nil {
+			return err
+		}
+	} else if err := b.MLP.Forward(mix, normed, t, be.MatMul); err != nil {
 		return err
 	}
 	rec.Record("mlp_out", mix, t, h)

@@ -33,12 +33,15 @@ func (k LayerKind) String() string {
 // Config holds the text-model hyper-parameters of a Qwen3.5/3.6 checkpoint,
 // read from its config.json (spec §1, §8).
 type Config struct {
-	ModelType    string // "qwen3_5" (hub, with text_config) or "qwen3_5_text" (flat)
+	// ModelType is "qwen3_5" (hub, with text_config) or "qwen3_5_text"
+	// (flat); "qwen3_5_moe" / "qwen3_5_moe_text" for the MoE checkpoints,
+	// "qwen3_next" for Qwen3-Next (docs/moe.md).
+	ModelType    string
 	Architecture string // e.g. Qwen3_5ForConditionalGeneration
 
 	VocabSize        int         // V
 	HiddenSize       int         // H
-	IntermediateSize int         // I, the MLP width
+	IntermediateSize int         // I, the dense MLP width (0 when every layer is sparse)
 	NumLayers        int         // decoder layers
 	LayerTypes       []LayerKind // per layer: linear (GDN) or full attention
 
@@ -60,6 +63,13 @@ type Config struct {
 	TieWordEmbeddings     bool  // lm_head is the embedding
 	MaxPositionEmbeddings int   // context length the model was trained for
 	EOSTokenIDs           []int // generation stops on these (config.json or generation_config.json)
+
+	MoE MoEConfig // the sparse layers; zero for the dense models
+
+	// FusedGDNProjections is Qwen3-Next's layout: the GDN input projections
+	// are in_proj_qkvz and in_proj_ba, interleaved per key head, instead of
+	// in_proj_qkv, in_proj_z, in_proj_b and in_proj_a (docs/spec.md §2.3).
+	FusedGDNProjections bool
 }
 
 // ConvDim is the conv channel count C = 2·n_k·d_k + n_v·d_v.
@@ -94,11 +104,15 @@ func (c *Config) TextParams() int64 {
 	attn := h*2*nh*dh + 2*h*nkv*dh + nh*dh*h + 2*dh
 	common := 3*h*int64(c.IntermediateSize) + 2*h
 	var total int64
-	for _, k := range c.LayerTypes {
+	for i, k := range c.LayerTypes {
+		mlp := common
+		if c.SparseLayer(i) {
+			mlp = c.moeLayerParams(false) + 2*h
+		}
 		if k == FullAttention {
-			total += attn + common
+			total += attn + mlp
 		} else {
-			total += gdn + common
+			total += gdn + mlp
 		}
 	}
 	total += v*h + h // embedding and final norm
@@ -136,6 +150,12 @@ type rawText struct {
 	MaxPositionEmbeddings *int            `json:"max_position_embeddings"`
 	EOSTokenID            json.RawMessage `json:"eos_token_id"`
 	NumExperts            *int            `json:"num_experts"`
+	NumExpertsPerTok      *int            `json:"num_experts_per_tok"`
+	MoEIntermediateSize   *int            `json:"moe_intermediate_size"`
+	SharedExpertInterSize *int            `json:"shared_expert_intermediate_size"`
+	NormTopKProb          *bool           `json:"norm_topk_prob"`
+	DecoderSparseStep     *int            `json:"decoder_sparse_step"`
+	MLPOnlyLayers         []int           `json:"mlp_only_layers"`
 	Architectures         []string        `json:"architectures"`
 	TextConfig            json.RawMessage `json:"text_config"`
 	AttentionBias         *bool           `json:"attention_bias"`
@@ -239,28 +259,48 @@ func ParseConfig(data []byte) (*Config, error) {
 		}
 		text = &tc
 	case "qwen3_5_text":
-	case "qwen3_5_moe", "qwen3_5_moe_text":
-		return nil, fmt.Errorf("model_type %q (mixture of experts) is not supported: qwenref implements the dense Qwen3.5/3.6 models", mt)
+	case "qwen3_5_moe":
+		if len(top.TextConfig) == 0 || string(top.TextConfig) == "null" {
+			return nil, errors.New("model_type qwen3_5_moe needs a text_config object")
+		}
+		var tc rawText
+		if err := strictDecode(top.TextConfig, &tc); err != nil {
+			return nil, fmt.Errorf("text_config: %w", err)
+		}
+		if tc.TieWordEmbeddings == nil || top.TieWordEmbeddings != nil {
+			tc.TieWordEmbeddings = top.TieWordEmbeddings
+		}
+		if len(tc.EOSTokenID) == 0 || string(tc.EOSTokenID) == "null" {
+			tc.EOSTokenID = top.EOSTokenID
+		}
+		text = &tc
+	case "qwen3_5_moe_text", "qwen3_next":
 	case "":
-		return nil, errors.New("model_type is missing (want qwen3_5 or qwen3_5_text)")
+		return nil, errors.New("model_type is missing (want qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text or qwen3_next)")
 	default:
-		return nil, fmt.Errorf("model_type %q is not a Qwen3.5 text model (want qwen3_5 or qwen3_5_text)", mt)
+		return nil, fmt.Errorf("model_type %q is not a Qwen3.5 text model (want qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text or qwen3_next)", mt)
 	}
-	if text.NumExperts != nil && *text.NumExperts > 0 {
-		return nil, fmt.Errorf("num_experts=%d: mixture-of-experts checkpoints are not supported", *text.NumExperts)
+	family := moeFamily(mt)
+	if family == "" && text.NumExperts != nil && *text.NumExperts > 0 {
+		return nil, fmt.Errorf("num_experts=%d with model_type %q: the dense Qwen3.5 models have no experts (a mixture-of-experts checkpoint says qwen3_5_moe or qwen3_next)", *text.NumExperts, mt)
 	}
-	cfg, err := fromRaw(text)
+	cfg, err := fromRaw(text, family != "")
 	if err != nil {
 		return nil, err
 	}
 	cfg.ModelType, cfg.Architecture = mt, arch
+	if err := cfg.parseMoE(text, family); err != nil {
+		return nil, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
 }
 
-func fromRaw(t *rawText) (*Config, error) {
+// fromRaw reads the keys every family shares; sparse says the dense
+// intermediate_size may be absent (qwen3_5_moe has none).
+func fromRaw(t *rawText, sparse bool) (*Config, error) {
 	var missing []string
 	need := func(name string, p *int) int {
 		if p == nil {
@@ -272,7 +312,7 @@ func fromRaw(t *rawText) (*Config, error) {
 	c := &Config{
 		VocabSize:             need("vocab_size", t.VocabSize),
 		HiddenSize:            need("hidden_size", t.HiddenSize),
-		IntermediateSize:      need("intermediate_size", t.IntermediateSize),
+		IntermediateSize:      deref(t.IntermediateSize, 0),
 		NumLayers:             need("num_hidden_layers", t.NumHiddenLayers),
 		NumHeads:              need("num_attention_heads", t.NumAttentionHeads),
 		NumKVHeads:            need("num_key_value_heads", t.NumKeyValueHeads),
@@ -284,6 +324,9 @@ func fromRaw(t *rawText) (*Config, error) {
 		RMSNormEps:            deref(t.RMSNormEps, 1e-6),
 		TieWordEmbeddings:     deref(t.TieWordEmbeddings, false),
 		MaxPositionEmbeddings: deref(t.MaxPositionEmbeddings, 32768),
+	}
+	if t.IntermediateSize == nil && !sparse {
+		missing = append(missing, "intermediate_size")
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("missing required keys: %s", strings.Join(missing, ", "))
@@ -369,7 +412,10 @@ func (c *Config) Validate() error {
 	}
 	pos("vocab_size", c.VocabSize)
 	pos("hidden_size", c.HiddenSize)
-	pos("intermediate_size", c.IntermediateSize)
+	if c.hasDenseLayers() {
+		pos("intermediate_size", c.IntermediateSize)
+	}
+	errs = append(errs, c.checkMoE()...)
 	pos("num_hidden_layers", c.NumLayers)
 	pos("num_attention_heads", c.NumHeads)
 	pos("num_key_value_heads", c.NumKVHeads)

@@ -8,6 +8,7 @@ import (
 	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/layers/attention"
 	"github.com/qwenref/qwenref/layers/gateddelta"
+	"github.com/qwenref/qwenref/layers/moe"
 	"github.com/qwenref/qwenref/tensor"
 	"github.com/qwenref/qwenref/weights"
 )
@@ -35,7 +36,8 @@ type Block struct {
 	PostNorm  []float32 // [H]
 	GDN       *gateddelta.Layer
 	Attn      *attention.Layer
-	MLP       MLP
+	MLP       MLP        // the dense MLP (zero in a sparse layer)
+	MoE       *moe.Layer // the sparse MoE block instead of MLP, or nil
 }
 
 // Close releases the checkpoint's memory maps. The model must not be used
@@ -66,8 +68,14 @@ type TensorSpec struct {
 }
 
 // ExpectedTensors lists every text tensor the config requires, with its
-// shape as stored (nn.Linear [out, in]; conv1d [C, 1, K]).
-func (c *Config) ExpectedTensors() []TensorSpec {
+// shape as stored (nn.Linear [out, in]; conv1d [C, 1, K]). Sparse layers
+// list the fused experts tensors (mlp.experts.gate_up_proj [E, 2I, H],
+// mlp.experts.down_proj [E, H, I]) as transformers 5.17 defines them.
+func (c *Config) ExpectedTensors() []TensorSpec { return c.expectedTensors(nil) }
+
+// expectedTensors is ExpectedTensors with, when perExpert is set and says
+// so for a layer, that layer's experts as one tensor per expert.
+func (c *Config) expectedTensors(perExpert func(layer int) bool) []TensorSpec {
 	h, v, in := c.HiddenSize, c.VocabSize, c.IntermediateSize
 	nv, dv := c.LinearNumValueHeads, c.LinearValueHeadDim
 	nh, nkv, dh := c.NumHeads, c.NumKVHeads, c.HeadDim
@@ -81,10 +89,16 @@ func (c *Config) ExpectedTensors() []TensorSpec {
 		ex = append(ex,
 			TensorSpec{p + "input_layernorm.weight", []int{h}},
 			TensorSpec{p + "post_attention_layernorm.weight", []int{h}},
-			TensorSpec{p + "mlp.gate_proj.weight", []int{in, h}},
-			TensorSpec{p + "mlp.up_proj.weight", []int{in, h}},
-			TensorSpec{p + "mlp.down_proj.weight", []int{h, in}},
 		)
+		if c.SparseLayer(i) {
+			ex = append(ex, c.moeTensors(p, perExpert != nil && perExpert(i))...)
+		} else {
+			ex = append(ex,
+				TensorSpec{p + "mlp.gate_proj.weight", []int{in, h}},
+				TensorSpec{p + "mlp.up_proj.weight", []int{in, h}},
+				TensorSpec{p + "mlp.down_proj.weight", []int{h, in}},
+			)
+		}
 		if k == FullAttention {
 			a := p + "self_attn."
 			ex = append(ex,
@@ -98,11 +112,18 @@ func (c *Config) ExpectedTensors() []TensorSpec {
 			continue
 		}
 		g := p + "linear_attn."
+		if c.FusedGDNProjections {
+			ex = append(ex,
+				TensorSpec{g + "in_proj_qkvz.weight", []int{conv + nv*dv, h}},
+				TensorSpec{g + "in_proj_ba.weight", []int{2 * nv, h}})
+		} else {
+			ex = append(ex,
+				TensorSpec{g + "in_proj_qkv.weight", []int{conv, h}},
+				TensorSpec{g + "in_proj_z.weight", []int{nv * dv, h}},
+				TensorSpec{g + "in_proj_b.weight", []int{nv, h}},
+				TensorSpec{g + "in_proj_a.weight", []int{nv, h}})
+		}
 		ex = append(ex,
-			TensorSpec{g + "in_proj_qkv.weight", []int{conv, h}},
-			TensorSpec{g + "in_proj_z.weight", []int{nv * dv, h}},
-			TensorSpec{g + "in_proj_b.weight", []int{nv, h}},
-			TensorSpec{g + "in_proj_a.weight", []int{nv, h}},
 			TensorSpec{g + "conv1d.weight", []int{conv, 1, c.LinearConvKernel}},
 			TensorSpec{g + "dt_bias", []int{nv}},
 			TensorSpec{g + "A_log", []int{nv}},
@@ -121,7 +142,7 @@ var supportedDTypes = []string{"BF16", "F16", "F32"}
 // all problems at once.
 func CheckTensors(cfg *Config, st *weights.Store) error {
 	var problems []string
-	for _, e := range cfg.ExpectedTensors() {
+	for _, e := range cfg.expectedTensors(storeLayout(st)) {
 		info, ok := st.Info(e.Name)
 		switch {
 		case !ok:
@@ -162,7 +183,7 @@ func FromStore(cfg *Config, st *weights.Store) (*Model, error) {
 	if err := CheckTensors(cfg, st); err != nil {
 		return nil, err
 	}
-	m, err := build(cfg, st)
+	m, err := build(cfg, storeSource{st})
 	if err != nil {
 		return nil, err
 	}
@@ -175,10 +196,18 @@ func FromStore(cfg *Config, st *weights.Store) (*Model, error) {
 }
 
 // tensorSource is where build reads named tensors: a checkpoint store or
-// a deterministic random generator.
+// a deterministic random generator. Stacked reads a rank-3 tensor
+// [A, B, C] (the fused experts) as an [A·B, C] matrix; Has reports a name.
 type tensorSource interface {
 	Matrix(name string) (*tensor.Matrix, error)
 	Float32(name string) ([]float32, []int, error)
+	Stacked(name string) (*tensor.Matrix, error)
+	Has(name string) bool
+}
+
+// storeLayout is expertLayout over a checkpoint's names.
+func storeLayout(st *weights.Store) func(int) bool {
+	return expertLayout(func(n string) bool { _, ok := st.Info(n); return ok })
 }
 
 // build assembles the model from a source whose tensors were checked.
@@ -193,17 +222,22 @@ func build(cfg *Config, st tensorSource) (*Model, error) {
 		m.LMHead = l.matrix("lm_head.weight")
 	}
 	eps := float32(cfg.RMSNormEps)
+	perExpert := expertLayout(st.Has)
 	for i, kind := range cfg.LayerTypes {
 		p := fmt.Sprintf("layers.%d.", i)
 		b := Block{
 			Kind:      kind,
 			InputNorm: l.vector(p + "input_layernorm.weight"),
 			PostNorm:  l.vector(p + "post_attention_layernorm.weight"),
-			MLP: MLP{
+		}
+		if cfg.SparseLayer(i) {
+			b.MoE = l.loadMoE(cfg, p, perExpert(i))
+		} else {
+			b.MLP = MLP{
 				Gate: l.matrix(p + "mlp.gate_proj.weight"),
 				Up:   l.matrix(p + "mlp.up_proj.weight"),
 				Down: l.matrix(p + "mlp.down_proj.weight"),
-			},
+			}
 		}
 		if kind == FullAttention {
 			a := p + "self_attn."
@@ -223,17 +257,29 @@ func build(cfg *Config, st tensorSource) (*Model, error) {
 				Dims: gateddelta.LayerDims{Hidden: cfg.HiddenSize, NK: cfg.LinearNumKeyHeads, NV: cfg.LinearNumValueHeads,
 					DK: cfg.LinearKeyHeadDim, DV: cfg.LinearValueHeadDim, ConvK: cfg.LinearConvKernel, Eps: eps},
 				W: gateddelta.LayerWeights{
-					InProjQKV: l.matrix(g + "in_proj_qkv.weight"), InProjZ: l.matrix(g + "in_proj_z.weight"),
-					InProjB: l.matrix(g + "in_proj_b.weight"), InProjA: l.matrix(g + "in_proj_a.weight"),
 					OutProj: l.matrix(g + "out_proj.weight"), ConvW: conv,
 					ALog: l.vector(g + "A_log"), DtBias: l.vector(g + "dt_bias"), NormW: l.vector(g + "norm.weight"),
 				},
+			}
+			if cfg.FusedGDNProjections {
+				l.fusedProjections(cfg, g, &b.GDN.W)
+			} else {
+				w := &b.GDN.W
+				w.InProjQKV, w.InProjZ = l.matrix(g+"in_proj_qkv.weight"), l.matrix(g+"in_proj_z.weight")
+				w.InProjB, w.InProjA = l.matrix(g+"in_proj_b.weight"), l.matrix(g+"in_proj_a.weight")
 			}
 		}
 		m.Blocks = append(m.Blocks, b)
 	}
 	if err := l.err(); err != nil {
 		return nil, err
+	}
+	for i := range m.Blocks {
+		if b := m.Blocks[i].MoE; b != nil {
+			if err := b.Check(); err != nil {
+				return nil, fmt.Errorf("layer %d: %w", i, err)
+			}
+		}
 	}
 	if err := m.checkSmallTensors(); err != nil {
 		return nil, err
@@ -278,7 +324,7 @@ func (l *loader) err() error {
 // means the config and checkpoint disagree about the layout.
 func unusedTensors(cfg *Config, st *weights.Store) []string {
 	want := map[string]bool{"lm_head.weight": true}
-	for _, e := range cfg.ExpectedTensors() {
+	for _, e := range cfg.expectedTensors(storeLayout(st)) {
 		want[e.Name] = true
 	}
 	var extra []string

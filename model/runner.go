@@ -61,6 +61,9 @@ func NewRunner(m *Model, be *Backend, rows int) (Runner, error) {
 		return nil, fmt.Errorf("a runner needs at least one row, not %d", rows)
 	}
 	if be.NewRunner != nil {
+		if m.Config.IsMoE() {
+			return nil, fmt.Errorf("backend %s runs the dense Qwen3.5/3.6 models only; this %s checkpoint has mixture-of-experts layers: use naive or chunked (docs/moe.md)", be.Name, m.Config.ModelType)
+		}
 		return be.NewRunner(m, rows)
 	}
 	r := &sessionRunner{m: m, be: be, rows: make([]*Session, rows)}

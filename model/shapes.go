@@ -16,6 +16,25 @@ var shapeConfigs = map[string]string{
 	"0.8b": hubConfig(1024, 24, 8, 2, 256, 16, 16, 128, 128, 3584, 248320, true, 1e7, "[11,11,10]"),
 	// tiny: the bundled default's dims (vocab set to the tokenizer's at use).
 	"tiny": hubConfig(64, 8, 4, 1, 32, 2, 6, 16, 16, 128, 151936, true, 1e7, "[2,1,1]"),
+	// 35b-a3b: Qwen3.5/3.6-35B-A3B, transformers 5.17's Qwen3_5MoeTextConfig
+	// defaults (the 35B-A3B): 40 layers, 256 experts of width 512, top-8,
+	// one shared expert of width 512 (docs/moe.md).
+	"35b-a3b": moeHubConfig(2048, 40, 16, 2, 256, 16, 32, 128, 128, 256, 8, 512, 512, 248320),
+	// tiny-moe: a small qwen3_5_moe for tests and benchmarks.
+	"tiny-moe": moeHubConfig(64, 4, 4, 1, 32, 2, 4, 16, 16, 16, 4, 32, 48, 512),
+}
+
+// moeHubConfig is hubConfig for qwen3_5_moe: the MLP keys are the experts'.
+func moeHubConfig(h, layers, nh, nkv, dh, nk, nv, dk, dv, experts, topK, moeInter, sharedInter, vocab int) string {
+	return fmt.Sprintf(`{"architectures":["Qwen3_5MoeForConditionalGeneration"],"model_type":"qwen3_5_moe",
+"tie_word_embeddings":false,"text_config":{"model_type":"qwen3_5_moe_text","hidden_size":%d,"num_hidden_layers":%d,
+"full_attention_interval":4,"num_attention_heads":%d,"num_key_value_heads":%d,"head_dim":%d,
+"linear_num_key_heads":%d,"linear_num_value_heads":%d,"linear_key_head_dim":%d,"linear_value_head_dim":%d,
+"linear_conv_kernel_dim":4,"num_experts":%d,"num_experts_per_tok":%d,"moe_intermediate_size":%d,
+"shared_expert_intermediate_size":%d,"vocab_size":%d,"rms_norm_eps":1e-6,"hidden_act":"silu",
+"max_position_embeddings":262144,"rope_parameters":{"rope_type":"default","rope_theta":1e7,
+"partial_rotary_factor":0.25,"mrope_section":[11,11,10],"mrope_interleaved":true}}}`,
+		h, layers, nh, nkv, dh, nk, nv, dk, dv, experts, topK, moeInter, sharedInter, vocab)
 }
 
 func hubConfig(h, layers, nh, nkv, dh, nk, nv, dk, dv, inter, vocab int, tied bool, theta float64, mrope string) string {

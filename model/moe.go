@@ -1,0 +1,335 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/qwenref/qwenref/layers/moe"
+	"github.com/qwenref/qwenref/tensor"
+	"github.com/qwenref/qwenref/weights"
+)
+
+// MaxExperts bounds num_experts (Qwen3-Next has 512, the 35B-A3B 256).
+const MaxExperts = 1 << 16
+
+// MoEConfig holds the mixture-of-experts keys of a qwen3_5_moe or
+// qwen3_next config (docs/moe.md). NumExperts is 0 for the dense models.
+type MoEConfig struct {
+	NumExperts         int   // E, num_experts
+	NumExpertsPerTok   int   // k, num_experts_per_tok
+	IntermediateSize   int   // moe_intermediate_size, each routed expert's width
+	SharedIntermediate int   // shared_expert_intermediate_size
+	NormTopKProb       bool  // renormalise the chosen k probabilities
+	DecoderSparseStep  int   // layer i is sparse when (i+1) % step == 0 (qwen3_next)
+	MLPOnlyLayers      []int // layers that keep the dense MLP (qwen3_next)
+	SparseEveryLayer   bool  // qwen3_5_moe: every layer is sparse (the step and list are not read)
+}
+
+// IsMoE reports whether the config has sparse layers.
+func (c *Config) IsMoE() bool { return c.MoE.NumExperts > 0 }
+
+// SparseLayer reports whether layer i runs the MoE block instead of the
+// dense MLP: every layer in qwen3_5_moe; in qwen3_next, layers not in
+// mlp_only_layers with (i+1) % decoder_sparse_step == 0.
+func (c *Config) SparseLayer(i int) bool {
+	m := c.MoE
+	switch {
+	case m.NumExperts <= 0:
+		return false
+	case m.SparseEveryLayer:
+		return true
+	case slices.Contains(m.MLPOnlyLayers, i):
+		return false
+	}
+	return m.DecoderSparseStep > 0 && (i+1)%m.DecoderSparseStep == 0
+}
+
+// SparseLayers counts the layers that run the MoE block.
+func (c *Config) SparseLayers() int {
+	n := 0
+	for i := range c.LayerTypes {
+		if c.SparseLayer(i) {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *Config) hasDenseLayers() bool { return c.SparseLayers() < len(c.LayerTypes) }
+
+// moeFamily names the MoE family of a model_type, or "" for the dense ones.
+func moeFamily(modelType string) string {
+	switch modelType {
+	case "qwen3_5_moe", "qwen3_5_moe_text":
+		return "qwen3_5_moe"
+	case "qwen3_next":
+		return "qwen3_next"
+	}
+	return ""
+}
+
+// parseMoE reads the MoE keys. transformers 5.17's qwen3_5_moe has no
+// norm_topk_prob, decoder_sparse_step or mlp_only_layers: it always
+// renormalises and every layer is sparse, so those keys are ignored there
+// as transformers ignores them. qwen3_next reads all three.
+func (c *Config) parseMoE(t *rawText, family string) error {
+	if family == "" {
+		return nil
+	}
+	var missing []string
+	need := func(name string, p *int) int {
+		if p == nil {
+			missing = append(missing, name)
+			return 0
+		}
+		return *p
+	}
+	m := MoEConfig{
+		NumExperts:         need("num_experts", t.NumExperts),
+		NumExpertsPerTok:   need("num_experts_per_tok", t.NumExpertsPerTok),
+		IntermediateSize:   need("moe_intermediate_size", t.MoEIntermediateSize),
+		SharedIntermediate: need("shared_expert_intermediate_size", t.SharedExpertInterSize),
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing required keys: %s", strings.Join(missing, ", "))
+	}
+	if family == "qwen3_5_moe" {
+		m.NormTopKProb, m.SparseEveryLayer, m.DecoderSparseStep = true, true, 1
+	} else {
+		c.FusedGDNProjections = true
+		m.NormTopKProb = deref(t.NormTopKProb, true)
+		m.DecoderSparseStep = deref(t.DecoderSparseStep, 1)
+		if len(t.MLPOnlyLayers) > MaxLayers {
+			return fmt.Errorf("mlp_only_layers has %d entries: more than the %d layers allowed", len(t.MLPOnlyLayers), MaxLayers)
+		}
+		m.MLPOnlyLayers = slices.Clone(t.MLPOnlyLayers)
+	}
+	c.MoE = m
+	return nil
+}
+
+// checkMoE validates the MoE keys (called by Validate).
+func (c *Config) checkMoE() []string {
+	m := c.MoE
+	if m.NumExperts == 0 && moeFamily(c.ModelType) == "" {
+		return nil
+	}
+	var errs []string
+	switch {
+	case m.NumExperts <= 0 || m.NumExperts > MaxExperts:
+		errs = append(errs, fmt.Sprintf("num_experts is %d: want 1 to %d", m.NumExperts, MaxExperts))
+	case m.NumExpertsPerTok <= 0 || m.NumExpertsPerTok > m.NumExperts:
+		errs = append(errs, fmt.Sprintf("num_experts_per_tok is %d: want 1 to num_experts (%d)", m.NumExpertsPerTok, m.NumExperts))
+	}
+	for _, d := range []struct {
+		name string
+		v    int
+	}{{"moe_intermediate_size", m.IntermediateSize}, {"shared_expert_intermediate_size", m.SharedIntermediate}} {
+		if d.v <= 0 || d.v > MaxDim {
+			errs = append(errs, fmt.Sprintf("%s is %d: want 1 to %d", d.name, d.v, MaxDim))
+		}
+	}
+	if m.DecoderSparseStep <= 0 {
+		errs = append(errs, fmt.Sprintf("decoder_sparse_step is %d: want a positive step", m.DecoderSparseStep))
+	}
+	for _, l := range m.MLPOnlyLayers {
+		if l < 0 || l >= c.NumLayers {
+			errs = append(errs, fmt.Sprintf("mlp_only_layers names layer %d, outside [0, %d)", l, c.NumLayers))
+			break
+		}
+	}
+	if len(errs) == 0 && c.HiddenSize > 0 && c.HiddenSize <= MaxDim {
+		if _, ok := mulCap(MaxTensorElems, m.NumExperts, 2, m.IntermediateSize, c.HiddenSize); !ok {
+			errs = append(errs, fmt.Sprintf("mlp.experts.gate_up_proj [num_experts, 2·moe_intermediate_size, hidden_size] has more than %d elements (see docs/limits.md)", int64(MaxTensorElems)))
+		}
+	}
+	return errs
+}
+
+// moeLayerParams counts one sparse block's parameters (all experts, or the
+// k active ones), saturating above MaxParams so that TextParams cannot
+// overflow before Validate reports the size.
+func (c *Config) moeLayerParams(activeOnly bool) int64 {
+	m := c.MoE
+	e := m.NumExperts
+	if activeOnly {
+		e = m.NumExpertsPerTok
+	}
+	h := c.HiddenSize
+	experts, ok1 := mulCap(MaxParams, e, 3, m.IntermediateSize, h)
+	shared, ok2 := mulCap(MaxParams, 3, m.SharedIntermediate, h)
+	router, ok3 := mulCap(MaxParams, m.NumExperts+1, h) // router and shared_expert_gate
+	if !ok1 || !ok2 || !ok3 {
+		return MaxParams + 1
+	}
+	return experts + shared + router
+}
+
+// ActiveTextParams counts the parameters one token computes with: every
+// dense weight plus, in each sparse layer, the router, the shared expert
+// and k of the E routed experts (the "A3B" of 35B-A3B).
+func (c *Config) ActiveTextParams() int64 {
+	total := c.TextParams()
+	for i := range c.LayerTypes {
+		if c.SparseLayer(i) {
+			total -= c.moeLayerParams(false) - c.moeLayerParams(true)
+		}
+	}
+	return total
+}
+
+// moeTensors lists one sparse layer's tensors under prefix p ("layers.N.");
+// perExpert lists experts.E.{gate,up,down}_proj.weight instead of the
+// fused 3-D tensors.
+func (c *Config) moeTensors(p string, perExpert bool) []TensorSpec {
+	m, h := c.MoE, c.HiddenSize
+	ex := []TensorSpec{
+		{p + "mlp.gate.weight", []int{m.NumExperts, h}},
+		{p + "mlp.shared_expert.gate_proj.weight", []int{m.SharedIntermediate, h}},
+		{p + "mlp.shared_expert.up_proj.weight", []int{m.SharedIntermediate, h}},
+		{p + "mlp.shared_expert.down_proj.weight", []int{h, m.SharedIntermediate}},
+		{p + "mlp.shared_expert_gate.weight", []int{1, h}},
+	}
+	if !perExpert {
+		return append(ex,
+			TensorSpec{p + "mlp.experts.gate_up_proj", []int{m.NumExperts, 2 * m.IntermediateSize, h}},
+			TensorSpec{p + "mlp.experts.down_proj", []int{m.NumExperts, h, m.IntermediateSize}})
+	}
+	for e := range m.NumExperts {
+		q := fmt.Sprintf("%smlp.experts.%d.", p, e)
+		ex = append(ex,
+			TensorSpec{q + "gate_proj.weight", []int{m.IntermediateSize, h}},
+			TensorSpec{q + "up_proj.weight", []int{m.IntermediateSize, h}},
+			TensorSpec{q + "down_proj.weight", []int{h, m.IntermediateSize}})
+	}
+	return ex
+}
+
+// expertLayout says, per sparse layer, whether a store holds one tensor
+// per expert (experts.0.gate_proj.weight present, the fused gate_up_proj
+// absent). Transformers 5.17 defines the fused layout; Qwen3-Next's hub
+// files and older conversions store one tensor per expert.
+func expertLayout(has func(string) bool) func(layer int) bool {
+	return func(layer int) bool {
+		p := fmt.Sprintf("layers.%d.mlp.experts.", layer)
+		return !has(p+"gate_up_proj") && has(p+"0.gate_proj.weight")
+	}
+}
+
+// loadMoE builds one sparse block from its tensors; the expert matrices
+// are views of the fused tensors (no copy) or the per-expert tensors.
+func (l *loader) loadMoE(cfg *Config, p string, perExpert bool) *moe.Layer {
+	m := cfg.MoE
+	h, in := cfg.HiddenSize, m.IntermediateSize
+	b := &moe.Layer{
+		Dims: moe.Dims{Hidden: h, Experts: m.NumExperts, TopK: m.NumExpertsPerTok, Inter: in,
+			SharedInter: m.SharedIntermediate, NormTopK: m.NormTopKProb},
+		W: moe.Weights{
+			Router:     l.matrix(p + "mlp.gate.weight"),
+			SharedGate: l.matrix(p + "mlp.shared_expert.gate_proj.weight"),
+			SharedUp:   l.matrix(p + "mlp.shared_expert.up_proj.weight"),
+			SharedDown: l.matrix(p + "mlp.shared_expert.down_proj.weight"),
+			SharedProb: l.matrix(p + "mlp.shared_expert_gate.weight"),
+			Gate:       make([]*tensor.Matrix, m.NumExperts),
+			Up:         make([]*tensor.Matrix, m.NumExperts),
+			Down:       make([]*tensor.Matrix, m.NumExperts),
+		},
+	}
+	if perExpert {
+		for e := range m.NumExperts {
+			q := fmt.Sprintf("%smlp.experts.%d.", p, e)
+			b.W.Gate[e] = l.matrix(q + "gate_proj.weight")
+			b.W.Up[e] = l.matrix(q + "up_proj.weight")
+			b.W.Down[e] = l.matrix(q + "down_proj.weight")
+		}
+		return b
+	}
+	gateUp := l.stacked(p + "mlp.experts.gate_up_proj")
+	down := l.stacked(p + "mlp.experts.down_proj")
+	if gateUp == nil || down == nil {
+		return b
+	}
+	for e := range m.NumExperts {
+		g0 := e * 2 * in
+		b.W.Gate[e] = rowsView(gateUp, g0, in)
+		b.W.Up[e] = rowsView(gateUp, g0+in, in)
+		b.W.Down[e] = rowsView(down, e*h, h)
+	}
+	return b
+}
+
+// rowsView is rows [r0, r0+n) of m, sharing its storage.
+func rowsView(m *tensor.Matrix, r0, n int) *tensor.Matrix {
+	v := &tensor.Matrix{Rows: n, Cols: m.Cols}
+	lo, hi := r0*m.Cols, (r0+n)*m.Cols
+	if m.BF16 != nil {
+		v.BF16 = m.BF16[lo:hi:hi]
+	} else {
+		v.F32 = m.F32[lo:hi:hi]
+	}
+	return v
+}
+
+// stacked reads a rank-3 tensor [A, B, C] as an [A·B, C] matrix.
+func (l *loader) stacked(name string) *tensor.Matrix {
+	m, err := l.st.Stacked(name)
+	if err != nil {
+		l.fail(name, err)
+		return nil
+	}
+	return m
+}
+
+// Stacked serves a rank-3 random tensor as an [A·B, C] matrix.
+func (r *randomSource) Stacked(name string) (*tensor.Matrix, error) {
+	s, err := r.shape(name)
+	if err != nil {
+		return nil, err
+	}
+	if len(s) != 3 {
+		return nil, fmt.Errorf("%s has shape %v, not [A, B, C]", name, s)
+	}
+	flat := []int{s[0] * s[1], s[2]}
+	v := r.values(name, s)
+	if r.bf16 {
+		b := make([]uint16, len(v))
+		for i, x := range v {
+			b[i] = tensor.Float32ToBF16(x)
+		}
+		return tensor.NewMatrixBF16(flat[0], flat[1], b)
+	}
+	return tensor.NewMatrixF32(flat[0], flat[1], v)
+}
+
+// storeSource is a checkpoint store as a tensorSource.
+type storeSource struct{ *weights.Store }
+
+// Has reports whether the checkpoint holds the canonical name.
+func (s storeSource) Has(name string) bool { _, ok := s.Info(name); return ok }
+
+// Has reports whether the random model has the tensor.
+func (r *randomSource) Has(name string) bool { _, ok := r.shapes[name]; return ok }
+
+// moeMatrices lists a sparse block's weight matrices (expert views
+// included, so page drops and byte counts cover them).
+func (b *Block) moeMatrices() []*tensor.Matrix {
+	if b.MoE == nil {
+		return nil
+	}
+	w := &b.MoE.W
+	out := []*tensor.Matrix{w.Router, w.SharedGate, w.SharedUp, w.SharedDown, w.SharedProb}
+	for e := range w.Gate {
+		out = append(out, w.Gate[e], w.Up[e], w.Down[e])
+	}
+	return out
+}
+
+// moeKernel is the backend's MoE kernel, moe.Grouped when it names none
+// (backends registered before the MoE part existed).
+func (be *Backend) moeKernel() moe.Kernel {
+	if be.MoE == nil {
+		return moe.Grouped{}
+	}
+	return be.MoE
+}
