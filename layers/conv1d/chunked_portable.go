@@ -60,6 +60,17 @@ func convRowK(y []float32, rows [][]float32, wt []float32, ws int) {
 // contiguous vector over the channels.
 func transposeTaps(wt, w []float32, k, n int) {
 	wt = wt[:k*n]
+	if k == 4 {
+		// The Qwen3.5 case without bounds checks: it is half of a decode
+		// step's work (T = 1).
+		w0, w1, w2, w3 := wt[:n], wt[n:2*n], wt[2*n:3*n], wt[3*n:4*n]
+		w = w[:4*n]
+		for i := range w0 {
+			v := w[4*i : 4*i+4 : 4*i+4]
+			w0[i], w1[i], w2[i], w3[i] = v[0], v[1], v[2], v[3]
+		}
+		return
+	}
 	for i := range n {
 		for j, v := range w[i*k : (i+1)*k] {
 			wt[j*n+i] = v
