@@ -11,12 +11,12 @@ import (
 // Chunked is the chunked CPU kernel: the chunked (WY/UT) form of doc.go
 // for every whole chunk, and the fused single-pass recurrence of Recurrent
 // for sequences shorter than one chunk (decode) and for the ragged tail of
-// longer ones, so no work is spent on padding. (On this project's 2-core
-// CPU, Recurrent is the faster of the two at every length; see
-// docs/perf-gateddelta.md.) Work is spread over
-// GOMAXPROCS goroutines by key head (value heads sharing a key head share
-// the chunk's K Kᵀ and Q Kᵀ products) or by value head when there are too
-// few key heads to keep every core busy.
+// longer ones, so no work is spent on padding. (On a 2-core CPU,
+// Recurrent is the faster of the two at every length; see
+// docs/perf-gateddelta.md.) Work is spread over GOMAXPROCS goroutines by
+// key head (value heads sharing a key head share the chunk's K Kᵀ and
+// Q Kᵀ products) or by value head when there are too few key heads to
+// keep every core busy.
 type Chunked struct {
 	// ChunkSize is the chunk length C: 16, 32, 64 or 128; 0 means 64.
 	ChunkSize int

@@ -275,6 +275,9 @@ func TestKernelsRejectBadInput(t *testing.T) {
 		bad = good
 		bad.DK = 0
 		require.Error(t, kern.Forward(out, in.Q, in.K, in.V, in.G, in.Beta, bad, in.State), "DK=0")
+		bad = good
+		bad.T = math.MaxInt / 2 // T·NK·DK would wrap around
+		require.ErrorContains(t, kern.Forward(out, in.Q, in.K, in.V, in.G, in.Beta, bad, in.State), "exceed", "huge T")
 		require.NoError(t, kern.Forward(out, in.Q, in.K, in.V, in.G, in.Beta, good, append([]float32(nil), in.State...)))
 	}
 	for _, cs := range []int{-64, 1, 48, 256} {

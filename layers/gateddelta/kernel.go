@@ -1,6 +1,9 @@
 package gateddelta
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Dims are the shapes of one gated-delta-rule call for one sequence.
 // Value head j reads query/key head j / (NV/NK) (transformers'
@@ -21,8 +24,8 @@ type Dims struct {
 //     new sequence) and the final state on return.
 //   - out [T, NV, DV]: o_t = S_tᵀ q̂_t, read after the update.
 //
-// Naive (per-position recurrence), Chunked (WY/UT chunks) and the CUDA
-// backend satisfy it.
+// Naive (per-position recurrence), Recurrent (the fused recurrence),
+// Chunked (WY/UT chunks) and the CUDA backend satisfy it.
 type Kernel interface {
 	Forward(out, q, k, v, g, beta []float32, d Dims, state []float32) error
 }
@@ -34,6 +37,12 @@ func (d Dims) Check(out, q, k, v, g, beta, state []float32) error {
 	}
 	if d.NV%d.NK != 0 {
 		return fmt.Errorf("gateddelta: value heads %d not a multiple of key heads %d", d.NV, d.NK)
+	}
+	// Bound the products below so that none can wrap around and match a
+	// slice length by accident.
+	const limit = math.MaxInt / 4
+	if !productFits(limit, d.T, d.NV, max(d.DK, d.DV)) || !productFits(limit, d.NV, d.DK, d.DV) {
+		return fmt.Errorf("gateddelta: dims %+v exceed %d values per tensor", d, limit)
 	}
 	for _, c := range []struct {
 		name string
@@ -53,4 +62,16 @@ func (d Dims) Check(out, q, k, v, g, beta, state []float32) error {
 		}
 	}
 	return nil
+}
+
+// productFits reports whether the product of xs (all ≥ 0) is at most limit.
+func productFits(limit int, xs ...int) bool {
+	p := 1
+	for _, x := range xs {
+		if x != 0 && p > limit/x {
+			return false
+		}
+		p *= x
+	}
+	return p <= limit
 }

@@ -51,8 +51,9 @@ func (p *problem) recurrentAll() {
 // naive four sweeps. When c′ would drop below cMin (and always on the last
 // token, so the stored state is the true S) the pass instead computes
 // S̃ ← ρ S̃ + k̂ δᵀ with ρ = c′ and resets c to 1. Columns of the state are
-// independent, so each 32-column block runs a window of tokens while it
-// sits in L1.
+// independent, so each column block (as wide as the kernel level's
+// registers allow: 32 columns at avx512, 16 at avx2 and neon) runs a
+// window of tokens while it sits in L1.
 
 // cMin bounds how far S̃ may drift from S: 2⁻⁴⁰ leaves float32 range to
 // spare (|S̃| ≤ 2⁴⁰|S|) and rebases rarely (once per 27.7 of log-decay).
