@@ -23,8 +23,8 @@ func init() {
 func runCheck(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("check", "GOLDEN.safetensors [--backend B] [--plugin NAME=LIB.so]", `
 Runs one backend's kernel for the file's op (gdn-core: the delta part,
-conv: conv, attention: attn) on the inputs of a file 'qwenref golden'
-wrote, and compares every output (out or y, and final_state) with the
+conv: conv, attention: attn; the layer ops run qwenref's layer on every
+part of the backend) on the inputs of a file 'qwenref golden' wrote, and compares every output (out or y, and final_state) with the
 expected one, within the tolerances the file records. Exit status: 0
 every output agrees, 4 one differs (named), 1 the file cannot be read or
 holds no tolerances, 2 a usage error.
@@ -212,8 +212,18 @@ func runGoldenOp(meta map[string]string, st *weights.Store, be *model.Backend) (
 			return nil, err
 		}
 		return []namedOutput{{"out", out}}, nil
+	case "gdn-layer", "attention-layer", "decoder-layer":
+		d, err := reference.LayerDimsFromMeta(meta)
+		if err != nil {
+			return nil, err
+		}
+		out, err := reference.RunLayerVector(op, d, read, reference.LayerKernels{MatMul: be.MatMul, Conv: be.Conv, Delta: be.Delta, Attn: be.Attn})
+		if err != nil {
+			return nil, err
+		}
+		return []namedOutput{{"out", out}}, nil
 	default:
-		return nil, fmt.Errorf("metadata op is %q: not a file 'qwenref golden' wrote (ops: gdn-core, conv, attention)", op)
+		return nil, fmt.Errorf("metadata op is %q: not a file 'qwenref golden' wrote (ops: gdn-core, conv, attention, gdn-layer, attention-layer, decoder-layer)", op)
 	}
 }
 

@@ -24,6 +24,48 @@ var goldenOps = map[string][]string{
 	"gdn-core":  {"nk", "nv", "dk", "dv"},
 	"conv":      {"channels", "kernel"},
 	"attention": {"heads", "kv-heads", "head-dim", "past"},
+	// The layer ops take every width from --shape.
+	"gdn-layer": {}, "attention-layer": {}, "decoder-layer": {},
+}
+
+// writeLayerGolden writes a layer-level vector with the widths of cfg.
+func writeLayerGolden(stdout io.Writer, op string, cfg *model.Config, attn bool, t int, dtype string, seed uint64, shape, out string, mem *memoryFlag) error {
+	d := reference.LayerDims{T: t, H: cfg.HiddenSize, I: cfg.IntermediateSize,
+		NK: cfg.LinearNumKeyHeads, NV: cfg.LinearNumValueHeads, DK: cfg.LinearKeyHeadDim, DV: cfg.LinearValueHeadDim, K: cfg.LinearConvKernel,
+		NH: cfg.NumHeads, NKV: cfg.NumKVHeads, D: cfg.HeadDim, Rot: cfg.RotaryDim(), Theta: cfg.RopeTheta, Eps: cfg.RMSNormEps,
+		Attention: attn || op == "attention-layer", DType: dtype}
+	// Weights and activations are held in float32 and float64 (12 bytes),
+	// with a few [T, widest] buffers: refuse what the memory limit cannot take.
+	c := 2*d.NK*d.DK + d.NV*d.DV
+	widest := max(d.H, d.I, c, 2*d.NH*d.D)
+	weightsN, ok1 := mulInts(d.H, c+d.NV*d.DV+2*d.NV+3*d.I+4*d.NH*d.D)
+	actN, ok2 := mulInts(t, widest, 16)
+	limit, source := mem.limit()
+	if total := (weightsN + actN) * 12; !ok1 || !ok2 || t > 1<<16 || (limit > 0 && total > limit) {
+		return fmt.Errorf("%s at shape %s with --seq %d needs more than the memory limit (%s): choose a smaller --shape or --seq", op, shape, t, source)
+	}
+	outOpts, err := outputFor("--out", out)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	vec, err := reference.BuildLayerVector(op, d, seed)
+	if err != nil {
+		return err
+	}
+	vec.Meta["shape"] = shape
+	if err := weights.WriteFile(out, vec.Tensors, vec.Meta, outOpts); err != nil {
+		return err
+	}
+	what := op
+	if op == "decoder-layer" {
+		what += " (" + vec.Meta["layer_type"] + ")"
+	}
+	fmt.Fprintf(stdout, "golden: %s T=%d H=%d, %s inputs, seed %d → %s (%v)\n", what, t, d.H, dtype, seed, out, time.Since(start).Round(time.Millisecond))
+	for _, t := range vec.Tensors {
+		fmt.Fprintf(stdout, "  %-33s %s %v\n", t.Name, t.DType, t.Shape)
+	}
+	return nil
 }
 
 // Caps on --seqlens, checked before anything is allocated (--seq itself
@@ -52,6 +94,12 @@ overridden:
   conv       causal depthwise conv + SiLU: channels 2·nk·dk + nv·dv, kernel K
   attention  causal GQA softmax attention: heads, kv-heads, head-dim;
              --past P puts P cached keys before the T new tokens
+Layer ops, with random weights (checkpoint names) at the widths of --shape,
+from a fresh sequence:
+  gdn-layer        the Gated DeltaNet mixer: x [T, H] (already normed) → out
+  attention-layer  the gated attention mixer, RoPE at positions 0..T-1
+  decoder-layer    a whole decoder layer (norms, mixer, MLP, residuals) on
+                   the residual stream; --kind gdn|attention
 
 --dtype bf16|f16 rounds every input to that dtype (bf16 inputs are
 stored as BF16; f16 ones as F32 holding f16 values) and computes the
@@ -70,9 +118,11 @@ Examples:
   qwenref golden --op gdn-core --shape 27b --seq 130 --out gdn-27b.safetensors
   qwenref golden --op conv --shape 27b --seq 64 --seed 7 --out conv.safetensors
   qwenref golden --op gdn-core --dtype bf16 --seqlens 37,300,1 --out packed.safetensors
+  qwenref golden --op decoder-layer --kind attention --shape 0.8b --seq 16 --out layer.safetensors
   qwenref golden --op attention --heads 8 --kv-heads 2 --head-dim 64 \
       --seq 16 --past 48 --out attn.safetensors`, stderr)
-	op := fs.String("op", "", "which op: gdn-core, conv or attention")
+	op := fs.String("op", "", "which op: gdn-core, conv, attention, gdn-layer, attention-layer or decoder-layer")
+	kind := fs.String("kind", "gdn", "decoder-layer: the layer's mixer, gdn or attention")
 	out := fs.String("out", "", "output .safetensors file (written atomically)")
 	shape := fs.String("shape", "tiny", fmt.Sprintf("named model shape for the default dimensions: %v", model.ShapeNames()))
 	seq := fs.Int("seq", 70, "tokens T (70 crosses a 64-token chunk boundary)")
@@ -100,7 +150,7 @@ Examples:
 	usageErr := func(format string, a ...any) error { return usageError(fs, stderr, format, a...) }
 	allowed, ok := goldenOps[*op]
 	if !ok {
-		return usageErr("--op must be gdn-core, conv or attention, not %q", *op)
+		return usageErr("--op must be gdn-core, conv, attention, gdn-layer, attention-layer or decoder-layer, not %q", *op)
 	}
 	if *out == "" {
 		return usageErr("missing --out")
@@ -149,6 +199,15 @@ Examples:
 	cfg, err := model.ShapeConfig(*shape)
 	if err != nil {
 		return fmt.Errorf("--shape: %w", err)
+	}
+	if slices.Contains(reference.LayerVectorOps, *op) {
+		if *kind != "gdn" && *kind != "attention" {
+			return usageErr("--kind must be gdn or attention, not %q", *kind)
+		}
+		return writeLayerGolden(stdout, *op, cfg, *kind == "attention", *seq, *dtype, *seed, *shape, *out, mem)
+	}
+	if flagWasSet(fs, "kind") {
+		return usageErr("--kind applies to --op decoder-layer only")
 	}
 	pick := func(name string, def int) int {
 		if v := *over[name]; v != 0 {
