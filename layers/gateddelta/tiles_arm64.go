@@ -4,22 +4,21 @@ import "github.com/qwenref/qwenref/internal/cpu"
 
 // neonKernels is the arm64 set: NEON assembly (tiles_arm64.s,
 // recurrent_arm64.s) for the GEMM tiles (4×16: 16 accumulators of 4
-// lanes), the vector helpers and the recurrence's blocks; the exp stays
-// in Go (see gen_arm64.go).
+// lanes), the vector helpers and the recurrence's blocks.
 var neonKernels = &kernels{
 	level: cpu.NEON,
 	tiles: []gemmTile{
 		{16, "4x16", tile4x16NEON}, {8, "4x8", tile4x8NEON},
 	},
 	gemmTail:  gemmPortable,
-	expAffine: expAffinePortable,
+	expAffine: expAffineNEON,
 	axpy:      vecAxpy(4, axpyNEON),
 	scaleCopy: vecScaleCopy(4, scaleCopyNEON),
 	mulScaled: vecMulScaled(4, mulScaledNEON),
 	triInvAcc: vecTriInvAcc(triInvAcc64NEON),
 	recWidths: []int{16, 8},
 	recBlock:  asmRecBlock(8, recBlock16NEON, recBlock8NEON),
-	vecName:   "neon (exp portable)",
+	vecName:   "neon",
 }
 
 // levelKernels returns the set for level l.
@@ -56,3 +55,21 @@ func mulScaledNEON(dst, x, y *float32, a float32, n int)
 
 //go:noescape
 func triInvAcc64NEON(dst, tm, nr *float32, ldt, cnt int)
+
+// expAffineNEON forms the exponents a + b·src in float64 in Go (NEON's
+// float64 lanes are only two wide, and rounding each to float32 is what
+// the amd64 kernels do too), then runs the vector exp over them in place.
+func expAffineNEON(dst []float32, src []float64, a, b float64) {
+	src = src[:len(dst)]
+	n := len(dst) &^ 3
+	for i := range dst[:n] {
+		dst[i] = float32(a + b*src[i])
+	}
+	if n > 0 {
+		expNEON(&dst[0], n)
+	}
+	expAffinePortable(dst[n:], src[n:], a, b)
+}
+
+//go:noescape
+func expNEON(x *float32, n int)
