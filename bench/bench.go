@@ -147,6 +147,11 @@ func Run(o Options) ([]Result, error) {
 		}
 	}
 
+	ops, err := applicableOps(o.Ops, o.Config)
+	if err != nil {
+		return nil, err
+	}
+	o.Ops = ops
 	prog := newProgress(o.Progress, o.TTY, o.Method)
 	defer prog.finish()
 	prog.plan(o.plan())

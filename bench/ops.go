@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/model"
@@ -91,17 +92,43 @@ func mlpFLOP(c *model.Config, t int) float64 {
 	return float64(t) * 6 * float64(c.HiddenSize) * float64(c.IntermediateSize)
 }
 
+// moeFLOP is one sparse block's work per token: the router 2·H·E, the k
+// routed experts 6·H·I_moe each and the shared expert 6·H·I_s.
+func moeFLOP(c *model.Config, t int) float64 {
+	m, h := c.MoE, float64(c.HiddenSize)
+	return float64(t) * (2*h*float64(m.NumExperts) + 6*h*float64(m.IntermediateSize*m.NumExpertsPerTok) + 6*h*float64(m.SharedIntermediate) + 2*h)
+}
+
+// ffnFLOP is layer i's MLP or MoE block.
+func ffnFLOP(c *model.Config, i, t int) float64 {
+	if c.SparseLayer(i) {
+		return moeFLOP(c, t)
+	}
+	return mlpFLOP(c, t)
+}
+
+// firstFFNFLOP is ffnFLOP of the first layer of a kind (the block the
+// decoder-layer ops run).
+func firstFFNFLOP(c *model.Config, kind model.LayerKind, t int) float64 {
+	for i, k := range c.LayerTypes {
+		if k == kind {
+			return ffnFLOP(c, i, t)
+		}
+	}
+	return mlpFLOP(c, t)
+}
+
 // modelFLOP is every layer plus the LM head for the last position (the
 // bench runs prefill as generation does: logits of the last token only).
 func modelFLOP(c *model.Config, t int) float64 {
 	var f float64
-	for _, k := range c.LayerTypes {
+	for i, k := range c.LayerTypes {
 		if k == model.FullAttention {
 			f += attnLayerFLOP(c, t)
 		} else {
 			f += gdnLayerFLOP(c, t)
 		}
-		f += mlpFLOP(c, t)
+		f += ffnFLOP(c, i, t)
 	}
 	return f + 2*float64(c.HiddenSize)*float64(c.VocabSize)
 }
@@ -145,18 +172,29 @@ var ops = []*Op{
 		prepare:     prepareMLP,
 	},
 	{
-		Name: "decoder-layer", About: "one GDN decoder layer: norm, GDN mixer, residual, norm, MLP, residual",
-		FLOPFormula: "gdn-layer + mlp",
-		FLOP:        func(c *model.Config, t int) float64 { return gdnLayerFLOP(c, t) + mlpFLOP(c, t) },
+		Name: "moe", About: "one sparse mixture-of-experts block (router, top-k routed experts, gated shared expert) of the first GDN layer; moe=naive runs it per token",
+		FLOPFormula: "T·(2·H·E + 6·H·I_moe·k + 6·H·I_s)",
+		FLOP:        moeFLOP,
 		kinds:       []model.LayerKind{model.LinearAttention},
-		prepare:     prepareDecoder(model.LinearAttention),
+		prepare:     prepareMoE,
+	},
+	{
+		Name: "decoder-layer", About: "one GDN decoder layer: norm, GDN mixer, residual, norm, MLP, residual",
+		FLOPFormula: "gdn-layer + mlp (or moe)",
+		FLOP: func(c *model.Config, t int) float64 {
+			return gdnLayerFLOP(c, t) + firstFFNFLOP(c, model.LinearAttention, t)
+		},
+		kinds:   []model.LayerKind{model.LinearAttention},
+		prepare: prepareDecoder(model.LinearAttention),
 	},
 	{
 		Name: "decoder-layer-attn", About: "one attention decoder layer: norm, attention mixer, residual, norm, MLP, residual",
-		FLOPFormula: "attention-layer + mlp",
-		FLOP:        func(c *model.Config, t int) float64 { return attnLayerFLOP(c, t) + mlpFLOP(c, t) },
-		kinds:       []model.LayerKind{model.FullAttention},
-		prepare:     prepareDecoder(model.FullAttention),
+		FLOPFormula: "attention-layer + mlp (or moe)",
+		FLOP: func(c *model.Config, t int) float64 {
+			return attnLayerFLOP(c, t) + firstFFNFLOP(c, model.FullAttention, t)
+		},
+		kinds:   []model.LayerKind{model.FullAttention},
+		prepare: prepareDecoder(model.FullAttention),
 	},
 	{
 		Name: "model", About: "whole forward (prefill): embeddings, every layer, final norm, logits of the last token",
@@ -333,6 +371,9 @@ func prepareMLP(ws *workspace, t int, seed uint64) (func(*model.Backend) instanc
 	if blk == nil {
 		return nil, fmt.Errorf("the model has no decoder layer")
 	}
+	if blk.MoE != nil {
+		return nil, fmt.Errorf("the model's first GDN layer has a mixture-of-experts block, not a dense MLP: use the moe op")
+	}
 	h := ws.cfg.HiddenSize
 	x := hiddenInput(seed, "mlp", t, h)
 	return func(be *model.Backend) instance {
@@ -350,6 +391,33 @@ type mlpInst struct {
 func (r *mlpInst) reset()            {}
 func (r *mlpInst) output() []float32 { return r.out }
 func (r *mlpInst) run() error        { return r.mlp.Forward(r.out, r.x, r.t, r.be.MatMul) }
+
+// prepareMoE runs the first GDN layer's sparse MoE block (Block.MoE) on
+// the backend's MoE kernel and matrix product.
+func prepareMoE(ws *workspace, t int, seed uint64) (func(*model.Backend) instance, error) {
+	blk := ws.gdn
+	if blk == nil || blk.MoE == nil {
+		return nil, fmt.Errorf("the model's first GDN layer has no mixture-of-experts block (use a MoE shape such as 35b-a3b)")
+	}
+	h := ws.cfg.HiddenSize
+	x := hiddenInput(seed, "moe", t, h)
+	return func(be *model.Backend) instance {
+		return &moeInst{be: be, blk: blk, x: x, t: t, out: make([]float32, t*h)}
+	}, nil
+}
+
+type moeInst struct {
+	be     *model.Backend
+	blk    *model.Block
+	x, out []float32
+	t      int
+}
+
+func (r *moeInst) reset()            {}
+func (r *moeInst) output() []float32 { return r.out }
+func (r *moeInst) run() error {
+	return r.blk.MoE.Forward(r.out, r.x, r.t, r.be.MoEKernel(), r.be.MatMul, nil)
+}
 
 // prepareDecoder runs one whole decoder block, the model's own
 // (model.Block.Forward), on a fresh state per run.
@@ -557,3 +625,38 @@ type gemmInst struct {
 func (r *gemmInst) reset()            {}
 func (r *gemmInst) output() []float32 { return r.y }
 func (r *gemmInst) run() error        { return r.be.MatMul.MatMulT(r.y, r.x, r.t, r.w) }
+
+// applicableOps drops the ops a config has no block for: moe on a dense
+// model, mlp where the first GDN layer is a mixture of experts (so the
+// default "layers" sweep works on both kinds). It is an error when
+// nothing is left.
+func applicableOps(list []*Op, c *model.Config) ([]*Op, error) {
+	sparse := firstSparse(c)
+	var out, dropped []*Op
+	for _, o := range list {
+		if (o.Name == "moe" && !sparse) || (o.Name == "mlp" && sparse) {
+			dropped = append(dropped, o)
+			continue
+		}
+		out = append(out, o)
+	}
+	if len(out) == 0 {
+		var names []string
+		for _, o := range dropped {
+			names = append(names, o.Name)
+		}
+		return nil, fmt.Errorf("op %s: this model has no such block (moe needs a mixture-of-experts model, mlp a dense one)", strings.Join(names, ", "))
+	}
+	return out, nil
+}
+
+// firstSparse reports whether the first GDN layer (the block the layer
+// ops run) is a mixture-of-experts block.
+func firstSparse(c *model.Config) bool {
+	for i, k := range c.LayerTypes {
+		if k == model.LinearAttention {
+			return c.SparseLayer(i)
+		}
+	}
+	return false
+}

@@ -225,7 +225,7 @@ func partKernel(part, name string) (any, func() error, error) {
 		case "attn":
 			k = b.Attn
 		case "moe":
-			k = b.moeKernel()
+			k = b.MoEKernel()
 		}
 		return k, b.Release, nil
 	}

@@ -87,7 +87,7 @@ func (b *Block) Forward(x []float32, t int, eps float32, st *BlockState, be *Bac
 	}
 	rec.Record("mlp_in", normed, t, h)
 	if b.MoE != nil {
-		if err := b.MoE.Forward(mix, normed, t, be.moeKernel(), be.MatMul, rec); err != nil {
+		if err := b.MoE.Forward(mix, normed, t, be.MoEKernel(), be.MatMul, rec); err != nil {
 			return err
 		}
 	} else if err := b.MLP.Forward(mix, normed, t, be.MatMul); err != nil {

@@ -325,9 +325,9 @@ func (b *Block) moeMatrices() []*tensor.Matrix {
 	return out
 }
 
-// moeKernel is the backend's MoE kernel, moe.Grouped when it names none
+// MoEKernel is the backend's MoE kernel, moe.Grouped when it names none
 // (backends registered before the MoE part existed).
-func (be *Backend) moeKernel() moe.Kernel {
+func (be *Backend) MoEKernel() moe.Kernel {
 	if be.MoE == nil {
 		return moe.Grouped{}
 	}
