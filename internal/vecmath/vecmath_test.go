@@ -1,17 +1,14 @@
 package vecmath
 
 import (
-	"errors"
 	"math"
-	"os"
-	"os/exec"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/qwenref/qwenref/internal/cpu"
+	"github.com/qwenref/qwenref/internal/vecmath/leveltest"
 )
 
 // Error bounds, as stated in the package comment (and derived there).
@@ -207,25 +204,6 @@ func TestSumSquares(t *testing.T) {
 
 // TestSelectedKernels checks that the slice functions run the level
 // internal/cpu selected; TestForcedLevel runs it under each QWENREF_CPU.
-func TestSelectedKernels(t *testing.T) {
-	assert.Equal(t, "vecmath:"+cpu.Selected().String(), KernelInfo())
-	if want := os.Getenv(cpu.EnvVar); want != "" {
-		assert.Equal(t, want, cpu.Selected().String(), "%s was not applied", cpu.EnvVar)
-	}
-}
+func TestSelectedKernels(t *testing.T) { leveltest.CheckSelected(t, "vecmath", KernelInfo()) }
 
-func TestForcedLevel(t *testing.T) {
-	if os.Getenv(cpu.EnvVar) != "" {
-		t.Skip("already a child run")
-	}
-	for _, l := range cpu.Supported() {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestSelectedKernels$", "-test.v")
-		cmd.Env = append(os.Environ(), cpu.EnvVar+"="+l.String())
-		out, err := cmd.CombinedOutput()
-		if errors.Is(err, syscall.ENOEXEC) {
-			t.Skipf("cannot run the test binary as a child here (an emulated GOARCH?): %v", err)
-		}
-		require.NoError(t, err, "%s=%s:\n%s", cpu.EnvVar, l, out)
-		assert.Contains(t, string(out), "--- PASS: TestSelectedKernels", "%s=%s", cpu.EnvVar, l)
-	}
-}
+func TestForcedLevel(t *testing.T) { leveltest.RunForced(t, "TestSelectedKernels") }

@@ -1,19 +1,13 @@
 package attention_test
 
 import (
-	"errors"
-	"fmt"
-	"math"
-	"os"
-	"os/exec"
-	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/qwenref/qwenref/internal/cpu"
+	"github.com/qwenref/qwenref/internal/vecmath/leveltest"
 	"github.com/qwenref/qwenref/layers/attention"
 	"github.com/qwenref/qwenref/reference"
 )
@@ -23,16 +17,6 @@ import (
 // polynomial exp good to 4e-7 and block-wise sums give ~1e-6; a wrong mask,
 // offset or head mapping errs by O(1).
 const refTol = 1e-5
-
-func relL2(got []float32, want []float64) float64 {
-	var num, den float64
-	for i, w := range want {
-		d := float64(got[i]) - w
-		num += d * d
-		den += w * w
-	}
-	return math.Sqrt(num / den)
-}
 
 // TestLevelsMatchReference runs Chunked at every kernel level this CPU has
 // against the float64 attention: decode (T = 1), S > T (a cached prefix),
@@ -54,7 +38,7 @@ func TestLevelsMatchReference(t *testing.T) {
 						for _, c := range []attention.Chunked{{}, {BlockQ: 5, BlockK: 7}} {
 							out := make([]float32, len(want))
 							require.NoError(t, c.Forward(out, in.Q, in.K, in.V, d, in.Scale))
-							assert.LessOrEqual(t, relL2(out, want), refTol, "%+v %+v", d, c)
+							assert.LessOrEqual(t, reference.RelL2(out, want), refTol, "%+v %+v", d, c)
 						}
 					}
 				}
@@ -66,27 +50,7 @@ func TestLevelsMatchReference(t *testing.T) {
 // TestSelectedKernels checks that Chunked runs the level internal/cpu
 // selected; TestForcedLevel runs it under each QWENREF_CPU value.
 func TestSelectedKernels(t *testing.T) {
-	info := attention.KernelInfo()
-	lv := cpu.Selected().String()
-	assert.True(t, strings.HasPrefix(info, "attention:"+lv+" "), "%s at level %s", info, lv)
-	assert.Contains(t, info, "vecmath:"+lv)
-	if want := os.Getenv(cpu.EnvVar); want != "" {
-		assert.Equal(t, want, lv, "%s was not applied", cpu.EnvVar)
-	}
+	leveltest.CheckSelected(t, "attention", attention.KernelInfo())
 }
 
-func TestForcedLevel(t *testing.T) {
-	if os.Getenv(cpu.EnvVar) != "" {
-		t.Skip("already a child run")
-	}
-	for _, l := range cpu.Supported() {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestSelectedKernels$", "-test.v")
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s", cpu.EnvVar, l))
-		out, err := cmd.CombinedOutput()
-		if errors.Is(err, syscall.ENOEXEC) {
-			t.Skipf("cannot run the test binary as a child here (an emulated GOARCH?): %v", err)
-		}
-		require.NoError(t, err, "%s=%s:\n%s", cpu.EnvVar, l, out)
-		assert.Contains(t, string(out), "--- PASS: TestSelectedKernels", "%s=%s", cpu.EnvVar, l)
-	}
-}
+func TestForcedLevel(t *testing.T) { leveltest.RunForced(t, "TestSelectedKernels") }

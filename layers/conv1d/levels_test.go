@@ -1,19 +1,13 @@
 package conv1d_test
 
 import (
-	"errors"
-	"fmt"
-	"math"
-	"os"
-	"os/exec"
-	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/qwenref/qwenref/internal/cpu"
+	"github.com/qwenref/qwenref/internal/vecmath/leveltest"
 	"github.com/qwenref/qwenref/layers/conv1d"
 	"github.com/qwenref/qwenref/reference"
 )
@@ -22,17 +16,6 @@ import (
 // float32 sum (a few 2^-24 relative) and vecmath's SiLU (≤ 6e-7 per value)
 // give ≤ 3e-7 seen; an indexing or state error is O(1).
 const refTol = 1e-6
-
-// relL2 is ‖got − want‖/‖want‖ against a float64 reference.
-func relL2(got []float32, want []float64) float64 {
-	var num, den float64
-	for i, w := range want {
-		d := float64(got[i]) - w
-		num += d * d
-		den += w * w
-	}
-	return math.Sqrt(num / den)
-}
 
 // TestLevelsMatchReference runs Chunked at every kernel level this CPU has
 // against the float64 conv: odd channel counts (ragged vector tails), T
@@ -52,7 +35,7 @@ func TestLevelsMatchReference(t *testing.T) {
 						y := make([]float32, tt*c)
 						state := append([]float32(nil), in.State...)
 						require.NoError(t, conv1d.Chunked{}.Forward(y, in.X, tt, c, in.W, k, state))
-						assert.LessOrEqual(t, relL2(y, wantY), refTol, "K=%d C=%d T=%d", k, c, tt)
+						assert.LessOrEqual(t, reference.RelL2(y, wantY), refTol, "K=%d C=%d T=%d", k, c, tt)
 						for i, s := range state {
 							require.Equal(t, wantState[i], float64(s), "state K=%d C=%d T=%d", k, c, tt)
 						}
@@ -75,28 +58,6 @@ func TestLevelsMatchReference(t *testing.T) {
 
 // TestSelectedKernels checks that Chunked runs the level internal/cpu
 // selected; TestForcedLevel runs it under each QWENREF_CPU value.
-func TestSelectedKernels(t *testing.T) {
-	info := conv1d.KernelInfo()
-	lv := cpu.Selected().String()
-	assert.True(t, strings.HasPrefix(info, "conv1d:"+lv+" "), "%s at level %s", info, lv)
-	assert.Contains(t, info, "vecmath:"+lv)
-	if want := os.Getenv(cpu.EnvVar); want != "" {
-		assert.Equal(t, want, lv, "%s was not applied", cpu.EnvVar)
-	}
-}
+func TestSelectedKernels(t *testing.T) { leveltest.CheckSelected(t, "conv1d", conv1d.KernelInfo()) }
 
-func TestForcedLevel(t *testing.T) {
-	if os.Getenv(cpu.EnvVar) != "" {
-		t.Skip("already a child run")
-	}
-	for _, l := range cpu.Supported() {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestSelectedKernels$", "-test.v")
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s", cpu.EnvVar, l))
-		out, err := cmd.CombinedOutput()
-		if errors.Is(err, syscall.ENOEXEC) {
-			t.Skipf("cannot run the test binary as a child here (an emulated GOARCH?): %v", err)
-		}
-		require.NoError(t, err, "%s=%s:\n%s", cpu.EnvVar, l, out)
-		assert.Contains(t, string(out), "--- PASS: TestSelectedKernels", "%s=%s", cpu.EnvVar, l)
-	}
-}
+func TestForcedLevel(t *testing.T) { leveltest.RunForced(t, "TestSelectedKernels") }
