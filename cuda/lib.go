@@ -12,7 +12,7 @@ import (
 
 // abiVersion is QR_ABI_VERSION of csrc/qwenref_cuda.h: the library must
 // report the same, or its functions may take other arguments.
-const abiVersion = 3
+const abiVersion = 4
 
 // The library's entry points, bound with purego (dlopen and dlsym without
 // cgo), so the package builds with no C compiler and no CUDA toolkit. The
@@ -53,6 +53,9 @@ var lib struct {
 	modelInfo       func(h, pos, w, s, a unsafe.Pointer) int32
 	modelBench      func(h unsafe.Pointer, what, t, variant, reps int32, out unsafe.Pointer, nout int32) int32
 	modelStageName  func(i int32) string
+	modelTrace      func(h unsafe.Pointer, on int32) int32
+	modelTraceCount func(h, n unsafe.Pointer) int32
+	modelTraceEntry func(h unsafe.Pointer, i int32, name unsafe.Pointer, nameLen int32, dims, dst unsafe.Pointer, n uintptr) int32
 }
 
 // symbols pairs each binding with its C name.
@@ -76,7 +79,8 @@ func symbols() []struct {
 		{&l.modelRandom, "qr_model_random"}, {&l.modelSet, "qr_model_set"}, {&l.modelGet, "qr_model_get"},
 		{&l.modelReset, "qr_model_reset"}, {&l.modelForward, "qr_model_forward"},
 		{&l.modelGreedy, "qr_model_greedy"}, {&l.modelInfo, "qr_model_info"}, {&l.modelBench, "qr_model_bench"},
-		{&l.modelStageName, "qr_model_stage_name"},
+		{&l.modelStageName, "qr_model_stage_name"}, {&l.modelTrace, "qr_model_trace"},
+		{&l.modelTraceCount, "qr_model_trace_count"}, {&l.modelTraceEntry, "qr_model_trace_entry"},
 	}
 }
 
@@ -317,4 +321,25 @@ func cModelGetBF16(h unsafe.Pointer, layer, which int, dst []uint16) int {
 
 func cModelGetF32(h unsafe.Pointer, layer, which int, dst []float32) int {
 	return int(lib.modelGet(h, int32(layer), int32(which), fptr(dst), uintptr(len(dst))))
+}
+
+func cModelTrace(h unsafe.Pointer, on bool) int { return int(lib.modelTrace(h, b2i(on))) }
+
+func cModelTraceCount(h unsafe.Pointer) (n int, rc int) {
+	var c int32
+	rc = int(lib.modelTraceCount(h, unsafe.Pointer(&c)))
+	return int(c), rc
+}
+
+// cModelTraceEntry returns entry i's name and dims, and its values when
+// dst is not nil (len(dst) must be their product).
+func cModelTraceEntry(h unsafe.Pointer, i int, dst []float32) (name string, dims [3]int32, rc int) {
+	buf := make([]byte, 128)
+	rc = int(lib.modelTraceEntry(h, int32(i), unsafe.Pointer(&buf[0]), int32(len(buf)), unsafe.Pointer(&dims[0]),
+		fptr(dst), uintptr(len(dst))))
+	n := 0
+	for n < len(buf) && buf[n] != 0 {
+		n++
+	}
+	return string(buf[:n]), dims, rc
 }

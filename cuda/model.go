@@ -340,6 +340,59 @@ func (m *Model) Greedy(first, n int) ([]int, error) {
 	return ids, nil
 }
 
+// forwardTraced runs ids like forward while the device records every
+// stage, and hands each to rec (names and shapes of the CPU recorder)
+// before returning the logits.
+func (m *Model) forwardTraced(ids []int, rows int, rec tensor.Recorder) ([]float32, error) {
+	if err := m.dev.call("model_trace", func() int { return cModelTrace(m.h, true) }); err != nil {
+		return nil, err
+	}
+	defer m.dev.call("model_trace", func() int { return cModelTrace(m.h, false) })
+	logits, err := m.forward(ids, rows)
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	if err := m.dev.call("model_trace_count", func() int {
+		var rc int
+		n, rc = cModelTraceCount(m.h)
+		return rc
+	}); err != nil {
+		return nil, err
+	}
+	for i := range n {
+		var name string
+		var dims [3]int32
+		if err := m.dev.call("model_trace_entry", func() int {
+			var rc int
+			name, dims, rc = cModelTraceEntry(m.h, i, nil)
+			return rc
+		}); err != nil {
+			return nil, err
+		}
+		shape := []int{}
+		size := 1
+		for _, d := range dims {
+			if d > 0 {
+				shape = append(shape, int(d))
+				size *= int(d)
+			}
+		}
+		x := tensor.New(shape...)
+		if len(x.Data) != size {
+			return nil, fmt.Errorf("cuda: trace entry %s: shape %v", name, shape)
+		}
+		if err := m.dev.call("model_trace_entry", func() int {
+			_, _, rc := cModelTraceEntry(m.h, i, x.Data)
+			return rc
+		}); err != nil {
+			return nil, err
+		}
+		rec(name, x)
+	}
+	return logits, nil
+}
+
 // Reset empties every state and cache (position 0).
 func (m *Model) Reset() error {
 	return m.dev.call("model_reset", func() int { return cModelReset(m.h) })

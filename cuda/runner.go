@@ -28,7 +28,9 @@ var (
 
 // deviceRunner is model.Runner on a Model resident on the device. One row
 // keeps its caches on the device across calls (prefill, then decode steps
-// as CUDA-graph replays). B > 1 rows run as one prefill from position 0,
+// as CUDA-graph replays). With RunOptions.Record the device records every
+// stage the CPU recorder names (the prefill path runs for every call then,
+// decode included), so trace --compare names the first divergent stage. B > 1 rows run as one prefill from position 0,
 // row after row on the same caches (what `qwenref forward` does); a second
 // call on such a runner is refused, since only one row's caches exist.
 type deviceRunner struct {
@@ -118,6 +120,9 @@ func (r *deviceRunner) Forward(ids [][]int, opt model.RunOptions) (*tensor.Tenso
 	if err != nil {
 		return nil, err
 	}
+	if opt.Record != nil && r.rows > 1 {
+		return nil, errors.New("stage recording needs a single-row runner")
+	}
 	if r.rows > 1 && r.pos > 0 {
 		return nil, fmt.Errorf("cuda: a %d-row runner runs one prefill from position 0 (the device keeps one row's caches); Reset first", r.rows)
 	}
@@ -146,7 +151,13 @@ func (r *deviceRunner) Forward(ids [][]int, opt model.RunOptions) (*tensor.Tenso
 				return nil, err
 			}
 		}
-		lg, err := r.gm.forward(row, want)
+		var lg []float32
+		var err error
+		if opt.Record != nil && r.rows == 1 {
+			lg, err = r.gm.forwardTraced(row, want, opt.Record)
+		} else {
+			lg, err = r.gm.forward(row, want)
+		}
 		if err != nil {
 			if r.rows > 1 {
 				err = fmt.Errorf("batch row %d: %w", b, err)
@@ -158,10 +169,8 @@ func (r *deviceRunner) Forward(ids [][]int, opt model.RunOptions) (*tensor.Tenso
 		}
 	}
 	r.pos += t
-	if opt.Record != nil && out != nil && r.rows == 1 {
-		// Only the logits leave the device: the per-layer stages are not
-		// recorded by the device model yet (trace on cuda-fp32 for them).
-		opt.Record("logits", out)
+	if opt.Record != nil && out != nil {
+		opt.Record("logits", &tensor.Tensor{Shape: []int{want, v}, Data: out.Data})
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package model
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -98,6 +99,54 @@ func TestGoldensCUDADevice(t *testing.T) {
 	}
 	if ran == 0 {
 		t.Fatal("no golden case has the device model's head dims (GDN 128/128, attention 256)")
+	}
+}
+
+// TestGoldensCUDADeviceStages traces the device-resident model: it must
+// record every stage transformers recorded, under the same name and size,
+// each within the bf16 bar (bf16RelL2) of transformers' fp32 value, and
+// tracing must not change the logits beyond that bar either.
+func TestGoldensCUDADeviceStages(t *testing.T) {
+	be := cudaOrSkip(t, "cuda")
+	defer be.Close()
+	root, cases := goldenCases(t)
+	for _, c := range cases {
+		dir := filepath.Join(root, c.Name)
+		m, err := Load(dir)
+		require.NoError(t, err)
+		if m.Config.LinearKeyHeadDim != 128 || m.Config.LinearValueHeadDim != 128 || m.Config.HeadDim != 256 {
+			m.Close()
+			continue
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			defer m.Close()
+			exp, err := weights.Open(filepath.Join(dir, "expected.safetensors"))
+			require.NoError(t, err)
+			defer exp.Close()
+			ids := readInputs(t, dir).IDs[0]
+			r, err := NewRunner(m, be, 1)
+			require.NoError(t, err)
+			defer r.Close()
+			got := map[string][]float32{}
+			traced, err := r.Forward([][]int{ids}, RunOptions{Logits: AllLogits, Record: func(stage string, x *tensor.Tensor) {
+				got[stage] = slices.Clone(x.Data)
+			}})
+			require.NoError(t, err)
+			require.NoError(t, r.Reset())
+			plain, err := r.Forward([][]int{ids}, RunOptions{Logits: AllLogits})
+			require.NoError(t, err)
+			require.LessOrEqual(t, tensor.RelL2(traced.Data, plain.Data), bf16RelL2, "tracing changed the logits")
+			for _, stage := range c.Stages {
+				g, ok := got[stage]
+				require.True(t, ok, "stage %s recorded by transformers was not recorded by the device model", stage)
+				want, _, err := exp.Float32(stage)
+				require.NoError(t, err, stage)
+				require.Len(t, g, len(want), stage)
+				rel := tensor.RelL2(g, want)
+				t.Logf("%-28s rel L2 %.2e", stage, rel)
+				require.LessOrEqual(t, rel, bf16RelL2, "stage %s", stage)
+			}
+		})
 	}
 }
 

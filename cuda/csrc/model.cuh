@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common.cuh"
@@ -87,6 +88,24 @@ struct Prof {
 	}
 };
 
+// Stage recording for tracing (model_trace.cu): every stage the CPU
+// recorder names, copied to the host as fp32 while a trace is on; nothing
+// is copied otherwise.
+struct TraceEntry {
+	std::string name;
+	int dims[3];
+	std::vector<float> data;
+};
+struct Trace {
+	std::vector<TraceEntry> entries;
+	int cap = 0;      // tokens the buffers below hold
+	DevBuf tmp;       // fp32 [cap, H]: a projection's output before its residual add
+	DevBuf ones_gate; // bf16 [cap, nh·2hd] of 12672 (σ = 1): attention before its output gate
+};
+
+// y[m, n] += x[m, k] · Wᵀ (fp32 y: the residual add fused into the GEMM).
+int model_gemm_acc(float *y, const bf16_t *x, const bf16_t *w, int m, int n, int k, cudaStream_t st);
+
 struct DevModel {
 	qr_model_dims d{};
 	int NQKV = 0; // rows of an attention layer's w_qkv
@@ -110,6 +129,7 @@ struct DevModel {
 	cudaGraphExec_t graph = nullptr;      // the greedy decode step, captured on first use
 	cudaGraphExec_t step_graph = nullptr; // the plain decode step (logits, no argmax), likewise
 	Prof *prof = nullptr;            // set while a profiled pass runs
+	std::unique_ptr<Trace> trace;    // set while tracing (model_trace.cu)
 
 	~DevModel() {
 		if (graph)
@@ -135,6 +155,17 @@ struct DevModel {
 	int decode_step(int greedy, cudaStream_t st);
 	int capture_greedy();
 	int capture_step();
+	// Tracing (model_trace.cu); each is a no-op unless trace is set. rec
+	// copies rows × cols of src (row stride ld elements, bf16 or fp32, times
+	// mul) as "layers.<layer>.<stage>" (layer < 0: "<stage>") with dims d.
+	int rec(int layer, const char *stage, const void *src, int bf, size_t ld, int rows, int cols, int d0, int d1,
+	        int d2, float mul = 1.0f);
+	int trace_grow(int T);
+	// y += x Wᵀ; when tracing, the product is recorded as layer.stage first.
+	int gemm_acc_rec(int layer, const char *stage, float *y, const bf16_t *x, const bf16_t *w, int m, int n, int k,
+	                 cudaStream_t st);
+	// The attention core before its output gate, recorded as attn_core.
+	int rec_attn_core(int layer, const AttnW &A, const bf16_t *qn, int T, cudaStream_t st);
 	// Capture decode_step(greedy) into *out (stream capture, then instantiate).
 	int capture(int greedy, cudaGraphExec_t *out);
 };

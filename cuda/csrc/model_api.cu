@@ -83,7 +83,9 @@ extern "C" int qr_model_forward(void *model, const int32_t *ids, int t, int last
 	QR_TRY(m.ensure_acts(t));
 	const int rows = last_only || !logits ? 1 : t;
 	QR_TRY(m.ensure_logits(rows));
-	if (t == 1) {
+	// A traced prefill computes every row; the last one is then at t - 1.
+	const size_t off = m.trace && rows < t ? (size_t)(t - 1) * m.d.vocab : 0;
+	if (t == 1 && !m.trace) { // decode: one graph replay
 		QR_TRY(m.capture_step());
 		QR_CK(cudaMemcpyAsync(m.ids.p, ids, 4, cudaMemcpyHostToDevice, st));
 		QR_TRY(set_dev_int(m.d_pos.as<int>(), m.pos, st));
@@ -98,7 +100,8 @@ extern "C" int qr_model_forward(void *model, const int32_t *ids, int t, int last
 		QR_TRY(m.prefill(t, last_only || !logits));
 	}
 	if (logits)
-		QR_CK(cudaMemcpyAsync(logits, m.logits.p, (size_t)rows * m.d.vocab * 4, cudaMemcpyDeviceToHost, st));
+		QR_CK(cudaMemcpyAsync(logits, m.logits.as<float>() + off, (size_t)rows * m.d.vocab * 4,
+		                      cudaMemcpyDeviceToHost, st));
 	QR_CK(cudaStreamSynchronize(st));
 	return QR_OK;
 }

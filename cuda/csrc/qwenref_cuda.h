@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define QR_ABI_VERSION 3
+#define QR_ABI_VERSION 4
 
 enum {
 	QR_OK = 0,
@@ -198,6 +198,16 @@ int qr_model_forward(void *model, const int32_t *ids, int t, int last_only, floa
  * CUDA graph each (embed → 64 layers → lm_head → argmax → next token), the
  * first fed first_id; writes the n chosen ids. */
 int qr_model_greedy(void *model, int32_t first_id, int n, int32_t *out_ids);
+/* Stage recording for tracing: on = 1 starts recording (and clears what was
+ * recorded), on = 0 stops and frees it. While on, every forward runs the
+ * prefill path and copies each stage the CPU recorder names ("embeddings",
+ * "layers.N.<stage>", "final_norm") to the host as fp32. */
+int qr_model_trace(void *model, int on);
+/* Number of stages recorded so far. */
+int qr_model_trace_count(void *model, int *n);
+/* Stage i: its name (NUL-terminated, truncated to name_len), up to 3 dims
+ * (unused ones 0) and, when dst is not NULL, its n values. */
+int qr_model_trace_entry(void *model, int i, char *name, int name_len, int *dims, float *dst, size_t n);
 /* Current position, and device bytes held: weights, states + caches,
  * activations + scratch. */
 int qr_model_info(void *model, int *pos, size_t *weight_bytes, size_t *state_bytes, size_t *act_bytes);

@@ -83,6 +83,7 @@ __host__ cudaError_t cudaMalloc(void **, size_t);
 __host__ cudaError_t cudaFree(void *);
 __host__ cudaError_t cudaMemcpy(void *, const void *, size_t, cudaMemcpyKind);
 __host__ cudaError_t cudaMemcpyAsync(void *, const void *, size_t, cudaMemcpyKind, cudaStream_t);
+__host__ cudaError_t cudaMemcpy2DAsync(void *, size_t, const void *, size_t, size_t, size_t, cudaMemcpyKind, cudaStream_t);
 __host__ cudaError_t cudaMemset(void *, int, size_t);
 __host__ cudaError_t cudaMemsetAsync(void *, int, size_t, cudaStream_t);
 __host__ cudaError_t cudaStreamCreate(cudaStream_t *);

@@ -1,0 +1,142 @@
+// model_trace.cu: stage recording of the device model, for `qwenref trace`
+// and the golden tests: while a trace is on, prefill copies every stage the
+// CPU recorder names (model/block.go, layers/*/layer.go) to the host as
+// fp32, with the same names and shapes. Where the fast path fuses two
+// stages, tracing splits them: a projection is written to a scratch buffer
+// and added to the residual stream after its copy, and the attention core
+// runs a second time with an output gate of σ = 1. Nothing here runs
+// unless qr_model_trace turned it on.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "model.cuh"
+
+__global__ void k_add_f32(float *__restrict__ y, const float *__restrict__ x, size_t n) {
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+		y[i] += x[i];
+}
+
+int DevModel::trace_grow(int T) {
+	if (!trace || T <= trace->cap)
+		return QR_OK;
+	Trace &tr = *trace;
+	QR_CK(cudaStreamSynchronize(g_qr.stream));
+	for (DevBuf *b : {&tr.tmp, &tr.ones_gate})
+		if (b->p) {
+			QR_CK(cudaFree(b->p));
+			b->p = nullptr;
+		}
+	const size_t gate = (size_t)(T + 1) * d.nh * 2 * d.hd * 2; // a row spare: the kernel reads at offset hd
+	QR_TRY(tr.tmp.alloc((size_t)T * d.hidden * 4));
+	QR_TRY(tr.ones_gate.alloc(gate));
+	QR_CK(cudaMemsetAsync(tr.ones_gate.p, 0x46, gate, g_qr.stream)); // bf16 0x4646 = 12672: σ(12672) = 1
+	tr.cap = T;
+	return QR_OK;
+}
+
+int DevModel::rec(int layer, const char *stage, const void *src, int bf, size_t ld, int rows, int cols, int d0,
+                  int d1, int d2, float mul) {
+	if (!trace)
+		return QR_OK;
+	TraceEntry e;
+	char name[96];
+	if (layer >= 0)
+		snprintf(name, sizeof name, "layers.%d.%s", layer, stage);
+	else
+		snprintf(name, sizeof name, "%s", stage);
+	e.name = name;
+	e.dims[0] = d0, e.dims[1] = d1, e.dims[2] = d2;
+	const size_t es = bf ? 2 : 4, n = (size_t)rows * cols;
+	std::vector<unsigned char> raw(n * es);
+	QR_CK(cudaMemcpy2DAsync(raw.data(), (size_t)cols * es, src, ld * es, (size_t)cols * es, rows,
+	                        cudaMemcpyDeviceToHost, g_qr.stream));
+	QR_CK(cudaStreamSynchronize(g_qr.stream));
+	e.data.resize(n);
+	for (size_t i = 0; i < n; i++) {
+		float v;
+		if (bf) {
+			uint16_t b;
+			memcpy(&b, &raw[2 * i], 2);
+			const uint32_t u = (uint32_t)b << 16;
+			memcpy(&v, &u, 4);
+		} else {
+			memcpy(&v, &raw[4 * i], 4);
+		}
+		e.data[i] = v * mul;
+	}
+	trace->entries.push_back(std::move(e));
+	return QR_OK;
+}
+
+int model_gemm_acc(float *y, const bf16_t *x, const bf16_t *w, int m, int n, int k, cudaStream_t st) {
+	const float one = 1.0f;
+	QR_CKB(cublasSetStream(g_qr.blas, st));
+	QR_CKB(cublasGemmEx(g_qr.blas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, w, CUDA_R_16BF, k, x, CUDA_R_16BF, k,
+	                    &one, y, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+	return QR_OK;
+}
+
+int DevModel::gemm_acc_rec(int layer, const char *stage, float *y, const bf16_t *x, const bf16_t *w, int m, int n,
+                           int k, cudaStream_t st) {
+	if (!trace)
+		return model_gemm_acc(y, x, w, m, n, k, st);
+	QR_TRY(trace_grow(m));
+	float *tmp = trace->tmp.as<float>();
+	QR_TRY(qr_gemm_bf16(tmp, 1, n, x, k, w, k, m, n, k, st));
+	QR_TRY(rec(layer, stage, tmp, 0, n, m, n, m, n, 0));
+	k_add_f32<<<cdiv((size_t)m * n, 256) < 4096 ? cdiv((size_t)m * n, 256) : 4096, 256, 0, st>>>(y, tmp,
+	                                                                                            (size_t)m * n);
+	QR_CKL("add_f32");
+	return QR_OK;
+}
+
+int DevModel::rec_attn_core(int layer, const AttnW &A, const bf16_t *qn_, int T, cudaStream_t st) {
+	if (!trace)
+		return QR_OK;
+	QR_TRY(trace_grow(T));
+	const int qd = d.nh * d.hd;
+	bf16_t *Y = ya.as<bf16_t>();
+	QR_TRY(launch_flash_attn(Y, qn_, A.kc.as<bf16_t>(), A.vc.as<bf16_t>(), trace->ones_gate.as<bf16_t>() + d.hd,
+	                         d.nh * 2 * d.hd, T, pos, d.nh, d.nkv, d.hd, 1.0f / sqrtf((float)d.hd), st));
+	return rec(layer, "attn_core", Y, 1, qd, T, qd, T, d.nh, d.hd);
+}
+
+// ---- C ABI ----
+
+static DevModel *trace_model(void *m) { return (DevModel *)m; }
+
+extern "C" int qr_model_trace(void *model, int on) {
+	QR_TRY(qr_require());
+	QR_ARG(model, "qr_model_trace: nil model");
+	DevModel &m = *trace_model(model);
+	QR_CK(cudaStreamSynchronize(g_qr.stream));
+	if (on)
+		m.trace.reset(new Trace);
+	else
+		m.trace.reset();
+	return QR_OK;
+}
+
+extern "C" int qr_model_trace_count(void *model, int *n) {
+	QR_ARG(model && n, "qr_model_trace_count: nil argument");
+	DevModel &m = *trace_model(model);
+	*n = m.trace ? (int)m.trace->entries.size() : 0;
+	return QR_OK;
+}
+
+extern "C" int qr_model_trace_entry(void *model, int i, char *name, int name_len, int *dims, float *dst, size_t n) {
+	QR_ARG(model && dims && name && name_len > 0, "qr_model_trace_entry: nil argument");
+	DevModel &m = *trace_model(model);
+	QR_ARG(m.trace && i >= 0 && i < (int)m.trace->entries.size(), "qr_model_trace_entry: no entry %d", i);
+	const TraceEntry &e = m.trace->entries[i];
+	snprintf(name, (size_t)name_len, "%s", e.name.c_str());
+	for (int j = 0; j < 3; j++)
+		dims[j] = e.dims[j];
+	if (dst) {
+		QR_ARG(n == e.data.size(), "qr_model_trace_entry: %s has %zu values, asked for %zu", e.name.c_str(),
+		       e.data.size(), n);
+		memcpy(dst, e.data.data(), n * 4);
+	}
+	return QR_OK;
+}
