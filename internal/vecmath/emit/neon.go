@@ -92,14 +92,26 @@ func (a *NEON) V2(op uint32, d, n int) {
 // Mov copies register n to d.
 func (a *NEON) Mov(d, n int) { a.V3(opORR, d, n, n) }
 
-// Named instructions used by the kernels.
+// Fadd writes d = n + m.
 func (a *NEON) Fadd(d, n, m int) { a.V3(opFADD, d, n, m) }
+
+// Fsub writes d = n − m.
 func (a *NEON) Fsub(d, n, m int) { a.V3(opFSUB, d, n, m) }
+
+// Fmul writes d = n·m.
 func (a *NEON) Fmul(d, n, m int) { a.V3(opFMUL, d, n, m) }
+
+// Fdiv writes d = n/m.
 func (a *NEON) Fdiv(d, n, m int) { a.V3(opFDIV, d, n, m) }
+
+// Fmax writes d = max(n, m) (NaN if either is NaN).
 func (a *NEON) Fmax(d, n, m int) { a.V3(opFMAX, d, n, m) }
+
+// Fmla writes d += n·m, fused.
 func (a *NEON) Fmla(d, n, m int) { a.V3(opFMLA, d, n, m) }
-func (a *NEON) Fneg(d, n int)    { a.V2(opFNEG, d, n) }
+
+// Fneg writes d = −n.
+func (a *NEON) Fneg(d, n int) { a.V2(opFNEG, d, n) }
 
 // WriteConsts writes the constant table (one 16-byte row per constant
 // register, in register order).
