@@ -12,10 +12,21 @@ type Layers struct {
 	Total  int    `json:"layers"`
 	Linear int    `json:"linear"` // Gated DeltaNet layers: the ones that fall back
 	Full   int    `json:"full"`   // gated full-attention layers: no GDN kernel in them
+	// ModelType is the config's model_type (qwen3_5, qwen3_5_moe, qwen3_next, …).
+	ModelType string `json:"model_type,omitempty"`
+	// MoE counts the layers whose MLP is a mixture of experts, of Experts
+	// experts with ExpertsPerToken chosen per token; their GDN mixers fall
+	// back exactly as the dense models' do.
+	MoE             int `json:"moe_layers,omitempty"`
+	Experts         int `json:"experts,omitempty"`
+	ExpertsPerToken int `json:"experts_per_token,omitempty"`
+	// FusedGDNProjections marks Qwen3-Next's in_proj_qkvz/in_proj_ba layout.
+	FusedGDNProjections bool `json:"fused_gdn_projections,omitempty"`
 }
 
 // LayersFromConfig reads a checkpoint directory's config.json (or the file itself), in the hub
-// form (text_config) or the flat one, with layer_types or full_attention_interval.
+// form (text_config) or the flat one, with layer_types or full_attention_interval, for the
+// dense Qwen3.5/3.6 models, their MoE checkpoints (qwen3_5_moe) and Qwen3-Next.
 func LayersFromConfig(path string) (*Layers, error) {
 	cfg, err := model.LoadConfig(path)
 	if err != nil {
@@ -25,5 +36,7 @@ func LayersFromConfig(path string) (*Layers, error) {
 	if linear+full != cfg.NumLayers {
 		return nil, fmt.Errorf("config %s: %d layer types for %d layers", path, linear+full, cfg.NumLayers)
 	}
-	return &Layers{Config: path, Total: cfg.NumLayers, Linear: linear, Full: full}, nil
+	return &Layers{Config: path, Total: cfg.NumLayers, Linear: linear, Full: full, ModelType: cfg.ModelType,
+		MoE: cfg.SparseLayers(), Experts: cfg.MoE.NumExperts, ExpertsPerToken: cfg.MoE.NumExpertsPerTok,
+		FusedGDNProjections: cfg.FusedGDNProjections}, nil
 }
