@@ -505,10 +505,13 @@ func (r *modelInst) run() error {
 		return err
 	}
 	var hidden []float32
-	rec := func(stage string, x *tensor.Tensor) {
+	var rec tensor.Recorder = func(stage string, x *tensor.Tensor) {
 		if stage == "final_norm" {
 			hidden = append(r.out[:0], x.Data...)
 		}
+	}
+	if r.be.NewRunner != nil {
+		rec = nil // a device-resident runner copies every stage off the device when recording: compare logits only
 	}
 	logits, err := r.runner.Forward(r.ids, model.RunOptions{Logits: model.LastLogits, Record: rec})
 	if err != nil {
