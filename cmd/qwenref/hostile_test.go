@@ -32,7 +32,15 @@ func TestMain(m *testing.M) {
 	if os.Getenv("QWENREF_HOSTILE_CHILD") == "1" {
 		for i, a := range os.Args {
 			if a == "--" {
-				os.Exit(Main(os.Args[i+1:], os.Stdout, os.Stderr))
+				code := Main(os.Args[i+1:], os.Stdout, os.Stderr)
+				// The child's own peak RSS: rusage's ru_maxrss would also count
+				// the parent's, which Linux carries over through fork and exec.
+				if p := os.Getenv("QWENREF_HOSTILE_RSS"); p != "" {
+					if st, err := os.ReadFile("/proc/self/status"); err == nil {
+						_ = os.WriteFile(p, st, 0o644)
+					}
+				}
+				os.Exit(code)
 			}
 		}
 		os.Exit(2)
@@ -44,7 +52,8 @@ type childRun struct {
 	code           int
 	stdout, stderr string
 	took           time.Duration
-	maxRSSKB       int64
+	peakKB         int64 // the child's VmHWM
+	maxRSSKB       int64 // rusage ru_maxrss: at least the parent's peak too
 }
 
 // runChild runs qwenref args in a child process and reports its exit
@@ -54,7 +63,8 @@ func runChild(t *testing.T, args ...string) childRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
-	cmd.Env = append(os.Environ(), "QWENREF_HOSTILE_CHILD=1")
+	rssFile := filepath.Join(t.TempDir(), "status")
+	cmd.Env = append(os.Environ(), "QWENREF_HOSTILE_CHILD=1", "QWENREF_HOSTILE_RSS="+rssFile)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	start := time.Now()
@@ -70,6 +80,14 @@ func runChild(t *testing.T, args ...string) childRun {
 	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.maxRSSKB = ru.Maxrss
+	}
+	r.peakKB = r.maxRSSKB
+	if st, err := os.ReadFile(rssFile); err == nil {
+		for _, l := range strings.Split(string(st), "\n") {
+			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+				fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &r.peakKB)
+			}
+		}
 	}
 	return r
 }
@@ -359,7 +377,7 @@ func TestHostileInputs(t *testing.T) {
 			assert.NotEqual(t, 0, r.code, "exit code 0; stderr: %s", line)
 			assert.NotEqual(t, 3, r.code, "an internal error (panic): %s", line)
 			assert.Less(t, r.took, 15*time.Second, "took %v", r.took)
-			assert.Less(t, r.maxRSSKB, int64(1<<20), "peak RSS %d MB", r.maxRSSKB>>10)
+			assert.Less(t, r.peakKB, int64(1<<20), "peak RSS %d MB", r.peakKB>>10)
 			assert.NotContains(t, r.stderr, "\x1b", "a terminal escape reached the output")
 			errLine := lastErrorLine(line)
 			for _, w := range c.want {
@@ -367,7 +385,7 @@ func TestHostileInputs(t *testing.T) {
 			}
 			assert.Less(t, len(errLine), 1500, "error of %d bytes", len(errLine))
 			assert.Equal(t, before, tree(t, dir), "the run changed the file system")
-			t.Logf("exit %d in %v, peak RSS %d MB: %s", r.code, r.took.Round(time.Millisecond), r.maxRSSKB>>10, errLine)
+			t.Logf("exit %d in %v, peak RSS %d MB (rusage %d MB): %s", r.code, r.took.Round(time.Millisecond), r.peakKB>>10, r.maxRSSKB>>10, errLine)
 		})
 	}
 }

@@ -26,6 +26,14 @@ func parseIDsJSON(data []byte) ([][]int, error) {
 	if len(data) == 0 {
 		return nil, fmt.Errorf("empty input: want a JSON array of token-id arrays, e.g. [[1,2,3]]")
 	}
+	if rows, plain, err := scanPlainIDs(data); plain {
+		return rows, err
+	}
+	return decodeIDs(data)
+}
+
+// decodeIDs is parseIDsJSON's token-by-token parser, for any input.
+func decodeIDs(data []byte) ([][]int, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	if err := expectDelim(dec, '['); err != nil {
@@ -147,4 +155,96 @@ func expectDelim(dec *json.Decoder, want json.Delim) error {
 		return fmt.Errorf("got %v", tok)
 	}
 	return nil
+}
+
+// scanPlainIDs is the fast path for the usual input: brackets, commas,
+// whitespace and plain decimal ids (no leading zeros), at about a
+// nanosecond a byte. plain is false for anything else, which the
+// token-by-token parser then reads to give a precise message.
+func scanPlainIDs(data []byte) (rows [][]int, plain bool, err error) {
+	i := 0
+	ws := func() {
+		for i < len(data) && (data[i] == ' ' || data[i] == '\n' || data[i] == '\t' || data[i] == '\r') {
+			i++
+		}
+	}
+	total := 0
+	// row reads "id, id, ... ]" after an opening bracket.
+	row := func() ([]int, bool) {
+		var out []int
+		for {
+			ws()
+			start := i
+			v := 0
+			for i < len(data) && data[i] >= '0' && data[i] <= '9' && i-start < 10 {
+				v = v*10 + int(data[i]-'0')
+				i++
+			}
+			if i == start || i-start > 1 && data[start] == '0' || v > math.MaxInt32 ||
+				i < len(data) && data[i] >= '0' && data[i] <= '9' {
+				return nil, false
+			}
+			if total++; total > maxIDs {
+				return nil, true
+			}
+			out = append(out, v)
+			ws()
+			if i < len(data) && data[i] == ',' {
+				i++
+				continue
+			}
+			if i < len(data) && data[i] == ']' {
+				i++
+				return out, true
+			}
+			return nil, false
+		}
+	}
+	tooMany := fmt.Errorf("more than %d token ids (the limit; see docs/limits.md)", maxIDs)
+	ws()
+	if i >= len(data) || data[i] != '[' {
+		return nil, false, nil
+	}
+	i++
+	ws()
+	if i < len(data) && data[i] == '[' { // rows
+		for {
+			i++
+			r, ok := row()
+			if total > maxIDs {
+				return nil, true, tooMany
+			}
+			if !ok || len(rows) > 0 && len(r) != len(rows[0]) {
+				return nil, false, nil
+			}
+			rows = append(rows, r)
+			ws()
+			if i < len(data) && data[i] == ',' {
+				i++
+				ws()
+				if i < len(data) && data[i] == '[' {
+					continue
+				}
+				return nil, false, nil
+			}
+			break
+		}
+		if ws(); i >= len(data) || data[i] != ']' {
+			return nil, false, nil
+		}
+		i++
+	} else { // one flat row
+		r, ok := row()
+		if total > maxIDs {
+			return nil, true, tooMany
+		}
+		if !ok {
+			return nil, false, nil
+		}
+		rows = [][]int{r}
+	}
+	if ws(); i != len(data) {
+		return nil, false, nil
+	}
+	return rows, true, nil
 }
