@@ -27,8 +27,10 @@ import (
 // recorded inputs when it runs in isolation) and amp is 2 after the gated
 // RMSNorm (it divides by a small RMS). For a float32 backend the bar is
 // never looser than the golden tests' (tensor.GoldenTolerance). A bf16
-// backend rounds the activations of every product to bf16 (u = 2⁻⁸), so
-// its bar is traceSafetyBF16·2⁻⁸·amp, independent of n.
+// backend rounds the activations and weights of every matrix product to
+// bf16 (u = 2⁻⁸); those roundings dominate and add in quadrature, so its
+// bar is traceSafetyBF16·2⁻⁸·√m·amp, with m the number of products on the
+// stage's path (at least 1), independent of n.
 const (
 	unitF32         = 1.0 / (1 << 24)
 	unitBF16        = 1.0 / (1 << 8)
@@ -44,9 +46,17 @@ type stageBar struct {
 	Amp float64 // amplification of the stages it follows
 }
 
-func barFor(n int, amp float64, bf16 bool) stageBar {
+// pathShape is what the error model needs of a stage's path.
+type pathShape struct {
+	n        int     // reduction length
+	amp      float64 // amplification (2 after the gated RMSNorm)
+	products int     // matrix products (bf16-rounded on a bf16 backend)
+}
+
+func barFor(p pathShape, bf16 bool) stageBar {
+	n, amp := p.n, p.amp
 	if bf16 {
-		rel := traceSafetyBF16 * unitBF16 * amp
+		rel := traceSafetyBF16 * unitBF16 * math.Sqrt(float64(max(p.products, 1))) * amp
 		return stageBar{Tolerance: tensor.Tolerance{RelL2: rel, MaxAbsScaled: maxAbsOverRelL2 * rel}, N: n, Amp: amp}
 	}
 	rel := math.Min(tensor.GoldenRelL2, traceSafety*unitF32*math.Sqrt(float64(max(n, 1)))*amp)
@@ -54,9 +64,9 @@ func barFor(n int, amp float64, bf16 bool) stageBar {
 	return stageBar{Tolerance: tensor.Tolerance{RelL2: rel, MaxAbsScaled: abs}, N: n, Amp: amp}
 }
 
-// pathLength is the reduction length and amplification on a stage's path
-// from the layer input, for a layer teacher-forced on T tokens.
-func pathLength(cfg *model.Config, kind model.LayerKind, stage string, t int) (int, float64) {
+// pathLength is the path shape of a stage from the layer input, for a
+// layer teacher-forced on T tokens.
+func pathLength(cfg *model.Config, kind model.LayerKind, stage string, t int) pathShape {
 	h, inter := cfg.HiddenSize, cfg.IntermediateSize
 	proj := 2 * h // the input RMSNorm's sum, then the projection's dot product
 	if kind == model.FullAttention {
@@ -65,38 +75,42 @@ func pathLength(cfg *model.Config, kind model.LayerKind, stage string, t int) (i
 		mixer := core + cfg.NumHeads*d
 		switch stage {
 		case "mixer_in":
-			return h, 1
+			return pathShape{h, 1, 0}
 		case "q_proj", "k_proj", "v_proj":
-			return proj, 1
+			return pathShape{proj, 1, 1}
 		case "q_rope", "k_rope":
-			return proj + d, 1
+			return pathShape{proj + d, 1, 1}
 		case "attn_core", "gated":
-			return core, 1
+			return pathShape{core, 1, 1}
 		case "mixer_out":
-			return mixer, 1
+			return pathShape{mixer, 1, 2}
+		case "mlp_in":
+			return pathShape{mixer + h, 1, 2}
 		}
-		return mixer + proj + inter, 1 // mlp_in, mlp_out, output
+		return pathShape{mixer + proj + inter, 1, 4} // mlp_out, output
 	}
 	k, dk, dv := cfg.LinearConvKernel, cfg.LinearKeyHeadDim, cfg.LinearValueHeadDim
 	core := proj + k + dk + t*dk // conv taps, the L2 norm, the recurrence over T rank-one updates
 	mixer := core + dv + cfg.LinearNumValueHeads*dv
 	switch stage {
 	case "mixer_in":
-		return h, 1
+		return pathShape{h, 1, 0}
 	case "qkv_proj", "z_proj", "b_proj", "a_proj", "g", "beta":
-		return proj, 1
+		return pathShape{proj, 1, 1}
 	case "conv_out", "v":
-		return proj + k, 1
+		return pathShape{proj + k, 1, 1}
 	case "q_l2", "k_l2":
-		return proj + k + dk, 1
+		return pathShape{proj + k + dk, 1, 1}
 	case "core_out", "final_state":
-		return core, 1
+		return pathShape{core, 1, 1}
 	case "gated_norm_out":
-		return core + dv, 2
+		return pathShape{core + dv, 2, 2}
 	case "mixer_out":
-		return mixer, 2
+		return pathShape{mixer, 2, 3}
+	case "mlp_in":
+		return pathShape{mixer + h, 2, 3}
 	}
-	return mixer + proj + inter, 2
+	return pathShape{mixer + proj + inter, 2, 5}
 }
 
 // traceCheck is one comparison of trace --compare, as in its JSON report.
@@ -165,7 +179,7 @@ func forcedCompare(m *model.Model, be *model.Backend, ref *weights.Store, ids []
 	if want, ok, err := refRow(ref, "embeddings", t*h); err != nil {
 		return nil, err
 	} else if ok {
-		checks = append(checks, newCheck("embeddings", "forced", emb, want, barFor(1, 1, bf16)))
+		checks = append(checks, newCheck("embeddings", "forced", emb, want, barFor(pathShape{1, 1, 0}, bf16)))
 	}
 	for li, blk := range m.Blocks {
 		prefix := "layers." + strconv.Itoa(li) + "."
@@ -202,8 +216,7 @@ func forcedCompare(m *model.Model, be *model.Backend, ref *weights.Store, ids []
 				return nil, err
 			}
 			if ok {
-				n, amp := pathLength(cfg, blk.Kind, stage, t)
-				checks = append(checks, newCheck(name, "forced", got[stage], want, barFor(n, amp, bf16)))
+				checks = append(checks, newCheck(name, "forced", got[stage], want, barFor(pathLength(cfg, blk.Kind, stage, t), bf16)))
 			}
 		}
 	}
@@ -222,12 +235,12 @@ func headChecks(m *model.Model, be *model.Backend, ref *weights.Store, t int, bf
 	if want, ok, err := refRow(ref, "final_norm", t*h); err == nil && ok {
 		y := make([]float32, t*h)
 		if norm.RMSNormOnePlus(y, last, m.FinalNorm, float32(m.Config.RMSNormEps)) == nil {
-			checks = append(checks, newCheck("final_norm", "forced", y, want, barFor(h, 1, bf16)))
+			checks = append(checks, newCheck("final_norm", "forced", y, want, barFor(pathShape{h, 1, 0}, bf16)))
 		}
 		if wantL, ok, err := refRow(ref, "logits", t*v); err == nil && ok {
 			lg := make([]float32, t*v)
 			if be.MatMul.MatMulT(lg, want, t, m.LMHead) == nil {
-				checks = append(checks, newCheck("logits", "isolated", lg, wantL, barFor(h, 1, bf16)))
+				checks = append(checks, newCheck("logits", "isolated", lg, wantL, barFor(pathShape{h, 1, 1}, bf16)))
 			}
 		}
 	}
@@ -255,13 +268,15 @@ func isolatedChecks(m *model.Model, li int, be *model.Backend, ref *weights.Stor
 		}
 		return x
 	}
+	// Isolated, a stage's path is the one kernel: its reduction length and
+	// at most one product.
 	add := func(stage string, got []float32, n int, err error) {
 		if err != nil {
 			failed = fmt.Errorf("%s%s in isolation: %w", prefix, stage, err)
 			return
 		}
 		if want := read(stage, len(got)); want != nil {
-			out[prefix+stage] = append(out[prefix+stage], newCheck(prefix+stage, "isolated", got, want, barFor(n, 1, bf16)))
+			out[prefix+stage] = append(out[prefix+stage], newCheck(prefix+stage, "isolated", got, want, barFor(pathShape{n, 1, 1}, bf16)))
 		}
 	}
 	h := m.Config.HiddenSize
