@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/nikolalohinski/gonja/v2/builtins"
 	"github.com/nikolalohinski/gonja/v2/config"
@@ -41,8 +42,14 @@ type Template struct {
 	// SpecialTokens are the tokenizer config's named tokens (bos_token,
 	// eos_token, …), passed to the template as transformers does.
 	SpecialTokens map[string]string
-	tpl           *exec.Template
+	// Timeout bounds one Render (a template is a program from the
+	// checkpoint and may loop); 0 means DefaultTimeout.
+	Timeout time.Duration
+	tpl     *exec.Template
 }
+
+// DefaultTimeout is how long Render waits for a template by default.
+const DefaultTimeout = 10 * time.Second
 
 // Message is one plain conversation turn.
 type Message struct {
@@ -101,11 +108,33 @@ func MustParse(src, origin string) *Template {
 // UsesThinking reports whether the template reads enable_thinking.
 func (t *Template) UsesThinking() bool { return strings.Contains(t.Source, "enable_thinking") }
 
-// UsesTools reports whether the template reads tools.
-func (t *Template) UsesTools() bool { return strings.Contains(t.Source, "tools") }
+// Render renders one conversation. A template that runs past Timeout is
+// an error (its goroutine is left to finish on its own).
+func (t *Template) Render(in Input) (string, error) {
+	type result struct {
+		s   string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := t.render(in)
+		done <- result{s, err}
+	}()
+	limit := t.Timeout
+	if limit <= 0 {
+		limit = DefaultTimeout
+	}
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r.s, r.err
+	case <-timer.C:
+		return "", fmt.Errorf("%s: the chat template did not finish within %v", t.Origin, limit)
+	}
+}
 
-// Render renders one conversation.
-func (t *Template) Render(in Input) (out string, err error) {
+func (t *Template) render(in Input) (out string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%s: rendering the chat template failed: %v", t.Origin, r)

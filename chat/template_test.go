@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -124,6 +125,11 @@ func TestRenderErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "array")
 	_, err = tpl.Render(Input{Messages: json.RawMessage(`[{"role": `)})
 	assert.ErrorContains(t, err, "messages")
+
+	tpl = MustParse(`{% for i in range(1000000000) %}{% endfor %}`, "loop")
+	tpl.Timeout = 200 * time.Millisecond
+	_, err = tpl.Render(Input{Messages: Messages()})
+	assert.ErrorContains(t, err, "did not finish")
 
 	tpl = MustParse(`{% include '/etc/hostname' %}`, "include")
 	_, err = tpl.Render(Input{Messages: Messages()})
