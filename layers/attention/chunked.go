@@ -17,7 +17,8 @@ import (
 // KV head, so each key and value row read from the cache serves all M rows
 // of the tile (GQA). Queries and scores are stored transposed, one tile row
 // per SIMD lane: Qᵀ [D][M] (pre-multiplied by scale) and Sᵀ [BK][M]. So
-// QKᵀ is a key element broadcast against 16 query rows at a time, and the
+// QKᵀ is a key element broadcast against a register of query rows (16 on
+// AVX-512, 8 on AVX2, 4 on NEON) at a time, and the
 // softmax bookkeeping (max, exp, sum, rescale factor) is vector-wide over
 // rows. PV then broadcasts probabilities against value rows into a
 // row-major O [M][D], which is rescaled row by row and copied out.
@@ -129,7 +130,7 @@ func (c Chunked) runTile(tl *tile, out, q, k, v []float32, d Dims, scale float32
 
 	// Row i is token t0 + i/group, head g·group + i%group. Qᵀ·scale is
 	// packed one row at a time: the row is read contiguously and its writes
-	// land in the sixteen-lane group's cache lines, which stay in L1 while
+	// land in the lane group's cache lines, which stay in L1 while
 	// the group's rows are packed. Padding rows get q = 0 (finite scores,
 	// discarded at the end).
 	rowOff := tl.rowOff[:mp]
@@ -159,7 +160,7 @@ func (c Chunked) runTile(tl *tile, out, q, k, v []float32, d Dims, scale float32
 		jn := min(bk, lastKey+1-j0)
 
 		// Sᵀ[jj][i] = Σ_d K[j0+jj][d] · Qᵀ[d][i]: the key row is the
-		// broadcast operand, sixteen query rows per vector.
+		// broadcast operand, a register of query rows per vector.
 		kern.gemm(jn, D, k[(j0*d.NKV+g)*D:], kvStride, 1, qt, mp, st, mp, mp, nil)
 
 		// Causal mask: row i (token t) sees keys ≤ off+t. Only blocks that

@@ -23,7 +23,7 @@ import (
 // y must not overlap x or state.
 type Chunked struct{}
 
-// minRowsPerWorker keeps a worker's share above about 32K outputs:
+// minOutputsPerWorker keeps a worker's share above about 32K outputs:
 // handing out a piece costs about a microsecond.
 const minOutputsPerWorker = 1 << 15
 
