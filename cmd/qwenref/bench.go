@@ -68,13 +68,14 @@ token; attention 4·T·S·d_h·heads/2, causal. Ceilings: CPU ≈ 200 GFLOP/s fp
 (OpenBLAS on the project's 2 vCPUs; a good GEMM beats it), H200 694
 TFLOP/s bf16.
 
-With no --shape, --model or --config the default sweep is a quick one
-(under a minute on two cores): the 0.8b shape's layer ops at T = 128 and
-512 on every backend plus chunked:delta=naive:conv=naive (transformers'
-path without the fused GDN kernels), naive only for calls of at most 1
-GFLOP, each case stopped after 5 s. --shape 27b (or any shape, --model, --config) runs the
-full sweep: T = 512, 2048, 8192, naive up to 30 GFLOP, up to a minute a
-case (about ten minutes for the 27B layer ops on two cores).
+With none of --op, --seq, --shape, --model and --config the sweep is a
+quick one (under a minute on two cores): the 0.8b shape's layer ops at
+T = 128 and 512 on every backend plus chunked:delta=naive:conv=naive
+(transformers' path without the fused GDN kernels), naive only for calls
+of at most 1 GFLOP, each case stopped after 5 s. Any of those flags gives
+the full defaults: shape 27b, T = 512, 2048, 8192, naive up to 30 GFLOP,
+up to a minute a case (about ten minutes for the 27B layer ops on two
+cores with --shape 27b alone).
 
 Output (--format): table (the default), md (Markdown tables), csv, json (a
 list of objects; --json is the same) or jsonl (an object per line). Every
@@ -96,9 +97,9 @@ Examples:
   qwenref bench --op model --shape 0.8b --seq 512,2048 --json
   qwenref bench --op model --shape 27b --layers 4 --vocab 4096 --seq 512`, stderr)
 	opList := fs.String("op", "layers", "ops to run, comma-separated (see above)")
-	seqList := fs.String("seq", "512,2048,8192", "sequence lengths T, comma-separated (k = ×1024; quick default sweep: 128,512)")
+	seqList := fs.String("seq", "512,2048,8192", "sequence lengths T, comma-separated (k = ×1024; the quick sweep: 128,512)")
 	beList := fs.String("backends", "", fmt.Sprintf("backends or mixes (see above), comma-separated; empty = all registered: %s", strings.Join(model.BackendNames(), ",")))
-	shape := fs.String("shape", "27b", fmt.Sprintf("named shape: %s (unset: the quick 0.8b sweep)", strings.Join(model.ShapeNames(), ", ")))
+	shape := fs.String("shape", "27b", fmt.Sprintf("named shape: %s (the quick sweep: 0.8b)", strings.Join(model.ShapeNames(), ", ")))
 	dir := fs.String("model", "", "checkpoint directory: run its weights (mmap'ed) instead of random ones")
 	cfgPath := fs.String("config", "", "config.json to take the shape from (random weights)")
 	layers := fs.Int("layers", 0, "op model: keep only the first N decoder layers (0 = all)")
@@ -108,8 +109,8 @@ Examples:
 	warmup := fs.Int("warmup", 1, "untimed warm-up runs per case")
 	reps := fs.Int("reps", 5, "timed runs per case, at least")
 	minTime := fs.Duration("min-time", 200*time.Millisecond, "keep repeating a case until its timed runs add up to this")
-	maxTime := fs.Duration("max-time", time.Minute, "stop repeating a case once its timed runs add up to this (quick default sweep: 5s)")
-	naiveMax := fs.Float64("naive-max-gflop", 30, "run naive (timing and reference) only for calls of at most this many GFLOP (quick default sweep: 1)")
+	maxTime := fs.Duration("max-time", time.Minute, "stop repeating a case once its timed runs add up to this (the quick sweep: 5s)")
+	naiveMax := fs.Float64("naive-max-gflop", 30, "run naive (timing and reference) only for calls of at most this many GFLOP (the quick sweep: 1)")
 	maxMem := &memoryFlag{fallback: func() (float64, string) { return defaultMaxMemGiB(), "75% of RAM" }}
 	fs.Var(maxMem, "max-memory", "GiB of random weights the bench may build (default: 75% of RAM)")
 	fs.Var(maxMem, "max-mem", "deprecated spelling of --max-memory")
@@ -117,25 +118,16 @@ Examples:
 	format := fs.String("format", "table", "output on stdout: "+strings.Join(bench.Formats, ", "))
 	asJSON := fs.Bool("json", false, "the same as --format json")
 	outDir := fs.String("out", "", "directory for results.csv/.json, report.txt and SVG/PNG charts")
+	plugins := addPluginFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := loadPlugins(plugins); err != nil {
 		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	// The quick default sweep: a small shape, short T, cheap naive calls.
-	quick := !set["shape"] && !set["model"] && !set["config"]
-	if quick {
-		*shape = "0.8b"
-		if !set["seq"] {
-			*seqList = "128,512"
-		}
-		if !set["naive-max-gflop"] {
-			*naiveMax = 1
-		}
-		if !set["max-time"] {
-			*maxTime = 5 * time.Second
-		}
-	}
+	quick := quickSweep(set, shape, seqList, naiveMax, maxTime)
 	if *asJSON {
 		if set["format"] && *format != "json" {
 			return usageError(fs, stderr, "--json and --format %s disagree", *format)
@@ -279,6 +271,26 @@ Examples:
 		fmt.Fprintf(stderr, "bench: wrote results.csv, results.json, report.txt and %d charts to %s\n", len(files), *outDir)
 	}
 	return nil
+}
+
+// quickSweep applies the quick default sweep's settings when no flag
+// chose the work (--op, --seq, --shape, --model, --config), so a command
+// that names its ops keeps the full defaults (the 27B shape); flags given
+// keep their values.
+func quickSweep(set map[string]bool, shape, seqList *string, naiveMax *float64, maxTime *time.Duration) bool {
+	for _, f := range []string{"op", "seq", "shape", "model", "config"} {
+		if set[f] {
+			return false
+		}
+	}
+	*shape, *seqList = "0.8b", "128,512"
+	if !set["naive-max-gflop"] {
+		*naiveMax = 1
+	}
+	if !set["max-time"] {
+		*maxTime = 5 * time.Second
+	}
+	return true
 }
 
 // quickFallbackMix is the unfused-GDN backend the quick sweep adds.

@@ -88,3 +88,13 @@ func TestTracePluginInPlace(t *testing.T) {
 	assert.Equal(t, 4, code, stderr)
 	assert.Contains(t, stdout, "the first is layers.1.core_out (isolated)")
 }
+
+// bench runs the plug-in's kernel as the delta core and inside the GDN
+// layer, beside qwenref's own.
+func TestBenchPlugin(t *testing.T) {
+	good, _ := buildPlugins(t)
+	code, stdout, stderr := runCLI("bench", "--plugin", "bgood="+good, "--backends", "chunked,chunked:delta=bgood",
+		"--op", "gdn-core,gdn-layer", "--shape", "tiny", "--seq", "8,16", "--reps", "1", "--warmup", "0", "--min-time", "0")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "chunked:delta=bgood")
+}
