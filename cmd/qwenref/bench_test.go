@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -225,19 +226,31 @@ func TestBenchFormats(t *testing.T) {
 	assert.Contains(t, stderr, "--format")
 }
 
-// With no shape, model or config the sweep is the quick one (0.8b, short T,
-// with the unfused-GDN mix); --shape 27b keeps the full defaults.
+// With no flag choosing the work the sweep is the quick one (0.8b, short
+// T, cheap naive, short cases, plus the unfused-GDN mix); any such flag
+// keeps the full defaults, and flags given keep their values.
 func TestBenchQuickDefault(t *testing.T) {
-	code, stdout, stderr := benchCLI("--op", "conv", "--reps", "1", "--warmup", "0", "--min-time", "0", "--format", "jsonl")
-	require.Equal(t, 0, code, stderr)
-	seqs, backends := map[float64]bool{}, map[string]bool{}
-	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
-		var row map[string]any
-		require.NoError(t, json.Unmarshal([]byte(l), &row), l)
-		assert.Equal(t, "0.8b", row["shape"])
-		seqs[row["seq"].(float64)] = true
-		backends[row["backend"].(string)] = true
+	run := func(set map[string]bool) (bool, string, string, float64, time.Duration) {
+		shape, seq, naive, maxT := "27b", "512,2048,8192", 30.0, time.Minute
+		if set["max-time"] {
+			maxT = 2 * time.Second
+		}
+		q := quickSweep(set, &shape, &seq, &naive, &maxT)
+		return q, shape, seq, naive, maxT
 	}
-	assert.Equal(t, map[float64]bool{128: true, 512: true}, seqs)
-	assert.True(t, backends[quickFallbackMix], "the quick sweep includes %s: %v", quickFallbackMix, backends)
+	q, shape, seq, naive, maxT := run(map[string]bool{"out": true, "format": true})
+	assert.True(t, q)
+	assert.Equal(t, []any{"0.8b", "128,512", 1.0, 5 * time.Second}, []any{shape, seq, naive, maxT})
+	_, _, _, _, maxT = run(map[string]bool{"max-time": true})
+	assert.Equal(t, 2*time.Second, maxT, "a flag given keeps its value")
+	for _, f := range []string{"op", "seq", "shape", "model", "config"} {
+		q, shape, seq, _, _ := run(map[string]bool{f: true})
+		assert.False(t, q, f)
+		assert.Equal(t, "27b", shape, f)
+		assert.Equal(t, "512,2048,8192", seq, f)
+	}
+	code, stdout, _ := runHelp("bench")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, stdout, quickFallbackMix)
+	assert.Contains(t, stdout, "under a minute")
 }
