@@ -12,6 +12,9 @@ which is exact). Layouts are qwenref's, one sequence, row-major:
   conv       x [T, C], weight [C, K], initial_state [K, C];
              outputs y [T, C], final_state [K, C]
   attention  q [T, NH, D], k, v [S, NKV, D], metadata scale; output out
+  gdn-layer, attention-layer, decoder-layer
+             x [T, H] and the layer's weights under checkpoint names
+             (e.g. linear_attn.in_proj_qkv.weight [C, H]); output out [T, H]
 
 fla's layouts add a batch axis: q[None] is [1, T, H, K]; see
 docs/kernel-engineers.md for the exact calls.
@@ -97,13 +100,14 @@ class CheckError(AssertionError):
     """An output of the user's function is missing or outside its bars."""
 
 
-_OUTPUTS = {"gdn-core": ("out", "final_state"), "conv": ("y", "final_state"), "attention": ("out",)}
+_OUTPUTS = {"gdn-core": ("out", "final_state"), "conv": ("y", "final_state"), "attention": ("out",),
+            "gdn-layer": ("out",), "attention-layer": ("out",), "decoder-layer": ("out",)}
 
 
 def check(path, fn):
     """Run fn(inputs, meta) on the file's inputs and compare every output it
     must return (a dict: gdn-core and conv give out/y and final_state,
-    attention gives out) with the file's expected outputs and tolerances.
+    attention and the layer ops give out) with the file's expected outputs and tolerances.
     Returns {output: (rel_l2, max_abs_scaled)}; raises CheckError naming the
     first output that is missing or differs."""
     tensors, meta = read(path)

@@ -111,3 +111,14 @@ def test_conv_and_attention(tmp_path):
     with pytest.raises(qg.CheckError):
         qg.check(golden(tmp_path, "--op", "attention", "--seq", "5", "--past", "3"),
                  lambda i, m: {"out": attention_numpy(i, m)["out"] * 1.01})
+
+
+def test_layer_file_reads_weights_and_catches_a_wrong_layer(tmp_path):
+    path = golden(tmp_path, "--op", "gdn-layer", "--dtype", "bf16", "--seq", "6")
+    tensors, meta = qg.read(path)
+    h = int(meta["H"])
+    assert tensors["x"].shape == (6, h)
+    assert tensors["linear_attn.out_proj.weight"].shape[0] == h
+    assert set(qg._OUTPUTS[meta["op"]]) == {"out"}
+    with pytest.raises(qg.CheckError, match="out differs"):
+        qg.check(path, lambda i, m: {"out": np.zeros_like(i["x"])})
