@@ -50,8 +50,9 @@ Backends in this build:
 	}
 	fmt.Fprintf(w, `
 A device-resident backend (cuda) takes no part swaps: they would copy
-activations off the device. Without the cuda build tag, cuda is absent:
-  go build -tags cuda ./cmd/qwenref
+activations off the device. The cuda backends are in every build (prebuilt
+kernels, no CUDA toolkit needed); they start where an NVIDIA driver (580+)
+and cuBLAS 13 are found, and --gpu N picks the GPU.
 
 CPU kernel level: %s (set %s=%s to force a lower one).
 `, cpu.Describe(), cpu.EnvVar, levelChoices())
