@@ -126,7 +126,7 @@ func NewGDNInputs(seed uint64, d gateddelta.Dims, opt GDNOptions) (*GDNInputs, e
 // checkGDNDims refuses dims a problem cannot be drawn for, before any
 // allocation (the products are bounded so they cannot overflow).
 func checkGDNDims(d gateddelta.Dims) error {
-	const maxElems = 1 << 31
+	const maxElems = math.MaxInt32
 	switch {
 	case d.T < 0 || d.NK <= 0 || d.NV <= 0 || d.DK <= 0 || d.DV <= 0:
 		return fmt.Errorf("gated delta rule inputs: bad dims %+v", d)
@@ -179,7 +179,7 @@ type ConvInputs struct {
 
 // NewConvInputs draws a conv problem.
 func NewConvInputs(seed uint64, t, c, k int, withState bool) (*ConvInputs, error) {
-	const maxElems = 1 << 31
+	const maxElems = math.MaxInt32
 	if t < 0 || c <= 0 || k <= 0 || !fits(maxElems, t, c) || !fits(maxElems, k, c) {
 		return nil, fmt.Errorf("conv inputs: bad dims T=%d C=%d K=%d", t, c, k)
 	}
@@ -211,7 +211,7 @@ type AttentionInputs struct {
 
 // NewAttentionInputs draws an attention problem.
 func NewAttentionInputs(seed uint64, d attention.Dims) (*AttentionInputs, error) {
-	const maxElems = 1 << 31
+	const maxElems = math.MaxInt32
 	if d.T < 0 || d.S < d.T || d.NH <= 0 || d.NKV <= 0 || d.D <= 0 || d.NH%d.NKV != 0 ||
 		!fits(maxElems, d.S, d.NH, d.D) {
 		return nil, fmt.Errorf("attention inputs: bad dims %+v", d)
