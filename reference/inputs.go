@@ -172,9 +172,9 @@ func (in *GDNInputs) Reference() (out, state []float64, err error) {
 // ConvInputs is one random causal-conv problem: x [T, C] ~ N(0, 1), taps
 // w [C, K] ~ N(0, 0.25), and an initial state [K, C] (zeros or N(0, 1)).
 type ConvInputs struct {
-	T, C, K  int
-	X, W     []float32
-	State    []float32
+	T, C, K int
+	X, W    []float32
+	State   []float32
 }
 
 // NewConvInputs draws a conv problem.
