@@ -55,6 +55,7 @@ Examples:
 	idsFlag := fs.String("ids", "", "prompt token ids, comma-separated or a JSON array (- reads stdin)")
 	idsJSON := fs.String("ids-json", "", "JSON file with the prompt ids, [[id, ...]] or [id, ...] (- reads stdin)")
 	backend := fs.String("backend", defaultBackend(), fmt.Sprintf("kernels to run on: %v", model.BackendNames()))
+	plugins := addPluginFlag(fs)
 	asJSON := fs.Bool("json", false, "print the new ids as a JSON array (and nothing else on stdout)")
 	greedy := fs.Bool("greedy", false, "force greedy decoding (overrides --temperature)")
 	sf := addSampleFlags(fs, 16)
@@ -77,6 +78,9 @@ Examples:
 		return usageError(fs, stderr, "generate continues one sequence, got %d rows", len(rows))
 	}
 	ids := rows[0]
+	if err := loadPlugins(plugins); err != nil {
+		return err
+	}
 	be, err := model.NewBackend(*backend)
 	if err != nil {
 		return err

@@ -64,7 +64,11 @@ Examples:
 	backends := fs.String("backends", defaultBackend(), fmt.Sprintf("comma-separated backends to compare; the first is the reference (%v)", model.BackendNames()))
 	asJSON := fs.Bool("json", false, "print the results as JSON (and nothing else on stdout)")
 	mem := addMemoryFlag(fs)
+	plugins := addPluginFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := loadPlugins(plugins); err != nil {
 		return err
 	}
 	if *stride == 0 {

@@ -160,6 +160,7 @@ Examples:
 	promptFile := fs.String("prompt-file", "", "read the prompt from this file (- for stdin)")
 	cf := addChatFlags(fs)
 	backend := fs.String("backend", defaultBackend(), fmt.Sprintf("kernels to run on: %v", model.BackendNames()))
+	plugins := addPluginFlag(fs)
 	topProbs := fs.Int("top-probs", 0, "print the K most likely tokens with probabilities for each new token")
 	compare := fs.String("compare", "auto", "compare prompt logits across backends (on stderr): auto (skip when too slow), all, or none")
 	quiet := fs.Bool("quiet", false, "leave out the model line, speeds and backend comparison (stderr)")
@@ -185,6 +186,9 @@ Examples:
 	info := stderr
 	if *quiet {
 		info = io.Discard
+	}
+	if err := loadPlugins(plugins); err != nil {
+		return err
 	}
 	be, err := model.NewBackend(*backend)
 	if err != nil {
