@@ -188,6 +188,7 @@ func FromStore(cfg *Config, st *weights.Store) (*Model, error) {
 		return nil, err
 	}
 	m.store = st
+	m.adviseExperts()
 	if _, ok := st.Info("lm_head.weight"); ok && cfg.TieWordEmbeddings {
 		m.Warnings = append(m.Warnings, "tie_word_embeddings is true: lm_head.weight in the checkpoint is ignored")
 	}

@@ -333,3 +333,29 @@ func (be *Backend) MoEKernel() moe.Kernel {
 	}
 	return be.MoE
 }
+
+// adviseExperts makes the mapped experts of every sparse layer read only
+// what a token uses: no read-around on faults (a page fault on a 2 MiB
+// expert would otherwise read the several MiB of read-ahead window around
+// it, mostly unused neighbours), and the routed experts prefetched in bulk
+// as soon as the router has chosen them. Hints only: results never change.
+func (m *Model) adviseExperts() {
+	st := m.store
+	for i := range m.Blocks {
+		b := m.Blocks[i].MoE
+		if b == nil {
+			continue
+		}
+		w := &b.W
+		for e := range w.Gate {
+			for _, x := range []*tensor.Matrix{w.Gate[e], w.Up[e], w.Down[e]} {
+				_ = st.ReadRandom(x)
+			}
+		}
+		b.Prefetch = func(e int) {
+			for _, x := range []*tensor.Matrix{w.Gate[e], w.Up[e], w.Down[e]} {
+				_ = st.Prefetch(x)
+			}
+		}
+	}
+}

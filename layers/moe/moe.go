@@ -52,6 +52,10 @@ type Weights struct {
 type Layer struct {
 	Dims Dims
 	W    Weights
+	// Prefetch, if set, is called once for each expert the tokens of a
+	// call were routed to, before any expert runs: a memory-mapped model
+	// starts reading those experts' pages (and only those) there.
+	Prefetch func(expert int)
 }
 
 // Routing is the router's decision for T tokens: for token t, the experts
@@ -209,6 +213,15 @@ func (l *Layer) Forward(out, x []float32, t int, kern Kernel, mm linalg.MatMuler
 		}
 		rec.Record("router_weights", r.Weights, t, d.TopK)
 		rec.Record("router_experts", ids, t, d.TopK)
+	}
+	if l.Prefetch != nil {
+		seen := make([]bool, d.Experts)
+		for _, e := range r.Experts {
+			if !seen[e] {
+				seen[e] = true
+				l.Prefetch(int(e))
+			}
+		}
 	}
 	if err := kern.Experts(out, x, t, l, &r, mm); err != nil {
 		return err
