@@ -67,7 +67,7 @@ func expReduced(x float32) float32 {
 	n := float32(float32(x*Log2E)+roundMagic) - roundMagic
 	r := x - n*Ln2Hi
 	r -= n * float32(Ln2Lo)
-	c := &ExpCoef // Horner, unrolled: measured 1.4× the loop form at the portable level
+	c := &ExpCoef // Horner, unrolled
 	p := c[0]*r + c[1]
 	p = p*r + c[2]
 	p = p*r + c[3]
