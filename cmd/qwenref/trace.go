@@ -103,6 +103,10 @@ Examples:
 		return usageErr("--precision must be auto, f32 or bf16, not %q", *precision)
 	case (*jsonOut || *chained) && *compare == "":
 		return usageErr("--json and --chained need --compare")
+	case flagWasSet(fs, "tol") && !*chained:
+		return usageErr("--tol is the bar of --chained; teacher-forced checks take theirs from the error model")
+	case *chained && *jsonOut:
+		return usageErr("--json reports the teacher-forced comparison; leave out --chained")
 	}
 	if err := loadPlugins(plugins); err != nil {
 		return err

@@ -200,6 +200,8 @@ func TestTraceErrors(t *testing.T) {
 		{"id out of range", []string{"--model", traceGolden, "--ids", "1,96", "--out", out}, 1, "outside the vocabulary"},
 		{"bad backend", []string{"--model", traceGolden, "--ids", "1", "--backend", "tpu", "--out", out}, 1, `unknown backend "tpu"`},
 		{"bad compare", []string{"--model", traceGolden, "--ids", "1", "--compare", two, "--out", out}, 1, "--compare"},
+		{"tol without chained", []string{"--model", traceGolden, "--ids", "1", "--compare", two, "--tol", "1e-3"}, 2, "--tol is the bar of --chained"},
+		{"chained json", []string{"--model", traceGolden, "--ids", "1", "--compare", two, "--chained", "--json"}, 2, "leave out --chained"},
 		{"bad precision", []string{"--model", traceGolden, "--ids", "1", "--compare", two, "--precision", "f8"}, 2, "--precision must be"},
 		{"bad plugin", []string{"--model", traceGolden, "--ids", "1", "--plugin", "nopath"}, 2, "want NAME=PATH.so"},
 		{"missing plugin", []string{"--model", traceGolden, "--ids", "1", "--plugin", "x=" + filepath.Join(dir, "none.so")}, 1, "plugin x"},
