@@ -27,6 +27,10 @@ import (
 	"github.com/qwenref/qwenref/internal/vecmath/expconst"
 )
 
+// The assembly of every architecture is generated on any host.
+//go:generate go run gen_amd64.go
+//go:generate go run gen_arm64.go
+
 // The constants of the exponential (see internal/vecmath/expconst).
 const (
 	Log2E        = expconst.Log2E

@@ -2,8 +2,6 @@ package vecmath
 
 import "github.com/qwenref/qwenref/internal/cpu"
 
-//go:generate go run gen_amd64.go
-
 func init() { use(cpu.Selected()) }
 
 // kernelsFor returns the slice kernels of a level this build has.

@@ -8,6 +8,10 @@ import (
 	"github.com/qwenref/qwenref/internal/parallel"
 )
 
+// The assembly of every architecture is generated on any host.
+//go:generate go run gen_amd64.go
+//go:generate go run gen_arm64.go
+
 // Chunked is flash-style attention: queries are processed in tiles, keys in
 // blocks, and an online softmax (running row maximum m and sum l) rescales
 // the partial output whenever the maximum grows, so no T×S score matrix is

@@ -2,8 +2,6 @@ package attention
 
 import "github.com/qwenref/qwenref/internal/cpu"
 
-//go:generate go run gen_amd64.go
-
 func init() { kern = kernelsFor(cpu.Selected()) }
 
 // kernelsFor returns the kernels of a level this build has.

@@ -6,6 +6,10 @@ import (
 	"github.com/qwenref/qwenref/internal/parallel"
 )
 
+// The assembly of every architecture is generated on any host.
+//go:generate go run gen_amd64.go
+//go:generate go run gen_arm64.go
+
 // Chunked is the fast convolution: one streaming pass over time, SIMD over
 // channels, with the rows shared out among GOMAXPROCS workers in
 // contiguous time ranges. Rows are independent given the inputs (y[t]
