@@ -35,6 +35,15 @@ type Backend struct {
 	NewRunner func(m *Model, rows int) (Runner, error)
 }
 
+// checkSessionKernels refuses a backend without the kernels a CPU Session
+// calls: a device-resident backend runs only through NewRunner.
+func (b *Backend) checkSessionKernels() error {
+	if b.MatMul == nil || b.Conv == nil || b.Delta == nil || b.Attn == nil {
+		return fmt.Errorf("backend %q runs the whole model on its device: use model.NewRunner, not a Session", b.Name)
+	}
+	return nil
+}
+
 // Close releases the backend's resources.
 func (b *Backend) Close() error {
 	if b == nil || b.Release == nil {

@@ -86,6 +86,9 @@ func (s *Session) Forward(ids []int, be *Backend, opt Options) (*tensor.Tensor, 
 	}
 	defer s.mu.Unlock()
 	m := s.m
+	if err := be.checkSessionKernels(); err != nil {
+		return nil, err
+	}
 	if err := m.CheckIDs(ids); err != nil {
 		return nil, err
 	}
@@ -148,6 +151,9 @@ func (s *Session) Layer(i int, x []float32, t int, be *Backend, rec tensor.Recor
 	defer s.mu.Unlock()
 	if i < 0 || i >= len(s.m.Blocks) {
 		return nil, fmt.Errorf("layer %d outside the model's %d layers", i, len(s.m.Blocks))
+	}
+	if err := be.checkSessionKernels(); err != nil {
+		return nil, err
 	}
 	out := append([]float32(nil), x...)
 	if err := s.m.Blocks[i].Forward(out, t, float32(s.m.Config.RMSNormEps), s.states[i], be, &s.bufs, rec); err != nil {
