@@ -16,6 +16,12 @@
 // practical purpose, the exact answer a float32 kernel approximates. It is
 // what `qwenref golden` stores as the expected output of a test vector.
 //
+// On top of them, GDNMixer, AttentionMixer and DecoderLayer are whole
+// layers in float64 (layers.go), checked against transformers' goldens;
+// BuildVector and BuildLayerVector write `qwenref golden` files with
+// inputs rounded to f32, bf16 or f16 (dtype.go) and the bars a correct
+// kernel meets (tolerance.go).
+//
 // Nothing here is fast, and nothing should be: these functions are the
 // yardstick, not a backend.
 package reference

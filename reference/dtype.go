@@ -45,14 +45,3 @@ func RoundF16(f float32) float32 {
 	q := math.Ldexp(1, e-10)
 	return float32(math.RoundToEven(x/q) * q)
 }
-
-// UnitRoundoff is the relative rounding error of one value of dtype.
-func UnitRoundoff(dtype string) float64 {
-	switch dtype {
-	case "bf16":
-		return 1.0 / (1 << 8)
-	case "f16":
-		return 1.0 / (1 << 11)
-	}
-	return 1.0 / (1 << 24)
-}
