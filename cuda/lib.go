@@ -12,7 +12,7 @@ import (
 
 // abiVersion is QR_ABI_VERSION of csrc/qwenref_cuda.h: the library must
 // report the same, or its functions may take other arguments.
-const abiVersion = 4
+const abiVersion = 5
 
 // The library's entry points, bound with purego (dlopen and dlsym without
 // cgo), so the package builds with no C compiler and no CUDA toolkit. The
@@ -54,6 +54,7 @@ var lib struct {
 	modelBench      func(h unsafe.Pointer, what, t, variant, reps int32, out unsafe.Pointer, nout int32) int32
 	modelStageName  func(i int32) string
 	modelTrace      func(h unsafe.Pointer, on int32) int32
+	modelLayer      func(h unsafe.Pointer, layer int32, x unsafe.Pointer, t int32, out unsafe.Pointer) int32
 	modelTraceCount func(h, n unsafe.Pointer) int32
 	modelTraceEntry func(h unsafe.Pointer, i int32, name unsafe.Pointer, nameLen int32, dims, dst unsafe.Pointer, n uintptr) int32
 }
@@ -79,7 +80,7 @@ func symbols() []struct {
 		{&l.modelRandom, "qr_model_random"}, {&l.modelSet, "qr_model_set"}, {&l.modelGet, "qr_model_get"},
 		{&l.modelReset, "qr_model_reset"}, {&l.modelForward, "qr_model_forward"},
 		{&l.modelGreedy, "qr_model_greedy"}, {&l.modelInfo, "qr_model_info"}, {&l.modelBench, "qr_model_bench"},
-		{&l.modelStageName, "qr_model_stage_name"}, {&l.modelTrace, "qr_model_trace"},
+		{&l.modelStageName, "qr_model_stage_name"}, {&l.modelTrace, "qr_model_trace"}, {&l.modelLayer, "qr_model_layer"},
 		{&l.modelTraceCount, "qr_model_trace_count"}, {&l.modelTraceEntry, "qr_model_trace_entry"},
 	}
 }
@@ -342,4 +343,8 @@ func cModelTraceEntry(h unsafe.Pointer, i int, dst []float32) (name string, dims
 		n++
 	}
 	return string(buf[:n]), dims, rc
+}
+
+func cModelLayer(h unsafe.Pointer, layer int, x []float32, t int, out []float32) int {
+	return int(lib.modelLayer(h, int32(layer), fptr(x), int32(t), fptr(out)))
 }

@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"strings"
 	"unsafe"
 
 	"github.com/qwenref/qwenref/layers/attention"
@@ -340,17 +341,50 @@ func (m *Model) Greedy(first, n int) ([]int, error) {
 	return ids, nil
 }
 
+// Layer runs decoder block i alone on x [t, H] (teacher forcing),
+// continuing that block's own state and position, and returns its output;
+// with rec set the block's stages are recorded under "layers.i.<stage>"
+// minus the prefix, as model.Session.Layer records them.
+func (m *Model) Layer(i int, x []float32, t int, rec tensor.Recorder) ([]float32, error) {
+	h := m.cfg.HiddenSize
+	if i < 0 || i >= m.cfg.NumLayers {
+		return nil, fmt.Errorf("layer %d outside the model's %d layers", i, m.cfg.NumLayers)
+	}
+	if t <= 0 || len(x) != t*h {
+		return nil, fmt.Errorf("cuda: layer %d: x has %d values, want %d·%d", i, len(x), t, h)
+	}
+	out := make([]float32, t*h)
+	run := func() error {
+		return m.dev.call("model_layer", func() int { return cModelLayer(m.h, i, x, t, out) })
+	}
+	if rec == nil {
+		return out, run()
+	}
+	prefix := fmt.Sprintf("layers.%d.", i)
+	err := m.traced(run, func(name string, x *tensor.Tensor) { rec(strings.TrimPrefix(name, prefix), x) })
+	return out, err
+}
+
 // forwardTraced runs ids like forward while the device records every
 // stage, and hands each to rec (names and shapes of the CPU recorder)
 // before returning the logits.
 func (m *Model) forwardTraced(ids []int, rows int, rec tensor.Recorder) ([]float32, error) {
+	var logits []float32
+	err := m.traced(func() (err error) {
+		logits, err = m.forward(ids, rows)
+		return err
+	}, rec)
+	return logits, err
+}
+
+// traced runs f with the device recording stages, then hands each to rec.
+func (m *Model) traced(f func() error, rec tensor.Recorder) error {
 	if err := m.dev.call("model_trace", func() int { return cModelTrace(m.h, true) }); err != nil {
-		return nil, err
+		return err
 	}
 	defer m.dev.call("model_trace", func() int { return cModelTrace(m.h, false) })
-	logits, err := m.forward(ids, rows)
-	if err != nil {
-		return nil, err
+	if err := f(); err != nil {
+		return err
 	}
 	var n int
 	if err := m.dev.call("model_trace_count", func() int {
@@ -358,7 +392,7 @@ func (m *Model) forwardTraced(ids []int, rows int, rec tensor.Recorder) ([]float
 		n, rc = cModelTraceCount(m.h)
 		return rc
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	for i := range n {
 		var name string
@@ -368,7 +402,7 @@ func (m *Model) forwardTraced(ids []int, rows int, rec tensor.Recorder) ([]float
 			name, dims, rc = cModelTraceEntry(m.h, i, nil)
 			return rc
 		}); err != nil {
-			return nil, err
+			return err
 		}
 		shape := []int{}
 		size := 1
@@ -380,17 +414,17 @@ func (m *Model) forwardTraced(ids []int, rows int, rec tensor.Recorder) ([]float
 		}
 		x := tensor.New(shape...)
 		if len(x.Data) != size {
-			return nil, fmt.Errorf("cuda: trace entry %s: shape %v", name, shape)
+			return fmt.Errorf("cuda: trace entry %s: shape %v", name, shape)
 		}
 		if err := m.dev.call("model_trace_entry", func() int {
 			_, _, rc := cModelTraceEntry(m.h, i, x.Data)
 			return rc
 		}); err != nil {
-			return nil, err
+			return err
 		}
 		rec(name, x)
 	}
-	return logits, nil
+	return nil
 }
 
 // Reset empties every state and cache (position 0).

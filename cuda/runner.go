@@ -107,8 +107,15 @@ func (r *deviceRunner) Reset() error {
 	return r.gm.Reset()
 }
 
-func (r *deviceRunner) Layer(int, []float32, int, tensor.Recorder) ([]float32, error) {
-	return nil, errLayer
+func (r *deviceRunner) Layer(i int, x []float32, t int, rec tensor.Recorder) ([]float32, error) {
+	if !r.mu.TryLock() {
+		return nil, errBusy
+	}
+	defer r.mu.Unlock()
+	if err := r.checkActivations(t, 0); err != nil {
+		return nil, err
+	}
+	return r.gm.Layer(i, x, t, rec)
 }
 
 func (r *deviceRunner) Forward(ids [][]int, opt model.RunOptions) (*tensor.Tensor, error) {

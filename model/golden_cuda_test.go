@@ -1,9 +1,11 @@
 package model
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -104,8 +106,10 @@ func TestGoldensCUDADevice(t *testing.T) {
 
 // TestGoldensCUDADeviceStages traces the device-resident model: it must
 // record every stage transformers recorded, under the same name and size,
-// each within the bf16 bar (bf16RelL2) of transformers' fp32 value, and
-// tracing must not change the logits beyond that bar either.
+// each within the bf16 bar (bf16RelL2) of transformers' fp32 value, both
+// chained (the whole forward) and teacher-forced (Runner.Layer on
+// transformers' input to each block); tracing must not change the logits
+// beyond that bar either.
 func TestGoldensCUDADeviceStages(t *testing.T) {
 	be := cudaOrSkip(t, "cuda")
 	defer be.Close()
@@ -136,16 +140,36 @@ func TestGoldensCUDADeviceStages(t *testing.T) {
 			plain, err := r.Forward([][]int{ids}, RunOptions{Logits: AllLogits})
 			require.NoError(t, err)
 			require.LessOrEqual(t, tensor.RelL2(traced.Data, plain.Data), bf16RelL2, "tracing changed the logits")
-			for _, stage := range c.Stages {
-				g, ok := got[stage]
-				require.True(t, ok, "stage %s recorded by transformers was not recorded by the device model", stage)
-				want, _, err := exp.Float32(stage)
-				require.NoError(t, err, stage)
-				require.Len(t, g, len(want), stage)
-				rel := tensor.RelL2(g, want)
-				t.Logf("%-28s rel L2 %.2e", stage, rel)
-				require.LessOrEqual(t, rel, bf16RelL2, "stage %s", stage)
+			check := func(mode string, got map[string][]float32, keep func(string) bool) {
+				for _, stage := range c.Stages {
+					if !keep(stage) {
+						continue
+					}
+					g, ok := got[stage]
+					require.True(t, ok, "%s: stage %s recorded by transformers was not recorded by the device model", mode, stage)
+					want, _, err := exp.Float32(stage)
+					require.NoError(t, err, stage)
+					require.Len(t, g, len(want), stage)
+					rel := tensor.RelL2(g, want)
+					t.Logf("%-7s %-28s rel L2 %.2e", mode, stage, rel)
+					require.LessOrEqual(t, rel, bf16RelL2, "%s: stage %s", mode, stage)
+				}
 			}
+			check("chained", got, func(string) bool { return true })
+
+			// Teacher-forced: each block alone on transformers' input to it.
+			require.NoError(t, r.Reset())
+			forced := map[string][]float32{}
+			for li := range m.Blocks {
+				prefix := fmt.Sprintf("layers.%d.", li)
+				in, _, err := exp.Float32(prefix + "input")
+				require.NoError(t, err)
+				_, err = r.Layer(li, in, len(ids), func(stage string, x *tensor.Tensor) {
+					forced[prefix+stage] = slices.Clone(x.Data)
+				})
+				require.NoError(t, err)
+			}
+			check("forced", forced, func(stage string) bool { return strings.HasPrefix(stage, "layers.") })
 		})
 	}
 }

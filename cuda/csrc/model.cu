@@ -314,6 +314,8 @@ int DevModel::reset() {
 		}
 	}
 	pos = 0;
+	for (auto &bp : blocks)
+		bp->len = 0;
 	k_set_int<<<1, 1, 0, st>>>(d_pos.as<int>(), 0);
 	QR_CKL("set_int");
 	return QR_OK;
@@ -382,6 +384,87 @@ int DevModel::ensure_logits(int rows) {
 
 // ---- forward ----
 
+// Decoder block li on the residual stream X [T, H] in place, at position
+// pos (the host copy; d_pos must hold the same): norm, mixer, residual,
+// norm, MLP, residual, recording its stages when tracing.
+int DevModel::block_forward(int li, int T, cudaStream_t st) {
+	Block &b = *blocks[li];
+	const int H = d.hidden, I = d.inter, qd = d.nh * d.hd, hv = d.nv * d.dv, qk = d.nk * d.dk;
+	const float eps = d.eps;
+	float *X = x.as<float>();
+	bf16_t *XN = xn.as<bf16_t>();
+	QR_TRY(rec(li, "input", X, 0, H, T, H, T, H, 0));
+	QR_TRY(mark(ST_NORM, st));
+	QR_TRY(launch_rmsnorm(XN, 1, X, 0, T, H, b.in_norm.as<float>(), eps, 1, st));
+	QR_TRY(rec(li, "mixer_in", XN, 1, H, T, H, T, H, 0));
+	if (GdnLayer *L = b.gdn.get()) {
+		const int C = L->C, NIN = L->NIN;
+		QR_TRY(mark(ST_GDN_PROJ, st));
+		QR_TRY(L->s_inproj(XN, T, st));
+		const bf16_t *P = gacts.proj.as<bf16_t>();
+		QR_TRY(rec(li, "qkv_proj", P, 1, NIN, T, C, T, C, 0));
+		QR_TRY(rec(li, "z_proj", P + C, 1, NIN, T, hv, T, hv, 0));
+		QR_TRY(rec(li, "b_proj", P + C + hv, 1, NIN, T, d.nv, T, d.nv, 0));
+		QR_TRY(rec(li, "a_proj", P + C + hv + d.nv, 1, NIN, T, d.nv, T, d.nv, 0));
+		QR_TRY(mark(ST_GDN_CONV, st));
+		QR_TRY(L->s_conv(T, st));
+		QR_TRY(L->s_prep(T, st));
+		if (trace) {
+			const bf16_t *U = gacts.u.as<bf16_t>();
+			QR_TRY(rec(li, "conv_out", U, 1, C, T, C, T, C, 0));
+			QR_TRY(rec(li, "g", gacts.g.p, 0, d.nv, T, d.nv, T, d.nv, 0));
+			QR_TRY(rec(li, "beta", gacts.beta.p, 0, d.nv, T, d.nv, T, d.nv, 0));
+			// The device keeps q̂·d_k^-½; the recorder's q_l2 is before the scale.
+			QR_TRY(rec(li, "q_l2", gacts.qn.p, 1, qk, T, qk, T, d.nk, d.dk, sqrtf((float)d.dk)));
+			QR_TRY(rec(li, "k_l2", gacts.kn.p, 1, qk, T, qk, T, d.nk, d.dk));
+			QR_TRY(rec(li, "v", U + 2 * qk, 1, C, T, hv, T, d.nv, d.dv));
+		}
+		QR_TRY(mark(ST_GDN_CORE, st));
+		QR_TRY(L->s_core(T, st));
+		QR_TRY(rec(li, "core_out", gacts.o.p, 1, hv, T, hv, T, d.nv, d.dv));
+		QR_TRY(rec(li, "final_state", L->rec_state.p, 0, (size_t)d.dk * d.dv, d.nv, d.dk * d.dv, d.nv, d.dk, d.dv));
+		QR_TRY(mark(ST_GDN_NORM, st));
+		QR_TRY(L->s_norm(T, st));
+		QR_TRY(rec(li, "gated_norm_out", gacts.y.p, 1, hv, T, hv, T, hv, 0));
+		QR_TRY(mark(ST_GDN_PROJ, st));
+		QR_TRY(gemm_acc_rec(li, "mixer_out", X, gacts.y.as<bf16_t>(), L->w_out.as<bf16_t>(), T, H, hv, st));
+	} else {
+		AttnW &A = *b.attn;
+		bf16_t *QKV = big.as<bf16_t>();
+		const int kvd = d.nkv * d.hd;
+		QR_TRY(mark(ST_ATT_PROJ, st));
+		QR_TRY(qr_gemm_bf16(QKV, 0, NQKV, XN, H, A.w_qkv.as<bf16_t>(), H, T, NQKV, H, st));
+		QR_TRY(rec(li, "q_proj", QKV, 1, NQKV, T, 2 * qd, T, 2 * qd, 0));
+		QR_TRY(rec(li, "k_proj", QKV + 2 * qd, 1, NQKV, T, kvd, T, kvd, 0));
+		QR_TRY(rec(li, "v_proj", QKV + 2 * qd + kvd, 1, NQKV, T, kvd, T, kvd, 0));
+		QR_TRY(mark(ST_ATT_PREP, st));
+		QR_TRY(launch_attn_prep(qn.as<bf16_t>(), A.kc.as<bf16_t>(), A.vc.as<bf16_t>(), QKV, NQKV, T, d.nh, d.nkv,
+		                        d.hd, d.rot, d.theta, A.qnorm.as<float>(), A.knorm.as<float>(), eps,
+		                        d_pos.as<int>(), st));
+		QR_TRY(rec(li, "q_rope", qn.p, 1, qd, T, qd, T, d.nh, d.hd));
+		QR_TRY(rec(li, "k_rope", A.kc.as<bf16_t>() + (size_t)pos * kvd, 1, kvd, T, kvd, T, d.nkv, d.hd));
+		QR_TRY(mark(ST_ATT_CORE, st));
+		QR_TRY(rec_attn_core(li, A, qn.as<bf16_t>(), T, st));
+		QR_TRY(launch_flash_attn(ya.as<bf16_t>(), qn.as<bf16_t>(), A.kc.as<bf16_t>(), A.vc.as<bf16_t>(), QKV + d.hd,
+		                         NQKV, T, pos, d.nh, d.nkv, d.hd, 1.0f / sqrtf((float)d.hd), st));
+		QR_TRY(rec(li, "gated", ya.p, 1, qd, T, qd, T, qd, 0));
+		QR_TRY(mark(ST_ATT_PROJ, st));
+		QR_TRY(gemm_acc_rec(li, "mixer_out", X, ya.as<bf16_t>(), A.w_o.as<bf16_t>(), T, H, qd, st));
+	}
+	QR_TRY(mark(ST_NORM, st));
+	QR_TRY(launch_rmsnorm(XN, 1, X, 0, T, H, b.post_norm.as<float>(), eps, 1, st));
+	QR_TRY(rec(li, "mlp_in", XN, 1, H, T, H, T, H, 0));
+	QR_TRY(mark(ST_MLP_GU, st));
+	QR_TRY(qr_gemm_bf16(big.p, 0, 2 * I, XN, H, b.w_gu.as<bf16_t>(), H, T, 2 * I, H, st));
+	QR_TRY(mark(ST_MLP_ACT, st));
+	k_swiglu_rows<<<grid_cap((size_t)T * I / 8, 256), 256, 0, st>>>(act.as<bf16_t>(), big.as<bf16_t>(), T, I);
+	QR_CKL("swiglu_rows");
+	QR_TRY(mark(ST_MLP_DOWN, st));
+	QR_TRY(gemm_acc_rec(li, "mlp_out", X, act.as<bf16_t>(), b.w_down.as<bf16_t>(), T, H, I, st));
+	QR_TRY(rec(li, "output", X, 0, H, T, H, T, H, 0));
+	return QR_OK;
+}
+
 int DevModel::prefill(int T, int last_only) {
 	cudaStream_t st = g_qr.stream;
 	QR_ARG(T > 0 && pos + T <= d.max_tokens, "model: %d tokens at position %d exceed max_tokens %d", T, pos,
@@ -390,7 +473,7 @@ int DevModel::prefill(int T, int last_only) {
 		last_only = 0; // the recorder's final_norm has every row
 	QR_TRY(ensure_acts(T));
 	QR_TRY(ensure_logits(last_only ? 1 : T));
-	const int H = d.hidden, I = d.inter, qd = d.nh * d.hd, hv = d.nv * d.dv, qk = d.nk * d.dk;
+	const int H = d.hidden;
 	const float eps = d.eps;
 	float *X = x.as<float>();
 	bf16_t *XN = xn.as<bf16_t>();
@@ -400,79 +483,9 @@ int DevModel::prefill(int T, int last_only) {
 	k_embed<<<T, 256, 0, st>>>(X, embed.as<bf16_t>(), ids.as<int32_t>(), H);
 	QR_CKL("embed");
 	QR_TRY(rec(-1, "embeddings", X, 0, H, T, H, T, H, 0));
-	int li = 0;
-	for (auto &bp : blocks) {
-		Block &b = *bp;
-		QR_TRY(rec(li, "input", X, 0, H, T, H, T, H, 0));
-		QR_TRY(mark(ST_NORM, st));
-		QR_TRY(launch_rmsnorm(XN, 1, X, 0, T, H, b.in_norm.as<float>(), eps, 1, st));
-		QR_TRY(rec(li, "mixer_in", XN, 1, H, T, H, T, H, 0));
-		if (GdnLayer *L = b.gdn.get()) {
-			const int C = L->C, NIN = L->NIN;
-			QR_TRY(mark(ST_GDN_PROJ, st));
-			QR_TRY(L->s_inproj(XN, T, st));
-			const bf16_t *P = gacts.proj.as<bf16_t>();
-			QR_TRY(rec(li, "qkv_proj", P, 1, NIN, T, C, T, C, 0));
-			QR_TRY(rec(li, "z_proj", P + C, 1, NIN, T, hv, T, hv, 0));
-			QR_TRY(rec(li, "b_proj", P + C + hv, 1, NIN, T, d.nv, T, d.nv, 0));
-			QR_TRY(rec(li, "a_proj", P + C + hv + d.nv, 1, NIN, T, d.nv, T, d.nv, 0));
-			QR_TRY(mark(ST_GDN_CONV, st));
-			QR_TRY(L->s_conv(T, st));
-			QR_TRY(L->s_prep(T, st));
-			if (trace) {
-				const bf16_t *U = gacts.u.as<bf16_t>();
-				QR_TRY(rec(li, "conv_out", U, 1, C, T, C, T, C, 0));
-				QR_TRY(rec(li, "g", gacts.g.p, 0, d.nv, T, d.nv, T, d.nv, 0));
-				QR_TRY(rec(li, "beta", gacts.beta.p, 0, d.nv, T, d.nv, T, d.nv, 0));
-				// The device keeps q̂·d_k^-½; the recorder's q_l2 is before the scale.
-				QR_TRY(rec(li, "q_l2", gacts.qn.p, 1, qk, T, qk, T, d.nk, d.dk, sqrtf((float)d.dk)));
-				QR_TRY(rec(li, "k_l2", gacts.kn.p, 1, qk, T, qk, T, d.nk, d.dk));
-				QR_TRY(rec(li, "v", U + 2 * qk, 1, C, T, hv, T, d.nv, d.dv));
-			}
-			QR_TRY(mark(ST_GDN_CORE, st));
-			QR_TRY(L->s_core(T, st));
-			QR_TRY(rec(li, "core_out", gacts.o.p, 1, hv, T, hv, T, d.nv, d.dv));
-			QR_TRY(rec(li, "final_state", L->rec_state.p, 0, (size_t)d.dk * d.dv, d.nv, d.dk * d.dv, d.nv, d.dk, d.dv));
-			QR_TRY(mark(ST_GDN_NORM, st));
-			QR_TRY(L->s_norm(T, st));
-			QR_TRY(rec(li, "gated_norm_out", gacts.y.p, 1, hv, T, hv, T, hv, 0));
-			QR_TRY(mark(ST_GDN_PROJ, st));
-			QR_TRY(gemm_acc_rec(li, "mixer_out", X, gacts.y.as<bf16_t>(), L->w_out.as<bf16_t>(), T, H, hv, st));
-		} else {
-			AttnW &A = *b.attn;
-			bf16_t *QKV = big.as<bf16_t>();
-			const int kvd = d.nkv * d.hd;
-			QR_TRY(mark(ST_ATT_PROJ, st));
-			QR_TRY(qr_gemm_bf16(QKV, 0, NQKV, XN, H, A.w_qkv.as<bf16_t>(), H, T, NQKV, H, st));
-			QR_TRY(rec(li, "q_proj", QKV, 1, NQKV, T, 2 * qd, T, 2 * qd, 0));
-			QR_TRY(rec(li, "k_proj", QKV + 2 * qd, 1, NQKV, T, kvd, T, kvd, 0));
-			QR_TRY(rec(li, "v_proj", QKV + 2 * qd + kvd, 1, NQKV, T, kvd, T, kvd, 0));
-			QR_TRY(mark(ST_ATT_PREP, st));
-			QR_TRY(launch_attn_prep(qn.as<bf16_t>(), A.kc.as<bf16_t>(), A.vc.as<bf16_t>(), QKV, NQKV, T, d.nh, d.nkv,
-			                        d.hd, d.rot, d.theta, A.qnorm.as<float>(), A.knorm.as<float>(), eps,
-			                        d_pos.as<int>(), st));
-			QR_TRY(rec(li, "q_rope", qn.p, 1, qd, T, qd, T, d.nh, d.hd));
-			QR_TRY(rec(li, "k_rope", A.kc.as<bf16_t>() + (size_t)pos * kvd, 1, kvd, T, kvd, T, d.nkv, d.hd));
-			QR_TRY(mark(ST_ATT_CORE, st));
-			QR_TRY(rec_attn_core(li, A, qn.as<bf16_t>(), T, st));
-			QR_TRY(launch_flash_attn(ya.as<bf16_t>(), qn.as<bf16_t>(), A.kc.as<bf16_t>(), A.vc.as<bf16_t>(), QKV + d.hd,
-			                         NQKV, T, pos, d.nh, d.nkv, d.hd, 1.0f / sqrtf((float)d.hd), st));
-			QR_TRY(rec(li, "gated", ya.p, 1, qd, T, qd, T, qd, 0));
-			QR_TRY(mark(ST_ATT_PROJ, st));
-			QR_TRY(gemm_acc_rec(li, "mixer_out", X, ya.as<bf16_t>(), A.w_o.as<bf16_t>(), T, H, qd, st));
-		}
-		QR_TRY(mark(ST_NORM, st));
-		QR_TRY(launch_rmsnorm(XN, 1, X, 0, T, H, b.post_norm.as<float>(), eps, 1, st));
-		QR_TRY(rec(li, "mlp_in", XN, 1, H, T, H, T, H, 0));
-		QR_TRY(mark(ST_MLP_GU, st));
-		QR_TRY(qr_gemm_bf16(big.p, 0, 2 * I, XN, H, b.w_gu.as<bf16_t>(), H, T, 2 * I, H, st));
-		QR_TRY(mark(ST_MLP_ACT, st));
-		k_swiglu_rows<<<grid_cap((size_t)T * I / 8, 256), 256, 0, st>>>(act.as<bf16_t>(), big.as<bf16_t>(), T, I);
-		QR_CKL("swiglu_rows");
-		QR_TRY(mark(ST_MLP_DOWN, st));
-		QR_TRY(gemm_acc_rec(li, "mlp_out", X, act.as<bf16_t>(), b.w_down.as<bf16_t>(), T, H, I, st));
-		QR_TRY(rec(li, "output", X, 0, H, T, H, T, H, 0));
-		li++;
+	for (int li = 0; li < (int)blocks.size(); li++) {
+		QR_TRY(block_forward(li, T, st));
+		blocks[li]->len = pos + T;
 	}
 	const int rows = last_only ? 1 : T;
 	QR_TRY(mark(ST_NORM, st));

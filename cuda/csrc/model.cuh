@@ -26,6 +26,7 @@ struct AttnW {
 // One decoder layer: a mixer and the SwiGLU MLP behind (1+w) RMSNorms.
 struct Block {
 	int kind = 0;              // 0 Gated DeltaNet, 1 attention
+	int len = 0;               // tokens this block has consumed (its own position, for qr_model_layer)
 	DevBuf in_norm, post_norm; // fp32 [H]
 	DevBuf w_gu;               // [2I, H]: gate_proj rows, then up_proj rows
 	DevBuf w_down;             // [H, I]
@@ -161,6 +162,11 @@ struct DevModel {
 	int rec(int layer, const char *stage, const void *src, int bf, size_t ld, int rows, int cols, int d0, int d1,
 	        int d2, float mul = 1.0f);
 	int trace_grow(int T);
+	// Decoder block li alone on X [T, H] in place, at position pos.
+	int block_forward(int li, int T, cudaStream_t st);
+	// Block li alone on host x [T, H] (teacher forcing), continuing that
+	// block's own state and position; out gets the block's output.
+	int layer(int li, const float *x, int T, float *out);
 	// y += x Wᵀ; when tracing, the product is recorded as layer.stage first.
 	int gemm_acc_rec(int layer, const char *stage, float *y, const bf16_t *x, const bf16_t *w, int m, int n, int k,
 	                 cudaStream_t st);

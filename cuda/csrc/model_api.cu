@@ -106,6 +106,12 @@ extern "C" int qr_model_forward(void *model, const int32_t *ids, int t, int last
 	return QR_OK;
 }
 
+extern "C" int qr_model_layer(void *model, int layer, const float *x, int t, float *out) {
+	QR_TRY(qr_require());
+	QR_ARG(model && x && out && t > 0, "qr_model_layer: bad arguments");
+	return as_model(model)->layer(layer, x, t, out);
+}
+
 extern "C" int qr_model_greedy(void *model, int32_t first_id, int n, int32_t *out_ids) {
 	QR_TRY(qr_require());
 	QR_ARG(model && out_ids && n >= 0, "qr_model_greedy: bad arguments");

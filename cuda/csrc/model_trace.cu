@@ -1,5 +1,5 @@
-// model_trace.cu: stage recording of the device model, for `qwenref trace`
-// and the golden tests: while a trace is on, prefill copies every stage the
+// model_trace.cu: stage recording and single-block runs (teacher forcing)
+// of the device model, for `qwenref trace` and the golden tests: while a trace is on, prefill copies every stage the
 // CPU recorder names (model/block.go, layers/*/layer.go) to the host as
 // fp32, with the same names and shapes. Where the fast path fuses two
 // stages, tracing splits them: a projection is written to a scratch buffer
@@ -100,6 +100,36 @@ int DevModel::rec_attn_core(int layer, const AttnW &A, const bf16_t *qn_, int T,
 	QR_TRY(launch_flash_attn(Y, qn_, A.kc.as<bf16_t>(), A.vc.as<bf16_t>(), trace->ones_gate.as<bf16_t>() + d.hd,
 	                         d.nh * 2 * d.hd, T, pos, d.nh, d.nkv, d.hd, 1.0f / sqrtf((float)d.hd), st));
 	return rec(layer, "attn_core", Y, 1, qd, T, qd, T, d.nh, d.hd);
+}
+
+// Teacher forcing: one block on given inputs, for a trace that feeds each
+// layer transformers' own input to it (model.Runner.Layer).
+int DevModel::layer(int li, const float *xh, int T, float *out) {
+	cudaStream_t st = g_qr.stream;
+	QR_ARG(li >= 0 && li < (int)blocks.size(), "model layer: %d outside the model's %d layers", li, (int)blocks.size());
+	Block &b = *blocks[li];
+	QR_ARG(T > 0 && b.len + T <= d.max_tokens, "model layer %d: %d tokens at position %d exceed max_tokens %d", li, T,
+	       b.len, d.max_tokens);
+	QR_TRY(ensure_acts(T));
+	const size_t n = (size_t)T * d.hidden;
+	QR_CK(cudaMemcpyAsync(x.p, xh, n * 4, cudaMemcpyHostToDevice, st));
+	const int saved = pos;
+	pos = b.len;
+	QR_TRY(set_dev_int(d_pos.as<int>(), pos, st));
+	const int r = block_forward(li, T, st);
+	pos = saved;
+	QR_TRY(set_dev_int(d_pos.as<int>(), pos, st));
+	QR_TRY(r);
+	b.len += T;
+	if (GdnLayer *L = b.gdn.get())
+		if (L->cs == 1) { // the decode step's conv state lives in [0]
+			QR_CK(cudaMemcpyAsync(L->conv_state[0].p, L->conv_state[1].p, (size_t)d.kconv * L->C * 2,
+			                      cudaMemcpyDeviceToDevice, st));
+			L->cs = 0;
+		}
+	QR_CK(cudaMemcpyAsync(out, x.p, n * 4, cudaMemcpyDeviceToHost, st));
+	QR_CK(cudaStreamSynchronize(st));
+	return QR_OK;
 }
 
 // ---- C ABI ----

@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define QR_ABI_VERSION 4
+#define QR_ABI_VERSION 5
 
 enum {
 	QR_OK = 0,
@@ -194,6 +194,11 @@ int qr_model_reset(void *model);
  * CUDA-graph replay, t > 1 the prefill path (cuBLAS, chunked core, flash
  * attention). */
 int qr_model_forward(void *model, const int32_t *ids, int t, int last_only, float *logits);
+/* Decoder block `layer` alone on x [t, hidden] (host fp32; teacher forcing),
+ * continuing that block's own state and position (each block counts the
+ * tokens it consumed); out [t, hidden] gets its output. Stages are recorded
+ * while a trace is on. The model's position is unchanged. */
+int qr_model_layer(void *model, int layer, const float *x, int t, float *out);
 /* Greedy decoding on the device from the current position: n steps of one
  * CUDA graph each (embed → 64 layers → lm_head → argmax → next token), the
  * first fed first_id; writes the n chosen ids. */
