@@ -159,7 +159,7 @@ func EstimateMemory(cfg *Config, rows, tokens, logitRows int) (Memory, error) {
 	// norm, then the largest of the GDN, attention and MLP working sets.
 	gdn := 2*conv + 3*nv*dv + 2*nv + h
 	attn := 2*q + 2*kv + h
-	mlp := 2*inter + h
+	mlp := max(2*inter+h, cfg.moeWorkingSet())
 	perTok := 3*h + max(gdn, attn, mlp)
 	lin, full := cfg.CountLayers()
 	var m Memory

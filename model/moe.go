@@ -359,3 +359,16 @@ func (m *Model) adviseExperts() {
 		}
 	}
 }
+
+// moeWorkingSet is a sparse block's live float32 buffers per token (for
+// EstimateMemory): router logits, the grouped kernel's gathered input and
+// output rows and gate/up blocks for k experts, the shared expert's
+// gate/up and output, and the block's output.
+func (c *Config) moeWorkingSet() int64 {
+	m := c.MoE
+	if m.NumExperts == 0 {
+		return 0
+	}
+	h, k := int64(c.HiddenSize), int64(m.NumExpertsPerTok)
+	return int64(m.NumExperts) + 2*k + k*(2*h+2*int64(m.IntermediateSize)) + 2*int64(m.SharedIntermediate) + 2*h
+}
