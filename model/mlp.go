@@ -25,9 +25,7 @@ func (m *MLP) Forward(out, x []float32, t int, mm linalg.MatMuler) error {
 	if err := mm.MatMulT(u, x, t, m.Up); err != nil {
 		return fmt.Errorf("mlp up_proj: %w", err)
 	}
-	for i := range g {
-		g[i] = act.SiLU(g[i]) * u[i]
-	}
+	act.SiLUMul(g, g, u) // SiLU(W_gate x) ⊙ W_up x, vectorised
 	if err := mm.MatMulT(out, g, t, m.Down); err != nil {
 		return fmt.Errorf("mlp down_proj: %w", err)
 	}

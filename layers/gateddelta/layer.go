@@ -159,7 +159,7 @@ func (l *Layer) Forward(out, x []float32, t int, st *State, ops Ops, rec tensor.
 
 	// 7. Gated RMSNorm per (token, value head): w ⊙ norm(o) · SiLU(z).
 	y := make([]float32, t*hv)
-	if err := norm.GatedRMSNorm(y, o, z, l.W.NormW, d.Eps, act.SiLU); err != nil {
+	if err := norm.GatedRMSNormSiLU(y, o, z, l.W.NormW, d.Eps); err != nil {
 		return err
 	}
 	rec.Record("gated_norm_out", y, t, hv)
