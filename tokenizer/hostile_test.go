@@ -248,7 +248,11 @@ func TestHostileLongAddedToken(t *testing.T) {
 	took, cpu := time.Since(start), cpuTime()-cpu0
 	require.False(t, found)
 	t.Logf("1 MiB of near-matches against a %d-byte added token: %v wall, %v CPU", MaxAddedTokenBytes, took, cpu)
-	assert.Less(t, cpu, 4*time.Second, "CPU time (wall time on a shared machine says little)")
+	limit := 4 * time.Second
+	if raceEnabled {
+		limit *= 15
+	}
+	assert.Less(t, cpu, limit, "CPU time (wall time on a shared machine says little)")
 
 	tokens[0].(map[string]any)["content"] = strings.Repeat("a", MaxAddedTokenBytes+1)
 	_, err = fromMap(t, m)
