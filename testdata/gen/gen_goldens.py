@@ -541,8 +541,10 @@ FAMILIES = {
     "qwen3_5_moe": dict(module=_mod_qwen3_5_moe, layer="Qwen3_5MoeDecoderLayer", gdn="Qwen3_5MoeGatedDeltaNet",
                         attn="Qwen3_5MoeAttention", causal="Qwen3_5MoeForCausalLM",
                         vlm="Qwen3_5MoeForConditionalGeneration"),
+    # Qwen3-Next's GDN holds its kernels as instance attributes (flash-linear-attention's
+    # when installed): force_reference_paths points them at the torch reference.
     "qwen3_next": dict(module=_mod_qwen3_next, layer="Qwen3NextDecoderLayer", gdn="Qwen3NextGatedDeltaNet",
-                       attn="Qwen3NextAttention", causal="Qwen3NextForCausalLM"),
+                       attn="Qwen3NextAttention", causal="Qwen3NextForCausalLM", kernel_attrs=True),
 }
 
 
@@ -604,7 +606,7 @@ def force_reference_paths(model, fam):
     eager attention, eager experts."""
     mod = fam["module"]()
     for m in model.modules():
-        if type(m).__name__ == fam["gdn"]:
+        if fam.get("kernel_attrs") and type(m).__name__ == fam["gdn"]:
             if hasattr(m, "chunk_gated_delta_rule"):
                 m.chunk_gated_delta_rule = mod.torch_chunk_gated_delta_rule
             if hasattr(m, "recurrent_gated_delta_rule") and hasattr(mod, "torch_recurrent_gated_delta_rule"):
