@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/qwenref/qwenref/tokenizer"
 )
 
 type chatCase struct {
@@ -77,6 +79,32 @@ func TestQwen3TemplateMatchesTransformers(t *testing.T) {
 	for i, c := range cases {
 		require.Equal(t, c.Name, want.Cases[i].Name)
 		assert.Equal(t, want.Cases[i].Text, render(t, tpl, c), c.Name)
+	}
+}
+
+// The rendered prompts encode to the ids HF tokenizers gives for
+// transformers' text: the whole chat path, template and tokenizer.
+func TestQwen3PromptIDsMatchTransformers(t *testing.T) {
+	var want struct {
+		Cases []struct {
+			Name string `json:"name"`
+			IDs  []int  `json:"ids"`
+		} `json:"cases"`
+	}
+	data, err := os.ReadFile("../testdata/chat/expected.json")
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skip("testdata/chat/expected.json not generated yet")
+	}
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &want))
+	tok, err := tokenizer.Load("../testdata/tokenizer/qwen3-tokenizer.json.gz")
+	require.NoError(t, err)
+	tpl := qwen3Template(t)
+	for i, c := range loadCases(t) {
+		require.NotEmpty(t, want.Cases[i].IDs, c.Name)
+		ids, err := tok.Encode(render(t, tpl, c))
+		require.NoError(t, err)
+		assert.Equal(t, want.Cases[i].IDs, ids, c.Name)
 	}
 }
 

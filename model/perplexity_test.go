@@ -130,6 +130,8 @@ func TestPerplexityWindowsMatchTransformers(t *testing.T) {
 	be, err := NewBackend("chunked")
 	require.NoError(t, err)
 	defer be.Close()
+	worstPPL, worstNLL := 0.0, 0.0
+	defer func() { t.Logf("worst relative error: perplexity %.2g, token NLL %.2g", worstPPL, worstNLL) }()
 	for _, r := range exp.Results {
 		m := models[r.Case]
 		if m == nil {
@@ -141,6 +143,12 @@ func TestPerplexityWindowsMatchTransformers(t *testing.T) {
 		got, err := m.Perplexity(ids, be, r.Ctx, r.Stride, nil)
 		require.NoError(t, err)
 		require.Equal(t, r.Scored, got.Scored, "%s row %d ctx %d stride %d", r.Case, r.Row, r.Ctx, r.Stride)
+		worstPPL = math.Max(worstPPL, relErr(got.Perplexity(), r.Perplexity))
+		for j, w := range r.NLL {
+			if w != nil && !math.IsNaN(got.NLL[j]) {
+				worstNLL = math.Max(worstNLL, relErr(got.NLL[j], *w))
+			}
+		}
 		assert.LessOrEqual(t, relErr(got.Perplexity(), r.Perplexity), pplRelTol,
 			"%s row %d ctx %d stride %d: %v, transformers %v", r.Case, r.Row, r.Ctx, r.Stride, got.Perplexity(), r.Perplexity)
 		for j, w := range r.NLL {
