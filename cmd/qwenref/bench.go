@@ -112,7 +112,7 @@ Examples:
 	maxTime := fs.Duration("max-time", time.Minute, "stop repeating a case once its timed runs add up to this (the quick sweep: 5s)")
 	naiveMax := fs.Float64("naive-max-gflop", 30, "run naive (timing and reference) only for calls of at most this many GFLOP (the quick sweep: 1)")
 	maxMem := &memoryFlag{fallback: func() (float64, string) { return defaultMaxMemGiB(), "75% of RAM" }}
-	fs.Var(maxMem, "max-memory", "GiB of random weights the bench may build (default: 75% of RAM)")
+	fs.Var(maxMem, "max-memory", "`GiB` of random weights the bench may build (default: 75% of RAM)")
 	fs.Var(maxMem, "max-mem", "deprecated spelling of --max-memory")
 	ceiling := fs.Float64("ceiling-gflops", bench.CPUCeilingGFLOPS, "this CPU's fp32 ceiling for the %ceil column")
 	format := fs.String("format", "table", "output on stdout: "+strings.Join(bench.Formats, ", "))

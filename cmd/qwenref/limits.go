@@ -54,7 +54,7 @@ func availableRAM() (float64, string) {
 // addMemoryFlag registers --max-memory with the available-RAM default.
 func addMemoryFlag(fs *flag.FlagSet) *memoryFlag {
 	m := &memoryFlag{fallback: availableRAM}
-	fs.Var(m, "max-memory", "GiB this run may allocate beyond the memory-mapped weights (activations, caches, logits); default: the available RAM")
+	fs.Var(m, "max-memory", "`GiB` this run may allocate beyond the memory-mapped weights (activations, caches, logits); default: the available RAM")
 	return m
 }
 
