@@ -6,8 +6,6 @@ import (
 	"github.com/qwenref/qwenref/internal/cpu"
 )
 
-//go:generate go run gen_arm64.go
-
 // init registers the NEON kernels unless QWENREF_CPU=portable.
 func init() {
 	if cpu.Selected() == cpu.NEON {

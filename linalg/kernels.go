@@ -83,6 +83,7 @@ func registerGemv(k *gemvKernel) {
 var genericGemm = &gemmKernel{name: "go4x2", mr: 4, nr: 2, prio: 0, tile: goTile4x2}
 
 //go:generate go run gen_portable.go
+//go:generate go run gen_arm64.go
 
 func goTile4x2(kc int, a, b, c []float32, ldc, rows, cols int, acc bool) {
 	var t [8]float32
