@@ -174,10 +174,27 @@ func TestChatFlagsMatchTransformers(t *testing.T) {
 		{"role": "user", "content": "Hello!"},
 		{"role": "assistant", "content": "Arr, ahoy there, matey!"},
 		{"role": "user", "content": "Where is the treasure?\nTell me quickly."}]}`), 0o644))
+	// --tools takes the schemas of the "tools-declared" case.
+	var cases struct {
+		Cases []struct {
+			Name  string
+			Tools json.RawMessage
+		}
+	}
+	data, err = os.ReadFile("../../testdata/chat/cases.json")
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &cases))
+	toolsFile := filepath.Join(t.TempDir(), "tools.json")
+	for _, c := range cases.Cases {
+		if c.Name == "tools-declared" {
+			require.NoError(t, os.WriteFile(toolsFile, c.Tools, 0o644))
+		}
+	}
 	for _, c := range []struct {
 		name, prompt string
 		args         []string
 	}{
+		{"tools-declared", "What's the weather in Zürich?", []string{"--tools", toolsFile}},
 		{"user-only", "Give me a short introduction to large language models.", []string{"--chat"}},
 		{"system-user", "What is the capital of France?", []string{"--system", "You are a helpful assistant. Answer in one sentence."}},
 		{"thinking-off", "Count to three.", []string{"--no-think"}},
