@@ -6,8 +6,6 @@ import (
 	"github.com/qwenref/qwenref/internal/cpu"
 )
 
-//go:generate go run gen_amd64.go gen_avx2_amd64.go
-
 // init registers the kernels of the selected level and of every level
 // below it (the tests sweep them all); the highest registered one runs.
 // At avx2 no AVX-512 instruction runs at all, packing included, so

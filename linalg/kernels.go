@@ -84,6 +84,7 @@ var genericGemm = &gemmKernel{name: "go4x2", mr: 4, nr: 2, prio: 0, tile: goTile
 
 //go:generate go run gen_portable.go
 //go:generate go run gen_arm64.go
+//go:generate go run gen_amd64.go gen_avx2_amd64.go
 
 func goTile4x2(kc int, a, b, c []float32, ldc, rows, cols int, acc bool) {
 	var t [8]float32
