@@ -216,8 +216,8 @@ func cudaAdvice(p *Probe) []string {
 
 func qwenrefAdvice() string {
 	return "or run the model with qwenref's CUDA backend: qwenref run --backend cuda --model DIR\n" +
-		"go build -tags cuda -o qwenref ./cmd/qwenref needs only gcc, no CUDA compiler; it loads libqwenref_cuda.so, " +
-		"built once with make -C cuda wherever nvcc is and copied to where it runs (compute capability 8.0+; cuda/README.md)"
+		"the qwenref binary (go install ./cmd/qwenref) carries prebuilt kernels for sm_80, sm_90 and sm_100: it needs " +
+		"an NVIDIA driver 580+ and cuBLAS 13 (torch's nvidia wheels provide it), no CUDA compiler (cuda/README.md)"
 }
 
 // WriteText prints the report for a person.

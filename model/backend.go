@@ -69,7 +69,7 @@ var (
 )
 
 // RegisterBackend makes a backend available by name; the CUDA package
-// registers its backends when built with the cuda tag.
+// registers its backends (cuda, cuda-fp32, cuda-ops) when it is imported.
 func RegisterBackend(name, help string, factory func() (*Backend, error)) {
 	regMu.Lock()
 	defer regMu.Unlock()
@@ -199,7 +199,7 @@ func newBase(name string) (*Backend, error) {
 func unknownBackend(name string) error {
 	msg := fmt.Sprintf("unknown backend %q (this build has: %s; see 'qwenref help backends')", name, strings.Join(BackendNames(), ", "))
 	if strings.HasPrefix(name, "cuda") {
-		msg += "; the CUDA backends need a build with the cuda tag: go build -tags cuda ./cmd/qwenref"
+		msg += "; the CUDA backends are registered by importing github.com/qwenref/qwenref/cuda, as the qwenref command does"
 	}
 	return errors.New(msg)
 }

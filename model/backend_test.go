@@ -77,7 +77,7 @@ func TestEveryBackendNameParsesAndRuns(t *testing.T) {
 func TestParseBackendErrors(t *testing.T) {
 	for spec, want := range map[string]string{
 		"metal":                           `unknown backend "metal" (this build has: naive, chunked`,
-		"cudax":                           "the CUDA backends need a build with the cuda tag",
+		"cudax":                           "the CUDA backends are registered by importing github.com/qwenref/qwenref/cuda",
 		"chunked:delta=nosuch":            `unknown delta kernel "nosuch" (choose from: naive, chunked`,
 		"chunked:kernel=naive":            "not PART=NAME with PART one of matmul, conv, delta, attn",
 		"chunked:delta=naive:delta=naive": "delta given twice",
