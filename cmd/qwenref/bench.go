@@ -213,6 +213,12 @@ Examples:
 		if err := prefault(m, stderr); err != nil {
 			return err
 		}
+		if len(opts.Seqs) > 0 {
+			t := slices.Max(opts.Seqs)
+			if err := checkRun(m.Config, maxMem, 1, t, t, "--seq"); err != nil {
+				return err
+			}
+		}
 		opts.Checkpoint, opts.Config, opts.ShapeName = m, m.Config, *dir
 		meta.DType = "checkpoint"
 	case *cfgPath != "":

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/weights"
 )
 
@@ -289,6 +290,27 @@ func TestHostileInputs(t *testing.T) {
 			require.NoError(t, f.Close())
 			return forward(m, dir)
 		}, []string{"model.safetensors", "more than 131072 tensors"}},
+		{"a small checkpoint whose recurrent state needs 256 GiB", func(t *testing.T, dir string) []string {
+			m := filepath.Join(dir, "m")
+			require.NoError(t, os.Mkdir(m, 0o755))
+			js := `{"model_type":"qwen3_5_text","vocab_size":16,"hidden_size":1,"intermediate_size":1,
+			"num_hidden_layers":1,"layer_types":["linear_attention"],"num_attention_heads":1,"num_key_value_heads":1,
+			"head_dim":8,"linear_num_key_heads":1,"linear_num_value_heads":16,"linear_key_head_dim":65536,
+			"linear_value_head_dim":65536,"tie_word_embeddings":true}`
+			require.NoError(t, os.WriteFile(filepath.Join(m, "config.json"), []byte(js), 0o644))
+			cfg, err := model.ParseConfig([]byte(js))
+			require.NoError(t, err)
+			var ts []weights.NamedTensor
+			for _, e := range cfg.ExpectedTensors() {
+				n := 1
+				for _, d := range e.Shape {
+					n *= d
+				}
+				ts = append(ts, weights.NamedTensor{Name: e.Name, DType: "BF16", Shape: e.Shape, Data: make([]float32, n)})
+			}
+			require.NoError(t, weights.WriteFile(filepath.Join(m, "model.safetensors"), ts, nil))
+			return forward(m, dir)
+		}, []string{"need about 256.14 GiB", "states 256.02", "over the limit"}},
 		{"ids as strings", func(t *testing.T, dir string) []string {
 			m := ck(t, dir)
 			p := filepath.Join(dir, "ids.json")
@@ -324,7 +346,7 @@ func TestHostileInputs(t *testing.T) {
 		}, []string{"--seq 1000000000: want 1 to 16777216"}},
 		{"golden --seq 10000000 at 27b", func(t *testing.T, dir string) []string {
 			return []string{"golden", "--op", "gdn-core", "--shape", "27b", "--seq", "10000000", "--out", filepath.Join(dir, "g.safetensors")}
-		}, []string{"gdn-core", "T=10000000", "over the limit"}},
+		}, []string{"gdn-core", "T=10000000", "needs more than the limit"}},
 		{"trace --values 1000000000", func(t *testing.T, dir string) []string {
 			return []string{"trace", "--model", ck(t, dir), "--ids", "1,2", "--values", "1000000000"}
 		}, []string{"--values must be 0 to 65536"}},

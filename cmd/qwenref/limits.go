@@ -64,7 +64,7 @@ func (m *memoryFlag) limit() (int64, string) {
 		return int64(m.gib * (1 << 30)), fmt.Sprintf("--max-memory %g", m.gib)
 	}
 	gib, why := m.fallback()
-	return int64(gib * (1 << 30)), fmt.Sprintf("%.1f GiB, %s; set --max-memory", gib, why)
+	return int64(gib * (1 << 30)), why + "; set --max-memory to change it"
 }
 
 // checkRun bounds a run before any of its memory is allocated: every
@@ -157,7 +157,7 @@ func goldenMemory(op string, d reference.VectorDims, mem *memoryFlag) error {
 	a, ok1 := mulInts(append([]int{d.T}, perT...)...)
 	b, ok2 := mulInts(fixed...)
 	if total := (a + b) * 24; !ok1 || !ok2 || total < 0 || limit > 0 && total > limit {
-		return fmt.Errorf("%s %s needs more than %.2f GiB, over the limit (%s): choose a smaller --seq or dims",
+		return fmt.Errorf("%s %s needs more than the limit of %.3g GiB (%s): choose a smaller --seq or dims",
 			op, d.Describe(op), float64(limit)/(1<<30), source)
 	}
 	return nil
@@ -194,8 +194,8 @@ func checkTrace(cfg *model.Config, mem *memoryFlag, tokens int) error {
 	}
 	need := est.Total() + est.Activations*int64(cfg.NumLayers)
 	if limit, source := mem.limit(); limit > 0 && need > limit {
-		return fmt.Errorf("tracing %d tokens keeps every stage of %d layers, about %.2f GiB, over the limit (%s): trace fewer tokens",
-			tokens, cfg.NumLayers, float64(need)/(1<<30), source)
+		return fmt.Errorf("tracing %d tokens keeps every stage of %d layers, about %.2f GiB, over the limit of %.3g GiB (%s): trace fewer tokens",
+			tokens, cfg.NumLayers, float64(need)/(1<<30), float64(limit)/(1<<30), source)
 	}
 	return nil
 }
