@@ -230,6 +230,9 @@ func TestSignalRemovesTemps(t *testing.T) {
 		helperWrite(os.Getenv("SAFEIO_HELPER_DIR"))
 		return
 	}
+	if testing.Short() {
+		t.Skip("re-executes the test binary (not possible under go test -exec emulators)")
+	}
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		dir := t.TempDir()
 		cmd := exec.Command(os.Args[0], "-test.run=^TestSignalRemovesTemps$")
