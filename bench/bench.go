@@ -58,6 +58,8 @@ type Options struct {
 	// OnGroup, if set, is called with all results so far after each
 	// (op, T) group, e.g. to save them as the sweep goes.
 	OnGroup func([]Result) error
+
+	backend func(name string) (*model.Backend, error) // Run's backend cache
 }
 
 // Result is one (op, T, backend) case. Absent numbers are NaN.
@@ -140,6 +142,7 @@ func Run(o Options) ([]Result, error) {
 			b.Close()
 		}
 	}()
+	o.backend = getBackend
 	// Create the listed backends up front, so a broken one fails fast.
 	for _, n := range o.Backends {
 		if _, err := getBackend(n); err != nil {
@@ -188,6 +191,9 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 	}
 	naiveOK := gflop <= o.NaiveMaxGFLOP
 	whyNoRef := fmt.Sprintf("naive skipped: %.3g GFLOP > --naive-max-gflop %g", gflop, o.NaiveMaxGFLOP)
+	if ws.deviceWeights {
+		naiveOK, whyNoRef = false, deviceWeightsNote(o.Seed)
+	}
 
 	names := naiveFirst(o.Backends)
 	var ref []float32
@@ -225,6 +231,7 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 		}
 		insts, idx = append(insts, make1(be)), append(idx, g)
 	}
+	defer closeInstances(insts)
 	var running []string
 	for _, g := range idx {
 		running = append(running, names[g])
@@ -233,6 +240,21 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 	tms, err := measureGroup(insts, o.Method, func(k, i int) { prog.tick(names[idx[k]], i) })
 	if err != nil {
 		return nil, err
+	}
+	devStats := make([]*Stats, len(insts))
+	for k, g := range idx {
+		be, _ := getBackend(names[g])
+		dt, ok := be.Conv.(DeviceTimer)
+		if !ok || ws.cfg == nil {
+			continue
+		}
+		med, lo, hi, runs, ok, err := dt.DeviceTime(op.Name, ws.cfg, t)
+		if err != nil {
+			return nil, fmt.Errorf("%s device timing: %w", names[g], err)
+		}
+		if ok {
+			devStats[k] = &Stats{Median: med, Min: lo, Max: hi, Runs: runs}
+		}
 	}
 	for k, g := range idx {
 		prog.done(op.Name, t, names[g], gflop, tms[k].samples, "")
@@ -244,7 +266,10 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 		r := &group[g]
 		r.Stats, _ = Summarize(tms[k].samples)
 		r.Cold, r.CPU = tms[k].cold, -1
-		if !slices.Contains(tms[k].cpu, -1) {
+		if devStats[k] != nil {
+			r.Stats, r.Cold = *devStats[k], false
+			r.Note = joinNote(r.Note, "device time: CUDA events, inputs generated on the device at the 27B widths, no host copies timed; deltas from the host-copy call of the same op")
+		} else if !slices.Contains(tms[k].cpu, -1) {
 			c, _ := Summarize(tms[k].cpu)
 			r.CPU = c.Median
 		}
@@ -255,7 +280,7 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 			}
 		}
 		if ref == nil {
-			r.Note = whyNoRef
+			r.Note = joinNote(r.Note, whyNoRef)
 		} else {
 			out := insts[k].output()
 			r.MaxAbsVsNaive = tensor.MaxAbsDiff(out, ref)
@@ -270,6 +295,29 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 	}
 	setPenalties(group)
 	return group, nil
+}
+
+// DeviceTimer is implemented by the Conv kernel of a backend that can time
+// an op on its own device (CUDA events, inputs resident there, no host
+// copies in the timed region). ok is false for ops or shapes it cannot
+// time; the sweep then keeps its wall-clock timing of the op's host call.
+type DeviceTimer interface {
+	DeviceTime(op string, cfg *model.Config, t int) (median, min, max time.Duration, runs int, ok bool, err error)
+}
+
+// deviceWeightsNote marks whole-model results on weights the backend
+// generated on its device (model.NewRandomRunner).
+func deviceWeightsNote(seed uint64) string {
+	return fmt.Sprintf("weights generated on the device from --seed %d (no host copy, so no naive reference)", seed)
+}
+
+// closeInstances releases what instances hold (a device model's memory).
+func closeInstances(insts []instance) {
+	for _, in := range insts {
+		if c, ok := in.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
 }
 
 // naiveFirst moves naive to the front, so its output is the reference for
@@ -329,6 +377,21 @@ func (o *Options) plan() []planned {
 	return p
 }
 
+// deviceWeights reports whether every listed backend generates random
+// weights itself (then op model and decode build none on the host).
+func (o *Options) deviceWeights() bool {
+	if o.Checkpoint != nil || o.backend == nil {
+		return false
+	}
+	for _, n := range o.Backends {
+		be, err := o.backend(n)
+		if err != nil || !model.HasRandomRunner(be) {
+			return false
+		}
+	}
+	return true
+}
+
 // modelConfig is the config op=model runs: the checkpoint's, or the
 // shape cut to Layers layers and Vocab tokens.
 func (o *Options) modelConfig() *model.Config {
@@ -350,6 +413,9 @@ func (o *Options) modelConfig() *model.Config {
 // workspaceFor returns the workspace op runs in, building weights only
 // when the op needs them. Layer ops share one workspace (*layerWS); the
 // whole model gets its own, built after the layer workspace is dropped.
+// Without a checkpoint, when every backend generates random weights itself
+// (model.HasRandomRunner: the cuda backend, on the GPU), no host weights
+// are built and each runner makes its own from the seed.
 func (o *Options) workspaceFor(op *Op, layerWS **workspace) (*workspace, error) {
 	if op.wholeModel {
 		*layerWS = nil
@@ -358,6 +424,9 @@ func (o *Options) workspaceFor(op *Op, layerWS **workspace) (*workspace, error) 
 			return &workspace{cfg: o.Checkpoint.Config, m: o.Checkpoint, states: o.States}, nil
 		}
 		c := o.modelConfig()
+		if o.deviceWeights() {
+			return &workspace{cfg: c, states: o.States, deviceWeights: true, seed: o.Seed}, nil
+		}
 		if err := o.checkMemory(c, "op model"); err != nil {
 			return nil, err
 		}

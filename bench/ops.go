@@ -50,9 +50,13 @@ type instance interface {
 type workspace struct {
 	cfg    *model.Config
 	states int          // decode-core: how many layers' states to cycle through
-	m      *model.Model // nil when no op needs weights
-	gdn    *model.Block // first linear-attention block
-	attn   *model.Block // first full-attention block
+	m      *model.Model // nil when no op needs weights, or with deviceWeights
+	// deviceWeights: op model and decode run on runners whose backend
+	// generates the weights from seed itself (model.NewRandomRunner).
+	deviceWeights bool
+	seed          uint64
+	gdn           *model.Block // first linear-attention block
+	attn          *model.Block // first full-attention block
 }
 
 func (ws *workspace) block(k model.LayerKind) *model.Block {
@@ -456,11 +460,11 @@ func (r *decoderInst) run() error {
 }
 
 // randomIDs draws n token ids for one case.
-func randomIDs(m *model.Model, seed uint64, op string, n int) []int {
+func randomIDs(c *model.Config, seed uint64, op string, n int) []int {
 	r := inputRNG(seed, op, n)
 	ids := make([]int, n)
 	for i := range ids {
-		ids[i] = r.IntN(m.Config.VocabSize)
+		ids[i] = r.IntN(c.VocabSize)
 	}
 	return ids
 }
@@ -469,18 +473,19 @@ func randomIDs(m *model.Model, seed uint64, op string, n int) []int {
 // (the device-resident model on such a backend) and keeps the final
 // hidden states [T, H] and the last logits for comparison.
 func prepareModel(ws *workspace, t int, seed uint64) (func(*model.Backend) instance, error) {
-	if ws.m == nil {
+	if ws.m == nil && !ws.deviceWeights {
 		return nil, fmt.Errorf("no model built")
 	}
-	ids := randomIDs(ws.m, seed, "model", t)
+	ids := randomIDs(ws.cfg, seed, "model", t)
 	return func(be *model.Backend) instance {
-		return &modelInst{be: be, m: ws.m, ids: [][]int{ids}}
+		return &modelInst{be: be, m: ws.m, ws: ws, ids: [][]int{ids}}
 	}, nil
 }
 
 type modelInst struct {
 	be     *model.Backend
-	m      *model.Model
+	m      *model.Model // nil: the backend generates the weights (ws.deviceWeights)
+	ws     *workspace
 	runner model.Runner
 	ids    [][]int
 	out    []float32
@@ -489,9 +494,23 @@ type modelInst struct {
 
 func (r *modelInst) open() error {
 	if r.runner == nil && r.err == nil {
-		r.runner, r.err = model.NewRunner(r.m, r.be, 1)
+		if r.m == nil {
+			r.runner, r.err = model.NewRandomRunner(r.be, r.ws.cfg, r.ws.seed, 1)
+		} else {
+			r.runner, r.err = model.NewRunner(r.m, r.be, 1)
+		}
 	}
 	return r.err
+}
+
+// Close frees the runner (a device model's memory) after the case.
+func (r *modelInst) Close() error {
+	if r.runner == nil {
+		return nil
+	}
+	err := r.runner.Close()
+	r.runner = nil
+	return err
 }
 
 func (r *modelInst) reset() {
@@ -524,12 +543,12 @@ func (r *modelInst) run() error {
 // prepareDecode times one decode step at position T: reset (untimed)
 // empties the caches and prefills T random tokens, run feeds one more.
 func prepareDecode(ws *workspace, t int, seed uint64) (func(*model.Backend) instance, error) {
-	if ws.m == nil {
+	if ws.m == nil && !ws.deviceWeights {
 		return nil, fmt.Errorf("no model built")
 	}
-	ids := randomIDs(ws.m, seed, "decode", t+1)
+	ids := randomIDs(ws.cfg, seed, "decode", t+1)
 	return func(be *model.Backend) instance {
-		return &decodeInst{modelInst: modelInst{be: be, m: ws.m}, prompt: ids[:t], next: ids[t]}
+		return &decodeInst{modelInst: modelInst{be: be, m: ws.m, ws: ws}, prompt: ids[:t], next: ids[t]}
 	}, nil
 }
 

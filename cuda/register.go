@@ -35,7 +35,9 @@ func init() {
 
 // NewBackend opens the GPU and returns the device-resident "cuda" backend:
 // model.NewRunner on it uploads the model and runs it on the device
-// (NewRunner below). Its op kernels are the host-slice ones of cuda-ops, so
+// (NewRunner below); model.NewRandomRunner on it generates a model's
+// weights on the GPU from a seed (what qwenref bench runs without --model).
+// Its op kernels are the host-slice ones of cuda-ops, so
 // per-op benchmarks and checks still reach the device. It returns an
 // error, never panics, when the driver, cuBLAS or the GPU is missing.
 func NewBackend() (*model.Backend, error) {
@@ -43,9 +45,17 @@ func NewBackend() (*model.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &model.Backend{Name: BackendName, MatMul: MatMul{d}, Conv: Conv{d}, Delta: GatedDelta{d, Auto},
-		Attn: Attention{d}, Release: d.Close,
-		NewRunner: func(m *model.Model, rows int) (model.Runner, error) { return newDeviceRunner(d, m, rows) }}, nil
+	be := &model.Backend{Name: BackendName, MatMul: MatMul{d}, Conv: Conv{d}, Delta: GatedDelta{d, Auto},
+		Attn:      Attention{d},
+		NewRunner: func(m *model.Model, rows int) (model.Runner, error) { return newDeviceRunner(d, m, rows) }}
+	be.Release = func() error {
+		model.OfferRandomRunner(be, nil)
+		return d.Close()
+	}
+	model.OfferRandomRunner(be, func(cfg *model.Config, seed uint64, rows int) (model.Runner, error) {
+		return newRandomDeviceRunner(d, cfg, seed, rows)
+	})
+	return be, nil
 }
 
 // NewFP32Backend opens the GPU and returns "cuda-fp32": fp32 matmuls

@@ -90,6 +90,29 @@ func newDeviceRunner(d *Device, hm *model.Model, rows int) (model.Runner, error)
 	return &deviceRunner{hm: hm, gm: gm, rows: rows, maxTokens: maxTok}, nil
 }
 
+// newRandomDeviceRunner is model.NewRandomRunner on the device: a model of
+// cfg's shape whose weights the GPU generates from seed (NewRandomModel),
+// so a 64-layer 27B runs with no host copy of its 54 GB of weights.
+func newRandomDeviceRunner(d *Device, cfg *model.Config, seed uint64, rows int) (model.Runner, error) {
+	if rows < 1 {
+		return nil, fmt.Errorf("a runner needs at least one row, not %d", rows)
+	}
+	if cfg.LinearKeyHeadDim != 128 || cfg.LinearValueHeadDim != 128 || cfg.HeadDim != 256 {
+		return nil, fmt.Errorf("cuda: random device weights need GDN head dims 128/128 and attention head dim 256; this shape has %d/%d and %d",
+			cfg.LinearKeyHeadDim, cfg.LinearValueHeadDim, cfg.HeadDim)
+	}
+	maxTok, err := maxTokensFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	gm, err := d.NewRandomModel(cfg, seed, maxTok)
+	if err != nil {
+		return nil, err
+	}
+	// The host model carries the config only: the runner reads nothing else.
+	return &deviceRunner{hm: &model.Model{Config: cfg}, gm: gm, rows: rows, maxTokens: maxTok}, nil
+}
+
 func (r *deviceRunner) Rows() int       { return r.rows }
 func (r *deviceRunner) Backend() string { return BackendName }
 func (r *deviceRunner) Close() error    { return r.gm.Close() }

@@ -73,6 +73,50 @@ func NewRunner(m *Model, be *Backend, rows int) (Runner, error) {
 	return r, nil
 }
 
+// RandomRunnerFunc builds a runner over a model of cfg's shape whose
+// weights the backend generates itself from seed.
+type RandomRunnerFunc func(cfg *Config, seed uint64, rows int) (Runner, error)
+
+var randomRunners sync.Map // *Backend → RandomRunnerFunc
+
+// OfferRandomRunner records that be can build random-weight runners
+// itself (a device-resident backend generating the weights on its device,
+// so no host copy of them exists); f == nil withdraws the offer (the
+// backend's Release does, so a closed backend is not kept).
+func OfferRandomRunner(be *Backend, f RandomRunnerFunc) {
+	if f == nil {
+		randomRunners.Delete(be)
+		return
+	}
+	randomRunners.Store(be, f)
+}
+
+// HasRandomRunner reports whether be offers random-weight runners.
+func HasRandomRunner(be *Backend) bool {
+	_, ok := randomRunners.Load(be)
+	return ok
+}
+
+// NewRandomRunner returns be's runner for rows sequences of a model of
+// cfg's shape with weights the backend generates from seed, or an error
+// when the backend offers none (HasRandomRunner).
+func NewRandomRunner(be *Backend, cfg *Config, seed uint64, rows int) (Runner, error) {
+	f, ok := randomRunners.Load(be)
+	if !ok {
+		return nil, fmt.Errorf("backend %s cannot generate random weights itself: build a host model (NewRandom) and use NewRunner", be.Name)
+	}
+	if rows < 1 {
+		return nil, fmt.Errorf("a runner needs at least one row, not %d", rows)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.IsMoE() {
+		return nil, fmt.Errorf("backend %s runs the dense Qwen3.5/3.6 models only, not mixture-of-experts shapes", be.Name)
+	}
+	return f.(RandomRunnerFunc)(cfg, seed, rows)
+}
+
 // sessionRunner runs each row in its own Session on a CPU backend.
 type sessionRunner struct {
 	mu   sync.Mutex // serialises Forward, Layer and Reset across rows

@@ -100,16 +100,36 @@ Example:
 	logits := make([]float32, 0, bsz*t*cfg.VocabSize)
 	hidden := make([]float32, 0, bsz*t*cfg.HiddenSize)
 	start := time.Now()
-	for _, ids := range batch {
+	// One single-row runner, reset per row: the recorder that captures the
+	// final-norm hidden states takes one row at a time. On a device-resident
+	// backend recording copies every stage off the device, so the pass is
+	// slower there than an untraced one.
+	runner, err := model.NewRunner(m, be, 1)
+	if err != nil {
+		return err
+	}
+	defer runner.Close()
+	for b, ids := range batch {
 		var h []float32
 		rec := func(stage string, x *tensor.Tensor) {
 			if stage == "final_norm" {
 				h = append([]float32(nil), x.Data...)
 			}
 		}
-		lg, err := m.NewSession().Forward(ids, be, model.Options{Record: rec})
+		if b > 0 {
+			if err := runner.Reset(); err != nil {
+				return err
+			}
+		}
+		lg, err := runner.Forward([][]int{ids}, model.RunOptions{Logits: model.AllLogits, Record: rec})
 		if err != nil {
+			if bsz > 1 {
+				err = fmt.Errorf("ids row %d: %w", b, err)
+			}
 			return err
+		}
+		if len(h) != t*cfg.HiddenSize {
+			return fmt.Errorf("ids row %d: backend %s recorded no final-norm hidden states (%d values, want %d)", b, be.Name, len(h), t*cfg.HiddenSize)
 		}
 		logits = append(logits, lg.Data...)
 		hidden = append(hidden, h...)

@@ -321,7 +321,7 @@ func timing(res *model.GenerateResult) string {
 // compareBackends prints one line: every other backend's prompt logits
 // against this backend's. auto skips backends estimated to take > 20 s.
 func compareBackends(m *model.Model, be *model.Backend, ids []int, all bool, w io.Writer) {
-	ref, err := m.NewSession().Forward(ids, be, model.Options{})
+	ref, err := promptLogits(m, be, ids)
 	if err != nil {
 		fmt.Fprintf(w, "[compare: %v]\n", err)
 		return
@@ -342,7 +342,7 @@ func compareBackends(m *model.Model, be *model.Backend, ids []int, all bool, w i
 			parts = append(parts, fmt.Sprintf("%s unavailable: %v", name, err))
 			continue
 		}
-		got, err := m.NewSession().Forward(ids, other, model.Options{})
+		got, err := promptLogits(m, other, ids)
 		other.Close()
 		if err != nil {
 			parts = append(parts, fmt.Sprintf("%s failed: %v", name, err))
@@ -362,4 +362,15 @@ func compareBackends(m *model.Model, be *model.Backend, ids []int, all bool, w i
 		parts = []string{"no other backend registered"}
 	}
 	fmt.Fprintf(w, "[prompt logits vs %s: %s]\n", be.Name, strings.Join(parts, "; "))
+}
+
+// promptLogits runs ids through a fresh runner on be (the device-resident
+// model on such a backend) and returns every position's logits [1, T, V].
+func promptLogits(m *model.Model, be *model.Backend, ids []int) (*tensor.Tensor, error) {
+	r, err := model.NewRunner(m, be, 1)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Forward([][]int{ids}, model.RunOptions{Logits: model.AllLogits})
 }

@@ -1,0 +1,107 @@
+package bench
+
+import (
+	"math"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/qwenref/qwenref/layers/conv1d"
+	"github.com/qwenref/qwenref/model"
+)
+
+// A CPU stand-in for a device-resident backend: it offers random-weight
+// runners (built from the seed inside the backend, as the GPU does) and
+// times conv itself, so the sweep's device paths run without a GPU.
+var devOpened, devClosed atomic.Int64
+
+type countingRunner struct{ model.Runner }
+
+func (r countingRunner) Close() error {
+	devClosed.Add(1)
+	return r.Runner.Close()
+}
+
+type timedConv struct{ conv1d.Kernel }
+
+const fakeDeviceMedian = 1234 * time.Microsecond
+
+func (timedConv) DeviceTime(op string, cfg *model.Config, t int) (time.Duration, time.Duration, time.Duration, int, bool, error) {
+	if op != "conv" {
+		return 0, 0, 0, 0, false, nil
+	}
+	return fakeDeviceMedian, fakeDeviceMedian / 2, 2 * fakeDeviceMedian, 7, true, nil
+}
+
+func init() {
+	model.RegisterBackend("test-devrandom", "test only: chunked, generating its own random weights", func() (*model.Backend, error) {
+		be, err := model.ParseBackend("chunked")
+		if err != nil {
+			return nil, err
+		}
+		be.Name = "test-devrandom"
+		be.Conv = timedConv{be.Conv}
+		model.OfferRandomRunner(be, func(cfg *model.Config, seed uint64, rows int) (model.Runner, error) {
+			m, err := model.NewRandom(cfg, seed, true)
+			if err != nil {
+				return nil, err
+			}
+			r, err := model.NewRunner(m, be, rows)
+			if err != nil {
+				return nil, err
+			}
+			devOpened.Add(1)
+			return countingRunner{r}, nil
+		})
+		return be, nil
+	})
+}
+
+// With every backend generating its own weights, ops model and decode
+// build none in the bench (a 1-byte --max-memory does not stop them), say
+// so in the note, have no naive reference, and close every runner.
+func TestDeviceWeightsModelOps(t *testing.T) {
+	o := tinyOptions(t, "model,decode", "test-devrandom")
+	o.MaxMemBytes = 1
+	open0, closed0 := devOpened.Load(), devClosed.Load()
+	rs, err := Run(o)
+	require.NoError(t, err)
+	require.Len(t, rs, 4)
+	for _, r := range rs {
+		assert.True(t, r.Ran(), r.Op)
+		assert.Greater(t, r.Median, time.Duration(0), r.Op)
+		assert.Contains(t, r.Note, "weights generated on the device from --seed 1", r.Op)
+		assert.True(t, math.IsNaN(r.RelL2VsNaive), r.Op)
+	}
+	assert.Equal(t, int64(4), devOpened.Load()-open0, "one runner per (op, T)")
+	assert.Equal(t, devOpened.Load()-open0, devClosed.Load()-closed0, "every runner closed after its case")
+
+	// A CPU backend beside it needs host weights: the 1-byte limit refuses them.
+	o.Backends = []string{"test-devrandom", "chunked"}
+	_, err = Run(o)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--max-mem")
+}
+
+// A backend whose Conv times ops on its device reports that time, keeps
+// the deltas of its host call against naive, and says so; ops it cannot
+// time keep the wall-clock figures.
+func TestDeviceTimedOps(t *testing.T) {
+	o := tinyOptions(t, "conv,gdn-core", "test-devrandom", "naive")
+	o.Seqs = []int{8}
+	rs, err := Run(o)
+	require.NoError(t, err)
+	conv := find(rs, "conv", "test-devrandom", 8)
+	assert.Equal(t, fakeDeviceMedian, conv.Median)
+	assert.Equal(t, 7, conv.Runs)
+	assert.Less(t, conv.RelL2VsNaive, 1e-5)
+	assert.True(t, strings.Contains(conv.Note, "device time"), conv.Note)
+	core := find(rs, "gdn-core", "test-devrandom", 8)
+	assert.NotEqual(t, fakeDeviceMedian, core.Median)
+	assert.NotContains(t, core.Note, "device time")
+	assert.Less(t, core.RelL2VsNaive, 1e-4)
+}
