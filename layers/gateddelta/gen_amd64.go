@@ -7,8 +7,9 @@
 // recurrent_amd64.go. Run it with `go generate ./layers/gateddelta`.
 //
 // The same instruction sequence serves both levels; only the register
-// file and the lane count change. Every kernel trusts its Go caller to
-// have checked the extreme index it touches.
+// file and the lane count change. The exponential in expAffine is
+// vecmath's, written by internal/vecmath/emit. Every kernel trusts its Go
+// caller to have checked the extreme index it touches.
 package main
 
 import (
@@ -16,29 +17,28 @@ import (
 	"fmt"
 	"math"
 	"os"
+
+	vecemit "github.com/qwenref/qwenref/internal/vecmath/emit"
 )
 
-// isa is one kernel level's register file.
-type isa struct {
-	name  string // suffix of the function names
-	reg   string // register prefix
-	lanes int    // float32 lanes per register
-}
+// isa is one kernel level: the emitter's instruction set, with the
+// short helpers the kernels below use.
+type isa struct{ vecemit.ISA }
 
 var (
-	avx512 = isa{"AVX512", "Z", 16}
-	avx2   = isa{"AVX2", "Y", 8}
+	avx512 = isa{vecemit.AVX512}
+	avx2   = isa{vecemit.AVX2}
 )
 
 // v names vector register i.
-func (s isa) v(i int) string { return fmt.Sprintf("%s%d", s.reg, i) }
+func (s isa) v(i int) string { return s.R(i) }
 
 // vb is the byte width of one vector.
-func (s isa) vb() int { return 4 * s.lanes }
+func (s isa) vb() int { return s.Width() }
 
 // zero clears register i (VPXORD needs AVX-512 for Z registers).
 func (s isa) zero(w *bytes.Buffer, i int) {
-	if s.reg == "Z" {
+	if s.Reg == "Z" {
 		emit(w, "VPXORD %s, %s, %s", s.v(i), s.v(i), s.v(i))
 	} else {
 		emit(w, "VXORPS %s, %s, %s", s.v(i), s.v(i), s.v(i))
@@ -55,20 +55,25 @@ func header(w *bytes.Buffer) {
 func main() {
 	var t, r bytes.Buffer
 	header(&t)
-	expConstants(&t)
+	expAffineMax(&t)
 	for _, s := range []isa{avx512, avx2} {
+		// One emitter per level: its constant table, then the kernels.
+		a := vecemit.New(s.ISA)
+		a.WriteConsts()
+		w := &a.Buffer
 		widths := []int{1, 2, 3}
-		if s.reg == "Z" {
+		if s.Reg == "Z" {
 			widths = []int{1, 2, 4}
 		}
 		for _, nv := range widths {
-			tile(&t, s, nv)
+			tile(w, s, nv)
 		}
-		axpy(&t, s)
-		scaleCopy(&t, s)
-		mulScaled(&t, s)
-		expAffine(&t, s)
-		triInvAcc(&t, s)
+		axpy(w, s)
+		scaleCopy(w, s)
+		mulScaled(w, s)
+		expAffine(a, s)
+		triInvAcc(w, s)
+		t.Write(a.Bytes())
 	}
 	header(&r)
 	for _, s := range []isa{avx512, avx2} {
@@ -89,7 +94,7 @@ func main() {
 // step, then C = beta·C + al[i]·acc for row i (C unread when beta's bits
 // are zero). Accumulators are registers 0…4nv−1, B is 4nv…5nv−1.
 func tile(w *bytes.Buffer, s isa, nv int) {
-	name := fmt.Sprintf("tile4x%d%s", nv*s.lanes, s.name)
+	name := fmt.Sprintf("tile4x%d%s", nv*s.Lanes, s.Name)
 	fmt.Fprintf(w, "// func %s(kk int, a *float32, lda, aks int, b *float32, ldb int, c *float32, ldc int, al *[4]float32, beta float32)\n", name)
 	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-76\n", name)
 	acc := func(r, j int) string { return s.v(r*nv + j) }
@@ -167,7 +172,7 @@ func tile(w *bytes.Buffer, s isa, nv int) {
 
 // axpy writes axpy{ISA}: y += a·x over n floats, n a multiple of the lanes.
 func axpy(w *bytes.Buffer, s isa) {
-	name := "axpy" + s.name
+	name := "axpy" + s.Name
 	fmt.Fprintf(w, "// func %s(y *float32, a float32, x *float32, n int)\n", name)
 	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-32\n", name)
 	emit(w, "MOVQ y+0(FP), DI")
@@ -180,7 +185,7 @@ func axpy(w *bytes.Buffer, s isa) {
 	emit(w, "VMOVUPS %s, (DI)", s.v(0))
 	emit(w, "ADDQ $%d, SI", s.vb())
 	emit(w, "ADDQ $%d, DI", s.vb())
-	emit(w, "SUBQ $%d, CX", s.lanes)
+	emit(w, "SUBQ $%d, CX", s.Lanes)
 	emit(w, "JNZ %sloop", name)
 	emit(w, "VZEROUPPER")
 	emit(w, "RET\n")
@@ -188,7 +193,7 @@ func axpy(w *bytes.Buffer, s isa) {
 
 // scaleCopy writes scaleCopy{ISA}: dst = a·src over n floats.
 func scaleCopy(w *bytes.Buffer, s isa) {
-	name := "scaleCopy" + s.name
+	name := "scaleCopy" + s.Name
 	fmt.Fprintf(w, "// func %s(dst, src *float32, a float32, n int)\n", name)
 	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-32\n", name)
 	emit(w, "MOVQ dst+0(FP), DI")
@@ -200,7 +205,7 @@ func scaleCopy(w *bytes.Buffer, s isa) {
 	emit(w, "VMOVUPS %s, (DI)", s.v(0))
 	emit(w, "ADDQ $%d, SI", s.vb())
 	emit(w, "ADDQ $%d, DI", s.vb())
-	emit(w, "SUBQ $%d, CX", s.lanes)
+	emit(w, "SUBQ $%d, CX", s.Lanes)
 	emit(w, "JNZ %sloop", name)
 	emit(w, "VZEROUPPER")
 	emit(w, "RET\n")
@@ -209,7 +214,7 @@ func scaleCopy(w *bytes.Buffer, s isa) {
 // mulScaled writes mulScaled{ISA}: dst = a·(x ⊙ y) over n floats, as
 // (a·x)·y like the portable loop, so both round alike.
 func mulScaled(w *bytes.Buffer, s isa) {
-	name := "mulScaled" + s.name
+	name := "mulScaled" + s.Name
 	fmt.Fprintf(w, "// func %s(dst, x, y *float32, a float32, n int)\n", name)
 	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
 	emit(w, "MOVQ dst+0(FP), DI")
@@ -224,110 +229,73 @@ func mulScaled(w *bytes.Buffer, s isa) {
 	emit(w, "ADDQ $%d, SI", s.vb())
 	emit(w, "ADDQ $%d, DX", s.vb())
 	emit(w, "ADDQ $%d, DI", s.vb())
-	emit(w, "SUBQ $%d, CX", s.lanes)
+	emit(w, "SUBQ $%d, CX", s.Lanes)
 	emit(w, "JNZ %sloop", name)
 	emit(w, "VZEROUPPER")
 	emit(w, "RET\n")
 }
 
-// The constants of the vector exp, at these byte offsets of gdnexp<>.
-const (
-	offLo, offHi, offLog2e, offLn2Hi, offLn2Lo = 0, 4, 8, 12, 16
-	offPoly                                    = 20 // six coefficients, highest degree first
-	offOne, offBias                            = 44, 48
-)
+// expAffineHi is the largest exponent expAffine passes to the exp:
+// e^88 ≈ 1.65e38 is still finite, so lanes the caller masks out later
+// (exponents up to +600 right of the chunk's diagonal) never hold +Inf.
+// expAffinePortable and expAffineNEON clamp at the same bound (expClamp).
+const expAffineHi = 88
 
-// expConstants writes gdnexp<>: the clamp bounds, the Cody–Waite split of
-// ln 2, the degree-6 minimax polynomial for e^r (the Cephes expf
-// coefficients, ~1 ulp), 1 and the exponent bias 127.
-func expConstants(w *bytes.Buffer) {
-	fs := []float64{-87.3, 88, 1.44269504088896341, 0.693359375, -2.12194440e-4,
-		1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1, 1}
-	for i, f := range fs {
-		fmt.Fprintf(w, "DATA gdnexp<>+%d(SB)/4, $0x%08x\n", 4*i, math.Float32bits(float32(f)))
-	}
-	fmt.Fprintf(w, "DATA gdnexp<>+%d(SB)/4, $127\n", offBias)
-	fmt.Fprintf(w, "GLOBL gdnexp<>(SB), RODATA|NOPTR, $%d\n\n", offBias+4)
+// expAffineMax writes expAffineMax<>, expAffineHi as one float32.
+func expAffineMax(w *bytes.Buffer) {
+	fmt.Fprintf(w, "DATA expAffineMax<>+0(SB)/4, $0x%08x\n", math.Float32bits(expAffineHi))
+	fmt.Fprintf(w, "GLOBL expAffineMax<>(SB), RODATA|NOPTR, $4\n\n")
 }
 
-// exp emits x ← e^x for register 0, with registers 2…6 as temporaries:
-// x clamped to [−87.3, 88], n = round(x·log₂e), r = x − n·ln2 in two
-// parts, p(r) by Horner, then p·2ⁿ with 2ⁿ built in the exponent bits.
-func exp(w *bytes.Buffer, s isa) {
-	x, n, r, p, c, e := s.v(0), s.v(2), s.v(3), s.v(4), s.v(5), s.v(6)
-	bc := func(off int) { emit(w, "VBROADCASTSS gdnexp<>+%d(SB), %s", off, c) }
-	bc(offLo)
-	emit(w, "VMAXPS %s, %s, %s", c, x, x)
-	bc(offHi)
-	emit(w, "VMINPS %s, %s, %s", c, x, x)
-	bc(offLog2e)
-	emit(w, "VMULPS %s, %s, %s", c, x, n)
-	emit(w, "VCVTPS2DQ %s, %s", n, e) // round to nearest even (MXCSR default)
-	emit(w, "VCVTDQ2PS %s, %s", e, n)
-	emit(w, "VMOVAPS %s, %s", x, r)
-	bc(offLn2Hi)
-	emit(w, "VFNMADD231PS %s, %s, %s", c, n, r)
-	bc(offLn2Lo)
-	emit(w, "VFNMADD231PS %s, %s, %s", c, n, r)
-	emit(w, "VBROADCASTSS gdnexp<>+%d(SB), %s", offPoly, p)
-	for i := 1; i < 6; i++ {
-		bc(offPoly + 4*i)
-		emit(w, "VFMADD213PS %s, %s, %s", c, r, p) // p = p·r + c_i
-	}
-	emit(w, "VMULPS %s, %s, %s", r, r, c)
-	emit(w, "VFMADD213PS %s, %s, %s", r, c, p) // p = p·r² + r
-	emit(w, "VBROADCASTSS gdnexp<>+%d(SB), %s", offOne, c)
-	emit(w, "VADDPS %s, %s, %s", c, p, p)
-	emit(w, "VPBROADCASTD gdnexp<>+%d(SB), %s", offBias, c)
-	emit(w, "VPADDD %s, %s, %s", c, e, e)
-	emit(w, "VPSLLD $23, %s, %s", e, e)
-	emit(w, "VMULPS %s, %s, %s", e, p, x)
-}
-
-// expAffine writes expAffine{ISA}: dst[i] = e^{a + b·src[i]} over n
-// floats (a multiple of the lanes), the exponent formed in float64 and
-// rounded to float32 before the exp.
-func expAffine(w *bytes.Buffer, s isa) {
-	name := "expAffine" + s.name
-	fmt.Fprintf(w, "// func %s(dst *float32, src *float64, a, b float64, n int)\n", name)
-	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
-	av, bv := s.v(12), s.v(13)
-	emit(w, "MOVQ dst+0(FP), DI")
-	emit(w, "MOVQ src+8(FP), SI")
-	emit(w, "VBROADCASTSD a+16(FP), %s", av)
-	emit(w, "VBROADCASTSD b+24(FP), %s", bv)
-	emit(w, "MOVQ n+32(FP), CX")
-	label(w, name+"loop")
+// expAffine writes expAffine{ISA}: dst[i] = e^{min(a + b·src[i], 88)}
+// over n floats (a multiple of the lanes), the exponent formed in float64
+// and rounded to float32 before the exp, which is vecmath.Exp32 lane by
+// lane (Asm.Exp of internal/vecmath/emit). Registers: the exponents 0 and 1, temporaries
+// 2…4, the bound 11, a and b 12 and 13; on AVX-512 the emitter's clamp
+// registers Z30 and Z31.
+func expAffine(a *vecemit.Asm, s isa) {
+	name := "expAffine" + s.Name
+	a.Func(name, "(dst *float32, src *float64, a, b float64, n int)", 40)
+	av, bv, hi := s.v(12), s.v(13), s.v(11)
+	a.I("MOVQ dst+0(FP), DI")
+	a.I("MOVQ src+8(FP), SI")
+	a.I("VBROADCASTSD a+16(FP), %s", av)
+	a.I("VBROADCASTSD b+24(FP), %s", bv)
+	a.I("VBROADCASTSS expAffineMax<>(SB), %s", hi)
+	a.I("MOVQ n+32(FP), CX")
+	a.LoadClamp()
+	a.Label(name + "loop")
 	half := s.vb() // bytes of float64 per half (lanes/2 doubles)
-	emit(w, "VMOVUPD (SI), %s", s.v(0))
-	emit(w, "VFMADD213PD %s, %s, %s", av, bv, s.v(0))
-	emit(w, "VMOVUPD %d(SI), %s", half, s.v(1))
-	emit(w, "VFMADD213PD %s, %s, %s", av, bv, s.v(1))
-	if s.reg == "Z" {
-		emit(w, "VCVTPD2PS Z0, Y0")
-		emit(w, "VCVTPD2PS Z1, Y1")
-		emit(w, "VINSERTF32X8 $1, Y1, Z0, Z0")
+	a.I("VMOVUPD (SI), %s", s.v(0))
+	a.I("VFMADD213PD %s, %s, %s", av, bv, s.v(0))
+	a.I("VMOVUPD %d(SI), %s", half, s.v(1))
+	a.I("VFMADD213PD %s, %s, %s", av, bv, s.v(1))
+	if s.Reg == "Z" {
+		a.I("VCVTPD2PS Z0, Y0")
+		a.I("VCVTPD2PS Z1, Y1")
+		a.I("VINSERTF32X8 $1, Y1, Z0, Z0")
 	} else {
-		emit(w, "VCVTPD2PSY Y0, X0")
-		emit(w, "VCVTPD2PSY Y1, X1")
-		emit(w, "VINSERTF128 $1, X1, Y0, Y0")
+		a.I("VCVTPD2PSY Y0, X0")
+		a.I("VCVTPD2PSY Y1, X1")
+		a.I("VINSERTF128 $1, X1, Y0, Y0")
 	}
-	exp(w, s)
-	emit(w, "VMOVUPS %s, (DI)", s.v(0))
-	emit(w, "ADDQ $%d, SI", 2*half)
-	emit(w, "ADDQ $%d, DI", s.vb())
-	emit(w, "SUBQ $%d, CX", s.lanes)
-	emit(w, "JNZ %sloop", name)
-	emit(w, "VZEROUPPER")
-	emit(w, "RET\n")
+	// x is the second source, so NaN stays NaN.
+	a.I("VMINPS %s, %s, %s", s.v(0), hi, s.v(0))
+	a.Exp(s.v(0), s.v(2), s.v(3), s.v(4))
+	a.I("VMOVUPS %s, (DI)", s.v(0))
+	a.I("ADDQ $%d, SI", 2*half)
+	a.I("ADDQ $%d, DI", s.vb())
+	a.I("SUBQ $%d, CX", s.Lanes)
+	a.I("JNZ %sloop", name)
+	a.Ret()
 }
 
 // triInvAcc writes triInvAcc64{ISA}: dst[0:64] = −Σ_{s<cnt} nr[s]·tm[s·ldt :
 // s·ldt+64], the forward substitution's row update, with 64/lanes
 // independent accumulators.
 func triInvAcc(w *bytes.Buffer, s isa) {
-	name := "triInvAcc64" + s.name
-	nv := 64 / s.lanes
+	name := "triInvAcc64" + s.Name
+	nv := 64 / s.Lanes
 	fmt.Fprintf(w, "// func %s(dst, tm, nr *float32, ldt, cnt int)\n", name)
 	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
 	x, z := s.v(nv), s.v(nv+1)
@@ -372,7 +340,7 @@ func triInvAcc(w *bytes.Buffer, s isa) {
 // DX (q̂_t[i]) and CX. R14 and X15, which Go's register ABI reserves, are
 // left alone.
 func recBlock(w *bytes.Buffer, s isa, nv int) {
-	name := fmt.Sprintf("recBlock%d%s", nv*s.lanes, s.name)
+	name := fmt.Sprintf("recBlock%d%s", nv*s.Lanes, s.Name)
 	fmt.Fprintf(w, "// func %s(s *float32, lds, dk int, q, k *float32, ldqk int, v, out *float32, ldv int, ys, bd, rho, osc *float32, n int)\n", name)
 	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-112\n", name)
 	y := func(j int) string { return s.v(j) }

@@ -8,19 +8,21 @@
 //
 // Go's arm64 assembler has VFMLA/VFMLS but no vector FMUL or FADD, so a
 // product a·b is formed as 0 + a·b (one rounding, like a multiply) and a
-// sum a + b as a + b·1. The vector exp needs FMAX, FMIN, FMUL, FADD,
-// FRINTN and FCVTZS, which the assembler lacks: they are emitted as WORDs
-// (encodings from the Arm ARM, checked against GNU as).
+// sum a + b as a + b·1. The vector exp is vecmath's, written by
+// internal/vecmath/emit (which emits the FP ops the assembler lacks as
+// WORDs).
 //
-// Registers: R18 (platform), R26–R30 are never touched.
+// Registers: R18 (platform), R26–R30 are never touched, except R27 by the
+// emitter's constant load in expNEON.
 package main
 
 import (
 	"bytes"
 	"fmt"
-	"math"
 	"os"
 	"strings"
+
+	vecemit "github.com/qwenref/qwenref/internal/vecmath/emit"
 )
 
 func emit(w *bytes.Buffer, format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
@@ -53,7 +55,10 @@ func main() {
 	scaleCopy(&t)
 	mulScaled(&t)
 	triInvAcc(&t)
-	expInPlace(&t)
+	e := &vecemit.NEON{}
+	e.WriteConsts()
+	expInPlace(e)
+	t.Write(e.Bytes())
 	header(&r)
 	recBlock(&r, 4)
 	recBlock(&r, 2)
@@ -380,76 +385,21 @@ func recBlock(w *bytes.Buffer, nv int) {
 	emit(w, "RET\n")
 }
 
-// Three-register and two-register vector ops on four float32 lanes,
-// as instruction words: op | Rm<<16 | Rn<<5 | Rd.
-func word3(w *bytes.Buffer, op uint32, name string, d, n, m int) {
-	emit(w, "WORD $0x%08x // %s V%d.4S, V%d.4S, V%d.4S", op|uint32(m)<<16|uint32(n)<<5|uint32(d), name, d, n, m)
-}
-
-func word2(w *bytes.Buffer, op uint32, name string, d, n int) {
-	emit(w, "WORD $0x%08x // %s V%d.4S, V%d.4S", op|uint32(n)<<5|uint32(d), name, d, n)
-}
-
-const (
-	opFMAX   = 0x4e20f400
-	opFMIN   = 0x4ea0f400
-	opFMUL   = 0x6e20dc00
-	opFADD   = 0x4e20d400
-	opFRINTN = 0x4e218800 // round to nearest, ties to even
-	opFCVTZS = 0x4ea1b800
-)
-
-// expInPlace writes expNEON: x ← e^x over n floats (a multiple of 4), the
-// algorithm of gen_amd64.go's exp: clamp to [−87.3, 88], n = round(x·log₂e),
-// r = x − n·ln2 in two parts, the degree-6 Cephes polynomial by Horner,
-// then p·2ⁿ with 2ⁿ built in the exponent bits. Constants live in
-// V16…V28, loaded once.
-func expInPlace(w *bytes.Buffer) {
-	fs := []float64{-87.3, 88, 1.44269504088896341, 0.693359375, -2.12194440e-4,
-		1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1, 1}
-	for i, f := range fs {
-		fmt.Fprintf(w, "DATA gdnexp<>+%d(SB)/4, $0x%08x\n", 4*i, math.Float32bits(float32(f)))
-	}
-	fmt.Fprintf(w, "DATA gdnexp<>+%d(SB)/4, $127\n", 4*len(fs))
-	fmt.Fprintf(w, "GLOBL gdnexp<>(SB), RODATA|NOPTR, $%d\n\n", 4*len(fs)+4)
-	const lo, hi, log2e, ln2Hi, ln2Lo, poly, one, bias = 16, 17, 18, 19, 20, 21, 27, 28
-	fmt.Fprintf(w, "// func expNEON(x *float32, n int)\n")
-	fmt.Fprintf(w, "TEXT ·expNEON(SB), NOSPLIT, $0-16\n")
-	emit(w, "MOVD x+0(FP), R0")
-	emit(w, "MOVD n+8(FP), R1")
-	emit(w, "MOVD $gdnexp<>(SB), R2")
-	for i := 0; i <= 12; i++ {
-		emit(w, "VLD1R.P 4(R2), [%s]", v(16+i))
-	}
-	label(w, "expNEONloop")
-	emit(w, "VLD1 (R0), [%s]", v(0))
-	word3(w, opFMAX, "FMAX", 0, 0, lo)
-	word3(w, opFMIN, "FMIN", 0, 0, hi)
-	word3(w, opFMUL, "FMUL", 1, 0, log2e)
-	word2(w, opFRINTN, "FRINTN", 1, 1) // n
-	word2(w, opFCVTZS, "FCVTZS", 2, 1) // n as an integer (exact)
-	emit(w, "VORR V0.B16, V0.B16, V3.B16")
-	emit(w, "VFMLS %s, %s, %s", v(1), v(ln2Hi), v(3)) // r = x − n·ln2Hi
-	emit(w, "VFMLS %s, %s, %s", v(1), v(ln2Lo), v(3)) // r −= n·ln2Lo
-	// Horner: p ← c_i + p·r, alternating V4 and V5.
-	emit(w, "VORR V%d.B16, V%d.B16, V4.B16", poly, poly)
-	p := 4
-	for i := 1; i < 6; i++ {
-		q := 9 - p // the other of V4, V5
-		emit(w, "VORR V%d.B16, V%d.B16, V%d.B16", poly+i, poly+i, q)
-		emit(w, "VFMLA %s, %s, %s", v(p), v(3), v(q))
-		p = q
-	}
-	word3(w, opFMUL, "FMUL", 6, 3, 3) // r²
-	q := 9 - p
-	emit(w, "VORR V3.B16, V3.B16, V%d.B16", q)
-	emit(w, "VFMLA %s, %s, %s", v(p), v(6), v(q)) // p·r² + r
-	word3(w, opFADD, "FADD", q, q, one)
-	emit(w, "VADD %s, %s, %s", v(bias), v(2), v(2))
-	emit(w, "VSHL $23, %s, %s", v(2), v(2))
-	word3(w, opFMUL, "FMUL", 0, q, 2)
-	emit(w, "VST1.P [%s], 16(R0)", v(0))
-	emit(w, "SUBS $4, R1, R1")
-	emit(w, "BNE expNEONloop")
-	emit(w, "RET\n")
+// expInPlace writes expNEON: x ← e^x over n floats (a multiple of 4,
+// > 0), vecmath.Exp32 lane by lane (NEON.Exp of internal/vecmath/emit,
+// its constants in V18…V31). The caller has formed the exponents and
+// bounded them above by 88, so the results are finite.
+func expInPlace(a *vecemit.NEON) {
+	const fn = "expNEON"
+	a.Func(fn, "(x *float32, n int)", 16)
+	a.I("MOVD x+0(FP), R0")
+	a.I("MOVD n+8(FP), R1")
+	a.LoadConsts()
+	a.Label(fn + "loop")
+	a.I("VLD1 (R0), [V0.S4]")
+	a.Exp(0, 1, 2, 3, 4)
+	a.I("VST1.P [V0.S4], 16(R0)")
+	a.I("SUBS $4, R1, R1")
+	a.I("BNE %sloop", fn)
+	a.Ret()
 }

@@ -58,12 +58,13 @@ func triInvAcc64NEON(dst, tm, nr *float32, ldt, cnt int)
 
 // expAffineNEON forms the exponents a + b·src in float64 in Go (NEON's
 // float64 lanes are only two wide, and rounding each to float32 is what
-// the amd64 kernels do too), then runs the vector exp over them in place.
+// the amd64 kernels do too), bounds them above by expClamp so every result
+// is finite, as on amd64, then runs the vector exp over them in place.
 func expAffineNEON(dst []float32, src []float64, a, b float64) {
 	src = src[:len(dst)]
 	n := len(dst) &^ 3
 	for i := range dst[:n] {
-		dst[i] = float32(a + b*src[i])
+		dst[i] = float32(min(a+b*src[i], expClamp))
 	}
 	if n > 0 {
 		expNEON(&dst[0], n)

@@ -442,67 +442,102 @@ triInvAcc64NEONloop:
 	VST1.P [V20.S4, V21.S4, V22.S4, V23.S4], 64(R0)
 	RET
 
-DATA gdnexp<>+0(SB)/4, $0xc2ae999a
-DATA gdnexp<>+4(SB)/4, $0x42b00000
-DATA gdnexp<>+8(SB)/4, $0x3fb8aa3b
-DATA gdnexp<>+12(SB)/4, $0x3f318000
-DATA gdnexp<>+16(SB)/4, $0xb95e8083
-DATA gdnexp<>+20(SB)/4, $0x39506967
-DATA gdnexp<>+24(SB)/4, $0x3ab743ce
-DATA gdnexp<>+28(SB)/4, $0x3c088908
-DATA gdnexp<>+32(SB)/4, $0x3d2aa9c1
-DATA gdnexp<>+36(SB)/4, $0x3e2aaaaa
-DATA gdnexp<>+40(SB)/4, $0x3f000000
-DATA gdnexp<>+44(SB)/4, $0x3f800000
-DATA gdnexp<>+48(SB)/4, $127
-GLOBL gdnexp<>(SB), RODATA|NOPTR, $52
+DATA expNEON<>+0(SB)/4, $0x3fb8aa3b
+DATA expNEON<>+4(SB)/4, $0x3fb8aa3b
+DATA expNEON<>+8(SB)/4, $0x3fb8aa3b
+DATA expNEON<>+12(SB)/4, $0x3fb8aa3b
+DATA expNEON<>+16(SB)/4, $0x3f318000
+DATA expNEON<>+20(SB)/4, $0x3f318000
+DATA expNEON<>+24(SB)/4, $0x3f318000
+DATA expNEON<>+28(SB)/4, $0x3f318000
+DATA expNEON<>+32(SB)/4, $0xb95e8083
+DATA expNEON<>+36(SB)/4, $0xb95e8083
+DATA expNEON<>+40(SB)/4, $0xb95e8083
+DATA expNEON<>+44(SB)/4, $0xb95e8083
+DATA expNEON<>+48(SB)/4, $0x39500d01
+DATA expNEON<>+52(SB)/4, $0x39500d01
+DATA expNEON<>+56(SB)/4, $0x39500d01
+DATA expNEON<>+60(SB)/4, $0x39500d01
+DATA expNEON<>+64(SB)/4, $0x3ab60b61
+DATA expNEON<>+68(SB)/4, $0x3ab60b61
+DATA expNEON<>+72(SB)/4, $0x3ab60b61
+DATA expNEON<>+76(SB)/4, $0x3ab60b61
+DATA expNEON<>+80(SB)/4, $0x3c088889
+DATA expNEON<>+84(SB)/4, $0x3c088889
+DATA expNEON<>+88(SB)/4, $0x3c088889
+DATA expNEON<>+92(SB)/4, $0x3c088889
+DATA expNEON<>+96(SB)/4, $0x3d2aaaab
+DATA expNEON<>+100(SB)/4, $0x3d2aaaab
+DATA expNEON<>+104(SB)/4, $0x3d2aaaab
+DATA expNEON<>+108(SB)/4, $0x3d2aaaab
+DATA expNEON<>+112(SB)/4, $0x3e2aaaab
+DATA expNEON<>+116(SB)/4, $0x3e2aaaab
+DATA expNEON<>+120(SB)/4, $0x3e2aaaab
+DATA expNEON<>+124(SB)/4, $0x3e2aaaab
+DATA expNEON<>+128(SB)/4, $0x3f000000
+DATA expNEON<>+132(SB)/4, $0x3f000000
+DATA expNEON<>+136(SB)/4, $0x3f000000
+DATA expNEON<>+140(SB)/4, $0x3f000000
+DATA expNEON<>+144(SB)/4, $0x3f800000
+DATA expNEON<>+148(SB)/4, $0x3f800000
+DATA expNEON<>+152(SB)/4, $0x3f800000
+DATA expNEON<>+156(SB)/4, $0x3f800000
+DATA expNEON<>+160(SB)/4, $0x3f800000
+DATA expNEON<>+164(SB)/4, $0x3f800000
+DATA expNEON<>+168(SB)/4, $0x3f800000
+DATA expNEON<>+172(SB)/4, $0x3f800000
+DATA expNEON<>+176(SB)/4, $0xc2aea8f6
+DATA expNEON<>+180(SB)/4, $0xc2aea8f6
+DATA expNEON<>+184(SB)/4, $0xc2aea8f6
+DATA expNEON<>+188(SB)/4, $0xc2aea8f6
+DATA expNEON<>+192(SB)/4, $0x42b17217
+DATA expNEON<>+196(SB)/4, $0x42b17217
+DATA expNEON<>+200(SB)/4, $0x42b17217
+DATA expNEON<>+204(SB)/4, $0x42b17217
+DATA expNEON<>+208(SB)/4, $0x7f800000
+DATA expNEON<>+212(SB)/4, $0x7f800000
+DATA expNEON<>+216(SB)/4, $0x7f800000
+DATA expNEON<>+220(SB)/4, $0x7f800000
+GLOBL expNEON<>(SB), RODATA|NOPTR, $224
 
 // func expNEON(x *float32, n int)
 TEXT ·expNEON(SB), NOSPLIT, $0-16
 	MOVD x+0(FP), R0
 	MOVD n+8(FP), R1
-	MOVD $gdnexp<>(SB), R2
-	VLD1R.P 4(R2), [V16.S4]
-	VLD1R.P 4(R2), [V17.S4]
-	VLD1R.P 4(R2), [V18.S4]
-	VLD1R.P 4(R2), [V19.S4]
-	VLD1R.P 4(R2), [V20.S4]
-	VLD1R.P 4(R2), [V21.S4]
-	VLD1R.P 4(R2), [V22.S4]
-	VLD1R.P 4(R2), [V23.S4]
-	VLD1R.P 4(R2), [V24.S4]
-	VLD1R.P 4(R2), [V25.S4]
-	VLD1R.P 4(R2), [V26.S4]
-	VLD1R.P 4(R2), [V27.S4]
-	VLD1R.P 4(R2), [V28.S4]
+	MOVD $expNEON<>(SB), R27
+	VLD1.P 64(R27), [V18.S4, V19.S4, V20.S4, V21.S4]
+	VLD1.P 64(R27), [V22.S4, V23.S4, V24.S4, V25.S4]
+	VLD1.P 64(R27), [V26.S4, V27.S4, V28.S4, V29.S4]
+	VLD1.P 32(R27), [V30.S4, V31.S4]
 expNEONloop:
 	VLD1 (R0), [V0.S4]
-	WORD $0x4e30f400 // FMAX V0.4S, V0.4S, V16.4S
-	WORD $0x4eb1f400 // FMIN V0.4S, V0.4S, V17.4S
-	WORD $0x6e32dc01 // FMUL V1.4S, V0.4S, V18.4S
-	WORD $0x4e218821 // FRINTN V1.4S, V1.4S
-	WORD $0x4ea1b822 // FCVTZS V2.4S, V1.4S
-	VORR V0.B16, V0.B16, V3.B16
-	VFMLS V1.S4, V19.S4, V3.S4
-	VFMLS V1.S4, V20.S4, V3.S4
-	VORR V21.B16, V21.B16, V4.B16
-	VORR V22.B16, V22.B16, V5.B16
-	VFMLA V4.S4, V3.S4, V5.S4
-	VORR V23.B16, V23.B16, V4.B16
-	VFMLA V5.S4, V3.S4, V4.S4
-	VORR V24.B16, V24.B16, V5.B16
-	VFMLA V4.S4, V3.S4, V5.S4
-	VORR V25.B16, V25.B16, V4.B16
-	VFMLA V5.S4, V3.S4, V4.S4
-	VORR V26.B16, V26.B16, V5.B16
-	VFMLA V4.S4, V3.S4, V5.S4
-	WORD $0x6e23dc66 // FMUL V6.4S, V3.4S, V3.4S
-	VORR V3.B16, V3.B16, V4.B16
-	VFMLA V5.S4, V6.S4, V4.S4
-	WORD $0x4e3bd484 // FADD V4.4S, V4.4S, V27.4S
-	VADD V28.S4, V2.S4, V2.S4
-	VSHL $23, V2.S4, V2.S4
-	WORD $0x6e22dc80 // FMUL V0.4S, V4.4S, V2.4S
+	WORD $0x6e32dc01 // fmul v1.4s, v0.4s, v18.4s
+	WORD $0x4e218821 // frintn v1.4s, v1.4s
+	WORD $0x4ea01c02 // orr v2.4s, v0.4s, v0.4s
+	WORD $0x4eb3cc22 // fmls v2.4s, v1.4s, v19.4s
+	WORD $0x4eb4cc22 // fmls v2.4s, v1.4s, v20.4s
+	WORD $0x4eb51ea3 // orr v3.4s, v21.4s, v21.4s
+	WORD $0x4eb61ec4 // orr v4.4s, v22.4s, v22.4s
+	WORD $0x4e22cc64 // fmla v4.4s, v3.4s, v2.4s
+	WORD $0x4eb71ee3 // orr v3.4s, v23.4s, v23.4s
+	WORD $0x4e22cc83 // fmla v3.4s, v4.4s, v2.4s
+	WORD $0x4eb81f04 // orr v4.4s, v24.4s, v24.4s
+	WORD $0x4e22cc64 // fmla v4.4s, v3.4s, v2.4s
+	WORD $0x4eb91f23 // orr v3.4s, v25.4s, v25.4s
+	WORD $0x4e22cc83 // fmla v3.4s, v4.4s, v2.4s
+	WORD $0x4eba1f44 // orr v4.4s, v26.4s, v26.4s
+	WORD $0x4e22cc64 // fmla v4.4s, v3.4s, v2.4s
+	WORD $0x4ebb1f63 // orr v3.4s, v27.4s, v27.4s
+	WORD $0x4e22cc83 // fmla v3.4s, v4.4s, v2.4s
+	WORD $0x4ebc1f84 // orr v4.4s, v28.4s, v28.4s
+	WORD $0x4e22cc64 // fmla v4.4s, v3.4s, v2.4s
+	WORD $0x4ea1b821 // fcvtzs v1.4s, v1.4s
+	VSHL $23, V1.S4, V1.S4
+	VADD V1.S4, V4.S4, V4.S4
+	WORD $0x6ebee401 // fcmgt v1.4s, v0.4s, v30.4s
+	WORD $0x6ea11fe4 // bit v4.4s, v31.4s, v1.4s
+	WORD $0x6ea0e7a1 // fcmgt v1.4s, v29.4s, v0.4s
+	WORD $0x4e611c80 // bic v0.4s, v4.4s, v1.4s
 	VST1.P [V0.S4], 16(R0)
 	SUBS $4, R1, R1
 	BNE expNEONloop
