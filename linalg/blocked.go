@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"sync/atomic"
 
+	"github.com/qwenref/qwenref/internal/parallel"
 	"github.com/qwenref/qwenref/tensor"
 )
 
@@ -122,7 +122,7 @@ func runGemv(gv *gemvKernel, y, x []float32, m int, w *tensor.Matrix, threads in
 	// 64 rows per grab (a multiple of 16, so no two goroutines share a
 	// cache line of y): 320 KiB of float32 W at K=1280, plenty per atomic.
 	const rowsPerGrab = 64
-	parallelChunks(threads, ceilDiv(n, rowsPerGrab), 1, func(_, lo, hi int) {
+	parallel.For(ceilDiv(n, rowsPerGrab), 1, threads, func(_, lo, hi int) {
 		r0, r1 := lo*rowsPerGrab, min(n, hi*rowsPerGrab)
 		if w.BF16 != nil {
 			gv.bf16(y[r0:], n, x, m, k, w.BF16[r0*k:r1*k])
@@ -141,7 +141,7 @@ func runGemv(gv *gemvKernel, y, x []float32, m int, w *tensor.Matrix, threads in
 // When W has too few panels to share out, all of them are packed in the
 // first phase and the goroutines take groups of row panels instead.
 //
-// Work is handed out dynamically (parallelChunks), which keeps both cores
+// Work is handed out dynamically (internal/parallel), which keeps both cores
 // busy when the machine is shared, and the result bit-identical whatever
 // the split: every tile sees the same kernel calls in the same K order.
 func runGemm(gk *gemmKernel, blk *blocking, y, x []float32, m int, w *tensor.Matrix, threads int) {
@@ -190,7 +190,7 @@ func runGemm(gk *gemmKernel, blk *blocking, y, x []float32, m int, w *tensor.Mat
 			if !byCols {
 				packItems += colPanels // all of this K slice of W
 			}
-			parallelChunks(threads, packItems, 1, func(_, lo, hi int) {
+			parallel.For(packItems, 1, threads, func(_, lo, hi int) {
 				for p := lo; p < hi; p++ {
 					if p < rowPanels {
 						r := min(mr, rows-p*mr)
@@ -202,7 +202,7 @@ func runGemm(gk *gemmKernel, blk *blocking, y, x []float32, m int, w *tensor.Mat
 				}
 			})
 			if byCols {
-				parallelChunks(threads, colPanels, 1, func(t, lo, hi int) {
+				parallel.For(colPanels, 1, threads, func(t, lo, hi int) {
 					bp := *bBufs[t]
 					for c := lo; c < hi; c++ {
 						cols := min(nr, n-c*nr)
@@ -215,7 +215,7 @@ func runGemm(gk *gemmKernel, blk *blocking, y, x []float32, m int, w *tensor.Mat
 				})
 				continue
 			}
-			parallelChunks(threads, rowPanels, 4, func(_, lo, hi int) {
+			parallel.For(rowPanels, 4, threads, func(_, lo, hi int) {
 				for c := 0; c < colPanels; c++ {
 					cols := min(nr, n-c*nr)
 					for p := lo; p < hi; p++ {
@@ -229,37 +229,6 @@ func runGemm(gk *gemmKernel, blk *blocking, y, x []float32, m int, w *tensor.Mat
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
-
-// parallelChunks runs f over [0, items) in chunks of `chunk` items that
-// up to `threads` goroutines (one of them the caller) take in turn from an
-// atomic counter; t identifies the goroutine, for per-goroutine buffers.
-func parallelChunks(threads, items, chunk int, f func(t, lo, hi int)) {
-	threads = min(threads, ceilDiv(items, chunk))
-	var next atomic.Int64
-	work := func(t int) {
-		for {
-			lo := int(next.Add(int64(chunk))) - chunk
-			if lo >= items {
-				return
-			}
-			f(t, lo, min(items, lo+chunk))
-		}
-	}
-	if threads <= 1 {
-		work(0)
-		return
-	}
-	var wg sync.WaitGroup
-	wg.Add(threads - 1)
-	for t := 1; t < threads; t++ {
-		go func() {
-			defer wg.Done()
-			work(t)
-		}()
-	}
-	work(0)
-	wg.Wait()
-}
 
 // bufPool recycles packing buffers between calls (and between concurrent
 // callers: each call takes its own).
