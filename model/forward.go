@@ -85,10 +85,22 @@ func (s *Session) Forward(ids []int, be *Backend, opt Options) (*tensor.Tensor, 
 		return nil, errBusy
 	}
 	defer s.mu.Unlock()
-	m := s.m
 	if err := be.checkSessionKernels(); err != nil {
 		return nil, err
 	}
+	// Guard turns a fault on a mapped weight page (a shard truncated while
+	// in use), here or on a kernel's worker goroutine, into an error naming
+	// the file.
+	var logits *tensor.Tensor
+	err := s.m.Guard(func() (err error) {
+		logits, err = s.forward(ids, be, opt)
+		return err
+	})
+	return logits, err
+}
+
+func (s *Session) forward(ids []int, be *Backend, opt Options) (*tensor.Tensor, error) {
+	m := s.m
 	if err := m.CheckIDs(ids); err != nil {
 		return nil, err
 	}
@@ -156,7 +168,10 @@ func (s *Session) Layer(i int, x []float32, t int, be *Backend, rec tensor.Recor
 		return nil, err
 	}
 	out := append([]float32(nil), x...)
-	if err := s.m.Blocks[i].Forward(out, t, float32(s.m.Config.RMSNormEps), s.states[i], be, &s.bufs, rec); err != nil {
+	err := s.m.Guard(func() error {
+		return s.m.Blocks[i].Forward(out, t, float32(s.m.Config.RMSNormEps), s.states[i], be, &s.bufs, rec)
+	})
+	if err != nil {
 		return nil, fmt.Errorf("layer %d (%s): %w", i, s.m.Blocks[i].Kind, err)
 	}
 	return out, nil

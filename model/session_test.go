@@ -1,6 +1,7 @@
 package model
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -138,4 +139,24 @@ func goldenLogitsRow0(t *testing.T, dir string, n int) []float32 {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(w), n)
 	return w[:n]
+}
+
+// A shard truncated while the model runs must end the forward pass with an
+// error naming the file, on every backend, including reads made by the
+// kernels' worker goroutines (internal/parallel hands their fault back).
+func TestForwardOnTruncatedShardIsAnError(t *testing.T) {
+	for _, backend := range []string{"naive", "chunked"} {
+		dir := writeTiny(t, nil)
+		m, err := Load(dir)
+		require.NoError(t, err)
+		p := filepath.Join(dir, "model.safetensors")
+		require.NoError(t, os.Truncate(p, 4096))
+		be, err := NewBackend(backend)
+		require.NoError(t, err)
+		_, err = m.NewSession().Forward([]int{1, 2, 3, 4, 5, 6, 7, 8}, be, Options{})
+		require.Error(t, err, backend)
+		assert.Contains(t, err.Error(), p, backend)
+		assert.Contains(t, err.Error(), "truncated", backend)
+		require.NoError(t, m.Close())
+	}
 }

@@ -9,6 +9,7 @@ package parallel
 
 import (
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 )
@@ -48,11 +49,39 @@ func For(n, grain, limit int, body func(worker, lo, hi int)) {
 		}
 	}
 	var wg sync.WaitGroup
+	var fault atomic.Value // the first memory fault a helper goroutine hit
 	for w := 1; w < workers; w++ {
-		wg.Go(func() { work(w) })
+		wg.Go(func() {
+			defer catchFault(&fault, &next, n)
+			debug.SetPanicOnFault(true)
+			work(w)
+		})
 	}
 	work(0)
 	wg.Wait()
+	if f := fault.Load(); f != nil {
+		panic(f.(faultBox).v)
+	}
+}
+
+// faultBox holds a recovered fault; atomic.Value needs one concrete type.
+type faultBox struct{ v any }
+
+// catchFault turns a memory fault on a helper goroutine (a read of a mapped
+// file that was truncated, say) into a panic on the calling goroutine after
+// the loop, where a guard such as weights.Store.Guard can report it as an
+// error instead of the process dying of SIGBUS. Other panics are left alone.
+// The remaining work is abandoned: the counter jumps past the end.
+func catchFault(fault *atomic.Value, next *atomic.Int64, n int) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if _, ok := r.(interface{ Addr() uintptr }); !ok {
+		panic(r)
+	}
+	next.Store(int64(n))
+	fault.CompareAndSwap(nil, faultBox{r})
 }
 
 // Each runs body(worker, i) for every i in [0, n), one index at a time, for
