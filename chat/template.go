@@ -26,6 +26,7 @@ import (
 	"github.com/nikolalohinski/gonja/v2/config"
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/loaders"
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // ErrNoTemplate means a checkpoint directory ships no chat template.
@@ -199,7 +200,7 @@ func Load(dir string) (*Template, error) {
 		return t, nil
 	}
 	jinjaPath := filepath.Join(dir, "chat_template.jinja")
-	if b, err := os.ReadFile(jinjaPath); err == nil {
+	if b, err := readCapped(jinjaPath); err == nil {
 		return attach(Parse(string(b), jinjaPath))
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -208,7 +209,7 @@ func Load(dir string) (*Template, error) {
 		return attach(Parse(cfgTemplate, filepath.Join(dir, "tokenizer_config.json")))
 	}
 	jsonPath := filepath.Join(dir, "chat_template.json")
-	if b, err := os.ReadFile(jsonPath); err == nil {
+	if b, err := readCapped(jsonPath); err == nil {
 		var v struct {
 			ChatTemplate json.RawMessage `json:"chat_template"`
 		}
@@ -228,11 +229,21 @@ func Load(dir string) (*Template, error) {
 	return nil, fmt.Errorf("%s: %w (no chat_template.jinja, and no chat_template in tokenizer_config.json)", dir, ErrNoTemplate)
 }
 
+// MaxFileBytes caps each template file read (chat_template.jinja,
+// tokenizer_config.json, chat_template.json); real ones are kilobytes.
+const MaxFileBytes = 16 << 20
+
+// readCapped reads a template file without blocking on a FIFO or a device
+// and without reading more than MaxFileBytes.
+func readCapped(path string) ([]byte, error) {
+	return safeio.ReadCapped(path, MaxFileBytes, "chat template file")
+}
+
 // readTokenizerConfig returns the named special tokens and the
 // chat_template of a tokenizer_config.json; a missing file is no error.
 func readTokenizerConfig(path string) (map[string]string, string, error) {
 	special := map[string]string{}
-	b, err := os.ReadFile(path)
+	b, err := readCapped(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return special, "", nil
 	}
