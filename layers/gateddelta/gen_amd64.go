@@ -7,9 +7,10 @@
 // recurrent_amd64.go. Run it with `go generate ./layers/gateddelta`.
 //
 // The same instruction sequence serves both levels; only the register
-// file and the lane count change. The exponential in expAffine is
-// vecmath's, written by internal/vecmath/emit. Every kernel trusts its Go
-// caller to have checked the extreme index it touches.
+// file and the lane count change. The exception is the exponential in
+// expAffine: vecmath's, as internal/vecmath/emit writes it for each
+// level. Every kernel trusts its Go caller to have checked the extreme
+// index it touches.
 package main
 
 import (
