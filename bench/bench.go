@@ -512,7 +512,7 @@ func (o *Options) checkMemory(c *model.Config, what string) error {
 	if o.BF16 {
 		dt = "bf16"
 	}
-	return fmt.Errorf("%s at shape %s needs %.1f GiB of random %s weights in memory (%d layers, vocab %d), over the %.1f GiB limit (--max-mem); "+
+	return fmt.Errorf("%s at shape %s needs %.1f GiB of random %s weights in memory (%d layers, vocab %d), over the %.1f GiB limit (--max-memory); "+
 		"run fewer layers with --layers N (e.g. --layers 4), a smaller vocabulary with --vocab, or a checkpoint from disk with --model DIR (mmap'ed)",
 		what, o.ShapeName, float64(need)/(1<<30), dt, c.NumLayers, c.VocabSize, float64(o.MaxMemBytes)/(1<<30))
 }

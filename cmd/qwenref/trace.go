@@ -63,11 +63,11 @@ safetensors file, for a later --compare or for numpy.
 
 Examples:
   # where does my backend first differ from the naive one?
-  qwenref trace --model testdata/golden/causal-f16-t130 --ids 5,17,42,7 --out naive.safetensors
-  qwenref trace --model testdata/golden/causal-f16-t130 --ids 5,17,42,7 --backend chunked --compare naive.safetensors
+  qwenref trace --model testdata/golden/causal-f16-t130 --ids 5,17,42,7 --backend naive --out naive.safetensors
+  qwenref trace --model testdata/golden/causal-f16-t130 --ids 5,17,42,7 --compare naive.safetensors
 
   # does the naive backend match transformers, stage by stage?
-  qwenref trace --model testdata/golden/causal-f16-t130 --all \
+  qwenref trace --model testdata/golden/causal-f16-t130 --all --backend naive \
       --ids-json testdata/golden/causal-f16-t130/inputs.json \
       --compare testdata/golden/causal-f16-t130/expected.safetensors
 
@@ -79,7 +79,7 @@ Examples:
 	layer := fs.Int("layer", 0, "the layer to print")
 	all := fs.Bool("all", false, "print every stage of every layer")
 	nvals := fs.Int("values", 4, "how many leading values to print per stage")
-	backend := fs.String("backend", "naive", fmt.Sprintf("kernels to run on: %v", model.BackendNames()))
+	backend := fs.String("backend", defaultBackend(), "kernels to run on, in the backend grammar ('qwenref help backends'); naive is the readable reference")
 	out := fs.String("out", "", "write every stage to this .safetensors file (atomically)")
 	compare := fs.String("compare", "", "a trace or golden .safetensors to compare every stage with")
 	tol := fs.Float64("tol", 1e-5, "--chained --compare: largest relative L2 error that counts as agreement")
