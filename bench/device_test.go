@@ -105,3 +105,30 @@ func TestDeviceTimedOps(t *testing.T) {
 	assert.NotContains(t, core.Note, "device time")
 	assert.Less(t, core.RelL2VsNaive, 1e-4)
 }
+
+// Timed decode steps follow one another as in generation (position T,
+// T+1, ...), re-prefilling after maxDecodeSteps, and the output is always
+// the first step's logits at position T.
+func TestDecodeStepsAdvance(t *testing.T) {
+	o := tinyOptions(t, "decode", "chunked")
+	be, err := model.NewBackend("chunked")
+	require.NoError(t, err)
+	op, _ := LookupOp("decode")
+	var layerWS *workspace
+	ws, err := o.workspaceFor(op, &layerWS)
+	require.NoError(t, err)
+	mk, err := op.prepare(ws, 8, o.Seed)
+	require.NoError(t, err)
+	inst := mk(be).(*decodeInst)
+	defer inst.Close()
+	var first []float32
+	for i := range maxDecodeSteps + 3 {
+		inst.reset()
+		require.NoError(t, inst.run())
+		assert.Equal(t, 8+1+i%maxDecodeSteps, inst.runner.Pos(), "step %d", i)
+		if first == nil {
+			first = append([]float32(nil), inst.output()...)
+		}
+		assert.Equal(t, first, inst.output(), "step %d", i)
+	}
+}

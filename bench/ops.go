@@ -208,7 +208,7 @@ var ops = []*Op{
 		prepare:     prepareModel,
 	},
 	{
-		Name: "decode", About: "one decode step of the whole model at position T (prefilled once, untimed; each timed run appends one token)",
+		Name: "decode", About: "one decode step of the whole model at position T (prefilled untimed; each timed run appends one token, as generation does, re-prefilling after 64 steps; compared on the first step's logits)",
 		FLOPFormula: "Σ layers (mixer + mlp) at one token + 2·H·V",
 		FLOP:        func(c *model.Config, t int) float64 { return modelFLOP(c, 1) },
 		wholeModel:  true,
@@ -556,16 +556,34 @@ type decodeInst struct {
 	modelInst
 	prompt []int
 	next   int
+	steps  int       // decode steps since the last prefill (-1: none yet)
+	first  []float32 // logits of the first step after the prefill
 }
 
+// maxDecodeSteps bounds how far the timed steps run past position T
+// before reset prefills again (at T = 2048, 3% further on).
+const maxDecodeSteps = 64
+
+// reset prefills the prompt when no prefill is in place or the steps have
+// run maxDecodeSteps past it; otherwise the next run is the next step, as
+// in generation (caches warm, graph captured), at a position up to
+// maxDecodeSteps past T.
 func (r *decodeInst) reset() {
 	if r.open() != nil {
 		return
 	}
+	if r.err == nil && r.first != nil && r.steps < maxDecodeSteps {
+		return
+	}
+	r.steps, r.first = 0, nil
 	if r.err = r.runner.Reset(); r.err == nil {
 		_, r.err = r.runner.Forward([][]int{r.prompt}, model.RunOptions{Logits: model.NoLogits})
 	}
 }
+
+// output is the first step's logits (at position T), so every backend and
+// every rerun compares the same thing however many steps were timed.
+func (r *decodeInst) output() []float32 { return r.first }
 
 func (r *decodeInst) run() error {
 	if err := r.open(); err != nil {
@@ -578,7 +596,10 @@ func (r *decodeInst) run() error {
 	if err != nil {
 		return err
 	}
-	r.out = append(r.out[:0], logits.Data...)
+	if r.first == nil {
+		r.first = slices.Clone(logits.Data)
+	}
+	r.steps++
 	return nil
 }
 

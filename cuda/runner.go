@@ -172,7 +172,9 @@ func (r *deviceRunner) Forward(ids [][]int, opt model.RunOptions) (*tensor.Tenso
 	}
 	v := r.hm.Config.VocabSize
 	var out *tensor.Tensor
-	if want > 0 {
+	if want > 0 && r.rows == 1 {
+		out = &tensor.Tensor{Shape: []int{1, want, v}}
+	} else if want > 0 {
 		out = tensor.New(r.rows, want, v)
 	}
 	for b, row := range ids {
@@ -194,7 +196,9 @@ func (r *deviceRunner) Forward(ids [][]int, opt model.RunOptions) (*tensor.Tenso
 			}
 			return nil, err
 		}
-		if out != nil {
+		if r.rows == 1 && out != nil {
+			out.Data = lg // one row: the library's buffer is the result, no second copy
+		} else if out != nil {
 			copy(out.Data[b*want*v:], lg)
 		}
 	}
