@@ -10,8 +10,14 @@ import (
 	"github.com/qwenref/qwenref/weights"
 )
 
-// MaxExperts bounds num_experts (Qwen3-Next has 512, the 35B-A3B 256).
-const MaxExperts = 1 << 16
+// MaxExperts bounds num_experts (Qwen3-Next has 512, the 35B-A3B 256);
+// MaxTotalExperts bounds num_experts × sparse layers, the number of expert
+// matrices Load makes (Qwen3-Next-80B: 24,576), so that a small file with
+// tiny experts cannot make it allocate millions of them.
+const (
+	MaxExperts      = 1 << 16
+	MaxTotalExperts = 1 << 18
+)
 
 // MoEConfig holds the mixture-of-experts keys of a qwen3_5_moe or
 // qwen3_next config (docs/moe.md). NumExperts is 0 for the dense models.
@@ -139,9 +145,14 @@ func (c *Config) checkMoE() []string {
 			break
 		}
 	}
+	if len(errs) == 0 {
+		if n := int64(m.NumExperts) * int64(c.SparseLayers()); n > MaxTotalExperts {
+			errs = append(errs, fmt.Sprintf("num_experts × sparse layers is %d: over the limit of %d (see docs/moe.md)", n, MaxTotalExperts))
+		}
+	}
 	if len(errs) == 0 && c.HiddenSize > 0 && c.HiddenSize <= MaxDim {
 		if _, ok := mulCap(MaxTensorElems, m.NumExperts, 2, m.IntermediateSize, c.HiddenSize); !ok {
-			errs = append(errs, fmt.Sprintf("mlp.experts.gate_up_proj [num_experts, 2·moe_intermediate_size, hidden_size] has more than %d elements (see docs/limits.md)", int64(MaxTensorElems)))
+			errs = append(errs, fmt.Sprintf("mlp.experts.gate_up_proj [num_experts, 2·moe_intermediate_size, hidden_size] has more than %d elements (see docs/moe.md)", int64(MaxTensorElems)))
 		}
 	}
 	return errs

@@ -74,6 +74,10 @@ func TestMoEConfigs(t *testing.T) {
 			assert.Contains(t, err.Error(), c.want, c.name)
 		}
 	}
+	many := strings.NewReplacer(`"num_experts":6`, `"num_experts":65536`, `"num_hidden_layers":4`, `"num_hidden_layers":8`,
+		`"layer_types":["linear_attention","linear_attention","linear_attention","full_attention"],`, ``).Replace(nextConfigJSON)
+	_, err = ParseConfig([]byte(many))
+	assert.ErrorContains(t, err, "num_experts × sparse layers is 458752")
 	huge := strings.NewReplacer(`"num_experts":6`, `"num_experts":60000`, `"moe_intermediate_size":16`, `"moe_intermediate_size":16000000`).Replace(nextConfigJSON)
 	_, err = ParseConfig([]byte(huge))
 	assert.ErrorContains(t, err, "mlp.experts.gate_up_proj [num_experts, 2·moe_intermediate_size, hidden_size] has more than")
