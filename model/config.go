@@ -31,7 +31,7 @@ func (k LayerKind) String() string {
 }
 
 // Config holds the text-model hyper-parameters of a Qwen3.5/3.6 checkpoint,
-// read from its config.json (spec §1, §8).
+// read from its config.json (docs/spec.md §1, §8).
 type Config struct {
 	// ModelType is "qwen3_5" (hub, with text_config) or "qwen3_5_text"
 	// (flat); "qwen3_5_moe" / "qwen3_5_moe_text" for the MoE checkpoints,
@@ -93,7 +93,7 @@ func (c *Config) CountLayers() (linear, full int) {
 }
 
 // TextParams counts the text model's parameters as Qwen3_5ForCausalLM holds
-// them (spec §1.3): embedding, decoder stack, final norm and an untied head.
+// them (docs/spec.md §1.3): embedding, decoder stack, final norm and an untied head.
 func (c *Config) TextParams() int64 {
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	nv := int64(c.LinearNumValueHeads)

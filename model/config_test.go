@@ -20,11 +20,11 @@ func TestConfig27B(t *testing.T) {
 	lin, full := cfg.CountLayers()
 	assert.Equal(t, 48, lin)
 	assert.Equal(t, 16, full)
-	// Layers 3, 7, …, 63 are full attention (spec §1.1).
+	// Layers 3, 7, …, 63 are full attention (docs/spec.md §1.1).
 	for i, k := range cfg.LayerTypes {
 		assert.Equal(t, (i+1)%4 == 0, k == FullAttention, "layer %d", i)
 	}
-	// Measured by transformers on the meta device (spec §1.3).
+	// Measured by transformers on the meta device (docs/spec.md §1.3).
 	assert.Equal(t, int64(26_895_998_464), cfg.TextParams())
 	assert.Equal(t, 10240, cfg.ConvDim())
 	assert.Equal(t, 64, cfg.RotaryDim())

@@ -2,7 +2,7 @@
 // loading and validation, the decoder stack, cached decoding and
 // generation.
 //
-// The forward pass (spec §3.1):
+// The forward pass (docs/spec.md §3.1):
 //
 //	x₀ = E[ids]
 //	x ← x + Mixer_ℓ(RMSNorm₁₊(x))     Mixer is Gated DeltaNet or gated attention

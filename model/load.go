@@ -29,7 +29,7 @@ type Model struct {
 }
 
 // Block is one decoder layer: a token mixer and the SwiGLU MLP, each behind
-// a (1+w) RMSNorm with a residual connection (spec §3.1).
+// a (1+w) RMSNorm with a residual connection (docs/spec.md §3.1).
 type Block struct {
 	Kind      LayerKind
 	InputNorm []float32 // [H]

@@ -21,7 +21,7 @@ var bf16Backends = map[string]bool{"cuda": true}
 const bf16RelL2 = 1e-2
 
 // Cached decoding must equal a full forward: prefill, then single tokens,
-// then a multi-token continuation (spec §3.4), on every golden model.
+// then a multi-token continuation (docs/spec.md §3.4), on every golden model.
 //
 // On the naive backend the two paths run the same loops, so they must agree
 // exactly. On a fast float32 backend they run different algorithms for the

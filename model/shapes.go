@@ -8,7 +8,7 @@ import (
 
 // shapeConfigs are named model shapes for benchmarks, synthetic checkpoints
 // and the bundled default, as hub-form config.json text. The 27B values are
-// those of spec §1.1; the others follow §1.2.
+// those of docs/spec.md §1.1; the others follow §1.2.
 var shapeConfigs = map[string]string{
 	"27b":  hubConfig(5120, 64, 24, 4, 256, 16, 48, 128, 128, 17408, 248320, false, 1e7, "[11,11,10]"),
 	"9b":   hubConfig(4096, 32, 16, 4, 256, 16, 32, 128, 128, 12288, 248320, false, 1e7, "[11,11,10]"),

@@ -1,5 +1,5 @@
 // Package attention is the gated full-attention token mixer of Qwen3.5/3.6
-// (Qwen3_5Attention, spec §5), used by every fourth layer of the hybrid
+// (Qwen3_5Attention, docs/spec.md §5), used by every fourth layer of the hybrid
 // stack. For one sequence x [T, H] whose first new token sits at position P:
 //
 //	[q_h | z_h] = (x·W_qᵀ) per head h   q_proj is interleaved per head: rows

@@ -12,7 +12,7 @@ func (Naive) Forward(out, q, k, v []float32, d Dims, scale float32) error {
 	if err := d.Check(out, q, k, v); err != nil {
 		return err
 	}
-	group := d.NH / d.NKV // query heads per KV head (spec §5.5: 24/4 = 6)
+	group := d.NH / d.NKV // query heads per KV head (docs/spec.md §5 step 4: 24/4 = 6 in the 27B)
 	p := make([]float32, d.S)
 	for t := range d.T {
 		// Query t sits at absolute position S−T+t (the cache holds S−T

@@ -122,7 +122,7 @@ func TestStreamingEquivalence(t *testing.T) {
 }
 
 func TestZeroStateIsSequenceStart(t *testing.T) {
-	// With a zero state the first outputs see zero padding (spec §3.3:
+	// With a zero state the first outputs see zero padding (docs/spec.md §3.3:
 	// m[τ<0] = 0), so y[0,c] = SiLU(w[c,K−1]·x[0,c]).
 	rng := rand.New(rand.NewPCG(5, 6))
 	const c, k = 19, 4

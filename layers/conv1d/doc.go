@@ -1,6 +1,6 @@
 // Package conv1d is the causal depthwise convolution with SiLU that sits
 // between the qkv projection and the gated delta rule in every GatedDeltaNet
-// layer (spec §3.3 step 2, §3.4).
+// layer (docs/spec.md §3.3 step 2, §3.4).
 //
 // For each channel c and token t, with K taps (K = 4 for Qwen3.5):
 //

@@ -3,7 +3,7 @@ package conv1d
 import "math"
 
 // Naive is the reference convolution: a plain loop over (t, c) that reads
-// like spec §3.3 step 2. It is slow and obviously right.
+// like docs/spec.md §3.3 step 2. It is slow and obviously right.
 type Naive struct{}
 
 // Forward implements Kernel.
@@ -12,7 +12,7 @@ func (Naive) Forward(y, x []float32, t, c int, w []float32, k int, state []float
 		return err
 	}
 	// m returns the pre-conv input at time tau: x for tau ≥ 0, otherwise the
-	// state, whose row K+tau holds m[tau] (spec §3.4: the cache keeps the
+	// state, whose row K+tau holds m[tau] (docs/spec.md §3.4: the cache keeps the
 	// last K inputs; the sequence start is all zeros).
 	m := func(tau, ch int) float32 {
 		if tau < 0 {

@@ -3,6 +3,7 @@ package moe
 import (
 	"fmt"
 
+	"github.com/qwenref/qwenref/internal/parallel"
 	"github.com/qwenref/qwenref/linalg"
 )
 
@@ -63,25 +64,38 @@ func (Grouped) Experts(out, x []float32, t int, l *Layer, r *Routing, mm linalg.
 		slot[next[e]] = int32(p)
 		next[e]++
 	}
-	most := 0
+	var hit []int
 	for e := range d.Experts {
-		most = max(most, start[e+1]-start[e])
+		if start[e+1] > start[e] {
+			hit = append(hit, e)
+		}
 	}
-	xs := make([]float32, most*h)
-	ys := make([]float32, most*h)
-	for e := range d.Experts {
-		pairs := slot[start[e]:start[e+1]]
-		n := len(pairs)
-		if n == 0 {
-			continue
-		}
-		for i, p := range pairs {
+	// Experts run concurrently, each into its own rows of ys (slot order);
+	// the weighted adds below then go in expert order, so the result does
+	// not depend on the scheduling.
+	xs := make([]float32, len(slot)*h)
+	ys := make([]float32, len(slot)*h)
+	errs := make([]error, len(hit))
+	parallel.Each(len(hit), 0, func(_, j int) {
+		e := hit[j]
+		lo, hi := start[e], start[e+1]
+		xe, ye := xs[lo*h:hi*h], ys[lo*h:hi*h]
+		for i, p := range slot[lo:hi] {
 			tok := int(p) / r.K
-			copy(xs[i*h:(i+1)*h], x[tok*h:(tok+1)*h])
+			copy(xe[i*h:(i+1)*h], x[tok*h:(tok+1)*h])
 		}
-		if err := swiGLU(ys[:n*h], xs[:n*h], n, l.W.Gate[e], l.W.Up[e], l.W.Down[e], mm); err != nil {
-			return fmt.Errorf("moe expert %d: %w", e, err)
+		if err := swiGLU(ye, xe, hi-lo, l.W.Gate[e], l.W.Up[e], l.W.Down[e], mm); err != nil {
+			errs[j] = fmt.Errorf("moe expert %d: %w", e, err)
 		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	for _, e := range hit {
+		pairs := slot[start[e]:start[e+1]]
+		ys := ys[start[e]*h : start[e+1]*h]
 		for i, p := range pairs {
 			tok := int(p) / r.K
 			w := r.Weights[p]
