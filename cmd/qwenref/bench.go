@@ -110,6 +110,7 @@ Examples:
 	dir := fs.String("model", "", "checkpoint directory: run its weights (mmap'ed) instead of random ones")
 	cfgPath := fs.String("config", "", "config.json to take the shape from (random weights)")
 	layers := fs.Int("layers", 0, "op model: keep only the first N decoder layers (0 = all)")
+	states := fs.Int("states", 1, "op decode-core: cycle through this many layers' states, so each is cold when it comes round (48: the 27B's GDN layers)")
 	vocab := fs.Int("vocab", 0, "op model: vocabulary size override (0 = the shape's)")
 	dtype := fs.String("dtype", "bf16", "random weights' type in memory: bf16 or f32")
 	seed := fs.Uint64("seed", 1, "seed of the random weights and inputs")
@@ -146,7 +147,10 @@ Examples:
 	}
 	bad := func(format string, a ...any) error { return usageError(fs, stderr, format, a...) }
 
-	opts := bench.Options{Seed: *seed, NaiveMaxGFLOP: *naiveMax, Layers: *layers, Vocab: *vocab,
+	if *states < 1 || *states > 4096 {
+		return usageError(fs, stderr, "--states must be in [1, 4096], not %d", *states)
+	}
+	opts := bench.Options{Seed: *seed, NaiveMaxGFLOP: *naiveMax, Layers: *layers, Vocab: *vocab, States: *states,
 		Method:   bench.Method{Warmup: *warmup, Reps: *reps, MinTime: *minTime, MaxTime: *maxTime},
 		Progress: stderr, TTY: isTerminal(stderr)}
 	opts.MaxMemBytes, _ = maxMem.limit()
