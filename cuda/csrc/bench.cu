@@ -1,7 +1,7 @@
 // bench.cu: the whole-layer host entry (qr_gdn_layer) and the device-resident
-// benchmarks at 27B dimensions (qr_bench). Timing follows the workplace
-// method: warm-ups first, then every repetition between two CUDA events on
-// the library's stream, reported as median / min / max.
+// benchmarks at 27B dimensions (qr_bench). Timing: warm-ups first, then
+// every repetition between two CUDA events on the library's stream,
+// reported as median / min / max.
 #include <math.h>
 #include <string.h>
 
