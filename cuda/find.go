@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ebitengine/purego"
+	"github.com/qwenref/qwenref/internal/dl"
 )
 
 // What the prebuilt library needs on the machine that runs it. The kernels
@@ -36,7 +36,7 @@ const LibraryName = "libqwenref_cuda.so"
 // the kernel library: $QWENREF_CUDA_LIB, else LibraryName next to the
 // executable, else the prebuilt copy embedded in this package.
 func prepareLibrary() (string, error) {
-	if _, err := purego.Dlopen(DriverLibrary, purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
+	if _, err := dl.Open(DriverLibrary, dl.Now|dl.Global); err != nil {
 		return "", fmt.Errorf("cuda: missing %s (the NVIDIA driver, %d or newer): looked in the system loader's path "+
 			"(ldconfig, LD_LIBRARY_PATH=%q): %v", DriverLibrary, MinDriver, os.Getenv("LD_LIBRARY_PATH"), err)
 	}
@@ -66,9 +66,9 @@ func prepareLibrary() (string, error) {
 func loadCUBLAS() error {
 	lt := fmt.Sprintf("libcublasLt.so.%d", CUBLASMajor)
 	blas := fmt.Sprintf("libcublas.so.%d", CUBLASMajor)
-	mode := purego.RTLD_NOW | purego.RTLD_GLOBAL
-	if _, err := purego.Dlopen(lt, mode); err == nil {
-		if _, err := purego.Dlopen(blas, mode); err == nil {
+	mode := dl.Now | dl.Global
+	if _, err := dl.Open(lt, mode); err == nil {
+		if _, err := dl.Open(blas, mode); err == nil {
 			return nil
 		}
 	}
@@ -77,10 +77,10 @@ func loadCUBLAS() error {
 		if _, err := os.Stat(filepath.Join(d, blas)); err != nil {
 			continue
 		}
-		if _, err := purego.Dlopen(filepath.Join(d, lt), mode); err != nil {
+		if _, err := dl.Open(filepath.Join(d, lt), mode); err != nil {
 			return fmt.Errorf("cuda: %s: %v", filepath.Join(d, lt), err)
 		}
-		if _, err := purego.Dlopen(filepath.Join(d, blas), mode); err != nil {
+		if _, err := dl.Open(filepath.Join(d, blas), mode); err != nil {
 			return fmt.Errorf("cuda: %s: %v", filepath.Join(d, blas), err)
 		}
 		return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ebitengine/purego"
 
+	"github.com/qwenref/qwenref/internal/dl"
 	"github.com/qwenref/qwenref/layers/gateddelta"
 )
 
@@ -103,12 +104,12 @@ func loadLibrary() error {
 	if err != nil {
 		return err
 	}
-	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	h, err := dl.Open(path, dl.Now|dl.Local)
 	if err != nil {
 		return fmt.Errorf("cuda: cannot load %s: %v", path, err)
 	}
 	for _, s := range symbols() {
-		if _, err := purego.Dlsym(h, s.name); err != nil {
+		if _, err := dl.Sym(h, s.name); err != nil {
 			return fmt.Errorf("cuda: %s lacks %s (an older build? this package wants ABI %d): %v", path, s.name, abiVersion, err)
 		}
 		purego.RegisterLibFunc(s.fn, h, s.name)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // Options choose what Download fetches and where.
@@ -257,33 +259,16 @@ func checkDiskSpace(need int64, targets []*target, dir string) error {
 	if need == 0 || len(targets) == 0 {
 		return nil
 	}
-	free, ok := freeBytes(filepath.Dir(targets[0].final))
+	free, ok := safeio.FreeBytes(filepath.Dir(targets[0].final))
 	if !ok {
 		return nil
 	}
 	margin := need/100 + 16<<20
 	if free < need+margin {
 		return fmt.Errorf("%s has %.2f GB free but the download needs %.2f GB more: free some space or choose another cache (HF_HUB_CACHE) or --local-dir",
-			nearestExisting(dir), float64(free)/1e9, float64(need)/1e9)
+			safeio.Clean(dir), float64(free)/1e9, float64(need)/1e9)
 	}
 	return nil
-}
-
-func nearestExisting(path string) string {
-	p, err := filepath.Abs(path)
-	if err != nil {
-		return path
-	}
-	for {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return p
-		}
-		p = parent
-	}
 }
 
 // relativeSymlink makes pointer a relative symlink to blob, replacing

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ebitengine/purego"
 
+	"github.com/qwenref/qwenref/internal/dl"
 	"github.com/qwenref/qwenref/layers/attention"
 	"github.com/qwenref/qwenref/layers/conv1d"
 	"github.com/qwenref/qwenref/layers/gateddelta"
@@ -74,11 +75,11 @@ func Load(name, path string) ([]string, error) {
 	} else if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("plugin %s: %s is not a regular file", name, path)
 	}
-	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	h, err := dl.Open(path, dl.Now|dl.Local)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: cannot load %s: %v", name, path, err)
 	}
-	if _, err := purego.Dlsym(h, "qwenref_plugin_abi"); err != nil {
+	if _, err := dl.Sym(h, "qwenref_plugin_abi"); err != nil {
 		return nil, fmt.Errorf("plugin %s: %s does not export qwenref_plugin_abi (is it built against qwenref_plugin.h?)", name, path)
 	}
 	var abi func() int32
@@ -90,7 +91,7 @@ func Load(name, path string) ([]string, error) {
 	bind := map[string]any{"delta": &l.gdn, "conv": &l.conv, "attn": &l.attn, "matmul": &l.matmul}
 	var parts []string
 	for _, part := range model.Parts {
-		if _, err := purego.Dlsym(h, Symbols[part]); err != nil {
+		if _, err := dl.Sym(h, Symbols[part]); err != nil {
 			continue
 		}
 		purego.RegisterLibFunc(bind[part], h, Symbols[part])

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/qwenref/qwenref/internal/safeio"
@@ -77,7 +76,7 @@ Examples:
 		return err
 	}
 	need := model.SyntheticBytes(cfg)
-	if free, ok := freeBytes(*out); ok && free < need+need/50 {
+	if free, ok := safeio.FreeBytes(*out); ok && free < need+need/50 {
 		return fmt.Errorf("%s has %.1f GB free but the checkpoint needs %.1f GB: free space or pass --layers N (full width, fewer layers)",
 			*out, float64(free)/1e9, float64(need)/1e9)
 	}
@@ -147,24 +146,4 @@ func checkSynthOut(out string) error {
 		return fmt.Errorf("--out %s: the directory is not empty (it holds %s): choose a new or empty directory", safeio.Clean(out), safeio.Quote(entries[0].Name()))
 	}
 	return nil
-}
-
-// freeBytes reports the free space of the filesystem that holds path, or
-// of its nearest existing parent when path does not exist yet.
-func freeBytes(path string) (int64, bool) {
-	p, err := filepath.Abs(path)
-	if err != nil {
-		return 0, false
-	}
-	for {
-		var st syscall.Statfs_t
-		if syscall.Statfs(p, &st) == nil {
-			return int64(st.Bavail) * int64(st.Bsize), true
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return 0, false
-		}
-		p = parent
-	}
 }

@@ -18,3 +18,6 @@ func processAlive(int) bool { return true }
 
 // reraise exits with the shell's code for the signal.
 func reraise(os.Signal) { os.Exit(130) }
+
+// freeBytes cannot tell on this platform.
+func freeBytes(string) (int64, bool) { return 0, false }

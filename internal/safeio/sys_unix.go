@@ -40,3 +40,11 @@ func reraise(sig os.Signal) {
 	time.Sleep(time.Second) // the re-raised signal ends the process; this is a fallback
 	os.Exit(128 + int(s))
 }
+
+func freeBytes(path string) (int64, bool) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return 0, false
+	}
+	return int64(st.Bavail) * int64(st.Bsize), true
+}
