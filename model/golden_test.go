@@ -243,3 +243,9 @@ func TestGoldenDivergenceIsDetected(t *testing.T) {
 }
 
 func TestGoldensChunked(t *testing.T) { checkGoldens(t, "chunked") }
+
+// The part swaps of the backend grammar meet the same golden bars as their
+// base: transformers without its fused kernels (the unfused GDN core and
+// conv on the fast GEMMs), and the per-token recurrence over every position.
+func TestGoldensChunkedUnfused(t *testing.T)   { checkGoldens(t, "chunked:delta=naive:conv=naive") }
+func TestGoldensChunkedRecurrent(t *testing.T) { checkGoldens(t, "chunked:delta=recurrent") }

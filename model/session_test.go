@@ -3,6 +3,8 @@ package model
 import (
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -159,4 +161,47 @@ func TestForwardOnTruncatedShardIsAnError(t *testing.T) {
 		assert.Contains(t, err.Error(), "truncated", backend)
 		require.NoError(t, m.Close())
 	}
+}
+
+// Forward, Reset and Pos on one Session (and one Runner) from several
+// goroutines at once: a second Forward is refused, Reset waits for the
+// running one, Pos is always a whole number of calls' tokens. Run under
+// -race (scripts/test does), this proves the methods are serialised.
+func TestSessionMethodsAreSafeConcurrently(t *testing.T) {
+	root, cases := goldenCases(t)
+	m, err := Load(filepath.Join(root, cases[0].Name))
+	require.NoError(t, err)
+	defer m.Close()
+	be, err := NewBackend("chunked")
+	require.NoError(t, err)
+	ids := []int{1, 2, 3, 4, 5}
+	s := m.NewSession()
+	r, err := NewRunner(m, be, 1)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var refused atomic.Int32
+	for g := 0; g < 4; g++ {
+		wg.Go(func() {
+			for i := 0; i < 20; i++ {
+				switch (g + i) % 3 {
+				case 0:
+					if _, err := s.Forward(ids, be, Options{LastOnly: true}); err != nil {
+						require.ErrorIs(t, err, errBusy)
+						refused.Add(1)
+					}
+					if _, err := r.Forward([][]int{ids}, RunOptions{Logits: NoLogits}); err != nil {
+						require.ErrorIs(t, err, errBusy)
+					}
+				case 1:
+					s.Reset()
+					require.NoError(t, r.Reset())
+				default:
+					assert.Zero(t, s.Pos()%len(ids), "Pos counts whole calls")
+					assert.Zero(t, r.Pos()%len(ids))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d concurrent Forward calls refused", refused.Load())
 }

@@ -33,9 +33,16 @@ func writeIDs(t *testing.T, dir string, ids any) string {
 // The CLI must reproduce transformers' logits (relative L2 ≤ 1e-4, the
 // issue's bar for the end-to-end path) on every golden checkpoint,
 // including the sharded bf16 hub layout.
+// The backend grammar's part swaps go through the same command: the
+// unfused GDN core and conv, and the per-token recurrence, must reproduce
+// the goldens as the default chunked backend does.
 func TestForwardMatchesGoldens(t *testing.T) {
-	for _, name := range []string{"causal-f32-t70-b2", "hub-bf16-sharded", "causal-f16-t130"} {
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct{ name, backend string }{
+		{"causal-f32-t70-b2", "chunked"}, {"hub-bf16-sharded", "chunked"}, {"causal-f16-t130", "chunked"},
+		{"causal-f32-t70-b2", "chunked:delta=naive:conv=naive"}, {"hub-bf16-sharded", "chunked:delta=recurrent"},
+	} {
+		name := c.name
+		t.Run(name+"/"+c.backend, func(t *testing.T) {
 			dir := filepath.Join(goldenRoot, name)
 			var in struct {
 				IDs [][]int `json:"ids"`
@@ -45,7 +52,7 @@ func TestForwardMatchesGoldens(t *testing.T) {
 			require.NoError(t, json.Unmarshal(data, &in))
 			tmp := t.TempDir()
 			out := filepath.Join(tmp, "out.safetensors")
-			code, _, stderr := runCLI("forward", "--model", dir, "--ids-json", writeIDs(t, tmp, in.IDs), "--out", out)
+			code, _, stderr := runCLI("forward", "--model", dir, "--ids-json", writeIDs(t, tmp, in.IDs), "--out", out, "--backend", c.backend)
 			require.Equal(t, 0, code, stderr)
 
 			got, err := weights.Open(out)
