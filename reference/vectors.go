@@ -78,11 +78,14 @@ func BuildVector(op string, d VectorDims, seed uint64, zeroState bool) (*Vector,
 		return nil
 	}
 	in := func(name string, data []float32, shape ...int) weights.NamedTensor {
-		// bf16 inputs are stored as BF16 (exact: they are already rounded);
-		// f16 ones as F32 holding f16 values, which the writer lacks.
+		// bf16 and f16 inputs are stored in their dtype (exact: they are
+		// already rounded to it).
 		dt := "F32"
-		if dtype == "bf16" {
+		switch dtype {
+		case "bf16":
 			dt = "BF16"
+		case "f16":
+			dt = "F16"
 		}
 		return weights.NamedTensor{Name: name, DType: dt, Shape: shape, Data: data}
 	}

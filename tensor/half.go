@@ -36,3 +36,31 @@ func F16ToFloat32(h uint16) float32 {
 	}
 	return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
 }
+
+// Float32ToF16 rounds f to the nearest IEEE binary16 value, ties to even,
+// and returns its bit pattern: subnormals kept, overflow to ±Inf (as a
+// cast does), NaN stays NaN.
+func Float32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	x := math.Abs(float64(f))
+	switch {
+	case math.IsNaN(x):
+		return sign | 0x7e00
+	case x >= 65520: // halfway between 65504 and the next binade rounds up
+		return sign | 0x7c00
+	case x == 0:
+		return sign
+	}
+	_, e := math.Frexp(x) // x = frac·2^e, frac in [0.5, 1)
+	e = max(e-1, -14)     // subnormals share the spacing 2^-24
+	q := math.Ldexp(1, e-10)
+	m := math.RoundToEven(x / q) // significand in units of q: ≤ 2048
+	if x < 1.0/(1<<14) {         // subnormal (or rounds up to the smallest normal)
+		return sign | uint16(m)
+	}
+	if m == 2048 { // rounded up into the next binade
+		m, e = 1024, e+1
+	}
+	return sign | uint16(e+15)<<10 | uint16(m-1024)
+}

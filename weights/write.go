@@ -23,12 +23,12 @@ const writeChunk = 64 << 10
 // TensorHeader declares one tensor of a file a StreamWriter will write.
 type TensorHeader struct {
 	Name  string // stored name, written as is
-	DType string // "F32" or "BF16"
+	DType string // "F32", "BF16" or "F16"
 	Shape []int
 }
 
 // NamedTensor is a whole tensor for WriteFile. Data holds prod(Shape)
-// values; for DType "BF16" they are rounded to nearest even on writing.
+// values; for DType "BF16" and "F16" they are rounded to nearest even on writing.
 type NamedTensor struct {
 	Name  string
 	DType string
@@ -146,7 +146,7 @@ func checkHeaders(path string, hs []TensorHeader, metadata map[string]string) er
 		case seen[h.Name]:
 			p.tensorf(h.Name, "declared twice")
 		case elemSize(h.DType) == 0:
-			p.tensorf(h.Name, "dtype %q is not writable (want F32 or BF16)", h.DType)
+			p.tensorf(h.Name, "dtype %q is not writable (want F32, BF16 or F16)", h.DType)
 		}
 		seen[h.Name] = true
 		n := int64(1)
@@ -171,7 +171,7 @@ func elemSize(dtype string) int {
 	switch dtype {
 	case "F32":
 		return 4
-	case "BF16":
+	case "BF16", "F16":
 		return 2
 	}
 	return 0
@@ -251,8 +251,12 @@ func (w *StreamWriter) write(name string, s *slot, data []float32) error {
 				binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
 			}
 		} else {
+			to16 := tensor.Float32ToBF16
+			if s.dtype == "F16" {
+				to16 = tensor.Float32ToF16
+			}
 			for i, v := range data[:n] {
-				binary.LittleEndian.PutUint16(b[2*i:], tensor.Float32ToBF16(v))
+				binary.LittleEndian.PutUint16(b[2*i:], to16(v))
 			}
 		}
 		if _, err := w.tmp.WriteAt(b, s.off); err != nil {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/qwenref/qwenref/tensor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -16,7 +17,7 @@ func TestWriteFileIsAtomic(t *testing.T) {
 	path := filepath.Join(dir, "m.safetensors")
 	bad := [][]NamedTensor{
 		{{Name: "a", DType: "F32", Shape: []int{2, 2}, Data: seq(3, 1)}},                                           // short data
-		{{Name: "a", DType: "F16", Shape: []int{1}, Data: seq(1, 1)}},                                              // unwritable dtype
+		{{Name: "a", DType: "F64", Shape: []int{1}, Data: seq(1, 1)}},                                              // unwritable dtype
 		{{Name: "a", DType: "F32", Shape: []int{1}, Data: seq(1, 1)}, {Name: "a", DType: "BF16", Shape: []int{1}}}, // duplicate
 		{{Name: "", DType: "F32", Shape: []int{1}, Data: seq(1, 1)}},                                               // empty name
 		{{Name: "__metadata__", DType: "F32", Shape: []int{1}, Data: seq(1, 1)}},                                   // reserved name
@@ -160,4 +161,19 @@ func TestWriteIndex(t *testing.T) {
 	}
 	requireErrorMentions(t, WriteIndex(t.TempDir(), wm, -1), "negative total size")
 	assert.Equal(t, "model-00003-of-00011.safetensors", ShardName(3, 11))
+}
+
+// F16 tensors round to the nearest half and read back as those values.
+func TestWriteF16(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.safetensors")
+	vals := []float32{1, -2.5, 65504, 1e-7, 3.14159, 70000}
+	require.NoError(t, WriteFile(path, []NamedTensor{{Name: "h", DType: "F16", Shape: []int{len(vals)}, Data: vals}}, nil))
+	st, err := Open(path)
+	require.NoError(t, err)
+	defer st.Close()
+	got, _, err := st.Float32("h")
+	require.NoError(t, err)
+	for i, v := range vals {
+		assert.Equal(t, tensor.F16ToFloat32(tensor.Float32ToF16(v)), got[i], "value %g", v)
+	}
 }

@@ -101,8 +101,8 @@ from a fresh sequence:
   decoder-layer    a whole decoder layer (norms, mixer, MLP, residuals) on
                    the residual stream; --kind gdn|attention
 
---dtype bf16|f16 rounds every input to that dtype (bf16 inputs are
-stored as BF16; f16 ones as F32 holding f16 values) and computes the
+--dtype bf16|f16 rounds every input to that dtype (and stores the
+inputs as BF16 or F16) and computes the
 float64 reference from the rounded values, so the expected outputs are
 exact for what a bf16 or f16 kernel is handed. Every file records in its
 metadata (tol.<output>.rel_l2, tol.<output>.max_abs_scaled) the bars a
