@@ -129,7 +129,7 @@ func (d Dims) Route(logits []float32, t int) Routing {
 	for i := range t {
 		softmax(p, logits[i*e:(i+1)*e])
 		idx, w := r.Experts[i*k:(i+1)*k], r.Weights[i*k:(i+1)*k]
-		topK(idx, w, p)
+		torchTopK(idx, w, p) // torch.topk's own order, ties included (topk.go)
 		if d.NormTopK {
 			var s float32
 			for _, v := range w {
@@ -158,35 +158,6 @@ func softmax(p, x []float32) {
 	inv := float32(s)
 	for i := range p {
 		p[i] /= inv
-	}
-}
-
-// topK selects the len(idx) largest entries of p by insertion into a
-// sorted prefix: descending value, and for equal values the lower index
-// first (the order torch.topk returns on the CPU for the tie the MoE
-// golden case builds). NaN never wins.
-func topK(idx []int32, w, p []float32) {
-	k := len(idx)
-	n := 0
-	for e, v := range p {
-		if v != v { // NaN
-			continue
-		}
-		if n == k && !(v > w[k-1]) {
-			continue
-		}
-		j := min(n, k-1)
-		if n < k {
-			n++
-		}
-		for j > 0 && v > w[j-1] {
-			w[j], idx[j] = w[j-1], idx[j-1]
-			j--
-		}
-		w[j], idx[j] = v, int32(e)
-	}
-	for ; n < k; n++ { // all NaN: keep the output defined
-		w[n], idx[n] = 0, int32(n)
 	}
 }
 

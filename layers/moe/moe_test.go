@@ -177,7 +177,9 @@ func TestMoEMatchesFloat64(t *testing.T) {
 }
 
 // The grouped form must not depend on how many tokens share an expert:
-// running tokens one at a time gives the same rows as all at once.
+// running tokens one at a time gives the same rows as all at once, to
+// float32 rounding (the vector SiLU treats a slice's tail lanes apart, so
+// the bits may differ with the group's length at some kernel levels).
 func TestGroupedBatchInvariant(t *testing.T) {
 	d := testDims[0]
 	l := randLayer(3, d, false)
@@ -188,7 +190,7 @@ func TestGroupedBatchInvariant(t *testing.T) {
 	for tok := range tt {
 		one := make([]float32, d.Hidden)
 		require.NoError(t, l.Forward(one, x[tok*d.Hidden:(tok+1)*d.Hidden], 1, Grouped{}, linalg.Naive{}, nil))
-		assert.Equal(t, all[tok*d.Hidden:(tok+1)*d.Hidden], one, "token %d", tok)
+		assert.LessOrEqual(t, tensor.RelL2(one, all[tok*d.Hidden:(tok+1)*d.Hidden]), 1e-6, "token %d", tok)
 	}
 }
 
@@ -197,14 +199,17 @@ func TestRouteTopKTiesAndNorm(t *testing.T) {
 	// Experts 1, 3 and 4 tie at the top; 0 and 5 tie below them.
 	logits := []float32{1, 2, 0, 2, 2, 1}
 	r := d.Route(logits, 1)
-	assert.Equal(t, []int32{1, 3, 4}, r.Experts, "ties go to the lower index")
+	// Which tie wins is torch.topk's (libstdc++'s nth_element, see topk.go
+	// and TestTorchTopKMatchesLibstdcxx); the set of winners is fixed.
+	assert.ElementsMatch(t, []int32{1, 3, 4}, r.Experts, "the three tied top experts")
 	p := math.Exp(2) / (3*math.Exp(2) + 2*math.Exp(1) + 1)
 	for _, w := range r.Weights {
 		assert.InDelta(t, p, w, 1e-7, "without norm_topk_prob the weights are the probabilities")
 	}
 	d.TopK = 4
 	r = d.Route(logits, 1)
-	assert.Equal(t, []int32{1, 3, 4, 0}, r.Experts, "the tie at the boundary goes to the lower index")
+	assert.ElementsMatch(t, []int32{1, 3, 4}, r.Experts[:3], "the top three, in torch's order")
+	assert.Contains(t, []int32{0, 5}, r.Experts[3], "one of the two tied at the boundary")
 	d.NormTopK = true
 	r = d.Route(logits, 1)
 	var s float32
@@ -214,7 +219,7 @@ func TestRouteTopKTiesAndNorm(t *testing.T) {
 	assert.InDelta(t, 1, s, 1e-6)
 	assert.InDelta(t, math.Exp(2)/(3*math.Exp(2)+math.Exp(1)), r.Weights[0], 1e-6)
 
-	// A NaN logit never wins, and a row of NaN still yields valid indices.
+	// A row of NaN still yields valid indices (torch ranks NaN first).
 	nan := float32(math.NaN())
 	d = Dims{Experts: 3, TopK: 2}
 	r = d.Route([]float32{nan, nan, nan}, 1)
