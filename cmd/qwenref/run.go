@@ -13,6 +13,7 @@ import (
 
 	"github.com/qwenref/qwenref/bundled"
 	"github.com/qwenref/qwenref/chat"
+	"github.com/qwenref/qwenref/internal/cpu"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tensor"
 	"github.com/qwenref/qwenref/tokenizer"
@@ -213,8 +214,8 @@ Examples:
 		return err
 	}
 	lin, full := m.Config.CountLayers()
-	fmt.Fprintf(info, "model: %d layers (%d Gated DeltaNet + %d gated attention), hidden %d, vocab %d · backend %s\n",
-		len(m.Config.LayerTypes), lin, full, m.Config.HiddenSize, m.Config.VocabSize, be.Name)
+	fmt.Fprintf(info, "model: %d layers (%d Gated DeltaNet + %d gated attention), hidden %d, vocab %d · backend %s · CPU kernels %s\n",
+		len(m.Config.LayerTypes), lin, full, m.Config.HiddenSize, m.Config.VocabSize, be.Name, cpu.Describe())
 
 	prompts := bundled.SamplePrompts
 	if havePrompt {

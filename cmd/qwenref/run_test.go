@@ -381,3 +381,12 @@ func TestTokenizeCommand(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "nonexistent")
 }
+
+// run says on stderr which CPU kernel level it runs (issue: every build
+// says what it runs), and only text goes to stdout.
+func TestRunNamesTheKernelLevel(t *testing.T) {
+	code, stdout, stderr := runCLI("run", "--max-new-tokens", "2", "--compare", "none")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "CPU kernels "+cpu.Describe())
+	assert.NotContains(t, stdout, "CPU kernels")
+}
