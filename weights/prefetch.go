@@ -34,33 +34,43 @@ func (s *Store) ReadRandom(m *tensor.Matrix) error {
 // mapped returns the page-rounded range of the mapping that holds m, or
 // nil when m is not inside one (a heap copy) or the store is closed.
 func (s *Store) mapped(m *tensor.Matrix) []byte {
-	if m == nil || s.closed.Load() {
+	data, a, n, ok := s.locate(m)
+	if !ok {
 		return nil
 	}
+	lo := uintptr(unsafe.Pointer(&data[0]))
+	page := uintptr(os.Getpagesize())
+	start := max(a&^(page-1), lo) // the mapping itself starts on a page
+	end := min((a+n+page-1)&^(page-1), lo+uintptr(len(data)))
+	return data[start-lo : end-lo]
+}
+
+// locate finds the mapping that holds m's values: the mapping, and the
+// address and byte length of m inside it; ok is false when m is not inside
+// one of the store's mappings (a heap copy, an empty matrix) or the store
+// is closed.
+func (s *Store) locate(m *tensor.Matrix) (data []byte, a, n uintptr, ok bool) {
+	if m == nil || s.closed.Load() {
+		return nil, 0, 0, false
+	}
 	var p unsafe.Pointer
-	var n uintptr
 	switch {
 	case len(m.BF16) > 0:
 		p, n = unsafe.Pointer(&m.BF16[0]), uintptr(len(m.BF16))*2
 	case len(m.F32) > 0:
 		p, n = unsafe.Pointer(&m.F32[0]), uintptr(len(m.F32))*4
 	default:
-		return nil
+		return nil, 0, 0, false
 	}
+	a = uintptr(p)
 	for _, mf := range s.files {
 		if len(mf.data) == 0 {
 			continue
 		}
 		lo := uintptr(unsafe.Pointer(&mf.data[0]))
-		hi := lo + uintptr(len(mf.data))
-		a := uintptr(p)
-		if a < lo || a+n > hi {
-			continue
+		if a >= lo && a+n <= lo+uintptr(len(mf.data)) {
+			return mf.data, a, n, true
 		}
-		page := uintptr(os.Getpagesize())
-		start := max(a&^(page-1), lo) // the mapping itself starts on a page
-		end := min((a+n+page-1)&^(page-1), hi)
-		return mf.data[start-lo : end-lo]
 	}
-	return nil
+	return nil, 0, 0, false
 }
