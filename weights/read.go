@@ -43,26 +43,7 @@ func (s *Store) Matrix(name string) (*tensor.Matrix, error) {
 	}
 	b := e.bytes()
 	m := &tensor.Matrix{Rows: rows, Cols: cols}
-	err = s.Guard(func() error {
-		switch e.info.DType {
-		case "BF16":
-			if v, ok := viewUint16(b); ok {
-				m.BF16 = v
-			} else {
-				m.BF16 = copyUint16(b)
-			}
-		case "F32":
-			if v, ok := viewFloat32(b); ok {
-				m.F32 = v
-			} else {
-				m.F32 = decodeF32(b)
-			}
-		case "F16":
-			m.F32 = decodeF16(b)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.fill(m, e.info.DType, b); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -215,4 +196,29 @@ func decodeF16(b []byte) []float32 {
 		out[i] = tensor.F16ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
 	}
 	return out
+}
+
+// fill points m at the tensor's bytes b: zero-copy views of bf16 and f32
+// data where the mapping's alignment allows, else copies; f16 is widened to
+// f32. The reads run under Guard, so a truncated mapping is an error.
+func (s *Store) fill(m *tensor.Matrix, dtype string, b []byte) error {
+	return s.Guard(func() error {
+		switch dtype {
+		case "BF16":
+			if v, ok := viewUint16(b); ok {
+				m.BF16 = v
+			} else {
+				m.BF16 = copyUint16(b)
+			}
+		case "F32":
+			if v, ok := viewFloat32(b); ok {
+				m.F32 = v
+			} else {
+				m.F32 = decodeF32(b)
+			}
+		case "F16":
+			m.F32 = decodeF16(b)
+		}
+		return nil
+	})
 }

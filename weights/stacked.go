@@ -22,26 +22,7 @@ func (s *Store) Stacked(name string) (*tensor.Matrix, error) {
 	}
 	b := e.bytes()
 	m := &tensor.Matrix{Rows: sh[0] * sh[1], Cols: sh[2]}
-	err = s.Guard(func() error {
-		switch e.info.DType {
-		case "BF16":
-			if v, ok := viewUint16(b); ok {
-				m.BF16 = v
-			} else {
-				m.BF16 = copyUint16(b)
-			}
-		case "F32":
-			if v, ok := viewFloat32(b); ok {
-				m.F32 = v
-			} else {
-				m.F32 = decodeF32(b)
-			}
-		case "F16":
-			m.F32 = decodeF16(b)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.fill(m, e.info.DType, b); err != nil {
 		return nil, err
 	}
 	return m, nil
