@@ -242,9 +242,9 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	text := &top
 	switch mt {
-	case "qwen3_5":
+	case "qwen3_5", "qwen3_5_moe":
 		if len(top.TextConfig) == 0 || string(top.TextConfig) == "null" {
-			return nil, errors.New("model_type qwen3_5 needs a text_config object")
+			return nil, fmt.Errorf("model_type %s needs a text_config object", mt)
 		}
 		var tc rawText
 		if err := strictDecode(top.TextConfig, &tc); err != nil {
@@ -259,21 +259,6 @@ func ParseConfig(data []byte) (*Config, error) {
 		}
 		text = &tc
 	case "qwen3_5_text":
-	case "qwen3_5_moe":
-		if len(top.TextConfig) == 0 || string(top.TextConfig) == "null" {
-			return nil, errors.New("model_type qwen3_5_moe needs a text_config object")
-		}
-		var tc rawText
-		if err := strictDecode(top.TextConfig, &tc); err != nil {
-			return nil, fmt.Errorf("text_config: %w", err)
-		}
-		if tc.TieWordEmbeddings == nil || top.TieWordEmbeddings != nil {
-			tc.TieWordEmbeddings = top.TieWordEmbeddings
-		}
-		if len(tc.EOSTokenID) == 0 || string(tc.EOSTokenID) == "null" {
-			tc.EOSTokenID = top.EOSTokenID
-		}
-		text = &tc
 	case "qwen3_5_moe_text", "qwen3_next":
 	case "":
 		return nil, errors.New("model_type is missing (want qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text or qwen3_next)")
