@@ -556,8 +556,9 @@ type decodeInst struct {
 	modelInst
 	prompt []int
 	next   int
-	steps  int       // decode steps since the last prefill (-1: none yet)
-	first  []float32 // logits of the first step after the prefill
+	steps  int            // decode steps since the last prefill (-1: none yet)
+	first  []float32      // logits of the first step after the prefill
+	out    *tensor.Tensor // every step's logits, one buffer as in generation
 }
 
 // maxDecodeSteps bounds how far the timed steps run past position T
@@ -592,10 +593,11 @@ func (r *decodeInst) run() error {
 	if r.err != nil {
 		return r.err
 	}
-	logits, err := r.runner.Forward([][]int{{r.next}}, model.RunOptions{Logits: model.LastLogits})
+	logits, err := r.runner.Forward([][]int{{r.next}}, model.RunOptions{Logits: model.LastLogits, Out: r.out})
 	if err != nil {
 		return err
 	}
+	r.out = logits
 	if r.first == nil {
 		r.first = slices.Clone(logits.Data)
 	}

@@ -149,7 +149,8 @@ type GenerateOptions struct {
 	// config's (config.json / generation_config.json).
 	EOS []int
 	// OnToken, if set, is called for each new token as it is produced
-	// (streaming), with the logits it was drawn from; returning false stops.
+	// (streaming), with the logits it was drawn from (valid during the call
+	// only: the next step reuses the buffer); returning false stops.
 	OnToken func(id int, logits []float32) bool
 }
 
@@ -210,7 +211,7 @@ func (m *Model) Generate(prompt []int, be *Backend, opt GenerateOptions) (*Gener
 		if len(res.NewIDs) >= opt.MaxNewTokens {
 			break
 		}
-		if logits, err = r.Forward([][]int{{id}}, RunOptions{Logits: LastLogits}); err != nil {
+		if logits, err = r.Forward([][]int{{id}}, RunOptions{Logits: LastLogits, Out: logits}); err != nil {
 			return nil, err
 		}
 	}

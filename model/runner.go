@@ -29,6 +29,28 @@ type RunOptions struct {
 	// Options.Record ("embeddings", "layers.N.<stage>", "final_norm",
 	// "logits"). Only single-row runners record; tensors are views.
 	Record tensor.Recorder
+	// Out, if set, receives the logits and is the tensor returned: its Data
+	// is reused when it has room for them (a decode loop passing the same
+	// tensor every step allocates nothing per step), and grown otherwise.
+	// The previous call's logits in it are overwritten.
+	Out *tensor.Tensor
+}
+
+// OutTensor returns opt.Out shaped [shape…] with its Data reused when it
+// has room, or a new tensor when opt.Out is nil; every runner sizes its
+// result through it. The values are not cleared.
+func (opt RunOptions) OutTensor(shape ...int) *tensor.Tensor {
+	n := tensor.NumElements(shape)
+	t := opt.Out
+	if t == nil {
+		return tensor.New(shape...)
+	}
+	if cap(t.Data) < n {
+		t.Data = make([]float32, n)
+	}
+	t.Data = t.Data[:n]
+	t.Shape = append(t.Shape[:0], shape...)
+	return t
 }
 
 // Runner is what a command runs: a model on one backend for B ≥ 1
@@ -155,9 +177,9 @@ func (r *sessionRunner) Forward(ids [][]int, opt RunOptions) (*tensor.Tensor, er
 	var out *tensor.Tensor
 	switch opt.Logits {
 	case AllLogits:
-		out = tensor.New(len(ids), t, v)
+		out = opt.OutTensor(len(ids), t, v)
 	case LastLogits:
-		out = tensor.New(len(ids), 1, v)
+		out = opt.OutTensor(len(ids), 1, v)
 	}
 	for b, row := range ids {
 		lg, err := r.rows[b].Forward(row, r.be, Options{LastOnly: opt.Logits == LastLogits, NoLogits: opt.Logits == NoLogits, Record: opt.Record})

@@ -1,0 +1,65 @@
+package model
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/qwenref/qwenref/tensor"
+)
+
+// RunOptions.Out: a runner writes the logits into the caller's tensor
+// (reusing its Data when it has room, growing it otherwise) and returns
+// it, and the values are the same as without Out, on every backend this
+// machine runs (the device-resident cuda runner included where a GPU is).
+func TestRunnerOutReusesBuffer(t *testing.T) {
+	root, cases := goldenCases(t)
+	dir := filepath.Join(root, cases[0].Name)
+	m, err := Load(dir)
+	require.NoError(t, err)
+	defer m.Close()
+	ids := readInputs(t, dir).IDs[0]
+	v := m.Config.VocabSize
+	for _, name := range BackendNames() {
+		be, err := NewBackend(name)
+		if err != nil {
+			t.Logf("skipping backend %s: %v", name, err)
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			run := func(useOut bool) (prefill []float32, steps [][]float32) {
+				r, err := NewRunner(m, be, 1)
+				require.NoError(t, err)
+				defer r.Close()
+				var out *tensor.Tensor
+				if useOut {
+					out = &tensor.Tensor{Data: make([]float32, 0, 2*v)} // room for a step, not the prefill
+				}
+				lg, err := r.Forward([][]int{ids[:len(ids)-3]}, RunOptions{Logits: AllLogits, Out: out})
+				require.NoError(t, err)
+				assert.Equal(t, []int{1, len(ids) - 3, v}, lg.Shape)
+				if useOut {
+					assert.Same(t, out, lg, "the caller's tensor is the result")
+				}
+				prefill = append([]float32(nil), lg.Data...)
+				for _, id := range ids[len(ids)-3:] {
+					before := lg.Data
+					lg, err = r.Forward([][]int{{id}}, RunOptions{Logits: LastLogits, Out: out})
+					require.NoError(t, err)
+					assert.Equal(t, []int{1, 1, v}, lg.Shape)
+					if useOut {
+						assert.Same(t, &before[0], &lg.Data[0], "a step reuses the buffer the prefill grew")
+					}
+					steps = append(steps, append([]float32(nil), lg.Data...))
+				}
+				return prefill, steps
+			}
+			p0, s0 := run(false)
+			p1, s1 := run(true)
+			assert.Equal(t, p0, p1, "prefill logits with and without Out")
+			assert.Equal(t, s0, s1, "decode logits with and without Out")
+		})
+	}
+}
