@@ -268,7 +268,7 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 		r.Cold, r.CPU = tms[k].cold, -1
 		if devStats[k] != nil {
 			r.Stats, r.Cold = *devStats[k], false
-			r.Note = joinNote(r.Note, "device time: CUDA events, inputs generated on the device at the 27B widths, no host copies timed; deltas from the host-copy call of the same op")
+			r.Note = joinNote(r.Note, "device time: CUDA events, inputs generated on the device, no host copies timed; deltas from the host-copy call of the same op")
 		} else if !slices.Contains(tms[k].cpu, -1) {
 			c, _ := Summarize(tms[k].cpu)
 			r.CPU = c.Median

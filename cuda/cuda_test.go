@@ -242,6 +242,70 @@ func TestAttentionMatchesCPU(t *testing.T) {
 	}
 }
 
+// The device model's decode attention (keys split across blocks that loop
+// over splits past one pass, a combine step, the sigmoid gate) against a
+// float64 softmax attention on the same bf16-rounded inputs, at positions
+// inside one split, across split edges and past one pass of the grid, with
+// flat and peaked scores. Its output is bf16: rounding alone is ~1e-3.
+func TestAttentionDecodeMatchesCPU(t *testing.T) {
+	d := need(t)
+	r := rand.New(rand.NewPCG(17, 18))
+	bf := func(x []float32) []float32 {
+		y := make([]float32, len(x))
+		for i, v := range x {
+			y[i] = tensor.BF16ToFloat32(tensor.Float32ToBF16(v))
+		}
+		return y
+	}
+	const hd = 256
+	for _, c := range []struct{ nh, nkv, capacity, s int }{
+		{24, 4, 8192, 1}, {24, 4, 8192, 3}, {24, 4, 8192, 64}, {24, 4, 8192, 65}, {24, 4, 8192, 2000},
+		{24, 4, 8192, 2817}, {24, 4, 8192, 6000}, {24, 4, 8192, 8192}, {8, 2, 8192, 5000}, {6, 6, 100, 100},
+	} {
+		for _, peak := range []float32{1, 6} {
+			q := bf(uniform(r, c.nh*hd, -peak, peak))
+			k := bf(uniform(r, c.capacity*c.nkv*hd, -1, 1))
+			v := bf(uniform(r, c.capacity*c.nkv*hd, -1, 1))
+			gate := bf(uniform(r, c.nh*hd, -3, 3))
+			want := make([]float64, c.nh*hd)
+			for h := range c.nh {
+				hk := h / (c.nh / c.nkv)
+				sc := make([]float64, c.s)
+				mx := math.Inf(-1)
+				for j := range c.s {
+					dot := 0.0
+					for i := range hd {
+						dot += float64(q[h*hd+i]) * float64(k[(j*c.nkv+hk)*hd+i])
+					}
+					sc[j] = dot / 16
+					mx = max(mx, sc[j])
+				}
+				sum := 0.0
+				for j := range sc {
+					sc[j] = math.Exp(sc[j] - mx)
+					sum += sc[j]
+				}
+				for i := range hd {
+					o := 0.0
+					for j := range sc {
+						o += sc[j] * float64(v[(j*c.nkv+hk)*hd+i])
+					}
+					want[h*hd+i] = o / sum / (1 + math.Exp(-float64(gate[h*hd+i])))
+				}
+			}
+			got := nans(c.nh * hd)
+			if err := d.attentionDecode(got, q, k, v, gate, c.s, c.capacity, c.nh, c.nkv); err != nil {
+				t.Fatal(err)
+			}
+			check(t, fmt.Sprintf("decode attention nh=%d nkv=%d S=%d of %d, q ±%g", c.nh, c.nkv, c.s, c.capacity, peak),
+				got, narrow(want), 4e-3)
+		}
+	}
+	if err := d.attentionDecode(nans(hd), nans(hd), nans(10*hd), nans(10*hd), nans(hd), 11, 10, 1, 1); err == nil {
+		t.Error("11 keys in a cache of 10 accepted")
+	}
+}
+
 func TestMatMulMatchesCPU(t *testing.T) {
 	d := need(t)
 	r := rand.New(rand.NewPCG(9, 10))
@@ -279,31 +343,39 @@ func TestMatMulMatchesCPU(t *testing.T) {
 func TestNormsRoPESwiGLU(t *testing.T) {
 	d := need(t)
 	r := rand.New(rand.NewPCG(11, 12))
+	// Many rows (one block of 256 per row), then single rows: the decode
+	// form (1024 threads, float4 loads) up to its n = 16384 limit, and the
+	// widths that fall back (n not a multiple of 4, n past the limit).
+	for _, sh := range [][2]int{{37, 256}, {1, 5120}, {1, 1024}, {1, 16384}, {1, 5122}, {1, 20000}} {
+		rows, n := sh[0], sh[1]
+		x := uniform(r, rows*n, -3, 3)
+		w := uniform(r, n, -0.5, 0.5)
+		for _, onePlus := range []bool{true, false} {
+			want := make([]float32, rows*n)
+			for i := 0; i < rows; i++ {
+				var ss float64
+				for _, v := range x[i*n : (i+1)*n] {
+					ss += float64(v) * float64(v)
+				}
+				inv := 1 / math.Sqrt(ss/float64(n)+1e-6)
+				for j := 0; j < n; j++ {
+					s := float64(w[j])
+					if onePlus {
+						s += 1
+					}
+					want[i*n+j] = float32(float64(x[i*n+j]) * inv * s)
+				}
+			}
+			got := nans(rows * n)
+			if err := d.RMSNorm(got, x, rows, n, w, 1e-6, onePlus); err != nil {
+				t.Fatal(err)
+			}
+			check(t, fmt.Sprintf("rmsnorm %d×%d onePlus=%v", rows, n, onePlus), got, want, 1e-5)
+		}
+	}
 	const rows, n = 37, 256
 	x := uniform(r, rows*n, -3, 3)
 	w := uniform(r, n, -0.5, 0.5)
-	for _, onePlus := range []bool{true, false} {
-		want := make([]float32, rows*n)
-		for i := 0; i < rows; i++ {
-			var ss float64
-			for _, v := range x[i*n : (i+1)*n] {
-				ss += float64(v) * float64(v)
-			}
-			inv := 1 / math.Sqrt(ss/n+1e-6)
-			for j := 0; j < n; j++ {
-				s := float64(w[j])
-				if onePlus {
-					s += 1
-				}
-				want[i*n+j] = float32(float64(x[i*n+j]) * inv * s)
-			}
-		}
-		got := nans(rows * n)
-		if err := d.RMSNorm(got, x, rows, n, w, 1e-6, onePlus); err != nil {
-			t.Fatal(err)
-		}
-		check(t, fmt.Sprintf("rmsnorm onePlus=%v", onePlus), got, want, 1e-5)
-	}
 	z := uniform(r, rows*n, -4, 4)
 	want := make([]float32, rows*n)
 	for i := 0; i < rows; i++ {

@@ -10,23 +10,30 @@ import (
 // benchmarks: inputs generated and resident there, CUDA events around
 // each run after warm-ups, no host copies inside the timed region. It
 // covers "conv", "gdn-core" and "gdn-layer" (bf16, the value block 32 the
-// model runs) at the 27B's GDN widths, the only shapes the library's
-// benchmarks build; ok is false for any other op or shape, and the caller
-// keeps its own (host-copy) timing. qwenref bench checks for it on a
-// backend's Conv kernel.
+// model runs) at the 27B's GDN widths, the only shapes those benchmarks
+// build, and "attention-layer" at the widths of any shape the
+// device-resident model runs (the model's own attention mixer, one layer
+// of random weights); ok is false for any other op or shape, and the
+// caller keeps its own (host-copy) timing. qwenref bench checks for it on
+// a backend's Conv kernel.
 func (c Conv) DeviceTime(op string, cfg *model.Config, t int) (median, lo, hi time.Duration, runs int, ok bool, err error) {
-	if !is27BGDN(cfg) {
-		return 0, 0, 0, 0, false, nil
-	}
 	var tm Timing
-	switch op {
-	case "conv":
+	switch {
+	case op == "attention-layer":
+		if residentDims(cfg) != nil {
+			return 0, 0, 0, 0, false, nil
+		}
+		runs = 10
+		tm, err = c.Dev.BenchAttentionLayer(cfg, t, runs)
+	case !is27BGDN(cfg):
+		return 0, 0, 0, 0, false, nil
+	case op == "conv":
 		tm, err = c.Dev.BenchConv(t)
 		runs = 50
-	case "gdn-core":
+	case op == "gdn-core":
 		tm, err = c.Dev.BenchGDNCore(t, 32)
 		runs = 20
-	case "gdn-layer":
+	case op == "gdn-layer":
 		if cfg.HiddenSize != 5120 {
 			return 0, 0, 0, 0, false, nil
 		}

@@ -102,6 +102,20 @@ func (a Attention) Forward(out, q, k, v []float32, d attention.Dims, scale float
 	return a.Dev.call("attention", func() int { return cAttention(out, q, k, v, d.T, d.S, d.NH, d.NKV, d.D, scale) })
 }
 
+// attentionDecode runs the device model's decode attention (one query per
+// head against the first s of capacity cached keys, output gate σ(gate))
+// on host data, for its check against the CPU: q and gate [nh, 256], k
+// and v [capacity, nkv, 256], out [nh, 256].
+func (d *Device) attentionDecode(out, q, k, v, gate []float32, s, capacity, nh, nkv int) error {
+	const hd = 256
+	if s < 1 || s > capacity || nh <= 0 || nkv <= 0 || nh%nkv != 0 || len(out) != nh*hd || len(q) != nh*hd ||
+		len(gate) != nh*hd || len(k) != capacity*nkv*hd || len(v) != len(k) {
+		return fmt.Errorf("cuda: decode attention: s=%d capacity=%d nh=%d nkv=%d with %d/%d/%d/%d/%d values",
+			s, capacity, nh, nkv, len(out), len(q), len(k), len(v), len(gate))
+	}
+	return d.call("attention_decode", func() int { return cAttentionDecode(out, q, k, v, gate, s, capacity, nh, nkv) })
+}
+
 // MatMul is linalg.MatMuler on the GPU: cuBLAS bf16 tensor cores with fp32
 // accumulation. x is rounded to bf16 on the device; W is uploaded once
 // (rounded to bf16 if stored as F32) and stays resident, keyed by its

@@ -289,38 +289,40 @@ func (m *Model) Forward(ids []int, lastOnly bool) ([]float32, error) {
 	if lastOnly {
 		rows = 1
 	}
-	return m.forward(ids, rows)
+	if len(ids) == 0 {
+		return nil, model.ErrEmpty
+	}
+	logits := make([]float32, rows*m.cfg.VocabSize)
+	return logits, m.forward(ids, rows, logits)
 }
 
 // Feed runs ids at the current position and copies no logits back (a
 // prefill whose logits nobody reads).
 func (m *Model) Feed(ids []int) error {
-	_, err := m.forward(ids, 0)
-	return err
+	return m.forward(ids, 0, nil)
 }
 
-// forward runs ids and returns the logits of the last `rows` positions
-// (rows is len(ids), 1 or 0 for none).
-func (m *Model) forward(ids []int, rows int) ([]float32, error) {
+// forward runs ids and writes the logits of the last `rows` positions
+// (rows is len(ids), 1, or 0 for none) into logits, which must hold
+// rows·V values.
+func (m *Model) forward(ids []int, rows int, logits []float32) error {
 	if len(ids) == 0 {
-		return nil, model.ErrEmpty
+		return model.ErrEmpty
+	}
+	if len(logits) != rows*m.cfg.VocabSize {
+		return fmt.Errorf("cuda: model: %d logits for %d rows of %d", len(logits), rows, m.cfg.VocabSize)
 	}
 	ids32 := make([]int32, len(ids))
 	for i, id := range ids {
 		if id < 0 || id >= m.cfg.VocabSize || id > math.MaxInt32 {
-			return nil, fmt.Errorf("cuda: model: token id %d at %d outside the vocabulary", id, i)
+			return fmt.Errorf("cuda: model: token id %d at %d outside the vocabulary", id, i)
 		}
 		ids32[i] = int32(id)
 	}
-	var logits []float32
-	if rows > 0 {
-		logits = make([]float32, rows*m.cfg.VocabSize)
+	if rows == 0 {
+		logits = nil
 	}
-	err := m.dev.call("model_forward", func() int { return cModelForward(m.h, ids32, rows == 1, logits) })
-	if err != nil {
-		return nil, err
-	}
-	return logits, nil
+	return m.dev.call("model_forward", func() int { return cModelForward(m.h, ids32, rows == 1, logits) })
 }
 
 // Greedy decodes n tokens on the device, one CUDA-graph replay each (embed,
@@ -368,13 +370,8 @@ func (m *Model) Layer(i int, x []float32, t int, rec tensor.Recorder) ([]float32
 // forwardTraced runs ids like forward while the device records every
 // stage, and hands each to rec (names and shapes of the CPU recorder)
 // before returning the logits.
-func (m *Model) forwardTraced(ids []int, rows int, rec tensor.Recorder) ([]float32, error) {
-	var logits []float32
-	err := m.traced(func() (err error) {
-		logits, err = m.forward(ids, rows)
-		return err
-	}, rec)
-	return logits, err
+func (m *Model) forwardTraced(ids []int, rows int, logits []float32, rec tensor.Recorder) error {
+	return m.traced(func() error { return m.forward(ids, rows, logits) }, rec)
 }
 
 // traced runs f with the device recording stages, then hands each to rec.
@@ -509,7 +506,50 @@ func (m *Model) BenchPrefill(t, reps int) (Timing, error) { return m.bench(0, t,
 // BenchDecode prefills `prefill` random tokens, then times `steps` greedy
 // decode steps as CUDA-graph replays (each between two events) after 3
 // warm-up replays. Extra[0] is the median of 5 plain-launch steps, Extra[1]
-// the weight bytes read per step over the graph median (GB/s).
+// the weight bytes read per step over the graph median (GB/s), Extra[2:]
+// the stage times (ms, PrefillStages' names) of one profiled plain-launch
+// step, an event at every stage boundary.
 func (m *Model) BenchDecode(prefill, steps int) (Timing, error) {
 	return m.bench(1, prefill, steps, steps)
+}
+
+// BenchMixer times layer li's token mixer alone (the attention or GDN
+// mixer between the block's two norms) on t rows of N(0, 1) normed input
+// from an empty cache: reps passes after one warm-up, each between two
+// CUDA events, the caches emptied between passes outside them. Extra[0]
+// is tokens/s at the median. The state is reset.
+func (m *Model) BenchMixer(li, t, reps int) (Timing, error) {
+	if li < 0 || li >= m.cfg.NumLayers || t <= 0 || t > m.maxTokens || reps <= 0 {
+		return Timing{}, fmt.Errorf("cuda: mixer bench: layer %d of %d, %d tokens (cache %d), %d reps",
+			li, m.cfg.NumLayers, t, m.maxTokens, reps)
+	}
+	return m.bench(2, t, li, reps)
+}
+
+// BenchAttentionLayer times one gated attention token mixer of cfg's
+// widths on the device (BenchMixer on a one-layer random model whose
+// vocabulary is cut to 256, since only the mixer runs) for a prefill of t
+// tokens, reps passes.
+func (d *Device) BenchAttentionLayer(cfg *model.Config, t, reps int) (Timing, error) {
+	one := oneLayer(cfg, model.FullAttention)
+	if err := residentDims(one); err != nil {
+		return Timing{}, err
+	}
+	m, err := d.NewRandomModel(one, 2026, t)
+	if err != nil {
+		return Timing{}, err
+	}
+	defer m.Close()
+	return m.BenchMixer(0, t, reps)
+}
+
+// oneLayer is cfg cut to one layer of the given kind, with a 256-token
+// vocabulary and no special tokens: the model a single-mixer benchmark builds.
+func oneLayer(cfg *model.Config, kind model.LayerKind) *model.Config {
+	one := *cfg
+	one.NumLayers = 1
+	one.LayerTypes = []model.LayerKind{kind}
+	one.VocabSize = 256
+	one.EOSTokenIDs = nil
+	return &one
 }

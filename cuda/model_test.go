@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -245,8 +246,44 @@ func TestBenchModel(t *testing.T) {
 		row("| decode at position 2048 (graph) | **%.2f ms/token** (%.2f–%.2f) | %.0f GB/s of weights | "+
 			"transformers eager 73–80 ms; floor 12.7 ms |", tm.Median, tm.Min, tm.Max, tm.Extra[1])
 		row("| decode at position 2048 (plain launches) | %.2f ms/token | | |", tm.Extra[0])
+		var st []string
+		for i, v := range tm.Extra[2:] {
+			if i < len(stages) && v > 0 {
+				st = append(st, fmt.Sprintf("%s %.2f", stages[i], v))
+			}
+		}
+		row("| decode stages (ms, one profiled plain-launch step) | %s | | |", strings.Join(st, ", "))
 	} else {
 		t.Errorf("decode: %v", err)
+	}
+	// The host side of a decode call (what Runner.Forward adds to the
+	// graph): wall clock per step, the three ways interleaved.
+	buf := make([]float32, cfg.VocabSize)
+	ways := []struct {
+		name string
+		step func(id int) error
+	}{
+		{"logits into one buffer", func(id int) error { return gm.forward([]int{id}, 1, buf) }},
+		{"a new logits slice each step", func(id int) error { _, err := gm.Forward([]int{id}, true); return err }},
+		{"no logits", func(id int) error { return gm.Feed([]int{id}) }},
+	}
+	walls := make([][]float64, len(ways))
+	for i := range 43 {
+		for k, w := range ways {
+			runtime.GC() // as qwenref bench does before each timed run
+			t0 := time.Now()
+			if err := w.step(100 + i); err != nil {
+				t.Fatalf("decode %s: %v", w.name, err)
+			}
+			if i >= 3 {
+				walls[k] = append(walls[k], float64(time.Since(t0).Microseconds())/1e3)
+			}
+		}
+	}
+	for k, w := range ways {
+		slices.Sort(walls[k])
+		row("| decode call, %s (wall clock, median of %d) | %.2f ms/token (%.2f–%.2f) | | |", w.name, len(walls[k]),
+			walls[k][len(walls[k])/2], walls[k][0], walls[k][len(walls[k])-1])
 	}
 	free1, _, err := d.MemInfo()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/tensor"
 )
 
 // The cuda backend offers random-weight runners (what qwenref bench runs
@@ -38,7 +39,17 @@ func TestRandomRunner(t *testing.T) {
 	want, err = gm.Forward([]int{77}, true)
 	require.NoError(t, err)
 	assert.Equal(t, want, got.Data, "decode logits")
-	assert.Equal(t, len(ids)+1, r.Pos())
+	// A step into the caller's buffer (RunOptions.Out, as generation runs).
+	out := &tensor.Tensor{}
+	for _, id := range []int{78, 3, 901} {
+		got, err = r.Forward([][]int{{id}}, model.RunOptions{Logits: model.LastLogits, Out: out})
+		require.NoError(t, err)
+		assert.Same(t, out, got)
+		want, err = gm.Forward([]int{id}, true)
+		require.NoError(t, err)
+		assert.Equal(t, want, got.Data, "decode logits into Out")
+	}
+	assert.Equal(t, len(ids)+4, r.Pos())
 	require.NoError(t, r.Close())
 	require.NoError(t, gm.Close())
 	free1, _, err := d.MemInfo()
@@ -58,18 +69,44 @@ func TestDeviceTime(t *testing.T) {
 	d := need(t)
 	cfg, err := model.ShapeConfig("27b")
 	require.NoError(t, err)
-	for _, op := range []string{"conv", "gdn-core", "gdn-layer"} {
+	small, err := model.ShapeConfig("0.8b")
+	require.NoError(t, err)
+	timed := func(op string, cfg *model.Config) {
 		med, lo, hi, runs, ok, err := Conv{d}.DeviceTime(op, cfg, 512)
 		require.NoError(t, err, op)
 		require.True(t, ok, op)
 		assert.Greater(t, runs, 1, op)
 		assert.True(t, lo > 0 && lo <= med && med <= hi, "%s: %v %v %v", op, lo, med, hi)
 	}
-	_, _, _, _, ok, err := Conv{d}.DeviceTime("attention-layer", cfg, 512)
+	for _, op := range []string{"conv", "gdn-core", "gdn-layer", "attention-layer"} {
+		timed(op, cfg)
+	}
+	timed("attention-layer", small) // the model's own mixer: any width it runs
+	_, _, _, _, ok, err := Conv{d}.DeviceTime("mlp", cfg, 512)
 	assert.NoError(t, err)
 	assert.False(t, ok)
-	small, err := model.ShapeConfig("0.8b")
-	require.NoError(t, err)
 	_, _, _, _, ok, _ = Conv{d}.DeviceTime("conv", small, 512)
-	assert.False(t, ok, "the library's benchmarks build the 27B widths only")
+	assert.False(t, ok, "the library's GDN benchmarks build the 27B widths only")
+	tiny, err := model.ShapeConfig("tiny")
+	require.NoError(t, err)
+	_, _, _, _, ok, _ = Conv{d}.DeviceTime("attention-layer", tiny, 64)
+	assert.False(t, ok, "head dims the device model does not run")
+}
+
+// The one-layer model a mixer benchmark builds is a valid config of the
+// same widths, for every shape the device model runs (no GPU needed).
+func TestOneLayerConfig(t *testing.T) {
+	for _, name := range []string{"27b", "0.8b"} {
+		cfg, err := model.ShapeConfig(name)
+		require.NoError(t, err)
+		require.NoError(t, residentDims(cfg), name)
+		layers := cfg.NumLayers
+		one := oneLayer(cfg, model.FullAttention)
+		dims, kinds, err := dimsOf(one, 512)
+		require.NoError(t, err, name)
+		assert.Equal(t, []int32{1}, kinds, name)
+		assert.Equal(t, int32(cfg.HiddenSize), dims.hidden, name)
+		assert.Equal(t, int32(cfg.NumHeads), dims.nh, name)
+		assert.Equal(t, layers, cfg.NumLayers, "the shape itself is left alone")
+	}
 }

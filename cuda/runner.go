@@ -58,7 +58,7 @@ func newDeviceRunner(d *Device, hm *model.Model, rows int) (model.Runner, error)
 		return nil, fmt.Errorf("a runner needs at least one row, not %d", rows)
 	}
 	c := hm.Config
-	if c.LinearKeyHeadDim != 128 || c.LinearValueHeadDim != 128 || c.HeadDim != 256 {
+	if residentDims(c) != nil {
 		// The tiny test checkpoints have other head dims: they still run on
 		// the GPU, op by op (cuda-ops), and say so once.
 		warnOpsOnce.Do(func() {
@@ -97,9 +97,8 @@ func newRandomDeviceRunner(d *Device, cfg *model.Config, seed uint64, rows int) 
 	if rows < 1 {
 		return nil, fmt.Errorf("a runner needs at least one row, not %d", rows)
 	}
-	if cfg.LinearKeyHeadDim != 128 || cfg.LinearValueHeadDim != 128 || cfg.HeadDim != 256 {
-		return nil, fmt.Errorf("cuda: random device weights need GDN head dims 128/128 and attention head dim 256; this shape has %d/%d and %d",
-			cfg.LinearKeyHeadDim, cfg.LinearValueHeadDim, cfg.HeadDim)
+	if err := residentDims(cfg); err != nil {
+		return nil, err
 	}
 	maxTok, err := maxTokensFor(cfg)
 	if err != nil {
@@ -111,6 +110,17 @@ func newRandomDeviceRunner(d *Device, cfg *model.Config, seed uint64, rows int) 
 	}
 	// The host model carries the config only: the runner reads nothing else.
 	return &deviceRunner{hm: &model.Model{Config: cfg}, gm: gm, rows: rows, maxTokens: maxTok}, nil
+}
+
+// residentDims reports whether the device-resident model's kernels cover
+// cfg's head dims (GDN 128/128, attention 256: every released Qwen3.5/3.6
+// size).
+func residentDims(cfg *model.Config) error {
+	if cfg.LinearKeyHeadDim != 128 || cfg.LinearValueHeadDim != 128 || cfg.HeadDim != 256 {
+		return fmt.Errorf("cuda: the device-resident model needs GDN head dims 128/128 and attention head dim 256; this shape has %d/%d and %d",
+			cfg.LinearKeyHeadDim, cfg.LinearValueHeadDim, cfg.HeadDim)
+	}
+	return nil
 }
 
 func (r *deviceRunner) Rows() int       { return r.rows }
@@ -172,10 +182,8 @@ func (r *deviceRunner) Forward(ids [][]int, opt model.RunOptions) (*tensor.Tenso
 	}
 	v := r.hm.Config.VocabSize
 	var out *tensor.Tensor
-	if want > 0 && r.rows == 1 {
-		out = &tensor.Tensor{Shape: []int{1, want, v}}
-	} else if want > 0 {
-		out = tensor.New(r.rows, want, v)
+	if want > 0 {
+		out = opt.OutTensor(r.rows, want, v)
 	}
 	for b, row := range ids {
 		if b > 0 {
@@ -183,23 +191,21 @@ func (r *deviceRunner) Forward(ids [][]int, opt model.RunOptions) (*tensor.Tenso
 				return nil, err
 			}
 		}
-		var lg []float32
+		var dst []float32 // this row's logits, written by the library in place
+		if out != nil {
+			dst = out.Data[b*want*v : (b+1)*want*v]
+		}
 		var err error
 		if opt.Record != nil && r.rows == 1 {
-			lg, err = r.gm.forwardTraced(row, want, opt.Record)
+			err = r.gm.forwardTraced(row, want, dst, opt.Record)
 		} else {
-			lg, err = r.gm.forward(row, want)
+			err = r.gm.forward(row, want, dst)
 		}
 		if err != nil {
 			if r.rows > 1 {
 				err = fmt.Errorf("batch row %d: %w", b, err)
 			}
 			return nil, err
-		}
-		if r.rows == 1 && out != nil {
-			out.Data = lg // one row: the library's buffer is the result, no second copy
-		} else if out != nil {
-			copy(out.Data[b*want*v:], lg)
 		}
 	}
 	r.pos += t

@@ -7,6 +7,8 @@
 // flash-style causal GQA attention on host data (qr_attention_forward).
 #include <math.h>
 
+#include <vector>
+
 #include "common.cuh"
 #include "internal.cuh"
 
@@ -302,29 +304,23 @@ int launch_flash_attn(bf16_t *y, const bf16_t *q, const bf16_t *kc, const bf16_t
 }
 
 // ---- decode attention: one query token, keys split across blocks ----
-// Block (head, split) of 4 warps: warp w takes keys split·DEC_SPL + w, +4,
-// ...; lane l holds dims 8l..8l+7 (one 16-byte load per key row). The block
-// writes its partial (max, sum, unnormalised output) for the combine step.
-// The key count S = *pos_dev + 1 is read on the device, so a captured graph
-// replays at any position.
+// The S = *pos_dev + 1 keys (read on the device, so a captured graph replays
+// at any position) fall into splits of DEC_SPL; block (head, g) of 4 warps
+// takes splits g, g + G, … below S (G = gridDim.y, fixed at launch, so the
+// work follows the position, not the cache's capacity). In a split, warp w
+// takes keys split·DEC_SPL + w, +4, …; lane l holds dims 8l..8l+7 (one
+// 16-byte load per key row). Each split's partial (max, sum, unnormalised
+// output) goes to part[head][split] (row stride nsp_cap) for the combine.
 #define DEC_SPL 64
 __global__ void __launch_bounds__(128) k_attn_decode(float *__restrict__ part, const bf16_t *__restrict__ q,
                                                      const bf16_t *__restrict__ kc, const bf16_t *__restrict__ vc,
-                                                     int nh, int nkv, float scale_log2,
+                                                     int nh, int nkv, int nsp_cap, float scale_log2,
                                                      const int *__restrict__ pos_dev) {
 	__shared__ float sm_m[4], sm_l[4], sm_acc[4][256];
-	const int h = blockIdx.x, sp = blockIdx.y, nsp = gridDim.y;
+	const int h = blockIdx.x;
 	const int hk = h / (nh / nkv), lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 	const int S = *pos_dev + 1;
-	float *out = part + ((size_t)h * nsp + sp) * (256 + 2);
-	const int k0 = sp * DEC_SPL;
-	if (k0 >= S) { // nothing to do: an empty partial
-		if (threadIdx.x == 0) {
-			out[0] = -INFINITY;
-			out[1] = 0.0f;
-		}
-		return;
-	}
+	const int nsp = min(nsp_cap, (S + DEC_SPL - 1) / DEC_SPL);
 	float qv[8];
 	{
 		const uint4 u = *(const uint4 *)(q + (size_t)h * 256 + 8 * lane);
@@ -335,60 +331,66 @@ __global__ void __launch_bounds__(128) k_attn_decode(float *__restrict__ part, c
 			qv[2 * i + 1] = __uint_as_float(uw[i] & 0xffff0000u) * scale_log2;
 		}
 	}
-	float m = -INFINITY, l = 0.0f, acc[8];
+	for (int sp = blockIdx.y; sp < nsp; sp += gridDim.y) { // block-uniform: the barriers below are safe
+		float *out = part + ((size_t)h * nsp_cap + sp) * (256 + 2);
+		const int k0 = sp * DEC_SPL, k1 = min(S, k0 + DEC_SPL);
+		float m = -INFINITY, l = 0.0f, acc[8];
 #pragma unroll
-	for (int i = 0; i < 8; i++)
-		acc[i] = 0.0f;
-	const int k1 = min(S, k0 + DEC_SPL);
-	for (int j = k0 + w; j < k1; j += 4) {
-		const size_t off = ((size_t)j * nkv + hk) * 256 + 8 * lane;
-		const uint4 ku = *(const uint4 *)(kc + off), vu = *(const uint4 *)(vc + off);
-		const unsigned kw[4] = {ku.x, ku.y, ku.z, ku.w}, vw[4] = {vu.x, vu.y, vu.z, vu.w};
-		float s = 0.0f;
+		for (int i = 0; i < 8; i++)
+			acc[i] = 0.0f;
+		for (int j = k0 + w; j < k1; j += 4) {
+			const size_t off = ((size_t)j * nkv + hk) * 256 + 8 * lane;
+			const uint4 ku = *(const uint4 *)(kc + off), vu = *(const uint4 *)(vc + off);
+			const unsigned kw[4] = {ku.x, ku.y, ku.z, ku.w}, vw[4] = {vu.x, vu.y, vu.z, vu.w};
+			float s = 0.0f;
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				s = fmaf(qv[2 * i], __uint_as_float(kw[i] << 16), s);
+				s = fmaf(qv[2 * i + 1], __uint_as_float(kw[i] & 0xffff0000u), s);
+			}
+			s = warp_sum(s);
+			const float mn = fmaxf(m, s), cr = exp2f(m - mn), p = exp2f(s - mn);
+			l = l * cr + p;
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				acc[2 * i] = acc[2 * i] * cr + p * __uint_as_float(vw[i] << 16);
+				acc[2 * i + 1] = acc[2 * i + 1] * cr + p * __uint_as_float(vw[i] & 0xffff0000u);
+			}
+			m = mn;
+		}
+		if (lane == 0) {
+			sm_m[w] = m;
+			sm_l[w] = l;
+		}
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			sm_acc[w][8 * lane + i] = acc[i];
+		__syncthreads();
+		float M = fmaxf(fmaxf(sm_m[0], sm_m[1]), fmaxf(sm_m[2], sm_m[3]));
+		float f[4], L = 0.0f;
 #pragma unroll
 		for (int i = 0; i < 4; i++) {
-			s = fmaf(qv[2 * i], __uint_as_float(kw[i] << 16), s);
-			s = fmaf(qv[2 * i + 1], __uint_as_float(kw[i] & 0xffff0000u), s);
+			f[i] = sm_m[i] == -INFINITY ? 0.0f : exp2f(sm_m[i] - M); // a warp with no keys adds nothing
+			L += f[i] * sm_l[i];
 		}
-		s = warp_sum(s);
-		const float mn = fmaxf(m, s), cr = exp2f(m - mn), p = exp2f(s - mn);
-		l = l * cr + p;
-#pragma unroll
-		for (int i = 0; i < 4; i++) {
-			acc[2 * i] = acc[2 * i] * cr + p * __uint_as_float(vw[i] << 16);
-			acc[2 * i + 1] = acc[2 * i + 1] * cr + p * __uint_as_float(vw[i] & 0xffff0000u);
+		for (int d = threadIdx.x; d < 256; d += 128)
+			out[2 + d] = f[0] * sm_acc[0][d] + f[1] * sm_acc[1][d] + f[2] * sm_acc[2][d] + f[3] * sm_acc[3][d];
+		if (threadIdx.x == 0) {
+			out[0] = M;
+			out[1] = L;
 		}
-		m = mn;
-	}
-	if (lane == 0) {
-		sm_m[w] = m;
-		sm_l[w] = l;
-	}
-#pragma unroll
-	for (int i = 0; i < 8; i++)
-		sm_acc[w][8 * lane + i] = acc[i];
-	__syncthreads();
-	float M = fmaxf(fmaxf(sm_m[0], sm_m[1]), fmaxf(sm_m[2], sm_m[3]));
-	float f[4], L = 0.0f;
-#pragma unroll
-	for (int i = 0; i < 4; i++) {
-		f[i] = sm_m[i] == -INFINITY ? 0.0f : exp2f(sm_m[i] - M); // a warp with no keys adds nothing
-		L += f[i] * sm_l[i];
-	}
-	for (int d = threadIdx.x; d < 256; d += 128)
-		out[2 + d] = f[0] * sm_acc[0][d] + f[1] * sm_acc[1][d] + f[2] * sm_acc[2][d] + f[3] * sm_acc[3][d];
-	if (threadIdx.x == 0) {
-		out[0] = M;
-		out[1] = L;
+		__syncthreads(); // the shared partials are rewritten by the next split
 	}
 }
 
-// Combine the partials of each head and apply the output gate: one block of
-// 256 threads (one per dim) per head.
-__global__ void __launch_bounds__(256) k_attn_combine(bf16_t *__restrict__ y, const float *__restrict__ part, int nsp,
-                                                      const bf16_t *__restrict__ gate) {
+// Combine the partials of each head's splits below S and apply the output
+// gate: one block of 256 threads (one per dim) per head.
+__global__ void __launch_bounds__(256) k_attn_combine(bf16_t *__restrict__ y, const float *__restrict__ part,
+                                                      int nsp_cap, const bf16_t *__restrict__ gate,
+                                                      const int *__restrict__ pos_dev) {
 	const int h = blockIdx.x, d = threadIdx.x;
-	const float *ph = part + (size_t)h * nsp * (256 + 2);
+	const int nsp = min(nsp_cap, (*pos_dev + 1 + DEC_SPL - 1) / DEC_SPL);
+	const float *ph = part + (size_t)h * nsp_cap * (256 + 2);
 	float M = -INFINITY;
 	for (int s = 0; s < nsp; s++)
 		M = fmaxf(M, ph[(size_t)s * 258]);
@@ -405,19 +407,21 @@ __global__ void __launch_bounds__(256) k_attn_combine(bf16_t *__restrict__ y, co
 	y[(size_t)h * 256 + d] = f2bf(acc / L / (1.0f + __expf(-gv)));
 }
 
-// Bytes of the partials buffer for a cache of cap positions.
 size_t attn_decode_part_bytes(int nh, int cap) { return (size_t)nh * cdiv(cap, DEC_SPL) * 258 * 4; }
 
-// y [nh·256] = gated attention of one token q [nh, 256] over the cache's
-// first *pos_dev + 1 rows; cap bounds the grid (the cache capacity).
 int launch_attn_decode(bf16_t *y, float *part, const bf16_t *q, const bf16_t *kc, const bf16_t *vc,
                        const bf16_t *gate, int nh, int nkv, int hd, int cap, float scale, const int *pos_dev,
                        cudaStream_t st) {
-	QR_ARG(hd == 256 && nh % nkv == 0, "decode attention: head dim %d (256)", hd);
-	const unsigned nsp = cdiv(cap, DEC_SPL);
-	k_attn_decode<<<dim3(nh, nsp), 128, 0, st>>>(part, q, kc, vc, nh, nkv, scale * 1.4426950408889634f, pos_dev);
+	QR_ARG(hd == 256 && nh > 0 && nkv > 0 && nh % nkv == 0 && cap > 0, "decode attention: head dim %d (256)", hd);
+	const int nsp_cap = cdiv(cap, DEC_SPL);
+	// About 8 blocks per SM in all: enough to hide latency at short
+	// positions, and each block loops over its splits at long ones.
+	const int sms = g_qr.sm_count > 0 ? g_qr.sm_count : 132;
+	const int want = (int)cdiv(sms * 8, nh), g = want < 1 ? 1 : (want > nsp_cap ? nsp_cap : want);
+	k_attn_decode<<<dim3(nh, g), 128, 0, st>>>(part, q, kc, vc, nh, nkv, nsp_cap, scale * 1.4426950408889634f,
+	                                           pos_dev);
 	QR_CKL("attn_decode");
-	k_attn_combine<<<nh, 256, 0, st>>>(y, part, (int)nsp, gate);
+	k_attn_combine<<<nh, 256, 0, st>>>(y, part, nsp_cap, gate, pos_dev);
 	QR_CKL("attn_combine");
 	return QR_OK;
 }
@@ -509,4 +513,46 @@ extern "C" int qr_attention_forward(float *out, const float *q, const float *k, 
 	                        g_qr.stream));
 	QR_CK(cudaStreamSynchronize(g_qr.stream));
 	return download(out, dout, nq);
+}
+
+// The decode kernels on host data (their check against the CPU's
+// attention): q [nh, 256], k and v [cap, nkv, 256] of which the first s
+// rows are the keys, gate [nh, 256]; out [nh, 256] = attention · σ(gate).
+// Inputs are rounded to bf16 as the model holds them; out is the bf16 result.
+extern "C" int qr_attention_decode(float *out, const float *q, const float *k, const float *v, const float *gate,
+                                   int s, int cap, int nh, int nkv) {
+	QR_TRY(qr_require());
+	QR_ARG(out && q && k && v && gate && s >= 1 && s <= cap && nh > 0 && nkv > 0 && nh % nkv == 0,
+	       "qr_attention_decode: bad arguments (s=%d cap=%d nh=%d nkv=%d)", s, cap, nh, nkv);
+	cudaStream_t st = g_qr.stream;
+	const size_t nq = (size_t)nh * 256, nk = (size_t)cap * nkv * 256;
+	std::vector<float> g2((size_t)nh * 512, 0.0f); // the model's q|gate row layout: gate in each head's second half
+	for (int h = 0; h < nh; h++)
+		for (int d = 0; d < 256; d++)
+			g2[(size_t)h * 512 + 256 + d] = gate[(size_t)h * 256 + d];
+	DevBuf fq, fk, fv, fg, bq, bk, bv, bg, by, fy, part, pos;
+	QR_TRY(upload(fq, q, nq));
+	QR_TRY(upload(fk, k, nk));
+	QR_TRY(upload(fv, v, nk));
+	QR_TRY(upload(fg, g2.data(), g2.size()));
+	QR_TRY(bq.alloc(nq * 2));
+	QR_TRY(bk.alloc(nk * 2));
+	QR_TRY(bv.alloc(nk * 2));
+	QR_TRY(bg.alloc(g2.size() * 2));
+	QR_TRY(qr_convert_f32_bf16(bq.as<bf16_t>(), fq.as<float>(), nq, st));
+	QR_TRY(qr_convert_f32_bf16(bk.as<bf16_t>(), fk.as<float>(), nk, st));
+	QR_TRY(qr_convert_f32_bf16(bv.as<bf16_t>(), fv.as<float>(), nk, st));
+	QR_TRY(qr_convert_f32_bf16(bg.as<bf16_t>(), fg.as<float>(), g2.size(), st));
+	const int p = s - 1;
+	QR_TRY(upload(pos, &p, 1));
+	QR_TRY(part.alloc(attn_decode_part_bytes(nh, cap)));
+	QR_TRY(qr_fill_nan(part.p, attn_decode_part_bytes(nh, cap), st)); // a split the combine reads unwritten shows
+	QR_TRY(by.alloc(nq * 2));
+	QR_TRY(qr_fill_nan(by.p, nq * 2, st));
+	QR_TRY(launch_attn_decode(by.as<bf16_t>(), part.as<float>(), bq.as<bf16_t>(), bk.as<bf16_t>(), bv.as<bf16_t>(),
+	                          bg.as<bf16_t>(), nh, nkv, 256, cap, 1.0f / 16.0f, pos.as<int>(), st));
+	QR_TRY(fy.alloc(nq * 4));
+	QR_TRY(qr_convert_bf16_f32(fy.as<float>(), by.as<bf16_t>(), nq, st));
+	QR_CK(cudaStreamSynchronize(st));
+	return download(out, fy, nq);
 }

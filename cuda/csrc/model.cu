@@ -389,7 +389,7 @@ int DevModel::ensure_logits(int rows) {
 // norm, MLP, residual, recording its stages when tracing.
 int DevModel::block_forward(int li, int T, cudaStream_t st) {
 	Block &b = *blocks[li];
-	const int H = d.hidden, I = d.inter, qd = d.nh * d.hd, hv = d.nv * d.dv, qk = d.nk * d.dk;
+	const int H = d.hidden, I = d.inter;
 	const float eps = d.eps;
 	float *X = x.as<float>();
 	bf16_t *XN = xn.as<bf16_t>();
@@ -397,6 +397,27 @@ int DevModel::block_forward(int li, int T, cudaStream_t st) {
 	QR_TRY(mark(ST_NORM, st));
 	QR_TRY(launch_rmsnorm(XN, 1, X, 0, T, H, b.in_norm.as<float>(), eps, 1, st));
 	QR_TRY(rec(li, "mixer_in", XN, 1, H, T, H, T, H, 0));
+	QR_TRY(mixer_forward(li, T, st));
+	QR_TRY(mark(ST_NORM, st));
+	QR_TRY(launch_rmsnorm(XN, 1, X, 0, T, H, b.post_norm.as<float>(), eps, 1, st));
+	QR_TRY(rec(li, "mlp_in", XN, 1, H, T, H, T, H, 0));
+	QR_TRY(mark(ST_MLP_GU, st));
+	QR_TRY(qr_gemm_bf16(big.p, 0, 2 * I, XN, H, b.w_gu.as<bf16_t>(), H, T, 2 * I, H, st));
+	QR_TRY(mark(ST_MLP_ACT, st));
+	k_swiglu_rows<<<grid_cap((size_t)T * I / 8, 256), 256, 0, st>>>(act.as<bf16_t>(), big.as<bf16_t>(), T, I);
+	QR_CKL("swiglu_rows");
+	QR_TRY(mark(ST_MLP_DOWN, st));
+	QR_TRY(gemm_acc_rec(li, "mlp_out", X, act.as<bf16_t>(), b.w_down.as<bf16_t>(), T, H, I, st));
+	QR_TRY(rec(li, "output", X, 0, H, T, H, T, H, 0));
+	return QR_OK;
+}
+
+int DevModel::mixer_forward(int li, int T, cudaStream_t st) {
+	Block &b = *blocks[li];
+	const int H = d.hidden, qd = d.nh * d.hd, hv = d.nv * d.dv, qk = d.nk * d.dk;
+	const float eps = d.eps;
+	float *X = x.as<float>();
+	bf16_t *XN = xn.as<bf16_t>();
 	if (GdnLayer *L = b.gdn.get()) {
 		const int C = L->C, NIN = L->NIN;
 		QR_TRY(mark(ST_GDN_PROJ, st));
@@ -451,17 +472,12 @@ int DevModel::block_forward(int li, int T, cudaStream_t st) {
 		QR_TRY(mark(ST_ATT_PROJ, st));
 		QR_TRY(gemm_acc_rec(li, "mixer_out", X, ya.as<bf16_t>(), A.w_o.as<bf16_t>(), T, H, qd, st));
 	}
-	QR_TRY(mark(ST_NORM, st));
-	QR_TRY(launch_rmsnorm(XN, 1, X, 0, T, H, b.post_norm.as<float>(), eps, 1, st));
-	QR_TRY(rec(li, "mlp_in", XN, 1, H, T, H, T, H, 0));
-	QR_TRY(mark(ST_MLP_GU, st));
-	QR_TRY(qr_gemm_bf16(big.p, 0, 2 * I, XN, H, b.w_gu.as<bf16_t>(), H, T, 2 * I, H, st));
-	QR_TRY(mark(ST_MLP_ACT, st));
-	k_swiglu_rows<<<grid_cap((size_t)T * I / 8, 256), 256, 0, st>>>(act.as<bf16_t>(), big.as<bf16_t>(), T, I);
-	QR_CKL("swiglu_rows");
-	QR_TRY(mark(ST_MLP_DOWN, st));
-	QR_TRY(gemm_acc_rec(li, "mlp_out", X, act.as<bf16_t>(), b.w_down.as<bf16_t>(), T, H, I, st));
-	QR_TRY(rec(li, "output", X, 0, H, T, H, T, H, 0));
+	return QR_OK;
+}
+
+int DevModel::fill_normal(bf16_t *dst, size_t n, uint64_t seed) {
+	k_fill_normal<<<grid_cap(n, 256), 256, 0, g_qr.stream>>>(dst, n, seed, 1.0f);
+	QR_CKL("fill_normal");
 	return QR_OK;
 }
 
@@ -513,37 +529,53 @@ int DevModel::decode_step(int greedy, cudaStream_t st) {
 	float *X = x.as<float>();
 	bf16_t *XN = xn.as<bf16_t>();
 	const int *P = d_pos.as<int>();
+	QR_TRY(mark(ST_NORM, st)); // marks are no-ops unless a profiled plain-launch step runs
 	k_embed<<<1, 256, 0, st>>>(X, embed.as<bf16_t>(), ids.as<int32_t>(), H);
 	QR_CKL("embed");
 	for (auto &bp : blocks) {
 		Block &b = *bp;
+		QR_TRY(mark(ST_NORM, st));
 		QR_TRY(launch_rmsnorm(XN, 1, X, 0, 1, H, b.in_norm.as<float>(), eps, 1, st));
 		if (GdnLayer *L = b.gdn.get()) {
 			bf16_t *proj = gacts.proj.as<bf16_t>();
+			QR_TRY(mark(ST_GDN_PROJ, st));
 			QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_BF16, proj, XN, L->w_in.as<bf16_t>(), L->NIN, H, st));
+			QR_TRY(mark(ST_GDN_CONV, st));
 			QR_TRY(launch_conv_decode(gacts.u.as<bf16_t>(), L->conv_state[0].as<bf16_t>(), proj, L->conv_w.as<float>(),
 			                          L->C, d.kconv, st));
+			QR_TRY(mark(ST_GDN_CORE, st));
 			QR_TRY(launch_gdn_decode128(gacts.o.as<bf16_t>(), gacts.u.as<bf16_t>(), proj + L->C + d.nv * d.dv,
 			                            L->rec_state.as<float>(), d.nk, d.nv, L->a_log.as<float>(),
 			                            L->dt_bias.as<float>(), st));
+			QR_TRY(mark(ST_GDN_NORM, st));
 			QR_TRY(L->s_norm(1, st));
+			QR_TRY(mark(ST_GDN_PROJ, st));
 			QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_ADD_F32, X, gacts.y.as<bf16_t>(), L->w_out.as<bf16_t>(), H, d.nv * d.dv, st));
 		} else {
 			AttnW &A = *b.attn;
 			bf16_t *QKV = big.as<bf16_t>();
+			QR_TRY(mark(ST_ATT_PROJ, st));
 			QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_BF16, QKV, XN, A.w_qkv.as<bf16_t>(), NQKV, H, st));
+			QR_TRY(mark(ST_ATT_PREP, st));
 			QR_TRY(launch_attn_prep(qn.as<bf16_t>(), A.kc.as<bf16_t>(), A.vc.as<bf16_t>(), QKV, NQKV, 1, d.nh, d.nkv,
 			                        d.hd, d.rot, d.theta, A.qnorm.as<float>(), A.knorm.as<float>(), eps, P, st));
+			QR_TRY(mark(ST_ATT_CORE, st));
 			QR_TRY(launch_attn_decode(ya.as<bf16_t>(), part.as<float>(), qn.as<bf16_t>(), A.kc.as<bf16_t>(),
 			                          A.vc.as<bf16_t>(), QKV, d.nh, d.nkv, d.hd, d.max_tokens,
 			                          1.0f / sqrtf((float)d.hd), P, st));
+			QR_TRY(mark(ST_ATT_PROJ, st));
 			QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_ADD_F32, X, ya.as<bf16_t>(), A.w_o.as<bf16_t>(), H, qd, st));
 		}
+		QR_TRY(mark(ST_NORM, st));
 		QR_TRY(launch_rmsnorm(XN, 1, X, 0, 1, H, b.post_norm.as<float>(), eps, 1, st));
+		QR_TRY(mark(ST_MLP_GU, st));
 		QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_BF16, big.p, XN, b.w_gu.as<bf16_t>(), 2 * I, H, st));
+		QR_TRY(mark(ST_MLP_DOWN, st)); // the SwiGLU is fused into the down GEMV's input
 		QR_TRY(launch_gemv(GEMV_X_SWIGLU, GEMV_Y_ADD_F32, X, big.as<bf16_t>(), b.w_down.as<bf16_t>(), H, I, st));
 	}
+	QR_TRY(mark(ST_NORM, st));
 	QR_TRY(launch_rmsnorm(XN, 1, X, 0, 1, H, final_norm.as<float>(), eps, 1, st));
+	QR_TRY(mark(ST_LM_HEAD, st)); // with the argmax when greedy
 	QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_F32, logits.p, XN, lm_head.as<bf16_t>(), d.vocab, H, st));
 	if (greedy) {
 		k_argmax<<<1, 1024, 0, st>>>(ids.as<int32_t>(), logits.as<float>(), d.vocab);
@@ -551,6 +583,7 @@ int DevModel::decode_step(int greedy, cudaStream_t st) {
 		k_inc_int<<<1, 1, 0, st>>>(d_pos.as<int>());
 		QR_CKL("inc_int");
 	}
+	QR_TRY(mark(-1, st));
 	return QR_OK;
 }
 
@@ -559,9 +592,28 @@ int DevModel::capture(int greedy, cudaGraphExec_t *out) {
 	QR_TRY(ensure_acts(1));
 	QR_TRY(ensure_logits(1));
 	QR_CK(cudaStreamSynchronize(st));
+	if (!greedy) {
+		QR_TRY(h_step.alloc(2 * sizeof(int)));
+		QR_TRY(h_logits.alloc((size_t)d.vocab * 4));
+	}
 	cudaGraph_t g = nullptr;
 	QR_CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-	const int r = decode_step(greedy, st);
+	int r = QR_OK;
+	if (!greedy) { // the token and position from the host; NaN where a kernel failed to write
+		const cudaError_t c1 = cudaMemcpyAsync(ids.p, h_step.as<int>(), 4, cudaMemcpyHostToDevice, st);
+		const cudaError_t c2 = cudaMemcpyAsync(d_pos.p, h_step.as<int>() + 1, 4, cudaMemcpyHostToDevice, st);
+		if (c1 != cudaSuccess || c2 != cudaSuccess)
+			r = qr_cuda_fail(c1 != cudaSuccess ? c1 : c2, "cudaMemcpyAsync (capture)", __FILE__, __LINE__);
+		if (r == QR_OK)
+			r = qr_fill_nan(logits.p, (size_t)d.vocab * 4, st);
+	}
+	if (r == QR_OK)
+		r = decode_step(greedy, st);
+	if (r == QR_OK && !greedy) {
+		const cudaError_t c = cudaMemcpyAsync(h_logits.p, logits.p, (size_t)d.vocab * 4, cudaMemcpyDeviceToHost, st);
+		if (c != cudaSuccess)
+			r = qr_cuda_fail(c, "cudaMemcpyAsync (capture)", __FILE__, __LINE__);
+	}
 	const cudaError_t e = cudaStreamEndCapture(st, &g);
 	if (r != QR_OK) {
 		if (g)
@@ -581,3 +633,20 @@ int DevModel::capture(int greedy, cudaGraphExec_t *out) {
 int DevModel::capture_greedy() { return graph ? QR_OK : capture(1, &graph); }
 
 int DevModel::capture_step() { return step_graph ? QR_OK : capture(0, &step_graph); }
+
+int DevModel::decode_one(int32_t id, float *out) {
+	cudaStream_t st = g_qr.stream;
+	QR_TRY(ensure_acts(1));
+	QR_TRY(ensure_logits(1));
+	QR_TRY(capture_step());
+	// The last replay finished (every call synchronises), so its inputs
+	// and outputs are free to reuse.
+	h_step.as<int>()[0] = id;
+	h_step.as<int>()[1] = pos;
+	QR_CK(cudaGraphLaunch(step_graph, st));
+	QR_CK(cudaStreamSynchronize(st));
+	pos++;
+	if (out)
+		memcpy(out, h_logits.p, (size_t)d.vocab * 4);
+	return QR_OK;
+}

@@ -104,6 +104,30 @@ struct Trace {
 	DevBuf ones_gate; // bf16 [cap, nh·2hd] of 12672 (σ = 1): attention before its output gate
 };
 
+// Page-locked host memory (cudaMallocHost): copies to and from it can be
+// captured into a graph and run at full link speed.
+struct PinnedBuf {
+	void *p = nullptr;
+	PinnedBuf() {}
+	PinnedBuf(const PinnedBuf &) = delete;
+	PinnedBuf &operator=(const PinnedBuf &) = delete;
+	~PinnedBuf() {
+		if (p)
+			cudaFreeHost(p);
+	}
+	int alloc(size_t n) {
+		if (p)
+			return QR_OK;
+		cudaError_t e = cudaMallocHost(&p, n);
+		if (e != cudaSuccess) {
+			p = nullptr;
+			return qr_cuda_fail(e, "cudaMallocHost", __FILE__, __LINE__);
+		}
+		return QR_OK;
+	}
+	template <typename T> T *as() const { return (T *)p; }
+};
+
 // y[m, n] += x[m, k] · Wᵀ (fp32 y: the residual add fused into the GEMM).
 int model_gemm_acc(float *y, const bf16_t *x, const bf16_t *w, int m, int n, int k, cudaStream_t st);
 
@@ -129,6 +153,10 @@ struct DevModel {
 	size_t w_bytes = 0, s_bytes = 0, a_bytes = 0;
 	cudaGraphExec_t graph = nullptr;      // the greedy decode step, captured on first use
 	cudaGraphExec_t step_graph = nullptr; // the plain decode step (logits, no argmax), likewise
+	// The plain step's host ends, inside its graph: h_step {id, pos} is
+	// copied in before the step, the logits out to h_logits [V] after it,
+	// so a decode call is one graph launch and one synchronisation.
+	PinnedBuf h_step, h_logits;
 	Prof *prof = nullptr;            // set while a profiled pass runs
 	std::unique_ptr<Trace> trace;    // set while tracing (model_trace.cu)
 
@@ -164,6 +192,11 @@ struct DevModel {
 	int trace_grow(int T);
 	// Decoder block li alone on X [T, H] in place, at position pos.
 	int block_forward(int li, int T, cudaStream_t st);
+	// Block li's token mixer alone: X += mixer(XN) at position pos (the
+	// part of block_forward between its two norms).
+	int mixer_forward(int li, int T, cudaStream_t st);
+	// dst[n] = N(0, 1) bf16 from seed (benchmark inputs).
+	int fill_normal(bf16_t *dst, size_t n, uint64_t seed);
 	// Block li alone on host x [T, H] (teacher forcing), continuing that
 	// block's own state and position; out gets the block's output.
 	int layer(int li, const float *x, int T, float *out);
@@ -172,6 +205,10 @@ struct DevModel {
 	                 cudaStream_t st);
 	// The attention core before its output gate, recorded as attn_core.
 	int rec_attn_core(int layer, const AttnW &A, const bf16_t *qn, int T, cudaStream_t st);
-	// Capture decode_step(greedy) into *out (stream capture, then instantiate).
+	// Capture decode_step(greedy) into *out (stream capture, then
+	// instantiate); the plain step (greedy 0) with its host copies.
 	int capture(int greedy, cudaGraphExec_t *out);
+	// One plain decode step of token id at pos (graph replay); logits, if
+	// not null, get the V logits.
+	int decode_one(int32_t id, float *logits);
 };

@@ -2,6 +2,7 @@
 // benchmarks: prefill tokens/s with a per-stage profile, and greedy decode
 // ms/token as CUDA-graph replays after a cached prefill.
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <algorithm>
@@ -79,26 +80,18 @@ extern "C" int qr_model_forward(void *model, const int32_t *ids, int t, int last
 		       m.d.vocab);
 	QR_ARG(m.pos + t <= m.d.max_tokens, "qr_model_forward: position %d + %d tokens > max_tokens %d", m.pos, t,
 	       m.d.max_tokens);
+	if (t == 1 && !m.trace) // decode: one graph replay with its host copies inside
+		return m.decode_one(ids[0], logits);
 	cudaStream_t st = g_qr.stream;
 	QR_TRY(m.ensure_acts(t));
 	const int rows = last_only || !logits ? 1 : t;
 	QR_TRY(m.ensure_logits(rows));
 	// A traced prefill computes every row; the last one is then at t - 1.
 	const size_t off = m.trace && rows < t ? (size_t)(t - 1) * m.d.vocab : 0;
-	if (t == 1 && !m.trace) { // decode: one graph replay
-		QR_TRY(m.capture_step());
-		QR_CK(cudaMemcpyAsync(m.ids.p, ids, 4, cudaMemcpyHostToDevice, st));
-		QR_TRY(set_dev_int(m.d_pos.as<int>(), m.pos, st));
-		if (logits)
-			QR_TRY(qr_fill_nan(m.logits.p, (size_t)m.d.vocab * 4, st));
-		QR_CK(cudaGraphLaunch(m.step_graph, st));
-		m.pos++;
-	} else {
-		QR_CK(cudaMemcpyAsync(m.ids.p, ids, (size_t)t * 4, cudaMemcpyHostToDevice, st));
-		if (logits)
-			QR_TRY(qr_fill_nan(m.logits.p, (size_t)rows * m.d.vocab * 4, st));
-		QR_TRY(m.prefill(t, last_only || !logits));
-	}
+	QR_CK(cudaMemcpyAsync(m.ids.p, ids, (size_t)t * 4, cudaMemcpyHostToDevice, st));
+	if (logits)
+		QR_TRY(qr_fill_nan(m.logits.p, (size_t)rows * m.d.vocab * 4, st));
+	QR_TRY(m.prefill(t, last_only || !logits));
 	if (logits)
 		QR_CK(cudaMemcpyAsync(logits, m.logits.as<float>() + off, (size_t)rows * m.d.vocab * 4,
 		                      cudaMemcpyDeviceToHost, st));
@@ -181,21 +174,28 @@ __global__ void k_nonfinite(const float *p, size_t n, unsigned long long *cnt) {
 		atomicAdd(cnt, c);
 }
 
-static int check_logits(DevModel &m, size_t n, const char *what) {
+// The benchmarks' self-check: n fp32 values at p are all finite.
+static int check_finite(const float *p, size_t n, const char *what) {
 	DevBuf c;
 	QR_TRY(c.alloc(8));
 	cudaStream_t st = g_qr.stream;
 	QR_CK(cudaMemsetAsync(c.p, 0, 8, st));
-	k_nonfinite<<<1024, 256, 0, st>>>(m.logits.as<float>(), n, c.as<unsigned long long>());
+	k_nonfinite<<<1024, 256, 0, st>>>(p, n, c.as<unsigned long long>());
 	QR_CKL("nonfinite");
 	unsigned long long h = 0;
 	QR_CK(cudaMemcpyAsync(&h, c.p, 8, cudaMemcpyDeviceToHost, st));
 	QR_CK(cudaStreamSynchronize(st));
 	if (h) {
-		qr_set_error("model bench self-check: %s logits have %llu non-finite values of %zu", what, h, n);
+		qr_set_error("model bench self-check: %s has %llu non-finite values of %zu", what, h, n);
 		return QR_ECHECK;
 	}
 	return QR_OK;
+}
+
+static int check_logits(DevModel &m, size_t n, const char *what) {
+	char buf[64];
+	snprintf(buf, sizeof buf, "%s logits", what);
+	return check_finite(m.logits.as<float>(), n, buf);
 }
 
 struct EvPair {
@@ -273,7 +273,7 @@ static double decode_bytes(const DevModel &m) {
 // replays (each its own event pair), then a few plain-launch steps.
 static int bench_decode(DevModel &m, int T, int steps, double *out, int nout) {
 	cudaStream_t st = g_qr.stream;
-	QR_ARG(steps > 0 && T + steps + 16 <= m.d.max_tokens, "decode bench: %d + %d steps exceed max_tokens", T, steps);
+	QR_ARG(steps > 0 && T + steps + 17 <= m.d.max_tokens, "decode bench: %d + %d steps exceed max_tokens", T, steps);
 	QR_TRY(m.reset());
 	QR_TRY(m.ensure_acts(T));
 	k_random_ids<<<cdiv(T, 256), 256, 0, st>>>(m.ids.as<int32_t>(), T, 99, m.d.vocab);
@@ -315,6 +315,52 @@ static int bench_decode(DevModel &m, int T, int steps, double *out, int nout) {
 	}
 	put(out, nout, 3, median(plain));
 	put(out, nout, 4, decode_bytes(m) / (out[0] * 1e-3) / 1e9);
+	// One profiled plain-launch step: where the step's time goes (each
+	// stage boundary an event, so the sum is above the graph's time).
+	Prof pf;
+	m.prof = &pf;
+	const int r = m.decode_step(1, st);
+	m.prof = nullptr;
+	QR_TRY(r);
+	m.pos++;
+	double st_ms[ST_COUNT];
+	QR_TRY(pf.sum(st_ms));
+	for (int i = 0; i < ST_COUNT; i++)
+		put(out, nout, 5 + i, st_ms[i]);
+	return QR_OK;
+}
+
+// Block li's token mixer alone on T rows of N(0, 1) normed input from an
+// empty cache (a prefill at position 0): reps passes after one warm-up,
+// each between two events, the caches emptied between passes (untimed).
+static int bench_mixer(DevModel &m, int li, int T, int reps, double *out, int nout) {
+	cudaStream_t st = g_qr.stream;
+	QR_ARG(li >= 0 && li < (int)m.blocks.size() && T <= m.d.max_tokens,
+	       "mixer bench: layer %d of %d, %d tokens (max_tokens %d)", li, (int)m.blocks.size(), T, m.d.max_tokens);
+	QR_TRY(m.ensure_acts(T));
+	const size_t n = (size_t)T * m.d.hidden;
+	QR_TRY(m.fill_normal(m.xn.as<bf16_t>(), n, 11));
+	QR_CK(cudaMemsetAsync(m.x.p, 0, n * 4, st));
+	std::vector<double> ms;
+	EvPair ev;
+	QR_TRY(ev.make());
+	for (int i = -1; i < reps; i++) {
+		QR_TRY(m.reset());
+		QR_CK(cudaEventRecord(ev.a, st));
+		QR_TRY(m.mixer_forward(li, T, st));
+		QR_CK(cudaEventRecord(ev.b, st));
+		double x;
+		QR_TRY(ev.ms(&x));
+		if (i >= 0)
+			ms.push_back(x);
+	}
+	// Self-check: the residual stream holds the passes' outputs, all finite.
+	QR_TRY(check_finite(m.x.as<float>(), n, "the mixer's output"));
+	QR_TRY(m.reset());
+	out[0] = median(ms);
+	out[1] = *std::min_element(ms.begin(), ms.end());
+	out[2] = *std::max_element(ms.begin(), ms.end());
+	put(out, nout, 3, T / (out[0] * 1e-3));
 	return QR_OK;
 }
 
@@ -329,6 +375,8 @@ extern "C" int qr_model_bench(void *model, int what, int t, int variant, int rep
 		return bench_prefill(m, t, reps, out, nout);
 	case QR_MBENCH_DECODE:
 		return bench_decode(m, t, variant > 0 ? variant : reps, out, nout);
+	case QR_MBENCH_MIXER:
+		return bench_mixer(m, variant, t, reps, out, nout);
 	}
 	qr_set_error("qr_model_bench: unknown benchmark %d", what);
 	return QR_EARG;

@@ -40,11 +40,68 @@ __global__ void __launch_bounds__(256) k_rmsnorm(Ty *__restrict__ y, const Tx *_
 	}
 }
 
+// ---- RMSNorm of one fp32 row (decode): 1024 threads, one reduction ----
+// The row and the weights are loaded once, as float4, into registers (n % 4
+// == 0, n <= 16384): one memory round trip before the reduction, where the
+// 256-thread form makes n / 256 dependent trips on a single SM, which is
+// latency-bound for the one row a decode step norms.
+#define RN_ROW_U 4
+template <typename Ty>
+__global__ void __launch_bounds__(1024) k_rmsnorm_row(Ty *__restrict__ y, const float *__restrict__ x, int n,
+                                                      const float *__restrict__ w, float eps, int one_plus) {
+	__shared__ float red[32];
+	const size_t row = blockIdx.x;
+	const float4 *x4 = (const float4 *)(x + row * n), *w4 = (const float4 *)w;
+	const int n4 = n / 4;
+	float4 v[RN_ROW_U], s[RN_ROW_U];
+	float ss = 0.0f;
+#pragma unroll
+	for (int u = 0; u < RN_ROW_U; u++) {
+		const int i = threadIdx.x + u * 1024;
+		if (i < n4) {
+			v[u] = __ldg(x4 + i);
+			s[u] = __ldg(w4 + i);
+			ss = fmaf(v[u].x, v[u].x, ss);
+			ss = fmaf(v[u].y, v[u].y, ss);
+			ss = fmaf(v[u].z, v[u].z, ss);
+			ss = fmaf(v[u].w, v[u].w, ss);
+		}
+	}
+	ss = warp_sum(ss);
+	if ((threadIdx.x & 31) == 0)
+		red[threadIdx.x >> 5] = ss;
+	__syncthreads();
+	float tot = 0.0f;
+	for (int i = 0; i < 32; i++)
+		tot += red[i];
+	const float inv = rsqrtf(tot / (float)n + eps), o = one_plus ? 1.0f : 0.0f;
+	Ty *yr = y + row * n;
+#pragma unroll
+	for (int u = 0; u < RN_ROW_U; u++) {
+		const int i = threadIdx.x + u * 1024;
+		if (i < n4) {
+			stf(yr + 4 * i + 0, v[u].x * inv * (o + s[u].x));
+			stf(yr + 4 * i + 1, v[u].y * inv * (o + s[u].y));
+			stf(yr + 4 * i + 2, v[u].z * inv * (o + s[u].z));
+			stf(yr + 4 * i + 3, v[u].w * inv * (o + s[u].w));
+		}
+	}
+}
+
 int launch_rmsnorm(void *y, int ybf, const void *x, int xbf, int rows, int n, const float *w, float eps, int one_plus,
                    cudaStream_t st) {
 	QR_ARG(rows >= 0 && n > 0, "rmsnorm: bad dims");
 	if (rows == 0)
 		return QR_OK;
+	if (rows == 1 && !xbf && n % 4 == 0 && n <= 4 * 1024 * RN_ROW_U && ((uintptr_t)x & 15) == 0 &&
+	    ((uintptr_t)w & 15) == 0) {
+		if (ybf)
+			k_rmsnorm_row<bf16_t><<<1, 1024, 0, st>>>((bf16_t *)y, (const float *)x, n, w, eps, one_plus);
+		else
+			k_rmsnorm_row<float><<<1, 1024, 0, st>>>((float *)y, (const float *)x, n, w, eps, one_plus);
+		QR_CKL("rmsnorm_row");
+		return QR_OK;
+	}
 	if (!xbf && !ybf)
 		k_rmsnorm<float, float><<<rows, 256, 0, st>>>((float *)y, (const float *)x, n, w, eps, one_plus);
 	else if (xbf && ybf)

@@ -98,6 +98,12 @@ int qr_gdn_forward(float *out, const float *q, const float *k, const float *v, c
 int qr_attention_forward(float *out, const float *q, const float *k, const float *v, int t, int s, int nh, int nkv,
                          int d, float scale);
 
+/* The model's decode attention kernels (split keys, combine, sigmoid gate)
+ * on host data: q [nh,256], k,v [cap,nkv,256] (the first s rows are keys),
+ * gate [nh,256]; out [nh,256]. Inputs rounded to bf16, out the bf16 result. */
+int qr_attention_decode(float *out, const float *q, const float *k, const float *v, const float *gate, int s, int cap,
+                        int nh, int nkv);
+
 /* RMSNorm over rows of n: y = x * rsqrt(mean(x^2)+eps) * (one_plus ? 1+w : w). */
 int qr_rmsnorm(float *y, const float *x, int rows, int n, const float *w, float eps, int one_plus);
 /* Gated RMSNorm: y = w * (x * rsqrt(mean(x^2)+eps)) * SiLU(z), rows of n. */
@@ -220,8 +226,11 @@ int qr_model_info(void *model, int *pos, size_t *weight_bytes, size_t *state_byt
 enum {
 	QR_MBENCH_PREFILL = 0, /* prefill of t random tokens from position 0, all logits; out[3] = tok/s,
 	                          out[4..] = stage ms of one profiled pass (see qr_model_stage_name) */
-	QR_MBENCH_DECODE = 1   /* greedy decode steps (graph replays) after a prefill of t tokens; variant =
-	                          timed steps; out[3] = plain-launch ms/token, out[4] = weight GB/s */
+	QR_MBENCH_DECODE = 1,  /* greedy decode steps (graph replays) after a prefill of t tokens; variant =
+	                          timed steps; out[3] = plain-launch ms/token, out[4] = weight GB/s,
+	                          out[5 + i] = stage i's ms in one profiled plain-launch step */
+	QR_MBENCH_MIXER = 2    /* layer `variant`'s token mixer alone on t rows of N(0, 1) normed input from an
+	                          empty cache (position 0); out[3] = tok/s */
 };
 /* Device-resident whole-model timing: warm-ups, then reps (CUDA events). */
 int qr_model_bench(void *model, int what, int t, int variant, int reps, double *out, int nout);

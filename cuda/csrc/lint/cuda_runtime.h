@@ -81,6 +81,8 @@ __host__ cudaError_t cudaDeviceGetAttribute(int *, cudaDeviceAttr, int);
 __host__ cudaError_t cudaDeviceSynchronize(void);
 __host__ cudaError_t cudaMalloc(void **, size_t);
 __host__ cudaError_t cudaFree(void *);
+__host__ cudaError_t cudaMallocHost(void **, size_t);
+__host__ cudaError_t cudaFreeHost(void *);
 __host__ cudaError_t cudaMemcpy(void *, const void *, size_t, cudaMemcpyKind);
 __host__ cudaError_t cudaMemcpyAsync(void *, const void *, size_t, cudaMemcpyKind, cudaStream_t);
 __host__ cudaError_t cudaMemcpy2DAsync(void *, size_t, const void *, size_t, size_t, size_t, cudaMemcpyKind, cudaStream_t);
