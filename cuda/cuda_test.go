@@ -306,6 +306,55 @@ func TestAttentionDecodeMatchesCPU(t *testing.T) {
 	}
 }
 
+// The decode GEMV in each output mode against float64 sums of the same
+// bf16-rounded inputs, at the widths decode runs (the one-row-per-warp form
+// below n = 8192, two rows per warp above) and ragged ones. bf16 outputs
+// carry their rounding (~1e-3); fp32 ones hold to 1e-5.
+func TestGEMVMatchesCPU(t *testing.T) {
+	d := need(t)
+	r := rand.New(rand.NewPCG(19, 20))
+	bf := func(v float32) float64 { return float64(tensor.BF16ToFloat32(tensor.Float32ToBF16(v))) }
+	for _, c := range []struct{ n, k int }{{5120, 6144}, {16480, 5120}, {1000, 17408}, {8200, 512}, {8, 8}} {
+		x := uniform(r, c.k, -1, 1)
+		w := uniform(r, c.n*c.k, -0.05, 0.05)
+		dot := make([]float64, c.n)
+		for i := range c.n {
+			for j := range c.k {
+				dot[i] += bf(w[i*c.k+j]) * bf(x[j])
+			}
+		}
+		base := uniform(r, c.n, -1, 1)
+		for _, m := range []struct {
+			name string
+			mode int
+			tol  float64
+		}{{"bf16", gemvBF16, 4e-3}, {"+= fp32", gemvAddF32, 1e-5}, {"fp32", gemvF32, 1e-5}, {"SwiGLU", gemvSwiGLU, 4e-3}} {
+			ny := c.n
+			if m.mode == gemvSwiGLU {
+				ny = c.n / 2
+			}
+			want := make([]float64, ny)
+			got := nans(ny)
+			for i := range want {
+				switch m.mode {
+				case gemvAddF32:
+					want[i] = float64(base[i]) + dot[i]
+					got[i] = base[i]
+				case gemvSwiGLU:
+					g, u := bf(float32(dot[i])), bf(float32(dot[ny+i]))
+					want[i] = g / (1 + math.Exp(-g)) * u
+				default:
+					want[i] = dot[i]
+				}
+			}
+			if err := d.gemv(got, x, w, c.n, c.k, m.mode); err != nil {
+				t.Fatal(err)
+			}
+			check(t, fmt.Sprintf("gemv %s n=%d k=%d", m.name, c.n, c.k), got, narrow(want), m.tol)
+		}
+	}
+}
+
 func TestMatMulMatchesCPU(t *testing.T) {
 	d := need(t)
 	r := rand.New(rand.NewPCG(9, 10))

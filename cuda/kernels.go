@@ -116,6 +116,28 @@ func (d *Device) attentionDecode(out, q, k, v, gate []float32, s, capacity, nh, 
 	return d.call("attention_decode", func() int { return cAttentionDecode(out, q, k, v, gate, s, capacity, nh, nkv) })
 }
 
+// GEMV output modes of gemv (the decode GEMV's fused output stages).
+const (
+	gemvBF16   = 0 // y = bf16(W x)
+	gemvAddF32 = 1 // y += W x
+	gemvF32    = 2 // y = W x
+	gemvSwiGLU = 3 // W = gate over up rows: y = bf16(SiLU(g)·u)
+)
+
+// gemv runs the device model's decode GEMV on host data, for its check
+// against the CPU: x [k], w [n, k], y [n] ([n/2] for gemvSwiGLU), read
+// first for gemvAddF32.
+func (d *Device) gemv(y, x, w []float32, n, k, mode int) error {
+	ny := n
+	if mode == gemvSwiGLU {
+		ny = n / 2
+	}
+	if n <= 0 || k <= 0 || mode < gemvBF16 || mode > gemvSwiGLU || len(x) != k || len(w) != n*k || len(y) != ny {
+		return fmt.Errorf("cuda: gemv: n=%d k=%d mode %d with %d/%d/%d values", n, k, mode, len(y), len(x), len(w))
+	}
+	return d.call("gemv", func() int { return cGEMV(y, x, w, n, k, mode) })
+}
+
 // MatMul is linalg.MatMuler on the GPU: cuBLAS bf16 tensor cores with fp32
 // accumulation. x is rounded to bf16 on the device; W is uploaded once
 // (rounded to bf16 if stored as F32) and stays resident, keyed by its

@@ -37,6 +37,7 @@ var lib struct {
 	gdnForward      func(out, q, k, v, g, beta unsafe.Pointer, t, nk, nv, dk, dv int32, st unsafe.Pointer, variant int32) int32
 	attnForward     func(out, q, k, v unsafe.Pointer, t, s, nh, nkv, d int32, scale float32) int32
 	attnDecode      func(out, q, k, v, gate unsafe.Pointer, s, cap, nh, nkv int32) int32
+	gemv            func(y, x, w unsafe.Pointer, n, k, mode int32) int32
 	rmsnorm         func(y, x unsafe.Pointer, rows, n int32, w unsafe.Pointer, eps float32, onePlus int32) int32
 	gatedRMSNorm    func(y, x, z unsafe.Pointer, rows, n int32, w unsafe.Pointer, eps float32) int32
 	rope            func(x, pos unsafe.Pointer, t, heads, d, rot int32, theta float32) int32
@@ -76,7 +77,7 @@ func symbols() []struct {
 		{&l.free, "qr_free"}, {&l.uploadBF16, "qr_upload_bf16"}, {&l.uploadF32AsBF16, "qr_upload_f32_as_bf16"},
 		{&l.uploadF32, "qr_upload_f32"}, {&l.uploadBF16AsF32, "qr_upload_bf16_as_f32"}, {&l.matmulBF16, "qr_matmul_bf16"}, {&l.matmulF32, "qr_matmul_f32"},
 		{&l.convForward, "qr_conv_forward"}, {&l.gdnForward, "qr_gdn_forward"},
-		{&l.attnForward, "qr_attention_forward"}, {&l.attnDecode, "qr_attention_decode"}, {&l.rmsnorm, "qr_rmsnorm"}, {&l.gatedRMSNorm, "qr_gated_rmsnorm"},
+		{&l.attnForward, "qr_attention_forward"}, {&l.attnDecode, "qr_attention_decode"}, {&l.gemv, "qr_gemv"}, {&l.rmsnorm, "qr_rmsnorm"}, {&l.gatedRMSNorm, "qr_gated_rmsnorm"},
 		{&l.rope, "qr_rope"}, {&l.swiglu, "qr_swiglu"}, {&l.gdnLayer, "qr_gdn_layer"}, {&l.bench, "qr_bench"},
 		{&l.memInfo, "qr_mem_info"}, {&l.modelCreate, "qr_model_create"}, {&l.modelDestroy, "qr_model_destroy"},
 		{&l.modelRandom, "qr_model_random"}, {&l.modelSet, "qr_model_set"}, {&l.modelGet, "qr_model_get"},
@@ -220,6 +221,10 @@ func cAttention(out, q, k, v []float32, t, s, nh, nkv, d int, scale float32) int
 func cAttentionDecode(out, q, k, v, gate []float32, s, capacity, nh, nkv int) int {
 	return int(lib.attnDecode(fptr(out), fptr(q), fptr(k), fptr(v), fptr(gate), int32(s), int32(capacity), int32(nh),
 		int32(nkv)))
+}
+
+func cGEMV(y, x, w []float32, n, k, mode int) int {
+	return int(lib.gemv(fptr(y), fptr(x), fptr(w), int32(n), int32(k), int32(mode)))
 }
 
 func cRMSNorm(y, x []float32, rows, n int, w []float32, eps float32, onePlus bool) int {

@@ -388,6 +388,7 @@ __global__ void __launch_bounds__(128) k_attn_decode(float *__restrict__ part, c
 __global__ void __launch_bounds__(256) k_attn_combine(bf16_t *__restrict__ y, const float *__restrict__ part,
                                                       int nsp_cap, const bf16_t *__restrict__ gate,
                                                       const int *__restrict__ pos_dev) {
+	pdl_trigger(); // the o_proj GEMV after it may start streaming its weights
 	const int h = blockIdx.x, d = threadIdx.x;
 	const int nsp = min(nsp_cap, (*pos_dev + 1 + DEC_SPL - 1) / DEC_SPL);
 	const float *ph = part + (size_t)h * nsp_cap * (256 + 2);

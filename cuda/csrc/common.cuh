@@ -53,6 +53,7 @@ struct QrState {
 	cudaStream_t stream;
 	cublasHandle_t blas;
 	int sm_count;
+	int pdl; // programmatic dependent launch in use (sm_90+, unless QWENREF_CUDA_PDL=0)
 };
 extern QrState g_qr;
 int qr_require(); // QR_ESTATE unless qr_init succeeded
@@ -133,6 +134,49 @@ __device__ __forceinline__ float ldf(const float *p) { return *p; }
 __device__ __forceinline__ float ldf(const bf16_t *p) { return bf2f(*p); }
 __device__ __forceinline__ void stf(float *p, float v) { *p = v; }
 __device__ __forceinline__ void stf(bf16_t *p, float v) { *p = f2bf(v); }
+
+// ---- programmatic dependent launch (sm_90+; no-ops before) ----
+// A kernel launched by launch_pdl may start while the kernel before it on
+// the stream drains: it may read only what that kernel does not write
+// (weights) until pdl_wait(), which waits for the whole previous grid to
+// finish and its writes to be visible. pdl_trigger() lets a kernel's
+// dependents launch once all its blocks have started; it changes nothing
+// about what their pdl_wait() waits for.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// A 16-byte load through L2 only (ld.global.cg), for data the kernel
+// before wrote; volatile, so it stays after a pdl_wait().
+__device__ __forceinline__ uint4 ld_cg(const uint4 *p) {
+	uint4 r;
+	asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+	return r;
+}
+// kernel<<<grid, block, smem, st>>>(args…), allowed to overlap the kernel
+// before it (when g_qr.pdl): every block of it must call pdl_wait() before
+// touching that kernel's outputs.
+template <typename... P, typename... A>
+static int launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A... args) {
+	cudaLaunchAttribute at[1];
+	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at[0].val.programmaticStreamSerializationAllowed = 1;
+	cudaLaunchConfig_t cfg = {};
+	cfg.gridDim = grid;
+	cfg.blockDim = block;
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = st;
+	cfg.attrs = at;
+	cfg.numAttrs = g_qr.pdl ? 1 : 0;
+	QR_CK(cudaLaunchKernelEx(&cfg, kernel, args...));
+	return QR_OK;
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

@@ -83,7 +83,7 @@ struct GdnLayer {
 	// Stages; x [T, hidden] and out [T, hidden] bf16 device buffers.
 	int s_inproj(const bf16_t *x, int T, cudaStream_t st) {
 		if (T == 1)
-			return launch_gemv(GEMV_X_PLAIN, GEMV_Y_BF16, acts->proj.as<bf16_t>(), x, w_in.as<bf16_t>(), NIN, d.hidden, st);
+			return launch_gemv(GEMV_Y_BF16, acts->proj.as<bf16_t>(), x, w_in.as<bf16_t>(), NIN, d.hidden, st);
 		return qr_gemm_bf16(acts->proj.p, 0, NIN, x, d.hidden, w_in.as<bf16_t>(), d.hidden, T, NIN, d.hidden, st);
 	}
 	int s_conv(int T, cudaStream_t st) {
@@ -131,7 +131,7 @@ struct GdnLayer {
 	}
 	int s_outproj(bf16_t *out, int T, cudaStream_t st) {
 		if (T == 1)
-			return launch_gemv(GEMV_X_PLAIN, GEMV_Y_BF16, out, acts->y.as<bf16_t>(), w_out.as<bf16_t>(), d.hidden,
+			return launch_gemv(GEMV_Y_BF16, out, acts->y.as<bf16_t>(), w_out.as<bf16_t>(), d.hidden,
 			                   d.nv * d.dv, st);
 		return qr_gemm_bf16(out, 0, d.hidden, acts->y.as<bf16_t>(), d.nv * d.dv, w_out.as<bf16_t>(), d.nv * d.dv, T,
 		                    d.hidden, d.nv * d.dv, st);

@@ -1,42 +1,46 @@
 // gemv.cu: the one GEMV, y[n] = W[n, :] · x for one token (every decode
-// projection: bf16 weights streamed once, fp32 sums), with the input and
-// output stages fused that decode needs.
+// projection: bf16 weights streamed once, fp32 sums), with the output
+// stages fused that decode needs.
 #include "common.cuh"
 #include "internal.cuh"
 
-// x is staged in shared memory, each warp takes ROWS rows with U 16-byte
-// loads in flight per lane; the fused input and output stages:
-//   XM 0: x as given; XM 1: x = SiLU(x[:K]) ⊙ x[K:2K] (the MLP's gate | up);
-//   YM 0: y bf16; YM 1: y fp32 += (a residual add); YM 2: y fp32 =.
-template <int ROWS, int U, int XM, int YM>
+// x [K] bf16 is staged in shared memory; each warp takes ROWS rows with U
+// 16-byte loads in flight per lane. The output stages (YM):
+//   0: y bf16 =; 1: y fp32 += (a residual add); 2: y fp32 =;
+//   3: the MLP's SwiGLU: W is gate_proj rows over up_proj rows (N = 2I),
+//      warp j takes rows j and I + j (ROWS = 2) and writes the bf16
+//      y[j] = SiLU(g)·u of g and u rounded to bf16 first, the values the
+//      separate form (gate | up to bf16, then SwiGLU) gives, computed once
+//      instead of by every block of the down projection after it.
+// Launched with programmatic dependent launch (launch_pdl): a block may
+// start while the kernel before drains; every block waits for that kernel
+// (pdl_wait) before staging x.
+template <int ROWS, int U, int YM>
 __global__ void __launch_bounds__(256) k_gemv_m(void *__restrict__ y, const bf16_t *__restrict__ x,
                                                 const bf16_t *__restrict__ W, int N, int K) {
+	static_assert(YM != 3 || ROWS == 2, "the SwiGLU output pairs a gate row with its up row");
 	extern __shared__ __align__(16) unsigned char qr_smem[];
+	pdl_trigger(); // the next kernel may launch once every block has started
 	uint4 *xs = (uint4 *)qr_smem;
 	const int n8 = K / 8;
-	for (int i = threadIdx.x; i < n8; i += blockDim.x) {
-		if (XM == 0) {
-			xs[i] = __ldg((const uint4 *)x + i);
-		} else {
-			const uint4 g = __ldg((const uint4 *)x + i), u = __ldg((const uint4 *)(x + K) + i);
-			const unsigned gw[4] = {g.x, g.y, g.z, g.w}, uw[4] = {u.x, u.y, u.z, u.w};
-			unsigned r[4];
-#pragma unroll
-			for (int j = 0; j < 4; j++)
-				r[j] = pack_bf2(silu(__uint_as_float(gw[j] << 16)) * __uint_as_float(uw[j] << 16),
-				                silu(__uint_as_float(gw[j] & 0xffff0000u)) * __uint_as_float(uw[j] & 0xffff0000u));
-			xs[i] = make_uint4(r[0], r[1], r[2], r[3]);
-		}
-	}
+	const int lane = threadIdx.x & 31, warp = blockIdx.x * 8 + (threadIdx.x >> 5);
+	// Outputs: rows row0 .. row0 + ROWS - 1, or (YM 3) row pair (j, I + j).
+	const int outs = YM == 3 ? N / 2 : N, row0 = YM == 3 ? warp : warp * ROWS;
+	pdl_wait(); // every block, before reading x or writing y
+	// x was just written by the kernel before: L2-coherent loads, unrolled so
+	// a thread's loads are in flight together.
+#pragma unroll 4
+	for (int i = threadIdx.x; i < n8; i += blockDim.x)
+		xs[i] = ld_cg((const uint4 *)x + i);
 	__syncthreads();
-	const int lane = threadIdx.x & 31;
-	const int row0 = (blockIdx.x * 8 + (threadIdx.x >> 5)) * ROWS;
-	if (row0 >= N)
+	if (row0 >= outs)
 		return;
 	const uint4 *wr[ROWS];
 #pragma unroll
-	for (int r = 0; r < ROWS; r++)
-		wr[r] = (const uint4 *)(W + (size_t)min(row0 + r, N - 1) * K);
+	for (int r = 0; r < ROWS; r++) {
+		const int row = YM == 3 ? row0 + r * outs : min(row0 + r, N - 1);
+		wr[r] = (const uint4 *)(W + (size_t)row * K);
+	}
 	float acc[ROWS];
 #pragma unroll
 	for (int r = 0; r < ROWS; r++)
@@ -66,40 +70,82 @@ __global__ void __launch_bounds__(256) k_gemv_m(void *__restrict__ y, const bf16
 			}
 		}
 	}
+	float s[ROWS];
+#pragma unroll
+	for (int r = 0; r < ROWS; r++)
+		s[r] = warp_sum(acc[r]);
+	if (lane != 0)
+		return;
+	if (YM == 3) {
+		((bf16_t *)y)[row0] = f2bf(silu(bf2f(f2bf(s[0]))) * bf2f(f2bf(s[ROWS - 1])));
+		return;
+	}
 #pragma unroll
 	for (int r = 0; r < ROWS; r++) {
-		const float s = warp_sum(acc[r]);
-		if (lane == 0 && row0 + r < N) {
-			if (YM == 0)
-				((bf16_t *)y)[row0 + r] = f2bf(s);
-			else if (YM == 1)
-				((float *)y)[row0 + r] += s;
-			else
-				((float *)y)[row0 + r] = s;
-		}
+		if (row0 + r >= N)
+			break;
+		if (YM == 0)
+			((bf16_t *)y)[row0 + r] = f2bf(s[r]);
+		else if (YM == 1)
+			((float *)y)[row0 + r] += s[r];
+		else
+			((float *)y)[row0 + r] = s[r];
 	}
 }
 
-template <int XM, int YM> static int gemv_launch(void *y, const bf16_t *x, const bf16_t *w, int n, int k,
-                                                cudaStream_t st) {
+template <int YM> static int gemv_launch(void *y, const bf16_t *x, const bf16_t *w, int n, int k, cudaStream_t st) {
 	QR_ARG(k % 8 == 0 && k <= 24576 && ((uintptr_t)w & 15) == 0 && ((uintptr_t)x & 15) == 0,
 	       "gemv: k=%d (multiple of 8, <= 24576) or alignment", k);
 	const size_t sm = (size_t)k * 2;
-	if (n >= 8192)
-		k_gemv_m<2, 4, XM, YM><<<cdiv(n, 16), 256, sm, st>>>(y, x, w, n, k);
-	else
-		k_gemv_m<1, 8, XM, YM><<<cdiv(n, 8), 256, sm, st>>>(y, x, w, n, k);
-	QR_CKL("gemv_m");
-	return QR_OK;
+	if constexpr (YM == GEMV_Y_SWIGLU) {
+		QR_ARG(n % 2 == 0, "gemv: the SwiGLU output needs gate and up rows, n=%d", n);
+		return launch_pdl(k_gemv_m<2, 4, YM>, dim3(cdiv(n / 2, 8)), dim3(256), sm, st, y, x, w, n, k);
+	} else {
+		if (n >= 8192)
+			return launch_pdl(k_gemv_m<2, 4, YM>, dim3(cdiv(n, 16)), dim3(256), sm, st, y, x, w, n, k);
+		return launch_pdl(k_gemv_m<1, 8, YM>, dim3(cdiv(n, 8)), dim3(256), sm, st, y, x, w, n, k);
+	}
 }
 
-int launch_gemv(int xmode, int ymode, void *y, const bf16_t *x, const bf16_t *w, int n, int k, cudaStream_t st) {
-	switch (xmode * 3 + ymode) {
-	case GEMV_X_PLAIN * 3 + GEMV_Y_BF16: return gemv_launch<GEMV_X_PLAIN, GEMV_Y_BF16>(y, x, w, n, k, st);
-	case GEMV_X_PLAIN * 3 + GEMV_Y_ADD_F32: return gemv_launch<GEMV_X_PLAIN, GEMV_Y_ADD_F32>(y, x, w, n, k, st);
-	case GEMV_X_PLAIN * 3 + GEMV_Y_F32: return gemv_launch<GEMV_X_PLAIN, GEMV_Y_F32>(y, x, w, n, k, st);
-	case GEMV_X_SWIGLU * 3 + GEMV_Y_ADD_F32: return gemv_launch<GEMV_X_SWIGLU, GEMV_Y_ADD_F32>(y, x, w, n, k, st);
+int launch_gemv(int ymode, void *y, const bf16_t *x, const bf16_t *w, int n, int k, cudaStream_t st) {
+	switch (ymode) {
+	case GEMV_Y_BF16: return gemv_launch<GEMV_Y_BF16>(y, x, w, n, k, st);
+	case GEMV_Y_ADD_F32: return gemv_launch<GEMV_Y_ADD_F32>(y, x, w, n, k, st);
+	case GEMV_Y_F32: return gemv_launch<GEMV_Y_F32>(y, x, w, n, k, st);
+	case GEMV_Y_SWIGLU: return gemv_launch<GEMV_Y_SWIGLU>(y, x, w, n, k, st);
 	}
-	QR_ARG(false, "gemv: unsupported modes x=%d y=%d", xmode, ymode);
+	QR_ARG(false, "gemv: unsupported output mode %d", ymode);
 	return QR_EARG;
+}
+
+// The GEMV on host data (its check against the CPU): x [k], w [n, k] rounded
+// to bf16 as decode holds them; y [n] (or [n/2] for GEMV_Y_SWIGLU) fp32,
+// read first for GEMV_Y_ADD_F32; bf16 outputs come back widened.
+extern "C" int qr_gemv(float *y, const float *x, const float *w, int n, int k, int ymode) {
+	QR_TRY(qr_require());
+	QR_ARG(y && x && w && n > 0 && k > 0 && ymode >= GEMV_Y_BF16 && ymode <= GEMV_Y_SWIGLU,
+	       "qr_gemv: bad arguments (n=%d k=%d mode=%d)", n, k, ymode);
+	cudaStream_t st = g_qr.stream;
+	const size_t ny = ymode == GEMV_Y_SWIGLU ? (size_t)n / 2 : (size_t)n;
+	const bool bf_out = ymode == GEMV_Y_BF16 || ymode == GEMV_Y_SWIGLU;
+	DevBuf fx, fw, bx, bw, dy, fy;
+	QR_TRY(upload(fx, x, (size_t)k));
+	QR_TRY(upload(fw, w, (size_t)n * k));
+	QR_TRY(bx.alloc((size_t)k * 2));
+	QR_TRY(bw.alloc((size_t)n * k * 2));
+	QR_TRY(qr_convert_f32_bf16(bx.as<bf16_t>(), fx.as<float>(), (size_t)k, st));
+	QR_TRY(qr_convert_f32_bf16(bw.as<bf16_t>(), fw.as<float>(), (size_t)n * k, st));
+	if (ymode == GEMV_Y_ADD_F32) {
+		QR_TRY(upload(dy, y, ny));
+	} else {
+		QR_TRY(dy.alloc(ny * (bf_out ? 2 : 4)));
+		QR_TRY(qr_fill_nan(dy.p, ny * (bf_out ? 2 : 4), st));
+	}
+	QR_TRY(launch_gemv(ymode, dy.p, bx.as<bf16_t>(), bw.as<bf16_t>(), n, k, st));
+	if (bf_out) {
+		QR_TRY(fy.alloc(ny * 4));
+		QR_TRY(qr_convert_bf16_f32(fy.as<float>(), dy.as<bf16_t>(), ny, st));
+	}
+	QR_CK(cudaStreamSynchronize(st));
+	return download(y, bf_out ? fy : dy, ny);
 }

@@ -12,14 +12,13 @@ void qr_bench_release(); // frees bench-owned buffers (qr_shutdown)
 // cuBLAS GEMM, row-major y[m,n] = x[m,k] . W^T; x, W bf16; y f32 or bf16.
 int qr_gemm_bf16(void *y, int y_is_f32, int ldy, const bf16_t *x, int ldx, const bf16_t *w, int ldw, int m, int n,
                  int k, cudaStream_t st);
-// The one GEMV (gemv.cu): y[n] = W[n,k] . x[k] for one token, bf16 weights,
-// fp32 sums. xmode: GEMV_X_PLAIN (x bf16 [k]) or GEMV_X_SWIGLU (x = SiLU(x[:k])
-// ⊙ x[k:2k], the MLP's gate | up); ymode: GEMV_Y_BF16 (y bf16 =),
-// GEMV_Y_ADD_F32 (y fp32 +=, a fused residual add) or GEMV_Y_F32 (y fp32 =).
-// k % 8 == 0, k <= 24576, 16-byte aligned x and W.
-enum { GEMV_X_PLAIN = 0, GEMV_X_SWIGLU = 1 };
-enum { GEMV_Y_BF16 = 0, GEMV_Y_ADD_F32 = 1, GEMV_Y_F32 = 2 };
-int launch_gemv(int xmode, int ymode, void *y, const bf16_t *x, const bf16_t *w, int n, int k, cudaStream_t st);
+// The one GEMV (gemv.cu): y[n] = W[n,k] . x[k] for one token, x and W bf16,
+// fp32 sums. ymode: GEMV_Y_BF16 (y bf16 =), GEMV_Y_ADD_F32 (y fp32 +=, a
+// fused residual add), GEMV_Y_F32 (y fp32 =) or GEMV_Y_SWIGLU (W = gate_proj
+// over up_proj, n = 2I: y bf16 [I] = SiLU(gate)·up). k % 8 == 0, k <= 24576,
+// 16-byte aligned x and W. Launched with programmatic dependent launch.
+enum { GEMV_Y_BF16 = 0, GEMV_Y_ADD_F32 = 1, GEMV_Y_F32 = 2, GEMV_Y_SWIGLU = 3 };
+int launch_gemv(int ymode, void *y, const bf16_t *x, const bf16_t *w, int n, int k, cudaStream_t st);
 
 // One decode token of the conv, in place: state [K, C] bf16 holds the last K
 // inputs (oldest first); u = SiLU(conv) bf16 [C]; graph-replayable.

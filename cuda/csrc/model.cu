@@ -539,7 +539,7 @@ int DevModel::decode_step(int greedy, cudaStream_t st) {
 		if (GdnLayer *L = b.gdn.get()) {
 			bf16_t *proj = gacts.proj.as<bf16_t>();
 			QR_TRY(mark(ST_GDN_PROJ, st));
-			QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_BF16, proj, XN, L->w_in.as<bf16_t>(), L->NIN, H, st));
+			QR_TRY(launch_gemv(GEMV_Y_BF16, proj, XN, L->w_in.as<bf16_t>(), L->NIN, H, st));
 			QR_TRY(mark(ST_GDN_CONV, st));
 			QR_TRY(launch_conv_decode(gacts.u.as<bf16_t>(), L->conv_state[0].as<bf16_t>(), proj, L->conv_w.as<float>(),
 			                          L->C, d.kconv, st));
@@ -550,12 +550,12 @@ int DevModel::decode_step(int greedy, cudaStream_t st) {
 			QR_TRY(mark(ST_GDN_NORM, st));
 			QR_TRY(L->s_norm(1, st));
 			QR_TRY(mark(ST_GDN_PROJ, st));
-			QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_ADD_F32, X, gacts.y.as<bf16_t>(), L->w_out.as<bf16_t>(), H, d.nv * d.dv, st));
+			QR_TRY(launch_gemv(GEMV_Y_ADD_F32, X, gacts.y.as<bf16_t>(), L->w_out.as<bf16_t>(), H, d.nv * d.dv, st));
 		} else {
 			AttnW &A = *b.attn;
 			bf16_t *QKV = big.as<bf16_t>();
 			QR_TRY(mark(ST_ATT_PROJ, st));
-			QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_BF16, QKV, XN, A.w_qkv.as<bf16_t>(), NQKV, H, st));
+			QR_TRY(launch_gemv(GEMV_Y_BF16, QKV, XN, A.w_qkv.as<bf16_t>(), NQKV, H, st));
 			QR_TRY(mark(ST_ATT_PREP, st));
 			QR_TRY(launch_attn_prep(qn.as<bf16_t>(), A.kc.as<bf16_t>(), A.vc.as<bf16_t>(), QKV, NQKV, 1, d.nh, d.nkv,
 			                        d.hd, d.rot, d.theta, A.qnorm.as<float>(), A.knorm.as<float>(), eps, P, st));
@@ -564,19 +564,19 @@ int DevModel::decode_step(int greedy, cudaStream_t st) {
 			                          A.vc.as<bf16_t>(), QKV, d.nh, d.nkv, d.hd, d.max_tokens,
 			                          1.0f / sqrtf((float)d.hd), P, st));
 			QR_TRY(mark(ST_ATT_PROJ, st));
-			QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_ADD_F32, X, ya.as<bf16_t>(), A.w_o.as<bf16_t>(), H, qd, st));
+			QR_TRY(launch_gemv(GEMV_Y_ADD_F32, X, ya.as<bf16_t>(), A.w_o.as<bf16_t>(), H, qd, st));
 		}
 		QR_TRY(mark(ST_NORM, st));
 		QR_TRY(launch_rmsnorm(XN, 1, X, 0, 1, H, b.post_norm.as<float>(), eps, 1, st));
 		QR_TRY(mark(ST_MLP_GU, st));
-		QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_BF16, big.p, XN, b.w_gu.as<bf16_t>(), 2 * I, H, st));
-		QR_TRY(mark(ST_MLP_DOWN, st)); // the SwiGLU is fused into the down GEMV's input
-		QR_TRY(launch_gemv(GEMV_X_SWIGLU, GEMV_Y_ADD_F32, X, big.as<bf16_t>(), b.w_down.as<bf16_t>(), H, I, st));
+		QR_TRY(launch_gemv(GEMV_Y_SWIGLU, act.p, XN, b.w_gu.as<bf16_t>(), 2 * I, H, st)); // SwiGLU fused
+		QR_TRY(mark(ST_MLP_DOWN, st));
+		QR_TRY(launch_gemv(GEMV_Y_ADD_F32, X, act.as<bf16_t>(), b.w_down.as<bf16_t>(), H, I, st));
 	}
 	QR_TRY(mark(ST_NORM, st));
 	QR_TRY(launch_rmsnorm(XN, 1, X, 0, 1, H, final_norm.as<float>(), eps, 1, st));
 	QR_TRY(mark(ST_LM_HEAD, st)); // with the argmax when greedy
-	QR_TRY(launch_gemv(GEMV_X_PLAIN, GEMV_Y_F32, logits.p, XN, lm_head.as<bf16_t>(), d.vocab, H, st));
+	QR_TRY(launch_gemv(GEMV_Y_F32, logits.p, XN, lm_head.as<bf16_t>(), d.vocab, H, st));
 	if (greedy) {
 		k_argmax<<<1, 1024, 0, st>>>(ids.as<int32_t>(), logits.as<float>(), d.vocab);
 		QR_CKL("argmax");

@@ -50,6 +50,7 @@ template <typename Ty>
 __global__ void __launch_bounds__(1024) k_rmsnorm_row(Ty *__restrict__ y, const float *__restrict__ x, int n,
                                                       const float *__restrict__ w, float eps, int one_plus) {
 	__shared__ float red[32];
+	pdl_trigger(); // the GEMV after it may start streaming its weights
 	const size_t row = blockIdx.x;
 	const float4 *x4 = (const float4 *)(x + row * n), *w4 = (const float4 *)w;
 	const int n4 = n / 4;
@@ -119,6 +120,7 @@ template <typename Tx, typename Tz, typename Ty>
 __global__ void __launch_bounds__(256) k_gated_rmsnorm(Ty *__restrict__ y, int ldy, const Tx *__restrict__ x, int ldx,
                                                        const Tz *__restrict__ z, int ldz, int T, int heads, int n,
                                                        const float *__restrict__ w, float eps) {
+	pdl_trigger(); // in decode, the out_proj GEMV after it may start streaming its weights
 	const int row = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
 	if (row >= T * heads)
 		return;

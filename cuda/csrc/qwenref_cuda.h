@@ -98,6 +98,12 @@ int qr_gdn_forward(float *out, const float *q, const float *k, const float *v, c
 int qr_attention_forward(float *out, const float *q, const float *k, const float *v, int t, int s, int nh, int nkv,
                          int d, float scale);
 
+/* The decode GEMV (gemv.cu) on host data: x [k], w [n,k] rounded to bf16;
+ * ymode 0: y [n] = bf16(W x); 1: y [n] += W x (fp32); 2: y [n] = W x (fp32);
+ * 3: w = gate rows over up rows, y [n/2] = bf16(SiLU(g)·u) of g, u rounded
+ * to bf16. bf16 results come back widened to fp32. */
+int qr_gemv(float *y, const float *x, const float *w, int n, int k, int ymode);
+
 /* The model's decode attention kernels (split keys, combine, sigmoid gate)
  * on host data: q [nh,256], k,v [cap,nkv,256] (the first s rows are keys),
  * gate [nh,256]; out [nh,256]. Inputs rounded to bf16, out the bf16 result. */

@@ -2,6 +2,7 @@
 // conversion kernels and the cuBLAS-backed host matmul.
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.cuh"
@@ -72,6 +73,8 @@ extern "C" int qr_init(int device) {
 	QR_CKB(cublasSetStream(g_qr.blas, g_qr.stream));
 	g_qr.device = device;
 	g_qr.sm_count = p.multiProcessorCount;
+	const char *pdl = getenv("QWENREF_CUDA_PDL");
+	g_qr.pdl = p.major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
 	g_qr.ready = 1;
 	QR_TRY(qr_kernels_init());
 	return QR_OK;

@@ -112,3 +112,25 @@ __host__ cudaError_t cudaLaunchKernel(const void *, dim3, dim3, void **, size_t,
 template <class T> static __host__ inline cudaError_t cudaFuncSetAttribute(T *f, cudaFuncAttribute a, int v) {
 	return cudaFuncSetAttributeRaw((const void *)f, a, v);
 }
+
+// Launch configuration with attributes (programmatic dependent launch).
+enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 5 };
+union cudaLaunchAttributeValue {
+	int programmaticStreamSerializationAllowed;
+	char pad[64];
+};
+struct cudaLaunchAttribute {
+	cudaLaunchAttributeID id;
+	cudaLaunchAttributeValue val;
+};
+struct cudaLaunchConfig_t {
+	dim3 gridDim, blockDim;
+	size_t dynamicSmemBytes;
+	cudaStream_t stream;
+	cudaLaunchAttribute *attrs;
+	unsigned int numAttrs;
+};
+template <typename... E, typename... A>
+static __host__ inline cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t *, void (*)(E...), A &&...) {
+	return cudaSuccess;
+}
