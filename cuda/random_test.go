@@ -63,8 +63,9 @@ func TestRandomRunner(t *testing.T) {
 	require.ErrorContains(t, err, "head dim")
 }
 
-// DeviceTime covers conv, gdn-core and gdn-layer at the 27B widths and
-// nothing else.
+// DeviceTime covers conv, gdn-core and gdn-layer at the 27B widths, and
+// attention-layer at the widths of any shape the device model runs; no
+// other op or shape.
 func TestDeviceTime(t *testing.T) {
 	d := need(t)
 	cfg, err := model.ShapeConfig("27b")

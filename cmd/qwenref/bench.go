@@ -49,8 +49,9 @@ model and decode build none in memory: the GPU generates them from --seed
 (the records' note says so, and there is no naive reference), so
   qwenref bench --backends cuda --op model --shape 27b --seq 8192
 runs all 64 layers. With cuda, ops conv, gdn-core and gdn-layer at the 27B
-widths are timed on the device (CUDA events, inputs resident there); their
-deltas come from the same op called with host copies.
+widths, and attention-layer at any released shape's widths, are timed on
+the device (CUDA events, inputs resident there); their deltas come from
+the same op called with host copies.
 
 Method: --warmup untimed runs, then at least --reps timed runs and at
 least --min-time in all; repetition stops once --max-time is spent, and a
