@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,12 +19,7 @@ import (
 // (matmul=bf16 without AVX512_BF16) must be refused with a message that
 // names what is missing.
 func TestEveryBackendNameParsesAndRuns(t *testing.T) {
-	root, cases := goldenCases(t)
-	dir := filepath.Join(root, cases[0].Name)
-	m, err := Load(dir)
-	require.NoError(t, err)
-	defer m.Close()
-	ids := readInputs(t, dir).IDs[0]
+	m, dir, ids := firstGolden(t)
 	ref, err := NewBackend("naive")
 	require.NoError(t, err)
 	want, err := m.NewSession().Forward(ids, ref, Options{})

@@ -41,6 +41,18 @@ type goldenCase struct {
 	Stages []string `json:"stages"`
 }
 
+// firstGolden loads the first golden case's model (closed when the test
+// ends) and returns it with that case's directory and row-0 token ids.
+func firstGolden(t *testing.T) (*Model, string, []int) {
+	t.Helper()
+	root, cases := goldenCases(t)
+	dir := filepath.Join(root, cases[0].Name)
+	m, err := Load(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+	return m, dir, readInputs(t, dir).IDs[0]
+}
+
 func goldenCases(t *testing.T) (string, []goldenCase) {
 	root := filepath.Join("..", "testdata", "golden")
 	data, err := os.ReadFile(filepath.Join(root, "manifest.json"))

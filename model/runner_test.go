@@ -1,7 +1,6 @@
 package model
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,12 +14,7 @@ import (
 // it, and the values are the same as without Out, on every backend this
 // machine runs (the device-resident cuda runner included where a GPU is).
 func TestRunnerOutReusesBuffer(t *testing.T) {
-	root, cases := goldenCases(t)
-	dir := filepath.Join(root, cases[0].Name)
-	m, err := Load(dir)
-	require.NoError(t, err)
-	defer m.Close()
-	ids := readInputs(t, dir).IDs[0]
+	m, _, ids := firstGolden(t)
 	v := m.Config.VocabSize
 	for _, name := range BackendNames() {
 		be, err := NewBackend(name)
