@@ -269,6 +269,11 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 		if devStats[k] != nil {
 			r.Stats, r.Cold = *devStats[k], false
 			r.Note = joinNote(r.Note, "device time: CUDA events, inputs generated on the device, no host copies timed; deltas from the host-copy call of the same op")
+		} else if dev := tms[k].dev; len(dev) > 0 && len(dev) == len(tms[k].samples) {
+			host := r.Stats
+			r.Stats, _ = Summarize(dev)
+			r.Note = joinNote(r.Note, fmt.Sprintf("device time: CUDA events around each call's work on the device (inputs there to logits ready there, no host copies); "+
+				"host clock per call, logits to the host included: %s (%s – %s)", fmtDur(host.Median), fmtDur(host.Min), fmtDur(host.Max)))
 		} else if !slices.Contains(tms[k].cpu, -1) {
 			c, _ := Summarize(tms[k].cpu)
 			r.CPU = c.Median

@@ -26,6 +26,11 @@ func (r countingRunner) Close() error {
 	return r.Runner.Close()
 }
 
+// The device time the stand-in's runner reports for every call.
+const fakeRunnerDeviceTime = 777 * time.Microsecond
+
+func (r countingRunner) LastDeviceTime() (time.Duration, bool) { return fakeRunnerDeviceTime, true }
+
 type timedConv struct{ conv1d.Kernel }
 
 const fakeDeviceMedian = 1234 * time.Microsecond
@@ -63,7 +68,9 @@ func init() {
 
 // With every backend generating its own weights, ops model and decode
 // build none in the bench (a 1-byte --max-memory does not stop them), say
-// so in the note, have no naive reference, and close every runner.
+// so in the note, have no naive reference, and close every runner. Their
+// runner reports each call's device time: that is the record's time, and
+// the host clock goes into the note.
 func TestDeviceWeightsModelOps(t *testing.T) {
 	o := tinyOptions(t, "model,decode", "test-devrandom")
 	o.MaxMemBytes = 1
@@ -76,6 +83,9 @@ func TestDeviceWeightsModelOps(t *testing.T) {
 		assert.Greater(t, r.Median, time.Duration(0), r.Op)
 		assert.Contains(t, r.Note, "weights generated on the device from --seed 1", r.Op)
 		assert.True(t, math.IsNaN(r.RelL2VsNaive), r.Op)
+		assert.Equal(t, fakeRunnerDeviceTime, r.Median, r.Op)
+		assert.Contains(t, r.Note, "device time: CUDA events around each call's work", r.Op)
+		assert.Contains(t, r.Note, "host clock per call, logits to the host included", r.Op)
 	}
 	assert.Equal(t, int64(4), devOpened.Load()-open0, "one runner per (op, T)")
 	assert.Equal(t, devOpened.Load()-open0, devClosed.Load()-closed0, "every runner closed after its case")

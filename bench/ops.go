@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/model"
@@ -519,6 +520,15 @@ func (r *modelInst) reset() {
 	}
 }
 func (r *modelInst) output() []float32 { return r.out }
+
+// deviceTime is the last run's time on the device, when the runner is
+// device-resident and reports it (the cuda runner's CUDA events).
+func (r *modelInst) deviceTime() (time.Duration, bool) {
+	if dt, ok := r.runner.(interface{ LastDeviceTime() (time.Duration, bool) }); ok {
+		return dt.LastDeviceTime()
+	}
+	return 0, false
+}
 func (r *modelInst) run() error {
 	if err := r.open(); err != nil {
 		return err

@@ -54,9 +54,16 @@ const maxRuns = 10000
 type timing struct {
 	samples []time.Duration
 	cpu     []time.Duration // process CPU time of each sample (-1: unknown)
+	dev     []time.Duration // the device's own time of each sample, when the instance reports one
 	total   time.Duration
 	cold    bool // the only sample is a warm-up run (see Method.MaxTime)
 	done    bool
+}
+
+// deviceSampler is an instance whose last run can say how long it took on
+// its device (CUDA events around the device's work, no host copies).
+type deviceSampler interface {
+	deviceTime() (time.Duration, bool)
 }
 
 // measureGroup times every instance by Method. The instances take turns
@@ -114,6 +121,11 @@ func measureGroup(insts []instance, m Method, tick func(k, i int)) ([]timing, er
 				return nil, err
 			}
 			t.samples, t.cpu = append(t.samples, d), append(t.cpu, lastCPU)
+			if ds, ok := insts[k].(deviceSampler); ok {
+				if dd, ok := ds.deviceTime(); ok {
+					t.dev = append(t.dev, dd)
+				}
+			}
 			t.total += d
 			ran = true
 		}

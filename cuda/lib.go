@@ -52,6 +52,7 @@ var lib struct {
 	modelGet        func(h unsafe.Pointer, layer, which int32, dst unsafe.Pointer, n uintptr) int32
 	modelReset      func(h unsafe.Pointer) int32
 	modelForward    func(h, ids unsafe.Pointer, t, last int32, logits unsafe.Pointer) int32
+	modelLastMs     func(h, ms unsafe.Pointer) int32
 	modelGreedy     func(h unsafe.Pointer, first int32, n int32, out unsafe.Pointer) int32
 	modelInfo       func(h, pos, w, s, a unsafe.Pointer) int32
 	modelBench      func(h unsafe.Pointer, what, t, variant, reps int32, out unsafe.Pointer, nout int32) int32
@@ -81,7 +82,7 @@ func symbols() []struct {
 		{&l.rope, "qr_rope"}, {&l.swiglu, "qr_swiglu"}, {&l.gdnLayer, "qr_gdn_layer"}, {&l.bench, "qr_bench"},
 		{&l.memInfo, "qr_mem_info"}, {&l.modelCreate, "qr_model_create"}, {&l.modelDestroy, "qr_model_destroy"},
 		{&l.modelRandom, "qr_model_random"}, {&l.modelSet, "qr_model_set"}, {&l.modelGet, "qr_model_get"},
-		{&l.modelReset, "qr_model_reset"}, {&l.modelForward, "qr_model_forward"},
+		{&l.modelReset, "qr_model_reset"}, {&l.modelForward, "qr_model_forward"}, {&l.modelLastMs, "qr_model_last_ms"},
 		{&l.modelGreedy, "qr_model_greedy"}, {&l.modelInfo, "qr_model_info"}, {&l.modelBench, "qr_model_bench"},
 		{&l.modelStageName, "qr_model_stage_name"}, {&l.modelTrace, "qr_model_trace"}, {&l.modelLayer, "qr_model_layer"},
 		{&l.modelTraceCount, "qr_model_trace_count"}, {&l.modelTraceEntry, "qr_model_trace_entry"},
@@ -308,6 +309,12 @@ func cModelSetBF16(h unsafe.Pointer, layer, which int, v []uint16) int {
 // cModelForward feeds ids; logits nil asks for none (nothing is copied back).
 func cModelForward(h unsafe.Pointer, ids []int32, lastOnly bool, logits []float32) int {
 	return int(lib.modelForward(h, i32ptr(ids), int32(len(ids)), b2i(lastOnly), fptr(logits)))
+}
+
+func cModelLastMs(h unsafe.Pointer) (float32, int) {
+	var ms float32
+	rc := int(lib.modelLastMs(h, unsafe.Pointer(&ms)))
+	return ms, rc
 }
 
 func cModelGreedy(h unsafe.Pointer, first int32, out []int32) int {

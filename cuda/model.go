@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/qwenref/qwenref/layers/attention"
@@ -323,6 +324,22 @@ func (m *Model) forward(ids []int, rows int, logits []float32) error {
 		logits = nil
 	}
 	return m.dev.call("model_forward", func() int { return cModelForward(m.h, ids32, rows == 1, logits) })
+}
+
+// lastDeviceTime is the device time of the last forward call (CUDA events
+// from its inputs being on the device to its logits being ready there: no
+// host copy inside); ok is false before the first call.
+func (m *Model) lastDeviceTime() (d time.Duration, ok bool, err error) {
+	var ms float32
+	err = m.dev.call("model_last_ms", func() int {
+		var rc int
+		ms, rc = cModelLastMs(m.h)
+		return rc
+	})
+	if err != nil || ms < 0 {
+		return 0, false, err
+	}
+	return time.Duration(float64(ms) * float64(time.Millisecond)), true, nil
 }
 
 // Greedy decodes n tokens on the device, one CUDA-graph replay each (embed,

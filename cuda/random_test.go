@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,6 +51,12 @@ func TestRandomRunner(t *testing.T) {
 		assert.Equal(t, want, got.Data, "decode logits into Out")
 	}
 	assert.Equal(t, len(ids)+4, r.Pos())
+	// Each call's device time (what qwenref bench reports for cuda).
+	dt, ok := r.(interface{ LastDeviceTime() (time.Duration, bool) })
+	require.True(t, ok, "the device runner reports device time")
+	d1, ok := dt.LastDeviceTime()
+	assert.True(t, ok)
+	assert.Greater(t, d1, time.Duration(0))
 	require.NoError(t, r.Close())
 	require.NoError(t, gm.Close())
 	free1, _, err := d.MemInfo()

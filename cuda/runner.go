@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tensor"
@@ -40,6 +41,8 @@ type deviceRunner struct {
 	rows      int
 	maxTokens int
 	pos       int
+	devTime   time.Duration // device time of the last Forward (every row), CUDA events
+	devOK     bool
 }
 
 func maxTokensFor(cfg *model.Config) (int, error) {
@@ -123,6 +126,17 @@ func residentDims(cfg *model.Config) error {
 	return nil
 }
 
+// LastDeviceTime is the device time of the last Forward, summed over its
+// rows: CUDA events from the inputs being on the device to the logits
+// being ready there, so no host copy is inside. ok is false before the
+// first call and after a traced one (qwenref bench reports it beside its
+// host clock).
+func (r *deviceRunner) LastDeviceTime() (time.Duration, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.devTime, r.devOK
+}
+
 func (r *deviceRunner) Rows() int       { return r.rows }
 func (r *deviceRunner) Backend() string { return BackendName }
 func (r *deviceRunner) Close() error    { return r.gm.Close() }
@@ -185,6 +199,7 @@ func (r *deviceRunner) Forward(ids [][]int, opt model.RunOptions) (*tensor.Tenso
 	if want > 0 {
 		out = opt.OutTensor(r.rows, want, v)
 	}
+	r.devTime, r.devOK = 0, opt.Record == nil // a traced call copies stages inside: not a device time
 	for b, row := range ids {
 		if b > 0 {
 			if err := r.gm.Reset(); err != nil {
@@ -206,6 +221,13 @@ func (r *deviceRunner) Forward(ids [][]int, opt model.RunOptions) (*tensor.Tenso
 				err = fmt.Errorf("batch row %d: %w", b, err)
 			}
 			return nil, err
+		}
+		if r.devOK {
+			d, ok, err := r.gm.lastDeviceTime()
+			if err != nil {
+				return nil, err
+			}
+			r.devTime, r.devOK = r.devTime+d, ok
 		}
 	}
 	r.pos += t

@@ -599,21 +599,10 @@ int DevModel::capture(int greedy, cudaGraphExec_t *out) {
 	cudaGraph_t g = nullptr;
 	QR_CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
 	int r = QR_OK;
-	if (!greedy) { // the token and position from the host; NaN where a kernel failed to write
-		const cudaError_t c1 = cudaMemcpyAsync(ids.p, h_step.as<int>(), 4, cudaMemcpyHostToDevice, st);
-		const cudaError_t c2 = cudaMemcpyAsync(d_pos.p, h_step.as<int>() + 1, 4, cudaMemcpyHostToDevice, st);
-		if (c1 != cudaSuccess || c2 != cudaSuccess)
-			r = qr_cuda_fail(c1 != cudaSuccess ? c1 : c2, "cudaMemcpyAsync (capture)", __FILE__, __LINE__);
-		if (r == QR_OK)
-			r = qr_fill_nan(logits.p, (size_t)d.vocab * 4, st);
-	}
+	if (!greedy) // NaN where a kernel failed to write
+		r = qr_fill_nan(logits.p, (size_t)d.vocab * 4, st);
 	if (r == QR_OK)
 		r = decode_step(greedy, st);
-	if (r == QR_OK && !greedy) {
-		const cudaError_t c = cudaMemcpyAsync(h_logits.p, logits.p, (size_t)d.vocab * 4, cudaMemcpyDeviceToHost, st);
-		if (c != cudaSuccess)
-			r = qr_cuda_fail(c, "cudaMemcpyAsync (capture)", __FILE__, __LINE__);
-	}
 	const cudaError_t e = cudaStreamEndCapture(st, &g);
 	if (r != QR_OK) {
 		if (g)
@@ -643,8 +632,15 @@ int DevModel::decode_one(int32_t id, float *out) {
 	// and outputs are free to reuse.
 	h_step.as<int>()[0] = id;
 	h_step.as<int>()[1] = pos;
+	QR_CK(cudaMemcpyAsync(ids.p, h_step.as<int>(), 4, cudaMemcpyHostToDevice, st));
+	QR_CK(cudaMemcpyAsync(d_pos.p, h_step.as<int>() + 1, 4, cudaMemcpyHostToDevice, st));
+	QR_TRY(fwd_mark(0, st));
 	QR_CK(cudaGraphLaunch(step_graph, st));
+	QR_TRY(fwd_mark(1, st));
+	if (out)
+		QR_CK(cudaMemcpyAsync(h_logits.p, logits.p, (size_t)d.vocab * 4, cudaMemcpyDeviceToHost, st));
 	QR_CK(cudaStreamSynchronize(st));
+	QR_TRY(fwd_elapsed());
 	pos++;
 	if (out)
 		memcpy(out, h_logits.p, (size_t)d.vocab * 4);

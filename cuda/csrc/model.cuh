@@ -153,10 +153,14 @@ struct DevModel {
 	size_t w_bytes = 0, s_bytes = 0, a_bytes = 0;
 	cudaGraphExec_t graph = nullptr;      // the greedy decode step, captured on first use
 	cudaGraphExec_t step_graph = nullptr; // the plain decode step (logits, no argmax), likewise
-	// The plain step's host ends, inside its graph: h_step {id, pos} is
-	// copied in before the step, the logits out to h_logits [V] after it,
-	// so a decode call is one graph launch and one synchronisation.
+	// The plain step's host ends: h_step {id, pos} is copied in before the
+	// step's graph, the logits out to h_logits [V] after it, all async, so a
+	// decode call is one synchronisation.
 	PinnedBuf h_step, h_logits;
+	// Events around the device work of the last qr_model_forward (after its
+	// inputs are on the device, before the logits leave it): fwd_ms.
+	cudaEvent_t fwd_ev[2] = {nullptr, nullptr};
+	float fwd_ms = -1.0f;
 	Prof *prof = nullptr;            // set while a profiled pass runs
 	std::unique_ptr<Trace> trace;    // set while tracing (model_trace.cu)
 
@@ -165,6 +169,22 @@ struct DevModel {
 			cudaGraphExecDestroy(graph);
 		if (step_graph)
 			cudaGraphExecDestroy(step_graph);
+		for (cudaEvent_t e : fwd_ev)
+			if (e)
+				cudaEventDestroy(e);
+	}
+	// Record fwd_ev[i] on st (creating the pair on first use).
+	int fwd_mark(int i, cudaStream_t st) {
+		for (cudaEvent_t &e : fwd_ev)
+			if (!e)
+				QR_CK(cudaEventCreate(&e));
+		QR_CK(cudaEventRecord(fwd_ev[i], st));
+		return QR_OK;
+	}
+	// After the stream synchronised: fwd_ms = the time between the marks.
+	int fwd_elapsed() {
+		QR_CK(cudaEventElapsedTime(&fwd_ms, fwd_ev[0], fwd_ev[1]));
+		return QR_OK;
 	}
 	int mark(int s, cudaStream_t st) { return prof ? prof->mark(s, st) : QR_OK; }
 

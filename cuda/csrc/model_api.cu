@@ -89,13 +89,21 @@ extern "C" int qr_model_forward(void *model, const int32_t *ids, int t, int last
 	// A traced prefill computes every row; the last one is then at t - 1.
 	const size_t off = m.trace && rows < t ? (size_t)(t - 1) * m.d.vocab : 0;
 	QR_CK(cudaMemcpyAsync(m.ids.p, ids, (size_t)t * 4, cudaMemcpyHostToDevice, st));
+	QR_TRY(m.fwd_mark(0, st));
 	if (logits)
 		QR_TRY(qr_fill_nan(m.logits.p, (size_t)rows * m.d.vocab * 4, st));
 	QR_TRY(m.prefill(t, last_only || !logits));
+	QR_TRY(m.fwd_mark(1, st));
 	if (logits)
 		QR_CK(cudaMemcpyAsync(logits, m.logits.as<float>() + off, (size_t)rows * m.d.vocab * 4,
 		                      cudaMemcpyDeviceToHost, st));
 	QR_CK(cudaStreamSynchronize(st));
+	return m.fwd_elapsed();
+}
+
+extern "C" int qr_model_last_ms(void *model, float *ms) {
+	QR_ARG(model && ms, "qr_model_last_ms: nil argument");
+	*ms = as_model(model)->fwd_ms;
 	return QR_OK;
 }
 

@@ -206,6 +206,10 @@ int qr_model_reset(void *model);
  * CUDA-graph replay, t > 1 the prefill path (cuBLAS, chunked core, flash
  * attention). */
 int qr_model_forward(void *model, const int32_t *ids, int t, int last_only, float *logits);
+/* Device time (ms, CUDA events) of the last qr_model_forward: from its inputs
+ * being on the device to its logits being ready there, so no host copy is
+ * inside; -1 before the first call. */
+int qr_model_last_ms(void *model, float *ms);
 /* Decoder block `layer` alone on x [t, hidden] (host fp32; teacher forcing),
  * continuing that block's own state and position (each block counts the
  * tokens it consumed); out [t, hidden] gets its output. Stages are recorded
