@@ -226,7 +226,7 @@ struct DevModel {
 	// The attention core before its output gate, recorded as attn_core.
 	int rec_attn_core(int layer, const AttnW &A, const bf16_t *qn, int T, cudaStream_t st);
 	// Capture decode_step(greedy) into *out (stream capture, then
-	// instantiate); the plain step (greedy 0) with its host copies.
+	// instantiate); the plain step (greedy 0) poisons the logits with NaN first.
 	int capture(int greedy, cudaGraphExec_t *out);
 	// One plain decode step of token id at pos (graph replay); logits, if
 	// not null, get the V logits.

@@ -80,7 +80,7 @@ extern "C" int qr_model_forward(void *model, const int32_t *ids, int t, int last
 		       m.d.vocab);
 	QR_ARG(m.pos + t <= m.d.max_tokens, "qr_model_forward: position %d + %d tokens > max_tokens %d", m.pos, t,
 	       m.d.max_tokens);
-	if (t == 1 && !m.trace) // decode: one graph replay with its host copies inside
+	if (t == 1 && !m.trace) // decode: one graph replay, its host copies queued around it
 		return m.decode_one(ids[0], logits);
 	cudaStream_t st = g_qr.stream;
 	QR_TRY(m.ensure_acts(t));
