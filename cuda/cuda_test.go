@@ -250,13 +250,7 @@ func TestAttentionMatchesCPU(t *testing.T) {
 func TestAttentionDecodeMatchesCPU(t *testing.T) {
 	d := need(t)
 	r := rand.New(rand.NewPCG(17, 18))
-	bf := func(x []float32) []float32 {
-		y := make([]float32, len(x))
-		for i, v := range x {
-			y[i] = tensor.BF16ToFloat32(tensor.Float32ToBF16(v))
-		}
-		return y
-	}
+	bf := roundBF16
 	const hd = 256
 	for _, c := range []struct{ nh, nkv, capacity, s int }{
 		{24, 4, 8192, 1}, {24, 4, 8192, 3}, {24, 4, 8192, 64}, {24, 4, 8192, 65}, {24, 4, 8192, 2000},
@@ -317,10 +311,11 @@ func TestGEMVMatchesCPU(t *testing.T) {
 	for _, c := range []struct{ n, k int }{{5120, 6144}, {16480, 5120}, {1000, 17408}, {8200, 512}, {8, 8}} {
 		x := uniform(r, c.k, -1, 1)
 		w := uniform(r, c.n*c.k, -0.05, 0.05)
+		xb, wb := roundBF16(x), roundBF16(w) // as the device holds them
 		dot := make([]float64, c.n)
 		for i := range c.n {
 			for j := range c.k {
-				dot[i] += bf(w[i*c.k+j]) * bf(x[j])
+				dot[i] += float64(wb[i*c.k+j]) * float64(xb[j])
 			}
 		}
 		base := uniform(r, c.n, -1, 1)
