@@ -276,8 +276,8 @@ func prepareConv(ws *workspace, t int, seed uint64) (func(*model.Backend) instan
 	if err != nil {
 		return nil, err
 	}
-	// The taps of layer 0 as a random model would hold them ([C, 1, K]).
-	w := model.RandomValues(seed, "layers.0.linear_attn.conv1d.weight", []int{ch, 1, k})
+	// The taps of the first GDN layer as a random model holds them.
+	w := model.RandomConvTaps(c, seed)
 	return func(be *model.Backend) instance {
 		return &convInst{be: be, x: in.X, w: w, t: t, c: ch, k: k, y: make([]float32, t*ch), state: make([]float32, k*ch)}
 	}, nil
@@ -300,7 +300,7 @@ func (r *convInst) run() error {
 // (reference.NewGDNInputs), one sequence from a zero state.
 func prepareCore(ws *workspace, t int, seed uint64) (func(*model.Backend) instance, error) {
 	c := ws.cfg
-	d := gateddelta.Dims{T: t, NK: c.LinearNumKeyHeads, NV: c.LinearNumValueHeads, DK: c.LinearKeyHeadDim, DV: c.LinearValueHeadDim}
+	d := c.GDNCoreDims(t)
 	in, err := reference.NewGDNInputs(caseSeed(seed, "gdn-core", t), d, reference.GDNOptions{})
 	if err != nil {
 		return nil, err
@@ -382,7 +382,7 @@ func prepareMLP(ws *workspace, t int, seed uint64) (func(*model.Backend) instanc
 	h := ws.cfg.HiddenSize
 	x := hiddenInput(seed, "mlp", t, h)
 	return func(be *model.Backend) instance {
-		return &mlpInst{be: be, mlp: &blk.MLP, x: x, t: t, out: make([]float32, t*h)}
+		return &mlpInst{be: be, mlp: blk.MLP, x: x, t: t, out: make([]float32, t*h)}
 	}, nil
 }
 
@@ -620,7 +620,7 @@ func (r *decodeInst) run() error {
 // (each with its own inputs), so a state is cold when it comes round again.
 func prepareDecodeCore(ws *workspace, t int, seed uint64) (func(*model.Backend) instance, error) {
 	c := ws.cfg
-	d := gateddelta.Dims{T: 1, NK: c.LinearNumKeyHeads, NV: c.LinearNumValueHeads, DK: c.LinearKeyHeadDim, DV: c.LinearValueHeadDim}
+	d := c.GDNCoreDims(1)
 	n := max(1, ws.states)
 	ins := make([]*reference.GDNInputs, n)
 	for i := range ins {

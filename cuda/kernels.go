@@ -263,8 +263,8 @@ func (d *Device) GDNLayer(out, x []float32, t int, dims gateddelta.LayerDims, w 
 		w          *tensor.Matrix
 		rows, cols int
 	}{
-		{"in_proj_qkv", w.InProjQKV, c, dims.Hidden}, {"in_proj_z", w.InProjZ, hv, dims.Hidden},
-		{"in_proj_b", w.InProjB, dims.NV, dims.Hidden}, {"in_proj_a", w.InProjA, dims.NV, dims.Hidden},
+		{"InProjQKV", w.InProjQKV, c, dims.Hidden}, {"InProjZ", w.InProjZ, hv, dims.Hidden},
+		{"InProjB", w.InProjB, dims.NV, dims.Hidden}, {"InProjA", w.InProjA, dims.NV, dims.Hidden},
 		{"out_proj", w.OutProj, dims.Hidden, hv},
 	} {
 		if m.w == nil || m.w.Rows != m.rows || m.w.Cols != m.cols {

@@ -97,7 +97,7 @@ func (d *Device) newModel(cfg *model.Config, maxTokens int) (*Model, error) {
 // NewRandomModel builds a model of cfg's shape whose weights are generated
 // on the GPU from seed (a counter-based hash, so nothing crosses the bus):
 // linear weights N(0, 1/fan_in), embeddings N(0, 1), (1+w) norm weights
-// U(−0.5, 0.5), the GDN norm U(0.5, 1.5), A_log = log U(0.05, 8), dt_bias
+// U(−0.5, 0.5), the GDN norm U(0.5, 1.5), log A = log U(0.05, 8), the dt bias
 // U(−1, 1), conv taps N(0, 0.25), the distributions of model.RandomValues
 // (not its values). maxTokens sizes the KV caches.
 func (d *Device) NewRandomModel(cfg *model.Config, seed uint64, maxTokens int) (*Model, error) {
@@ -249,7 +249,7 @@ func (m *Model) Download() (*model.Model, error) {
 	eps := float32(cfg.RMSNormEps)
 	for l, kind := range cfg.LayerTypes {
 		b := model.Block{Kind: kind, InputNorm: vec(l, wInputNorm, h), PostNorm: vec(l, wPostNorm, h),
-			MLP: model.MLP{Gate: mat(l, wMLPGate, in, h), Up: mat(l, wMLPUp, in, h), Down: mat(l, wMLPDown, h, in)}}
+			MLP: &model.MLP{Gate: mat(l, wMLPGate, in, h), Up: mat(l, wMLPUp, in, h), Down: mat(l, wMLPDown, h, in)}}
 		if kind == model.FullAttention {
 			nh, nkv, dh := cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim
 			b.Attn = &attention.Layer{

@@ -33,9 +33,9 @@ func (k LayerKind) String() string {
 // Config holds the text-model hyper-parameters of a Qwen3.5/3.6 checkpoint,
 // read from its config.json (docs/spec.md §1, §8).
 type Config struct {
-	// ModelType is "qwen3_5" (hub, with text_config) or "qwen3_5_text"
-	// (flat); "qwen3_5_moe" / "qwen3_5_moe_text" for the MoE checkpoints,
-	// "qwen3_next" for Qwen3-Next (docs/moe.md).
+	// ModelType is the config's model_type; it picks the family
+	// (family.go): qwen3_5 or qwen3_5_text, qwen3_5_moe or
+	// qwen3_5_moe_text, qwen3_next (docs/moe.md).
 	ModelType    string
 	Architecture string // e.g. Qwen3_5ForConditionalGeneration
 
@@ -66,9 +66,9 @@ type Config struct {
 
 	MoE MoEConfig // the sparse layers; zero for the dense models
 
-	// FusedGDNProjections is Qwen3-Next's layout: the GDN input projections
-	// are in_proj_qkvz and in_proj_ba, interleaved per key head, instead of
-	// in_proj_qkv, in_proj_z, in_proj_b and in_proj_a (docs/spec.md §2.3).
+	// FusedGDNProjections is Qwen3-Next's layout: the GDN input
+	// projections are stored as two tensors interleaved per key head
+	// (qwen3_next.go, docs/spec.md §2.3).
 	FusedGDNProjections bool
 }
 
@@ -240,9 +240,15 @@ func ParseConfig(data []byte) (*Config, error) {
 	if len(top.Architectures) > 0 {
 		arch = top.Architectures[0]
 	}
+	fam := familyOf(mt)
+	switch {
+	case mt == "":
+		return nil, fmt.Errorf("model_type is missing (want %s)", modelTypeList())
+	case fam == nil:
+		return nil, fmt.Errorf("model_type %q is not a Qwen3.5 text model (want %s)", mt, modelTypeList())
+	}
 	text := &top
-	switch mt {
-	case "qwen3_5", "qwen3_5_moe":
+	if mt == fam.wrapper {
 		if len(top.TextConfig) == 0 || string(top.TextConfig) == "null" {
 			return nil, fmt.Errorf("model_type %s needs a text_config object", mt)
 		}
@@ -258,24 +264,19 @@ func ParseConfig(data []byte) (*Config, error) {
 			tc.EOSTokenID = top.EOSTokenID
 		}
 		text = &tc
-	case "qwen3_5_text":
-	case "qwen3_5_moe_text", "qwen3_next":
-	case "":
-		return nil, errors.New("model_type is missing (want qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text or qwen3_next)")
-	default:
-		return nil, fmt.Errorf("model_type %q is not a Qwen3.5 text model (want qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text or qwen3_next)", mt)
 	}
-	family := moeFamily(mt)
-	if family == "" && text.NumExperts != nil && *text.NumExperts > 0 {
+	if !fam.sparse && text.NumExperts != nil && *text.NumExperts > 0 {
 		return nil, fmt.Errorf("num_experts=%d with model_type %q: the dense Qwen3.5 models have no experts (a mixture-of-experts checkpoint says qwen3_5_moe or qwen3_next)", *text.NumExperts, mt)
 	}
-	cfg, err := fromRaw(text, family != "")
+	cfg, err := fromRaw(text, fam.sparse)
 	if err != nil {
 		return nil, err
 	}
 	cfg.ModelType, cfg.Architecture = mt, arch
-	if err := cfg.parseMoE(text, family); err != nil {
-		return nil, err
+	if fam.parse != nil {
+		if err := fam.parse(cfg, text); err != nil {
+			return nil, err
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/tensor"
+	"github.com/qwenref/qwenref/weights"
 )
 
 // Non-finite weights policy: a NaN or Inf in any weight is an error, never a
@@ -27,58 +29,52 @@ func firstNonFinite(v []float32) int {
 
 // checkSmallTensors scans every vector parameter for NaN/Inf.
 func (m *Model) checkSmallTensors() error {
-	check := func(name string, v []float32) error {
+	return walkTensors(m, func(f weights.Field) error {
+		v := f.Vector()
 		if i := firstNonFinite(v); i >= 0 {
-			return fmt.Errorf("weight %s has a non-finite value (%v at index %d)", name, v[i], i)
+			return fmt.Errorf("weight %s has a non-finite value (%v at index %d)", m.describe(f.Name), v[i], i)
 		}
 		return nil
+	})
+}
+
+// describe names a tensor as its checkpoint stores it, with its file.
+func (m *Model) describe(name string) string {
+	if m.store == nil {
+		return name
 	}
-	if err := check("norm.weight", m.FinalNorm); err != nil {
-		return err
+	if info, ok := m.store.Info(name); ok {
+		return fmt.Sprintf("%s (in %s)", safeio.Clean(info.Stored), safeio.Clean(info.File))
 	}
-	for i := range m.Blocks {
-		b := &m.Blocks[i]
-		p := fmt.Sprintf("layers.%d.", i)
-		vs := map[string][]float32{p + "input_layernorm.weight": b.InputNorm, p + "post_attention_layernorm.weight": b.PostNorm}
-		if b.GDN != nil {
-			g := p + "linear_attn."
-			vs[g+"A_log"], vs[g+"dt_bias"], vs[g+"norm.weight"], vs[g+"conv1d.weight"] = b.GDN.W.ALog, b.GDN.W.DtBias, b.GDN.W.NormW, b.GDN.W.ConvW
-		}
-		if b.Attn != nil {
-			vs[p+"self_attn.q_norm.weight"], vs[p+"self_attn.k_norm.weight"] = b.Attn.W.QNorm, b.Attn.W.KNorm
-		}
-		for name, v := range vs {
-			if err := check(name, v); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return name
 }
 
 // CheckFinite scans every weight matrix for NaN/Inf (this reads the whole
-// checkpoint) and returns an error naming the first bad tensor.
+// checkpoint) and returns an error naming the first bad tensor as stored.
 // A checkpoint file truncated while mapped is an error naming the file.
 func (m *Model) CheckFinite(progress func(done, total int64)) error {
-	names := m.matrixNames()
 	total, done := m.WeightBytes(), int64(0)
 	return m.Guard(func() error {
-		for _, x := range m.Matrices() {
+		return walkTensors(m, func(f weights.Field) error {
+			x := f.Matrix()
+			if x == nil {
+				return nil
+			}
 			if x.BF16 != nil {
 				for i, b := range x.BF16 {
 					if b&0x7f80 == 0x7f80 { // exponent all ones: Inf or NaN
-						return fmt.Errorf("weight %s has a non-finite value (%v at index %d)", names[x], tensor.BF16ToFloat32(b), i)
+						return fmt.Errorf("weight %s has a non-finite value (%v at index %d)", m.describe(f.Name), tensor.BF16ToFloat32(b), i)
 					}
 				}
 			} else if i := firstNonFinite(x.F32); i >= 0 {
-				return fmt.Errorf("weight %s has a non-finite value (%v at index %d)", names[x], x.F32[i], i)
+				return fmt.Errorf("weight %s has a non-finite value (%v at index %d)", m.describe(f.Name), x.F32[i], i)
 			}
 			done += x.Bytes()
 			if progress != nil {
-				progress(done, total)
+				progress(min(done, total), total)
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 }
 
@@ -90,27 +86,4 @@ func (m *Model) Guard(fn func() error) error {
 		return fn()
 	}
 	return m.store.Guard(fn)
-}
-
-// matrixNames maps each weight matrix to its checkpoint name, for errors.
-func (m *Model) matrixNames() map[*tensor.Matrix]string {
-	n := map[*tensor.Matrix]string{m.Embed: "embed_tokens.weight"}
-	if m.LMHead != m.Embed {
-		n[m.LMHead] = "lm_head.weight"
-	}
-	for i := range m.Blocks {
-		b := &m.Blocks[i]
-		p := fmt.Sprintf("layers.%d.", i)
-		n[b.MLP.Gate], n[b.MLP.Up], n[b.MLP.Down] = p+"mlp.gate_proj.weight", p+"mlp.up_proj.weight", p+"mlp.down_proj.weight"
-		if w := b.GDN; w != nil {
-			g := p + "linear_attn."
-			n[w.W.InProjQKV], n[w.W.InProjZ], n[w.W.InProjB] = g+"in_proj_qkv.weight", g+"in_proj_z.weight", g+"in_proj_b.weight"
-			n[w.W.InProjA], n[w.W.OutProj] = g+"in_proj_a.weight", g+"out_proj.weight"
-		}
-		if w := b.Attn; w != nil {
-			a := p + "self_attn."
-			n[w.W.QProj], n[w.W.KProj], n[w.W.VProj], n[w.W.OProj] = a+"q_proj.weight", a+"k_proj.weight", a+"v_proj.weight", a+"o_proj.weight"
-		}
-	}
-	return n
 }

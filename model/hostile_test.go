@@ -31,7 +31,7 @@ func writeTiny(t *testing.T, mutate func(name string, shape []int, v []float32) 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644))
 	var ts []weights.NamedTensor
 	for _, e := range cfg.ExpectedTensors() {
-		shape, v := e.Shape, RandomValues(1, e.Name, e.Shape)
+		shape, v := e.Shape, RandomValues(1, e)
 		keep := true
 		if mutate != nil {
 			shape, v, keep = mutate(e.Name, shape, v)

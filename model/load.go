@@ -15,12 +15,14 @@ import (
 
 // Model is a loaded Qwen3.5 text model. Its weights are read-only after
 // Load, so one Model may serve many goroutines, each with its own Session.
+// The tags name the checkpoint tensors (see family.go).
 type Model struct {
 	Config    *Config
-	Embed     *tensor.Matrix // [V, H]
-	LMHead    *tensor.Matrix // [V, H]; the embedding itself when tied
-	FinalNorm []float32      // [H], (1+w)
-	Blocks    []Block
+	Embed     *tensor.Matrix `tensor:"embed_tokens.weight" shape:"V,H" init:"embedding"`
+	FinalNorm []float32      `tensor:"norm.weight" shape:"H" init:"zero_centred"` // (1+w)
+	// LMHead is the embedding itself when tied.
+	LMHead *tensor.Matrix `tensor:"lm_head.weight" shape:"V,H" when:"untied" hub:"top"`
+	Blocks []Block        `tensor:"layers.%d."`
 	// Warnings lists non-fatal findings of Load (e.g. unused tensors).
 	Warnings []string
 
@@ -28,16 +30,21 @@ type Model struct {
 	streaming bool // drop each layer's mapped pages after use (SetStreaming)
 }
 
-// Block is one decoder layer: a token mixer and the SwiGLU MLP, each behind
-// a (1+w) RMSNorm with a residual connection (docs/spec.md §3.1).
+// Block is one decoder layer: a token mixer and the SwiGLU MLP (or the
+// sparse MoE block), each behind a (1+w) RMSNorm with a residual
+// connection (docs/spec.md §3.1). Exactly one of GDN and Attn is set, and
+// one of MLP and MoE.
 type Block struct {
 	Kind      LayerKind
-	InputNorm []float32 // [H]
-	PostNorm  []float32 // [H]
-	GDN       *gateddelta.Layer
-	Attn      *attention.Layer
-	MLP       MLP        // the dense MLP (zero in a sparse layer)
-	MoE       *moe.Layer // the sparse MoE block instead of MLP, or nil
+	InputNorm []float32        `tensor:"input_layernorm.weight" shape:"H" init:"zero_centred"`
+	PostNorm  []float32        `tensor:"post_attention_layernorm.weight" shape:"H" init:"zero_centred"`
+	MLP       *MLP             `tensor:"mlp."` // the dense MLP (nil in a sparse layer)
+	MoE       *moe.Layer       `tensor:"mlp."` // the sparse MoE block instead of MLP, or nil
+	Attn      *attention.Layer `tensor:"self_attn."`
+	// Stored holds the tensors only the model's family stores (Qwen3-Next's
+	// fused GDN projections), from which the family derives the layer's.
+	Stored any               `tensor:"linear_attn."`
+	GDN    *gateddelta.Layer `tensor:"linear_attn."`
 }
 
 // Close releases the checkpoint's memory maps. The model must not be used
@@ -61,77 +68,73 @@ func (m *Model) Files() []string {
 }
 
 // TensorSpec is one tensor the config requires: its canonical name
-// (without the checkpoint's prefix) and its shape as stored.
+// (without the checkpoint's prefix), its shape as stored, its random-fill
+// class and its name in the hub layout.
 type TensorSpec struct {
 	Name  string
 	Shape []int
+	Init  string
+	Hub   string
 }
 
-// ExpectedTensors lists every text tensor the config requires, with its
-// shape as stored (nn.Linear [out, in]; conv1d [C, 1, K]). Sparse layers
-// list the fused experts tensors (mlp.experts.gate_up_proj [E, 2I, H],
-// mlp.experts.down_proj [E, H, I]) as transformers 5.17 defines them.
+// ExpectedTensors lists every text tensor the config requires, in
+// checkpoint order, with its shape as stored (nn.Linear [out, in]; conv1d
+// [C, 1, K]). Sparse layers list the fused experts tensors as transformers
+// 5.17 defines them.
 func (c *Config) ExpectedTensors() []TensorSpec { return c.expectedTensors(nil) }
 
 // expectedTensors is ExpectedTensors with, when perExpert is set and says
 // so for a layer, that layer's experts as one tensor per expert.
 func (c *Config) expectedTensors(perExpert func(layer int) bool) []TensorSpec {
-	h, v, in := c.HiddenSize, c.VocabSize, c.IntermediateSize
-	nv, dv := c.LinearNumValueHeads, c.LinearValueHeadDim
-	nh, nkv, dh := c.NumHeads, c.NumKVHeads, c.HeadDim
-	conv := c.ConvDim()
-	ex := []TensorSpec{{"embed_tokens.weight", []int{v, h}}, {"norm.weight", []int{h}}}
-	if !c.TieWordEmbeddings {
-		ex = append(ex, TensorSpec{"lm_head.weight", []int{v, h}})
-	}
-	for i, k := range c.LayerTypes {
-		p := fmt.Sprintf("layers.%d.", i)
-		ex = append(ex,
-			TensorSpec{p + "input_layernorm.weight", []int{h}},
-			TensorSpec{p + "post_attention_layernorm.weight", []int{h}},
-		)
-		if c.SparseLayer(i) {
-			ex = append(ex, c.moeTensors(p, perExpert != nil && perExpert(i))...)
-		} else {
-			ex = append(ex,
-				TensorSpec{p + "mlp.gate_proj.weight", []int{in, h}},
-				TensorSpec{p + "mlp.up_proj.weight", []int{in, h}},
-				TensorSpec{p + "mlp.down_proj.weight", []int{h, in}},
-			)
+	var out []TensorSpec
+	_ = walkTensors(skeleton(c, perExpert), func(f weights.Field) error {
+		hub := hubTextPrefix + f.Name
+		if f.Tag("hub") == "top" {
+			hub = f.Name
 		}
-		if k == FullAttention {
-			a := p + "self_attn."
-			ex = append(ex,
-				TensorSpec{a + "q_proj.weight", []int{2 * nh * dh, h}},
-				TensorSpec{a + "k_proj.weight", []int{nkv * dh, h}},
-				TensorSpec{a + "v_proj.weight", []int{nkv * dh, h}},
-				TensorSpec{a + "o_proj.weight", []int{h, nh * dh}},
-				TensorSpec{a + "q_norm.weight", []int{dh}},
-				TensorSpec{a + "k_norm.weight", []int{dh}},
-			)
+		out = append(out, TensorSpec{Name: f.Name, Shape: f.Shape, Init: f.Init, Hub: hub})
+		return nil
+	})
+	return out
+}
+
+// skeleton is the model's structure without weights: every part the
+// config's layers have, with their dims, ready to be walked.
+func skeleton(cfg *Config, perExpert func(layer int) bool) *Model {
+	m := &Model{Config: cfg, Blocks: make([]Block, len(cfg.LayerTypes))}
+	fam := cfg.configFamily()
+	eps := float32(cfg.RMSNormEps)
+	for i, kind := range cfg.LayerTypes {
+		b := &m.Blocks[i]
+		b.Kind = kind
+		if cfg.SparseLayer(i) {
+			b.MoE = newMoE(cfg, perExpert != nil && perExpert(i))
+		} else {
+			b.MLP = &MLP{}
+		}
+		if kind == FullAttention {
+			b.Attn = &attention.Layer{Dims: attention.LayerDims{Hidden: cfg.HiddenSize, NH: cfg.NumHeads, NKV: cfg.NumKVHeads,
+				D: cfg.HeadDim, RotaryDim: cfg.RotaryDim(), Theta: cfg.RopeTheta, Eps: eps}}
 			continue
 		}
-		g := p + "linear_attn."
-		if c.FusedGDNProjections {
-			ex = append(ex,
-				TensorSpec{g + "in_proj_qkvz.weight", []int{conv + nv*dv, h}},
-				TensorSpec{g + "in_proj_ba.weight", []int{2 * nv, h}})
-		} else {
-			ex = append(ex,
-				TensorSpec{g + "in_proj_qkv.weight", []int{conv, h}},
-				TensorSpec{g + "in_proj_z.weight", []int{nv * dv, h}},
-				TensorSpec{g + "in_proj_b.weight", []int{nv, h}},
-				TensorSpec{g + "in_proj_a.weight", []int{nv, h}})
+		b.GDN = &gateddelta.Layer{Dims: cfg.GDNDims()}
+		if fam.stored != nil {
+			fam.stored(cfg, b)
 		}
-		ex = append(ex,
-			TensorSpec{g + "conv1d.weight", []int{conv, 1, c.LinearConvKernel}},
-			TensorSpec{g + "dt_bias", []int{nv}},
-			TensorSpec{g + "A_log", []int{nv}},
-			TensorSpec{g + "norm.weight", []int{dv}},
-			TensorSpec{g + "out_proj.weight", []int{h, nv * dv}},
-		)
 	}
-	return ex
+	return m
+}
+
+// GDNCoreDims are the dims of the config's Gated DeltaNet core over t
+// positions (for the core-only benchmarks and vectors).
+func (c *Config) GDNCoreDims(t int) gateddelta.Dims {
+	return gateddelta.Dims{T: t, NK: c.LinearNumKeyHeads, NV: c.LinearNumValueHeads, DK: c.LinearKeyHeadDim, DV: c.LinearValueHeadDim}
+}
+
+// GDNDims are the dims of the config's Gated DeltaNet layers.
+func (c *Config) GDNDims() gateddelta.LayerDims {
+	return gateddelta.LayerDims{Hidden: c.HiddenSize, NK: c.LinearNumKeyHeads, NV: c.LinearNumValueHeads,
+		DK: c.LinearKeyHeadDim, DV: c.LinearValueHeadDim, ConvK: c.LinearConvKernel, Eps: float32(c.RMSNormEps)}
 }
 
 // supportedDTypes are the storage types qwenref computes from.
@@ -142,7 +145,7 @@ var supportedDTypes = []string{"BF16", "F16", "F32"}
 // all problems at once.
 func CheckTensors(cfg *Config, st *weights.Store) error {
 	var problems []string
-	for _, e := range cfg.expectedTensors(storeLayout(st)) {
+	for _, e := range cfg.expectedTensors(storeLayout(cfg, st)) {
 		info, ok := st.Info(e.Name)
 		switch {
 		case !ok:
@@ -166,7 +169,7 @@ func Load(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := weights.Open(dir)
+	st, err := OpenWeights(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +181,8 @@ func Load(dir string) (*Model, error) {
 	return m, nil
 }
 
-// FromStore builds a model over an open store; on success the model owns it.
+// FromStore builds a model over an open store (opened with the families'
+// names, as Load opens it); on success the model owns it.
 func FromStore(cfg *Config, st *weights.Store) (*Model, error) {
 	if err := CheckTensors(cfg, st); err != nil {
 		return nil, err
@@ -189,9 +193,6 @@ func FromStore(cfg *Config, st *weights.Store) (*Model, error) {
 	}
 	m.store = st
 	m.adviseExperts()
-	if _, ok := st.Info("lm_head.weight"); ok && cfg.TieWordEmbeddings {
-		m.Warnings = append(m.Warnings, "tie_word_embeddings is true: lm_head.weight in the checkpoint is ignored")
-	}
 	m.Warnings = append(m.Warnings, unusedTensors(cfg, st)...)
 	return m, nil
 }
@@ -207,77 +208,33 @@ type tensorSource interface {
 }
 
 // storeLayout is expertLayout over a checkpoint's names.
-func storeLayout(st *weights.Store) func(int) bool {
-	return expertLayout(func(n string) bool { _, ok := st.Info(n); return ok })
+func storeLayout(cfg *Config, st *weights.Store) func(int) bool {
+	return expertLayout(cfg, func(n string) bool { _, ok := st.Info(n); return ok })
 }
 
-// build assembles the model from a source whose tensors were checked.
+// build assembles the model from a source whose tensors were checked: it
+// walks the skeleton's tensor fields and binds each from the source.
 func build(cfg *Config, st tensorSource) (*Model, error) {
+	m := skeleton(cfg, expertLayout(cfg, st.Has))
 	l := loader{st: st}
-	m := &Model{Config: cfg}
-	m.Embed = l.matrix("embed_tokens.weight")
-	m.FinalNorm = l.vector("norm.weight")
-	if cfg.TieWordEmbeddings {
-		m.LMHead = m.Embed
-	} else {
-		m.LMHead = l.matrix("lm_head.weight")
-	}
-	eps := float32(cfg.RMSNormEps)
-	perExpert := expertLayout(st.Has)
-	for i, kind := range cfg.LayerTypes {
-		p := fmt.Sprintf("layers.%d.", i)
-		b := Block{
-			Kind:      kind,
-			InputNorm: l.vector(p + "input_layernorm.weight"),
-			PostNorm:  l.vector(p + "post_attention_layernorm.weight"),
-		}
-		if cfg.SparseLayer(i) {
-			b.MoE = l.loadMoE(cfg, p, perExpert(i))
-		} else {
-			b.MLP = MLP{
-				Gate: l.matrix(p + "mlp.gate_proj.weight"),
-				Up:   l.matrix(p + "mlp.up_proj.weight"),
-				Down: l.matrix(p + "mlp.down_proj.weight"),
-			}
-		}
-		if kind == FullAttention {
-			a := p + "self_attn."
-			b.Attn = &attention.Layer{
-				Dims: attention.LayerDims{Hidden: cfg.HiddenSize, NH: cfg.NumHeads, NKV: cfg.NumKVHeads, D: cfg.HeadDim,
-					RotaryDim: cfg.RotaryDim(), Theta: cfg.RopeTheta, Eps: eps},
-				W: attention.LayerWeights{
-					QProj: l.matrix(a + "q_proj.weight"), KProj: l.matrix(a + "k_proj.weight"),
-					VProj: l.matrix(a + "v_proj.weight"), OProj: l.matrix(a + "o_proj.weight"),
-					QNorm: l.vector(a + "q_norm.weight"), KNorm: l.vector(a + "k_norm.weight"),
-				},
-			}
-		} else {
-			g := p + "linear_attn."
-			conv := l.vector(g + "conv1d.weight") // [C,1,K] flattens to [C,K]
-			b.GDN = &gateddelta.Layer{
-				Dims: gateddelta.LayerDims{Hidden: cfg.HiddenSize, NK: cfg.LinearNumKeyHeads, NV: cfg.LinearNumValueHeads,
-					DK: cfg.LinearKeyHeadDim, DV: cfg.LinearValueHeadDim, ConvK: cfg.LinearConvKernel, Eps: eps},
-				W: gateddelta.LayerWeights{
-					OutProj: l.matrix(g + "out_proj.weight"), ConvW: conv,
-					ALog: l.vector(g + "A_log"), DtBias: l.vector(g + "dt_bias"), NormW: l.vector(g + "norm.weight"),
-				},
-			}
-			if cfg.FusedGDNProjections {
-				l.fusedProjections(cfg, g, &b.GDN.W)
-			} else {
-				w := &b.GDN.W
-				w.InProjQKV, w.InProjZ = l.matrix(g+"in_proj_qkv.weight"), l.matrix(g+"in_proj_z.weight")
-				w.InProjB, w.InProjA = l.matrix(g+"in_proj_b.weight"), l.matrix(g+"in_proj_a.weight")
-			}
-		}
-		m.Blocks = append(m.Blocks, b)
+	if err := walkTensors(m, l.bind); err != nil {
+		return nil, err
 	}
 	if err := l.err(); err != nil {
 		return nil, err
 	}
+	if cfg.TieWordEmbeddings {
+		m.LMHead = m.Embed
+	}
+	fam := cfg.configFamily()
 	for i := range m.Blocks {
-		if b := m.Blocks[i].MoE; b != nil {
-			if err := b.Check(); err != nil {
+		b := &m.Blocks[i]
+		if fam.derive != nil && b.GDN != nil {
+			fam.derive(cfg, b)
+		}
+		if b.MoE != nil {
+			b.MoE.W.BindExperts(b.MoE.Dims)
+			if err := b.MoE.Check(); err != nil {
 				return nil, fmt.Errorf("layer %d: %w", i, err)
 			}
 		}
@@ -298,20 +255,28 @@ func (l *loader) fail(name string, err error) {
 	l.errs = append(l.errs, fmt.Sprintf("%s: %v", name, err))
 }
 
-func (l *loader) matrix(name string) *tensor.Matrix {
-	m, err := l.st.Matrix(name)
-	if err != nil {
-		l.fail(name, err)
+// bind reads one declared tensor: a matrix (a rank-3 tensor as its
+// [A·B, C] matrix) or a flat vector.
+func (l *loader) bind(f weights.Field) error {
+	var err error
+	switch {
+	case f.IsMatrix() && len(f.Shape) == 3:
+		var m *tensor.Matrix
+		m, err = l.st.Stacked(f.Name)
+		f.SetMatrix(m)
+	case f.IsMatrix():
+		var m *tensor.Matrix
+		m, err = l.st.Matrix(f.Name)
+		f.SetMatrix(m)
+	default:
+		var v []float32
+		v, _, err = l.st.Float32(f.Name)
+		f.SetVector(v)
 	}
-	return m
-}
-
-func (l *loader) vector(name string) []float32 {
-	v, _, err := l.st.Float32(name)
 	if err != nil {
-		l.fail(name, err)
+		l.fail(f.Name, err)
 	}
-	return v
+	return nil
 }
 
 func (l *loader) err() error {
@@ -324,9 +289,22 @@ func (l *loader) err() error {
 // unusedTensors names text tensors the config does not use, which usually
 // means the config and checkpoint disagree about the layout.
 func unusedTensors(cfg *Config, st *weights.Store) []string {
-	want := map[string]bool{"lm_head.weight": true}
-	for _, e := range cfg.expectedTensors(storeLayout(st)) {
+	want := map[string]bool{}
+	for _, e := range cfg.expectedTensors(storeLayout(cfg, st)) {
 		want[e.Name] = true
+	}
+	var warn []string
+	if cfg.TieWordEmbeddings {
+		untied := *cfg
+		untied.TieWordEmbeddings = false
+		for _, e := range untied.expectedTensors(storeLayout(cfg, st)) {
+			if !want[e.Name] {
+				want[e.Name] = true
+				if _, ok := st.Info(e.Name); ok {
+					warn = append(warn, fmt.Sprintf("tie_word_embeddings is true: %s in the checkpoint is ignored", e.Name))
+				}
+			}
+		}
 	}
 	var extra []string
 	for _, n := range st.Names() {
@@ -335,7 +313,7 @@ func unusedTensors(cfg *Config, st *weights.Store) []string {
 		}
 	}
 	if len(extra) == 0 {
-		return nil
+		return warn
 	}
 	shown := extra[:min(len(extra), 5)]
 	for i, n := range shown {
@@ -345,5 +323,5 @@ func unusedTensors(cfg *Config, st *weights.Store) []string {
 	if len(extra) > 5 {
 		more = fmt.Sprintf(" and %d more", len(extra)-5)
 	}
-	return []string{"tensors not used by this config: " + strings.Join(shown, ", ") + more}
+	return append(warn, "tensors not used by this config: "+strings.Join(shown, ", ")+more)
 }

@@ -90,8 +90,8 @@ func (c *Config) checkSizes() []string {
 		{"mlp [intermediate_size, hidden_size]", []int{c.IntermediateSize, h}},
 		{"q_proj [2·num_attention_heads·head_dim, hidden_size]", []int{2, c.NumHeads, c.HeadDim, h}},
 		{"k_proj [num_key_value_heads·head_dim, hidden_size]", []int{c.NumKVHeads, c.HeadDim, h}},
-		{"in_proj_qkv keys [2·linear_num_key_heads·linear_key_head_dim, hidden_size]", []int{2, c.LinearNumKeyHeads, c.LinearKeyHeadDim, h}},
-		{"in_proj_z [linear_num_value_heads·linear_value_head_dim, hidden_size]", []int{c.LinearNumValueHeads, c.LinearValueHeadDim, h}},
+		{"the GDN key projections [2·linear_num_key_heads·linear_key_head_dim, hidden_size]", []int{2, c.LinearNumKeyHeads, c.LinearKeyHeadDim, h}},
+		{"the GDN output gate projection [linear_num_value_heads·linear_value_head_dim, hidden_size]", []int{c.LinearNumValueHeads, c.LinearValueHeadDim, h}},
 		{"recurrent state [linear_num_value_heads, linear_key_head_dim, linear_value_head_dim]", []int{c.LinearNumValueHeads, c.LinearKeyHeadDim, c.LinearValueHeadDim}},
 	}
 	for _, t := range tensors {

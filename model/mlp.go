@@ -8,10 +8,12 @@ import (
 	"github.com/qwenref/qwenref/tensor"
 )
 
-// MLP is the SwiGLU feed-forward block: W_down(SiLU(W_gate x) ⊙ W_up x).
+// MLP is the SwiGLU feed-forward block: W_down(SiLU(W_gate x) ⊙ W_up x);
+// the tags name its tensors under `layers.N.mlp.`.
 type MLP struct {
-	Gate, Up *tensor.Matrix // [I, H]
-	Down     *tensor.Matrix // [H, I]
+	Gate *tensor.Matrix `tensor:"gate_proj.weight" shape:"I,H"`
+	Up   *tensor.Matrix `tensor:"up_proj.weight" shape:"I,H"`
+	Down *tensor.Matrix `tensor:"down_proj.weight" shape:"H,I"`
 }
 
 // Forward maps x [T, H] to out [T, H].
@@ -20,14 +22,14 @@ func (m *MLP) Forward(out, x []float32, t int, mm linalg.MatMuler) error {
 	g := make([]float32, t*inter)
 	u := make([]float32, t*inter)
 	if err := mm.MatMulT(g, x, t, m.Gate); err != nil {
-		return fmt.Errorf("mlp gate_proj: %w", err)
+		return fmt.Errorf("mlp gate projection: %w", err)
 	}
 	if err := mm.MatMulT(u, x, t, m.Up); err != nil {
-		return fmt.Errorf("mlp up_proj: %w", err)
+		return fmt.Errorf("mlp up projection: %w", err)
 	}
 	act.SiLUMul(g, g, u) // SiLU(W_gate x) ⊙ W_up x, vectorised
 	if err := mm.MatMulT(out, g, t, m.Down); err != nil {
-		return fmt.Errorf("mlp down_proj: %w", err)
+		return fmt.Errorf("mlp down projection: %w", err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -64,25 +65,8 @@ func (c *Config) SparseLayers() int {
 
 func (c *Config) hasDenseLayers() bool { return c.SparseLayers() < len(c.LayerTypes) }
 
-// moeFamily names the MoE family of a model_type, or "" for the dense ones.
-func moeFamily(modelType string) string {
-	switch modelType {
-	case "qwen3_5_moe", "qwen3_5_moe_text":
-		return "qwen3_5_moe"
-	case "qwen3_next":
-		return "qwen3_next"
-	}
-	return ""
-}
-
-// parseMoE reads the MoE keys. transformers 5.17's qwen3_5_moe has no
-// norm_topk_prob, decoder_sparse_step or mlp_only_layers: it always
-// renormalises and every layer is sparse, so those keys are ignored there
-// as transformers ignores them. qwen3_next reads all three.
-func (c *Config) parseMoE(t *rawText, family string) error {
-	if family == "" {
-		return nil
-	}
+// parseMoE reads the MoE keys both sparse families share.
+func (c *Config) parseMoE(t *rawText) error {
 	var missing []string
 	need := func(name string, p *int) int {
 		if p == nil {
@@ -91,7 +75,7 @@ func (c *Config) parseMoE(t *rawText, family string) error {
 		}
 		return *p
 	}
-	m := MoEConfig{
+	c.MoE = MoEConfig{
 		NumExperts:         need("num_experts", t.NumExperts),
 		NumExpertsPerTok:   need("num_experts_per_tok", t.NumExpertsPerTok),
 		IntermediateSize:   need("moe_intermediate_size", t.MoEIntermediateSize),
@@ -100,25 +84,13 @@ func (c *Config) parseMoE(t *rawText, family string) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("missing required keys: %s", strings.Join(missing, ", "))
 	}
-	if family == "qwen3_5_moe" {
-		m.NormTopKProb, m.SparseEveryLayer, m.DecoderSparseStep = true, true, 1
-	} else {
-		c.FusedGDNProjections = true
-		m.NormTopKProb = deref(t.NormTopKProb, true)
-		m.DecoderSparseStep = deref(t.DecoderSparseStep, 1)
-		if len(t.MLPOnlyLayers) > MaxLayers {
-			return fmt.Errorf("mlp_only_layers has %d entries: more than the %d layers allowed", len(t.MLPOnlyLayers), MaxLayers)
-		}
-		m.MLPOnlyLayers = slices.Clone(t.MLPOnlyLayers)
-	}
-	c.MoE = m
 	return nil
 }
 
 // checkMoE validates the MoE keys (called by Validate).
 func (c *Config) checkMoE() []string {
 	m := c.MoE
-	if m.NumExperts == 0 && moeFamily(c.ModelType) == "" {
+	if m.NumExperts == 0 && !c.configFamily().sparse {
 		return nil
 	}
 	var errs []string
@@ -170,7 +142,7 @@ func (c *Config) moeLayerParams(activeOnly bool) int64 {
 	h := c.HiddenSize
 	experts, ok1 := mulCap(MaxParams, e, 3, m.IntermediateSize, h)
 	shared, ok2 := mulCap(MaxParams, 3, m.SharedIntermediate, h)
-	router, ok3 := mulCap(MaxParams, m.NumExperts+1, h) // router and shared_expert_gate
+	router, ok3 := mulCap(MaxParams, m.NumExperts+1, h) // the router and the shared expert's gate
 	if !ok1 || !ok2 || !ok3 {
 		return MaxParams + 1
 	}
@@ -190,106 +162,58 @@ func (c *Config) ActiveTextParams() int64 {
 	return total
 }
 
-// moeTensors lists one sparse layer's tensors under prefix p ("layers.N.");
-// perExpert lists experts.E.{gate,up,down}_proj.weight instead of the
-// fused 3-D tensors.
-func (c *Config) moeTensors(p string, perExpert bool) []TensorSpec {
-	m, h := c.MoE, c.HiddenSize
-	ex := []TensorSpec{
-		{p + "mlp.gate.weight", []int{m.NumExperts, h}},
-		{p + "mlp.shared_expert.gate_proj.weight", []int{m.SharedIntermediate, h}},
-		{p + "mlp.shared_expert.up_proj.weight", []int{m.SharedIntermediate, h}},
-		{p + "mlp.shared_expert.down_proj.weight", []int{h, m.SharedIntermediate}},
-		{p + "mlp.shared_expert_gate.weight", []int{1, h}},
+// newMoE is a sparse block's skeleton: its dims, and the stored layout
+// of its experts (fused, or one tensor per expert).
+func newMoE(cfg *Config, perExpert bool) *moe.Layer {
+	m := cfg.MoE
+	l := &moe.Layer{Dims: moe.Dims{Hidden: cfg.HiddenSize, Experts: m.NumExperts, TopK: m.NumExpertsPerTok,
+		Inter: m.IntermediateSize, SharedInter: m.SharedIntermediate, NormTopK: m.NormTopKProb}}
+	if perExpert {
+		l.W.PerExpert = make([]moe.ExpertWeights, m.NumExperts)
+	} else {
+		l.W.Fused = &moe.FusedExperts{}
 	}
-	if !perExpert {
-		return append(ex,
-			TensorSpec{p + "mlp.experts.gate_up_proj", []int{m.NumExperts, 2 * m.IntermediateSize, h}},
-			TensorSpec{p + "mlp.experts.down_proj", []int{m.NumExperts, h, m.IntermediateSize}})
-	}
-	for e := range m.NumExperts {
-		q := fmt.Sprintf("%smlp.experts.%d.", p, e)
-		ex = append(ex,
-			TensorSpec{q + "gate_proj.weight", []int{m.IntermediateSize, h}},
-			TensorSpec{q + "up_proj.weight", []int{m.IntermediateSize, h}},
-			TensorSpec{q + "down_proj.weight", []int{h, m.IntermediateSize}})
-	}
-	return ex
+	return l
 }
 
 // expertLayout says, per sparse layer, whether a store holds one tensor
-// per expert (experts.0.gate_proj.weight present, the fused gate_up_proj
+// per expert (the first expert's first tensor present, the fused tensor
 // absent). Transformers 5.17 defines the fused layout; Qwen3-Next's hub
 // files and older conversions store one tensor per expert.
-func expertLayout(has func(string) bool) func(layer int) bool {
+func expertLayout(cfg *Config, has func(string) bool) func(layer int) bool {
 	return func(layer int) bool {
-		p := fmt.Sprintf("layers.%d.mlp.experts.", layer)
-		return !has(p+"gate_up_proj") && has(p+"0.gate_proj.weight")
+		fused := partNames(cfg, layer, &moe.Weights{Fused: &moe.FusedExperts{}})
+		per := partNames(cfg, layer, &moe.Weights{PerExpert: make([]moe.ExpertWeights, 1)})
+		return !has(firstNotIn(fused, per)) && has(firstNotIn(per, fused))
 	}
 }
 
-// loadMoE builds one sparse block from its tensors; the expert matrices
-// are views of the fused tensors (no copy) or the per-expert tensors.
-func (l *loader) loadMoE(cfg *Config, p string, perExpert bool) *moe.Layer {
-	m := cfg.MoE
-	h, in := cfg.HiddenSize, m.IntermediateSize
-	b := &moe.Layer{
-		Dims: moe.Dims{Hidden: h, Experts: m.NumExperts, TopK: m.NumExpertsPerTok, Inter: in,
-			SharedInter: m.SharedIntermediate, NormTopK: m.NormTopKProb},
-		W: moe.Weights{
-			Router:     l.matrix(p + "mlp.gate.weight"),
-			SharedGate: l.matrix(p + "mlp.shared_expert.gate_proj.weight"),
-			SharedUp:   l.matrix(p + "mlp.shared_expert.up_proj.weight"),
-			SharedDown: l.matrix(p + "mlp.shared_expert.down_proj.weight"),
-			SharedProb: l.matrix(p + "mlp.shared_expert_gate.weight"),
-			Gate:       make([]*tensor.Matrix, m.NumExperts),
-			Up:         make([]*tensor.Matrix, m.NumExperts),
-			Down:       make([]*tensor.Matrix, m.NumExperts),
-		},
-	}
-	if perExpert {
-		for e := range m.NumExperts {
-			q := fmt.Sprintf("%smlp.experts.%d.", p, e)
-			b.W.Gate[e] = l.matrix(q + "gate_proj.weight")
-			b.W.Up[e] = l.matrix(q + "up_proj.weight")
-			b.W.Down[e] = l.matrix(q + "down_proj.weight")
-		}
-		return b
-	}
-	gateUp := l.stacked(p + "mlp.experts.gate_up_proj")
-	down := l.stacked(p + "mlp.experts.down_proj")
-	if gateUp == nil || down == nil {
-		return b
-	}
-	for e := range m.NumExperts {
-		g0 := e * 2 * in
-		b.W.Gate[e] = rowsView(gateUp, g0, in)
-		b.W.Up[e] = rowsView(gateUp, g0+in, in)
-		b.W.Down[e] = rowsView(down, e*h, h)
-	}
-	return b
-}
-
-// rowsView is rows [r0, r0+n) of m, sharing its storage.
-func rowsView(m *tensor.Matrix, r0, n int) *tensor.Matrix {
-	v := &tensor.Matrix{Rows: n, Cols: m.Cols}
-	lo, hi := r0*m.Cols, (r0+n)*m.Cols
-	if m.BF16 != nil {
-		v.BF16 = m.BF16[lo:hi:hi]
-	} else {
-		v.F32 = m.F32[lo:hi:hi]
-	}
-	return v
-}
-
-// stacked reads a rank-3 tensor [A, B, C] as an [A·B, C] matrix.
-func (l *loader) stacked(name string) *tensor.Matrix {
-	m, err := l.st.Stacked(name)
-	if err != nil {
-		l.fail(name, err)
+// partNames lists the names of a sparse block's tensors in layer i as the
+// walker gives them (the prefixes read from the Model and Block tags).
+func partNames(cfg *Config, i int, w *moe.Weights) []string {
+	var out []string
+	prefix := fmt.Sprintf(fieldTag[Model]("Blocks"), i) + fieldTag[Block]("MoE")
+	_ = weights.Walk(w, prefix, cfg.Sizes(), func(f weights.Field) error {
+		out = append(out, f.Name)
 		return nil
+	})
+	return out
+}
+
+// firstNotIn is the first of names that others lacks.
+func firstNotIn(names, others []string) string {
+	for _, n := range names {
+		if !slices.Contains(others, n) {
+			return n
+		}
 	}
-	return m
+	return ""
+}
+
+// fieldTag is the tensor tag of a struct field.
+func fieldTag[T any](field string) string {
+	f, _ := reflect.TypeFor[T]().FieldByName(field)
+	return f.Tag.Get("tensor")
 }
 
 // Stacked serves a rank-3 random tensor as an [A·B, C] matrix.
@@ -320,7 +244,7 @@ type storeSource struct{ *weights.Store }
 func (s storeSource) Has(name string) bool { _, ok := s.Info(name); return ok }
 
 // Has reports whether the random model has the tensor.
-func (r *randomSource) Has(name string) bool { _, ok := r.shapes[name]; return ok }
+func (r *randomSource) Has(name string) bool { _, ok := r.specs[name]; return ok }
 
 // moeMatrices lists a sparse block's weight matrices (expert views
 // included, so page drops and byte counts cover them).

@@ -154,9 +154,9 @@ func TestMoEDecodeEqualsFullForward(t *testing.T) {
 func TestNextFusedProjectionsMatchTransformersSplit(t *testing.T) {
 	cfg, err := ParseConfig([]byte(nextConfigJSON))
 	require.NoError(t, err)
-	src := &randomSource{seed: 9, shapes: map[string][]int{}}
+	src := &randomSource{seed: 9, specs: map[string]TensorSpec{}}
 	for _, e := range cfg.ExpectedTensors() {
-		src.shapes[e.Name] = e.Shape
+		src.specs[e.Name] = e
 	}
 	m, err := build(cfg, src)
 	require.NoError(t, err)
@@ -167,7 +167,7 @@ func TestNextFusedProjectionsMatchTransformersSplit(t *testing.T) {
 
 	h, nk, nv, dk, dv := cfg.HiddenSize, cfg.LinearNumKeyHeads, cfg.LinearNumValueHeads, cfg.LinearKeyHeadDim, cfg.LinearValueHeadDim
 	r := nv / nk
-	x := RandomValues(1, "x", []int{3, h})
+	x := RandomValues(1, TensorSpec{Name: "x", Shape: []int{3, h}})
 	got := map[string][]float32{}
 	be, _ := NewBackend("naive")
 	st := m.Blocks[0].NewState()
@@ -224,7 +224,7 @@ func TestMoESyntheticAndPerExpertLayouts(t *testing.T) {
 	var headers []weights.TensorHeader
 	data := map[string][]float32{}
 	for _, e := range cfg.ExpectedTensors() {
-		v := RandomValues(21, e.Name, e.Shape)
+		v := RandomValues(21, e)
 		for i, x := range v {
 			v[i] = tensor.BF16ToFloat32(tensor.Float32ToBF16(x))
 		}

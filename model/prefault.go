@@ -24,7 +24,10 @@ func (m *Model) Matrices() []*tensor.Matrix {
 
 // matrices lists one block's weight matrices.
 func (b *Block) matrices() []*tensor.Matrix {
-	out := append([]*tensor.Matrix{b.MLP.Gate, b.MLP.Up, b.MLP.Down}, b.moeMatrices()...)
+	out := b.moeMatrices()
+	if b.MLP != nil {
+		out = append(out, b.MLP.Gate, b.MLP.Up, b.MLP.Down)
+	}
 	if b.GDN != nil {
 		w := &b.GDN.W
 		out = append(out, w.InProjQKV, w.InProjZ, w.InProjB, w.InProjA, w.OutProj)

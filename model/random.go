@@ -5,23 +5,26 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
-	"strings"
 
 	"github.com/qwenref/qwenref/tensor"
+	"github.com/qwenref/qwenref/weights"
 )
 
-// RandomValues returns the deterministic synthetic values of the tensor
-// `name` with the given shape, for seed. Each tensor has its own stream
-// (seeded by the seed and the name), so tensors can be made in any order or
-// in parallel, and a synthetic checkpoint on disk equals NewRandom's model.
+// RandomValues returns the deterministic synthetic values of one tensor
+// for seed. Each tensor has its own stream (seeded by the seed and the
+// name), so tensors can be made in any order or in parallel, and a
+// synthetic checkpoint on disk equals NewRandom's model.
 //
-// The distributions keep activations of order one at any width and make no
-// stage an identity: linear weights N(0, 1/fan_in), embeddings N(0, 1),
-// (1+w) norm weights U(−0.5, 0.5), the GDN norm scale U(0.5, 1.5),
-// A_log = log U(0.05, 8), dt_bias U(−1, 1), conv taps N(0, 0.25).
-func RandomValues(seed uint64, name string, shape []int) []float32 {
-	out := make([]float32, tensor.NumElements(shape))
-	NewRandomFiller(seed, name, shape).Fill(out)
+// The distributions, by the init class of the tensor's tag, keep
+// activations of order one at any width and make no stage an identity:
+// linear weights N(0, 1/fan_in), embedding N(0, 1), zero_centred (1+w)
+// norm weights U(−0.5, 0.5), unit_scale (the GDN norm) U(0.5, 1.5),
+// log_decay (log A) log U(0.05, 8), softplus_offset (the time-step
+// bias) U(−1, 1), conv taps N(0, 0.25);
+// other vectors N(0, 0.01).
+func RandomValues(seed uint64, spec TensorSpec) []float32 {
+	out := make([]float32, tensor.NumElements(spec.Shape))
+	NewRandomFiller(seed, spec).Fill(out)
 	return out
 }
 
@@ -41,25 +44,27 @@ const (
 )
 
 // NewRandomFiller starts the value stream of one tensor.
-func NewRandomFiller(seed uint64, name string, shape []int) *RandomFiller {
+func NewRandomFiller(seed uint64, spec TensorSpec) *RandomFiller {
 	h := fnv.New64a()
-	h.Write([]byte(name))
+	h.Write([]byte(spec.Name))
 	f := &RandomFiller{r: rand.New(rand.NewPCG(seed, h.Sum64())), kind: fillNormal, std: 0.1}
-	switch {
-	case strings.HasSuffix(name, "A_log"):
+	switch spec.Init {
+	case "log_decay":
 		f.kind = fillLogUniform
-	case strings.HasSuffix(name, "dt_bias"):
+	case "softplus_offset":
 		f.kind, f.std = fillUniform, -1 // U(−1, 1)
-	case strings.HasSuffix(name, "linear_attn.norm.weight"):
+	case "unit_scale":
 		f.kind, f.std = fillUniform, 0.5 // U(0.5, 1.5)
-	case strings.HasSuffix(name, "norm.weight"), strings.HasSuffix(name, "layernorm.weight"):
+	case "zero_centred":
 		f.kind, f.std = fillUniform, -0.5 // U(−0.5, 0.5)
-	case strings.Contains(name, "conv1d"):
+	case "conv":
 		f.std = 0.5
-	case strings.Contains(name, "embed_tokens"):
+	case "embedding":
 		f.std = 1
-	case len(shape) >= 2:
-		f.std = 1 / math.Sqrt(float64(shape[len(shape)-1]))
+	default:
+		if len(spec.Shape) >= 2 {
+			f.std = 1 / math.Sqrt(float64(spec.Shape[len(spec.Shape)-1]))
+		}
 	}
 	return f
 }
@@ -67,7 +72,7 @@ func NewRandomFiller(seed uint64, name string, shape []int) *RandomFiller {
 // Fill writes the next len(dst) values of the stream.
 func (f *RandomFiller) Fill(dst []float32) {
 	switch f.kind {
-	case fillLogUniform: // A_log = log U(0.05, 8)
+	case fillLogUniform: // log U(0.05, 8)
 		for i := range dst {
 			dst[i] = float32(math.Log(0.05 + 7.95*f.r.Float64()))
 		}
@@ -89,17 +94,17 @@ func (f *RandomFiller) Fill(dst []float32) {
 // randomSource serves RandomValues as a tensorSource; matrices are stored
 // in bf16 (rounded) when bf16 is set, as a bf16 checkpoint would hold them.
 type randomSource struct {
-	seed   uint64
-	bf16   bool
-	shapes map[string][]int
+	seed  uint64
+	bf16  bool
+	specs map[string]TensorSpec
 }
 
 func (r *randomSource) shape(name string) ([]int, error) {
-	s, ok := r.shapes[name]
+	s, ok := r.specs[name]
 	if !ok {
 		return nil, fmt.Errorf("no tensor %s in this config", name)
 	}
-	return s, nil
+	return s.Shape, nil
 }
 
 func (r *randomSource) Matrix(name string) (*tensor.Matrix, error) {
@@ -129,7 +134,7 @@ func (r *randomSource) Float32(name string) ([]float32, []int, error) {
 // values are rounded through bf16 when the source is bf16, so vectors
 // match what a bf16 synthetic checkpoint stores.
 func (r *randomSource) values(name string, s []int) []float32 {
-	v := RandomValues(r.seed, name, s)
+	v := RandomValues(r.seed, TensorSpec{Name: name, Shape: s, Init: r.specs[name].Init})
 	if r.bf16 {
 		for i, x := range v {
 			v[i] = tensor.BF16ToFloat32(tensor.Float32ToBF16(x))
@@ -142,9 +147,28 @@ func (r *randomSource) values(name string, s []int) []float32 {
 // memory (bf16 matrices when bf16 is set). Mind the size: the 27B shape
 // needs 54 GB in bf16; use a synthetic checkpoint on disk for it.
 func NewRandom(cfg *Config, seed uint64, bf16 bool) (*Model, error) {
-	src := &randomSource{seed: seed, bf16: bf16, shapes: map[string][]int{}}
+	src := &randomSource{seed: seed, bf16: bf16, specs: map[string]TensorSpec{}}
 	for _, e := range cfg.ExpectedTensors() {
-		src.shapes[e.Name] = e.Shape
+		src.specs[e.Name] = e
 	}
 	return build(cfg, src)
+}
+
+// RandomConvTaps are the conv taps [C, K] of the first Gated DeltaNet
+// layer of NewRandom(cfg, seed, false), or nil when cfg has none.
+func RandomConvTaps(cfg *Config, seed uint64) []float32 {
+	m := skeleton(cfg, nil)
+	for i := range m.Blocks {
+		if g := m.Blocks[i].GDN; g != nil {
+			var taps []float32
+			_ = walkTensors(m, func(f weights.Field) error {
+				if f.Is(&g.W.ConvW) {
+					taps = RandomValues(seed, TensorSpec{Name: f.Name, Shape: f.Shape, Init: f.Init})
+				}
+				return nil
+			})
+			return taps
+		}
+	}
+	return nil
 }

@@ -108,7 +108,7 @@ func TestRandomWeightsPinned(t *testing.T) {
 	}
 	// A few single values, so a failure shows which rule moved.
 	for _, c := range pinnedValues {
-		v := model.RandomValues(7, c.name, c.shape)
+		v := model.RandomValues(7, model.TensorSpec{Name: c.name, Shape: c.shape, Init: c.init})
 		if v[c.index] != c.want {
 			t.Errorf("RandomValues(7, %s)[%d] = %v, want %v", c.name, c.index, v[c.index], c.want)
 		}
@@ -135,17 +135,18 @@ var pinnedShapes = map[string][2]string{
 var pinnedValues = []struct {
 	name  string
 	shape []int
+	init  string
 	index int
 	want  float32
 }{
-	{"layers.0.linear_attn.A_log", []int{4, 8}, 5, 1.1594985},
-	{"layers.0.linear_attn.dt_bias", []int{4, 8}, 5, -0.66873217},
-	{"layers.0.linear_attn.norm.weight", []int{4, 8}, 5, 1.3564273},
-	{"layers.3.input_layernorm.weight", []int{4, 8}, 5, 0.35795125},
-	{"layers.0.linear_attn.conv1d.weight", []int{4, 8}, 5, -0.3599418},
-	{"embed_tokens.weight", []int{4, 8}, 5, -0.62935436},
-	{"layers.3.self_attn.q_proj.weight", []int{4, 8}, 5, 0.6139806},
-	{"layers.1.mlp.experts.gate_up_proj", []int{2, 4, 8}, 5, 0.4008024},
+	{"layers.0.linear_attn.A_log", []int{4, 8}, "log_decay", 5, 1.1594985},
+	{"layers.0.linear_attn.dt_bias", []int{4, 8}, "softplus_offset", 5, -0.66873217},
+	{"layers.0.linear_attn.norm.weight", []int{4, 8}, "unit_scale", 5, 1.3564273},
+	{"layers.3.input_layernorm.weight", []int{4, 8}, "zero_centred", 5, 0.35795125},
+	{"layers.0.linear_attn.conv1d.weight", []int{4, 8}, "conv", 5, -0.3599418},
+	{"embed_tokens.weight", []int{4, 8}, "embedding", 5, -0.62935436},
+	{"layers.3.self_attn.q_proj.weight", []int{4, 8}, "", 5, 0.6139806},
+	{"layers.1.mlp.experts.gate_up_proj", []int{2, 4, 8}, "", 5, 0.4008024},
 }
 
 func shapeOrDir(name string) (*model.Config, error) {

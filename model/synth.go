@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/qwenref/qwenref/weights"
@@ -37,14 +36,6 @@ func numel(s []int) int {
 	return n
 }
 
-// hubName is a text tensor's name in the hub (VLM) layout.
-func hubName(name string) string {
-	if name == "lm_head.weight" {
-		return name
-	}
-	return "model.language_model." + name
-}
-
 // WriteSynthetic writes a bf16 checkpoint of cfg with the deterministic
 // random weights of NewRandom(cfg, opt.Seed, true), in the hub layout
 // (model.language_model.* names, shards with an index, config.json), into
@@ -69,13 +60,15 @@ func WriteSynthetic(dir string, cfg *Config, configJSON []byte, opt SynthOptions
 	}
 	var shards []*shard
 	cur := &shard{}
+	specs := map[string]TensorSpec{} // by stored name
 	for _, e := range cfg.ExpectedTensors() {
+		specs[e.Hub] = e
 		b := 2 * int64(numel(e.Shape))
 		if cur.bytes > 0 && cur.bytes+b > opt.ShardBytes {
 			shards = append(shards, cur)
 			cur = &shard{}
 		}
-		cur.headers = append(cur.headers, weights.TensorHeader{Name: hubName(e.Name), DType: "BF16", Shape: e.Shape})
+		cur.headers = append(cur.headers, weights.TensorHeader{Name: e.Hub, DType: "BF16", Shape: e.Shape})
 		cur.bytes += b
 	}
 	shards = append(shards, cur)
@@ -108,9 +101,7 @@ func WriteSynthetic(dir string, cfg *Config, configJSON []byte, opt SynthOptions
 		if err != nil {
 			return err
 		}
-		shapes := map[string][]int{}
 		for _, h := range sh.headers {
-			shapes[h.Name] = h.Shape
 			weightMap[h.Name] = name
 		}
 		// Two tensors in flight keep both cores busy generating values.
@@ -124,12 +115,9 @@ func WriteSynthetic(dir string, cfg *Config, configJSON []byte, opt SynthOptions
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				canon := stored
-				if c, ok := strings.CutPrefix(stored, "model.language_model."); ok {
-					canon = c
-				}
-				shape := shapes[stored]
-				f := NewRandomFiller(opt.Seed, canon, shape)
+				spec := specs[stored]
+				shape := spec.Shape
+				f := NewRandomFiller(opt.Seed, spec)
 				buf := make([]float32, 1<<20)
 				for left := numel(shape); left > 0; {
 					n := min(left, len(buf))

@@ -106,9 +106,9 @@ func GDNMixer(x []float64, t int, p *GDNMixerParams) ([]float64, map[string][]fl
 	}
 	qk, hv := p.NK*p.DK, p.NV*p.DV
 	c := 2*qk + hv
-	if err := need("gdn layer", lenCheck{"x", len(x), t * p.H}, lenCheck{"in_proj_qkv", len(p.QKV), c * p.H},
-		lenCheck{"in_proj_z", len(p.Z), hv * p.H}, lenCheck{"in_proj_b", len(p.B), p.NV * p.H}, lenCheck{"in_proj_a", len(p.A), p.NV * p.H},
-		lenCheck{"conv1d", len(p.Conv), c * p.K}, lenCheck{"A_log", len(p.ALog), p.NV}, lenCheck{"dt_bias", len(p.DtBias), p.NV},
+	if err := need("gdn layer", lenCheck{"x", len(x), t * p.H}, lenCheck{"QKV", len(p.QKV), c * p.H},
+		lenCheck{"Z", len(p.Z), hv * p.H}, lenCheck{"B", len(p.B), p.NV * p.H}, lenCheck{"A", len(p.A), p.NV * p.H},
+		lenCheck{"Conv", len(p.Conv), c * p.K}, lenCheck{"ALog", len(p.ALog), p.NV}, lenCheck{"DtBias", len(p.DtBias), p.NV},
 		lenCheck{"norm", len(p.Norm), p.DV}, lenCheck{"out_proj", len(p.Out), p.H * hv}); err != nil {
 		return nil, nil, err
 	}
@@ -172,9 +172,9 @@ func AttentionMixer(x []float64, t int, p *AttentionMixerParams) ([]float64, map
 		return nil, nil, fmt.Errorf("attention layer: bad dims %+v", *p)
 	}
 	qd, kvd := p.NH*p.D, p.NKV*p.D
-	if err := need("attention layer", lenCheck{"x", len(x), t * p.H}, lenCheck{"q_proj", len(p.Q), 2 * qd * p.H},
-		lenCheck{"k_proj", len(p.K), kvd * p.H}, lenCheck{"v_proj", len(p.V), kvd * p.H}, lenCheck{"o_proj", len(p.O), p.H * qd},
-		lenCheck{"q_norm", len(p.QNorm), p.D}, lenCheck{"k_norm", len(p.KNorm), p.D}); err != nil {
+	if err := need("attention layer", lenCheck{"x", len(x), t * p.H}, lenCheck{"Q", len(p.Q), 2 * qd * p.H},
+		lenCheck{"K", len(p.K), kvd * p.H}, lenCheck{"V", len(p.V), kvd * p.H}, lenCheck{"O", len(p.O), p.H * qd},
+		lenCheck{"QNorm", len(p.QNorm), p.D}, lenCheck{"KNorm", len(p.KNorm), p.D}); err != nil {
 		return nil, nil, err
 	}
 	st := map[string][]float64{}
@@ -227,9 +227,9 @@ func DecoderLayer(x []float64, t int, p *DecoderParams) ([]float64, map[string][
 	if (p.GDN == nil) == (p.Attn == nil) {
 		return nil, nil, fmt.Errorf("decoder layer: exactly one of GDN and Attn must be set")
 	}
-	if err := need("decoder layer", lenCheck{"x", len(x), t * p.H}, lenCheck{"input_layernorm", len(p.InputNorm), p.H},
-		lenCheck{"post_attention_layernorm", len(p.PostNorm), p.H}, lenCheck{"gate_proj", len(p.Gate), p.I * p.H},
-		lenCheck{"up_proj", len(p.Up), p.I * p.H}, lenCheck{"down_proj", len(p.Down), p.H * p.I}); err != nil {
+	if err := need("decoder layer", lenCheck{"x", len(x), t * p.H}, lenCheck{"InputNorm", len(p.InputNorm), p.H},
+		lenCheck{"PostNorm", len(p.PostNorm), p.H}, lenCheck{"Gate", len(p.Gate), p.I * p.H},
+		lenCheck{"Up", len(p.Up), p.I * p.H}, lenCheck{"Down", len(p.Down), p.H * p.I}); err != nil {
 		return nil, nil, err
 	}
 	normed := rmsNorm(x, p.H, p.InputNorm, p.Eps, true)

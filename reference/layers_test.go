@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -66,7 +67,10 @@ func TestLayerReferencesMatchTransformers(t *testing.T) {
 	var c goldenConfig
 	require.NoError(t, json.Unmarshal(raw, &c))
 	require.NotEmpty(t, c.Layers)
-	st, err := weights.Open(filepath.Join(dir, "model.safetensors"))
+	// The flat checkpoint stores the text model under "model.".
+	st, err := weights.OpenNamed(filepath.Join(dir, "model.safetensors"), func(stored string) (string, bool) {
+		return strings.TrimPrefix(stored, "model."), false
+	})
 	require.NoError(t, err)
 	defer st.Close()
 	exp, err := weights.Open(filepath.Join(dir, "expected.safetensors"))

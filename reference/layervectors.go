@@ -35,64 +35,97 @@ type LayerKernels struct {
 	Attn   attention.Kernel
 }
 
-// layerTensor names one weight of a layer vector (checkpoint names,
-// without the "layers.N." prefix) and its shape.
-type layerTensor struct {
-	name  string
-	shape []int
+// layerWeights are a layer vector's weights, named as a checkpoint names
+// them under `layers.N.` (the mixers' names come from their own tags).
+// Which parts are set depends on the op; the block's own tensors are walked
+// only for decoder-layer.
+type layerWeights struct {
+	Attn      *attention.LayerWeights  `tensor:"self_attn."`
+	GDN       *gateddelta.LayerWeights `tensor:"linear_attn."`
+	InputNorm []float32                `tensor:"input_layernorm.weight" shape:"H" init:"zero_centred" when:"block"`
+	PostNorm  []float32                `tensor:"post_attention_layernorm.weight" shape:"H" init:"zero_centred" when:"block"`
+	MLP       *swiGLU                  `tensor:"mlp."`
 }
 
-// layerTensors lists the weights op stores for d, in file order.
-func layerTensors(op string, d LayerDims) []layerTensor {
-	c, hv, qd, kvd := 2*d.NK*d.DK+d.NV*d.DV, d.NV*d.DV, d.NH*d.D, d.NKV*d.D
-	gdn := []layerTensor{{"linear_attn.in_proj_qkv.weight", []int{c, d.H}}, {"linear_attn.in_proj_z.weight", []int{hv, d.H}},
-		{"linear_attn.in_proj_b.weight", []int{d.NV, d.H}}, {"linear_attn.in_proj_a.weight", []int{d.NV, d.H}},
-		{"linear_attn.conv1d.weight", []int{c, d.K}}, {"linear_attn.A_log", []int{d.NV}}, {"linear_attn.dt_bias", []int{d.NV}},
-		{"linear_attn.norm.weight", []int{d.DV}}, {"linear_attn.out_proj.weight", []int{d.H, hv}}}
-	attn := []layerTensor{{"self_attn.q_proj.weight", []int{2 * qd, d.H}}, {"self_attn.k_proj.weight", []int{kvd, d.H}},
-		{"self_attn.v_proj.weight", []int{kvd, d.H}}, {"self_attn.o_proj.weight", []int{d.H, qd}},
-		{"self_attn.q_norm.weight", []int{d.D}}, {"self_attn.k_norm.weight", []int{d.D}}}
-	block := []layerTensor{{"input_layernorm.weight", []int{d.H}}, {"post_attention_layernorm.weight", []int{d.H}},
-		{"mlp.gate_proj.weight", []int{d.I, d.H}}, {"mlp.up_proj.weight", []int{d.I, d.H}}, {"mlp.down_proj.weight", []int{d.H, d.I}}}
-	switch {
-	case op == "gdn-layer":
-		return gdn
-	case op == "attention-layer":
-		return attn
-	case d.Attention:
-		return append(attn, block...)
-	}
-	return append(gdn, block...)
+// swiGLU is the decoder layer's MLP.
+type swiGLU struct {
+	Gate *tensor.Matrix `tensor:"gate_proj.weight" shape:"I,H"`
+	Up   *tensor.Matrix `tensor:"up_proj.weight" shape:"I,H"`
+	Down *tensor.Matrix `tensor:"down_proj.weight" shape:"H,I"`
 }
 
-// drawLayerWeight draws one weight: projections N(0, 1/fan_in) so the
-// activations stay O(1); norms near their identity; A_log and dt_bias in
-// the ranges Qwen's checkpoints hold.
-func drawLayerWeight(seed uint64, lt layerTensor) []float32 {
-	n := 1
-	for _, s := range lt.shape {
-		n *= s
+// newLayerWeights is op's empty weight set and the sizes its tags use.
+func newLayerWeights(op string, d LayerDims) (*layerWeights, weights.Sizes) {
+	s := weights.Sizes{"H": d.H, "I": d.I, "C": 2*d.NK*d.DK + d.NV*d.DV, "K": d.K, "n_k": d.NK, "d_k": d.DK,
+		"n_v": d.NV, "d_v": d.DV, "n_h": d.NH, "n_kv": d.NKV, "d_h": d.D, "separate_in_proj": 1}
+	w := &layerWeights{}
+	attn := op == "attention-layer" || (op == "decoder-layer" && d.Attention)
+	if attn {
+		w.Attn = &attention.LayerWeights{}
+	} else if op != "attention-layer" {
+		w.GDN = &gateddelta.LayerWeights{}
 	}
-	r := Rand(seed, StreamFor(lt.name))
-	switch lt.name {
-	case "linear_attn.A_log":
+	if op == "decoder-layer" {
+		w.MLP = &swiGLU{}
+		s["block"] = 1
+	}
+	return w, s
+}
+
+// fileShape is how a layer vector stores a tensor: a conv's [C, 1, K] as
+// [C, K].
+func fileShape(shape []int) []int {
+	if len(shape) == 3 && shape[1] == 1 {
+		return []int{shape[0], shape[2]}
+	}
+	return shape
+}
+
+// bindLayerWeights fills op's weights from get, which returns a stored
+// tensor checked against the shape given.
+func bindLayerWeights(op string, d LayerDims, get func(name string, shape ...int) ([]float32, error)) (*layerWeights, error) {
+	w, sizes := newLayerWeights(op, d)
+	err := weights.Walk(w, "", sizes, func(f weights.Field) error {
+		shape := fileShape(f.Shape)
+		x, err := get(f.Name, shape...)
+		if err != nil {
+			return err
+		}
+		if f.IsMatrix() {
+			f.SetMatrix(&tensor.Matrix{Rows: shape[0], Cols: shape[1], F32: x})
+		} else {
+			f.SetVector(x)
+		}
+		return nil
+	})
+	return w, err
+}
+
+// drawLayerWeight draws one weight by its init class: projections
+// N(0, 1/fan_in) so the activations stay O(1); norms near their identity;
+// log A and the time-step bias in the ranges Qwen's checkpoints hold.
+func drawLayerWeight(seed uint64, f weights.Field) []float32 {
+	n := tensor.NumElements(f.Shape)
+	r := Rand(seed, StreamFor(f.Name))
+	switch f.Init {
+	case "log_decay":
 		x := make([]float32, n)
 		for i := range x {
 			x[i] = float32(math.Log(1 + 15*r.Float64()))
 		}
 		return x
-	case "linear_attn.dt_bias", "self_attn.q_norm.weight", "self_attn.k_norm.weight", "input_layernorm.weight", "post_attention_layernorm.weight":
+	case "softplus_offset", "zero_centred":
 		return Normals(r, n, 0.1)
-	case "linear_attn.norm.weight":
+	case "unit_scale":
 		x := Normals(r, n, 0.1)
 		for i := range x {
 			x[i]++
 		}
 		return x
-	case "linear_attn.conv1d.weight":
+	case "conv":
 		return Normals(r, n, 0.5)
 	}
-	return Normals(r, n, 1/math.Sqrt(float64(lt.shape[len(lt.shape)-1])))
+	return Normals(r, n, 1/math.Sqrt(float64(f.Shape[len(f.Shape)-1])))
 }
 
 // checkLayerDims refuses dims a layer vector cannot be built for, before
@@ -142,18 +175,22 @@ func BuildLayerVector(op string, d LayerDims, seed uint64) (*Vector, error) {
 		return nil, err
 	}
 	store("x", x, []int{d.T, d.H})
-	for _, lt := range layerTensors(op, d) {
-		w := drawLayerWeight(seed, lt)
+	lw, sizes := newLayerWeights(op, d)
+	if err := weights.Walk(lw, "", sizes, func(f weights.Field) error {
+		w := drawLayerWeight(seed, f)
 		if err := RoundTo(d.DType, w); err != nil {
-			return nil, err
+			return err
 		}
-		store(lt.name, w, lt.shape)
-	}
-	want, err := layerReference(op, d, get)
-	if err != nil {
+		store(f.Name, w, fileShape(f.Shape))
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 	lookup := func(name string, _ ...int) ([]float32, error) { return get[name], nil }
+	want, err := layerReference(op, d, lookup)
+	if err != nil {
+		return nil, err
+	}
 	kernels := []LayerKernels{
 		{linalg.Naive{}, conv1d.Naive{}, gateddelta.Naive{}, attention.Naive{}},
 		{linalg.Blocked{}, conv1d.Chunked{}, gateddelta.Chunked{}, attention.Chunked{}},
@@ -184,35 +221,42 @@ func BuildLayerVector(op string, d LayerDims, seed uint64) (*Vector, error) {
 }
 
 // layerReference runs the float64 layer on the stored tensors.
-func layerReference(op string, d LayerDims, t map[string][]float32) ([]float64, error) {
-	w := func(name string) []float64 { return Widen(t[name]) }
+func layerReference(op string, d LayerDims, get func(name string, shape ...int) ([]float32, error)) ([]float64, error) {
+	lw, err := bindLayerWeights(op, d, get)
+	if err != nil {
+		return nil, err
+	}
+	x, err := get("x", d.T, d.H)
+	if err != nil {
+		return nil, err
+	}
+	m := func(x *tensor.Matrix) []float64 { return Widen(x.F32) }
 	gdn := func() *GDNMixerParams {
+		g := lw.GDN
 		return &GDNMixerParams{H: d.H, NK: d.NK, NV: d.NV, DK: d.DK, DV: d.DV, K: d.K, Eps: d.Eps,
-			QKV: w("linear_attn.in_proj_qkv.weight"), Z: w("linear_attn.in_proj_z.weight"), B: w("linear_attn.in_proj_b.weight"),
-			A: w("linear_attn.in_proj_a.weight"), Conv: w("linear_attn.conv1d.weight"), ALog: w("linear_attn.A_log"),
-			DtBias: w("linear_attn.dt_bias"), Norm: w("linear_attn.norm.weight"), Out: w("linear_attn.out_proj.weight")}
+			QKV: m(g.InProjQKV), Z: m(g.InProjZ), B: m(g.InProjB), A: m(g.InProjA), Conv: Widen(g.ConvW), ALog: Widen(g.ALog),
+			DtBias: Widen(g.DtBias), Norm: Widen(g.NormW), Out: m(g.OutProj)}
 	}
 	attn := func() *AttentionMixerParams {
+		a := lw.Attn
 		return &AttentionMixerParams{H: d.H, NH: d.NH, NKV: d.NKV, D: d.D, Rot: d.Rot, Theta: d.Theta, Eps: d.Eps,
-			Q: w("self_attn.q_proj.weight"), K: w("self_attn.k_proj.weight"), V: w("self_attn.v_proj.weight"),
-			O: w("self_attn.o_proj.weight"), QNorm: w("self_attn.q_norm.weight"), KNorm: w("self_attn.k_norm.weight")}
+			Q: m(a.QProj), K: m(a.KProj), V: m(a.VProj), O: m(a.OProj), QNorm: Widen(a.QNorm), KNorm: Widen(a.KNorm)}
 	}
 	var out []float64
-	var err error
 	switch op {
 	case "gdn-layer":
-		out, _, err = GDNMixer(w("x"), d.T, gdn())
+		out, _, err = GDNMixer(Widen(x), d.T, gdn())
 	case "attention-layer":
-		out, _, err = AttentionMixer(w("x"), d.T, attn())
+		out, _, err = AttentionMixer(Widen(x), d.T, attn())
 	default:
-		p := &DecoderParams{H: d.H, I: d.I, Eps: d.Eps, InputNorm: w("input_layernorm.weight"), PostNorm: w("post_attention_layernorm.weight"),
-			Gate: w("mlp.gate_proj.weight"), Up: w("mlp.up_proj.weight"), Down: w("mlp.down_proj.weight")}
+		p := &DecoderParams{H: d.H, I: d.I, Eps: d.Eps, InputNorm: Widen(lw.InputNorm), PostNorm: Widen(lw.PostNorm),
+			Gate: m(lw.MLP.Gate), Up: m(lw.MLP.Up), Down: m(lw.MLP.Down)}
 		if d.Attention {
 			p.Attn = attn()
 		} else {
 			p.GDN = gdn()
 		}
-		out, _, err = DecoderLayer(w("x"), d.T, p)
+		out, _, err = DecoderLayer(Widen(x), d.T, p)
 	}
 	return out, err
 }
@@ -223,64 +267,55 @@ func RunLayerVector(op string, d LayerDims, get func(name string, shape ...int) 
 	if err := checkLayerDims(op, d); err != nil {
 		return nil, err
 	}
-	w := map[string][]float32{}
-	for _, lt := range append([]layerTensor{{"x", []int{d.T, d.H}}}, layerTensors(op, d)...) {
-		x, err := get(lt.name, lt.shape...)
-		if err != nil {
-			return nil, err
-		}
-		w[lt.name] = x
+	x, err := get("x", d.T, d.H)
+	if err != nil {
+		return nil, err
 	}
-	mat := func(name string, rows, cols int) *tensor.Matrix {
-		return &tensor.Matrix{Rows: rows, Cols: cols, F32: w[name]}
+	lw, err := bindLayerWeights(op, d, get)
+	if err != nil {
+		return nil, err
 	}
-	c, hv, qd, kvd := 2*d.NK*d.DK+d.NV*d.DV, d.NV*d.DV, d.NH*d.D, d.NKV*d.D
 	mix := func(out, x []float32, attn bool) error {
 		if attn {
 			l := attention.Layer{Dims: attention.LayerDims{Hidden: d.H, NH: d.NH, NKV: d.NKV, D: d.D, RotaryDim: d.Rot, Theta: d.Theta, Eps: float32(d.Eps)},
-				W: attention.LayerWeights{QProj: mat("self_attn.q_proj.weight", 2*qd, d.H), KProj: mat("self_attn.k_proj.weight", kvd, d.H),
-					VProj: mat("self_attn.v_proj.weight", kvd, d.H), OProj: mat("self_attn.o_proj.weight", d.H, qd),
-					QNorm: w["self_attn.q_norm.weight"], KNorm: w["self_attn.k_norm.weight"]}}
+				W: *lw.Attn}
 			return l.Forward(out, x, d.T, &attention.Cache{}, attention.Ops{MatMul: k.MatMul, Core: k.Attn}, nil)
 		}
 		ld := gateddelta.LayerDims{Hidden: d.H, NK: d.NK, NV: d.NV, DK: d.DK, DV: d.DV, ConvK: d.K, Eps: float32(d.Eps)}
-		l := gateddelta.Layer{Dims: ld, W: gateddelta.LayerWeights{InProjQKV: mat("linear_attn.in_proj_qkv.weight", c, d.H),
-			InProjZ: mat("linear_attn.in_proj_z.weight", hv, d.H), InProjB: mat("linear_attn.in_proj_b.weight", d.NV, d.H),
-			InProjA: mat("linear_attn.in_proj_a.weight", d.NV, d.H), OutProj: mat("linear_attn.out_proj.weight", d.H, hv),
-			ConvW: w["linear_attn.conv1d.weight"], ALog: w["linear_attn.A_log"], DtBias: w["linear_attn.dt_bias"], NormW: w["linear_attn.norm.weight"]}}
+		l := gateddelta.Layer{Dims: ld, W: *lw.GDN}
 		return l.Forward(out, x, d.T, gateddelta.NewState(ld), gateddelta.Ops{MatMul: k.MatMul, Conv: k.Conv, Core: k.Delta}, nil)
 	}
 	out := make([]float32, d.T*d.H)
 	if op != "decoder-layer" {
-		return out, mix(out, w["x"], op == "attention-layer")
+		return out, mix(out, x, op == "attention-layer")
 	}
 	// h = x + Mixer(RMSNorm₁₊(x)); out = h + MLP(RMSNorm₁₊(h)).
 	eps := float32(d.Eps)
 	normed := make([]float32, d.T*d.H)
-	if err := norm.RMSNormOnePlus(normed, w["x"], w["input_layernorm.weight"], eps); err != nil {
+	if err := norm.RMSNormOnePlus(normed, x, lw.InputNorm, eps); err != nil {
 		return nil, err
 	}
 	if err := mix(out, normed, d.Attention); err != nil {
 		return nil, err
 	}
-	for i, v := range w["x"] {
+	for i, v := range x {
 		out[i] += v
 	}
-	if err := norm.RMSNormOnePlus(normed, out, w["post_attention_layernorm.weight"], eps); err != nil {
+	if err := norm.RMSNormOnePlus(normed, out, lw.PostNorm, eps); err != nil {
 		return nil, err
 	}
 	g, u := make([]float32, d.T*d.I), make([]float32, d.T*d.I)
-	if err := k.MatMul.MatMulT(g, normed, d.T, mat("mlp.gate_proj.weight", d.I, d.H)); err != nil {
+	if err := k.MatMul.MatMulT(g, normed, d.T, lw.MLP.Gate); err != nil {
 		return nil, err
 	}
-	if err := k.MatMul.MatMulT(u, normed, d.T, mat("mlp.up_proj.weight", d.I, d.H)); err != nil {
+	if err := k.MatMul.MatMulT(u, normed, d.T, lw.MLP.Up); err != nil {
 		return nil, err
 	}
 	for i := range g {
 		g[i] = float32(SiLU(float64(g[i]))) * u[i]
 	}
 	down := make([]float32, d.T*d.H)
-	if err := k.MatMul.MatMulT(down, g, d.T, mat("mlp.down_proj.weight", d.H, d.I)); err != nil {
+	if err := k.MatMul.MatMulT(down, g, d.T, lw.MLP.Down); err != nil {
 		return nil, err
 	}
 	for i := range out {

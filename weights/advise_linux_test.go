@@ -38,7 +38,7 @@ func TestDropPagesReleasesMemory(t *testing.T) {
 		require.NoError(t, w.Append("w", row))
 	}
 	require.NoError(t, w.Close())
-	st, err := Open(path)
+	st, err := openQwen(path)
 	require.NoError(t, err)
 	defer st.Close()
 	m, err := st.Matrix("w")

@@ -20,7 +20,7 @@ func TestDropPagesKeepsData(t *testing.T) {
 	}
 	path := filepath.Join(dir, "w.safetensors")
 	require.NoError(t, WriteFile(path, []NamedTensor{{Name: "w", DType: "BF16", Shape: []int{8, 4096}, Data: data}}, nil))
-	st, err := Open(path)
+	st, err := openQwen(path)
 	require.NoError(t, err)
 	defer st.Close()
 	m, err := st.Matrix("w")

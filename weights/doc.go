@@ -33,13 +33,11 @@
 //
 // # Naming
 //
-// The text model's tensors are exposed under canonical names without the
-// checkpoint's prefix: model.language_model.X (the hub's
-// Qwen3_5ForConditionalGeneration layout) and model.X (Qwen3_5ForCausalLM)
-// both become X; lm_head.weight stays as it is. Vision tensors
-// (model.visual.*) and the multi-token-prediction head (mtp.*) are skipped,
-// as transformers skips them, and listed by Skipped. Two stored names with
-// one canonical name are an error naming both.
+// A Store serves tensors under the names its Namer gives (OpenNamed); the
+// model package supplies the Qwen families' mapping (the hub's prefixes,
+// the vision tower and the MTP head skipped), so this package knows no
+// model's names. Two stored names with one served name are an error naming
+// both.
 //
 // # Why weights stay bf16 over the mmap
 //

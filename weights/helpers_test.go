@@ -40,7 +40,7 @@ func seq(n int, scale float32) []float32 {
 // openT opens a store and closes it at the end of the test.
 func openT(t testing.TB, path string) *Store {
 	t.Helper()
-	s, err := Open(path)
+	s, err := openQwen(path)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s
@@ -98,3 +98,20 @@ func tmpLeft(t testing.TB, dir string) bool {
 	}
 	return false
 }
+
+// testCanonical is the Qwen families' naming (the model package's), which
+// these tests exercise through OpenNamed.
+func testCanonical(stored string) (string, bool) {
+	switch {
+	case strings.HasPrefix(stored, "model.visual."), strings.HasPrefix(stored, "mtp."):
+		return "", true
+	case strings.HasPrefix(stored, "model.language_model."):
+		return strings.TrimPrefix(stored, "model.language_model."), false
+	case strings.HasPrefix(stored, "model."):
+		return strings.TrimPrefix(stored, "model."), false
+	}
+	return stored, false
+}
+
+// openQwen opens a checkpoint with the Qwen naming.
+func openQwen(path string) (*Store, error) { return OpenNamed(path, testCanonical) }

@@ -25,12 +25,12 @@ func openWithin(t *testing.T, path string) (*Store, error) {
 		err error
 	}
 	ch := make(chan res, 1)
-	go func() { s, err := Open(path); ch <- res{s, err} }()
+	go func() { s, err := openQwen(path); ch <- res{s, err} }()
 	select {
 	case r := <-ch:
 		return r.s, r.err
 	case <-time.After(5 * time.Second):
-		t.Fatalf("Open(%s) blocked", path)
+		t.Fatalf("openQwen(%s) blocked", path)
 		return nil, nil
 	}
 }
@@ -58,7 +58,7 @@ func TestHostileFIFOsNeverBlock(t *testing.T) {
 func TestHostileDuplicateFieldInEntry(t *testing.T) {
 	dir := t.TempDir()
 	p := writeBytes(t, dir, "d.safetensors", rawFile(`{"a":{"dtype":"F32","shape":[1],"dtype":"BF16","data_offsets":[0,4]}}`, make([]byte, 4)))
-	_, err := Open(p)
+	_, err := openQwen(p)
 	requireFormatError(t, err, p)
 	requireErrorMentions(t, err, `tensor "a"`, `field "dtype" appears more than once`)
 }
@@ -75,14 +75,14 @@ func TestHostileShardCount(t *testing.T) {
 	}
 	b.WriteString(`}}`)
 	writeBytes(t, dir, IndexFile, []byte(b.String()))
-	_, err := Open(dir)
+	_, err := openQwen(dir)
 	requireErrorMentions(t, err, IndexFile, fmt.Sprintf("%d shard files", MaxShards+1), "limit")
 }
 
 func TestHostileNamesAreEscaped(t *testing.T) {
 	dir := t.TempDir()
 	p := writeBytes(t, dir, "e.safetensors", rawFile(`{"evil\u001b[2J":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}`, make([]byte, 4)))
-	_, err := Open(p)
+	_, err := openQwen(p)
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "\x1b", "a terminal escape from the file reached the message")
 	assert.Contains(t, err.Error(), `evil\x1b[2J`)

@@ -26,7 +26,7 @@ const MaxShards = 4096
 // openSharded opens the shards an index names and checks that the index and
 // the shard headers agree: every listed tensor is in its shard, no shard
 // holds an unlisted tensor, and no tensor is in two shards.
-func openSharded(source, indexPath string) (*Store, error) {
+func openSharded(source, indexPath string, namer Namer) (*Store, error) {
 	weightMap, err := readIndex(indexPath)
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func openSharded(source, indexPath string) (*Store, error) {
 			"the index names %d shard files, over the limit of %d (see docs/limits.md)", len(shards), MaxShards)}}
 	}
 
-	s := &Store{source: source}
+	s := &Store{source: source, namer: namer}
 	p := &problems{file: indexPath}
 	var shardErrs []error
 	for _, shard := range shards {

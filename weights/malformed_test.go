@@ -110,7 +110,7 @@ func TestMalformedFiles(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			path := writeBytes(t, t.TempDir(), "bad.safetensors", c.build(t))
-			s, err := Open(path)
+			s, err := openQwen(path)
 			require.Nil(t, s)
 			requireFormatError(t, err, path)
 			requireErrorMentions(t, err, append([]string{path}, c.want...)...)
@@ -128,7 +128,7 @@ func TestHeaderTooLarge(t *testing.T) {
 	require.NoError(t, binary.Write(f, binary.LittleEndian, n))
 	require.NoError(t, f.Truncate(int64(8+n)))
 	require.NoError(t, f.Close())
-	_, err = Open(path)
+	_, err = openQwen(path)
 	requireFormatError(t, err, path)
 	requireErrorMentions(t, err, path, "exceeds the 100000000-byte limit")
 }
@@ -139,7 +139,7 @@ func TestFormatErrorListsAtMostADozen(t *testing.T) {
 		parts = append(parts, `"t`+strings.Repeat("x", i)+`":1`)
 	}
 	path := writeBytes(t, t.TempDir(), "m.safetensors", rawFile("{"+strings.Join(parts, ",")+"}", nil))
-	_, err := Open(path)
+	_, err := openQwen(path)
 	requireErrorMentions(t, err, "30 problems", "and 18 more")
 }
 
@@ -200,7 +200,7 @@ func TestMalformedShards(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			c.damage(t, dir, writeShards(t, dir))
-			s, err := Open(dir)
+			s, err := openQwen(dir)
 			require.Nil(t, s)
 			file := filepath.Join(dir, IndexFile)
 			if c.file != "" {
@@ -223,7 +223,7 @@ func TestDuplicateCanonicalAcrossShards(t *testing.T) {
 	}, nil))
 	wm["model.norm.weight"] = s3
 	require.NoError(t, WriteIndex(dir, wm, 0))
-	_, err := Open(dir)
+	_, err := openQwen(dir)
 	requireErrorMentions(t, err, dir, `"model.norm.weight"`, `"model.language_model.norm.weight"`, s3, `canonical name "norm.weight"`)
 	assert.NotContains(t, err.Error(), "panic")
 }

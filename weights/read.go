@@ -18,7 +18,7 @@ var nativeLE = func() bool {
 }()
 
 // Matrix returns a 2-D tensor, or a 3-D one with a singleton middle axis
-// (conv1d.weight [C, 1, K] becomes [C, K]), as a tensor.Matrix:
+// (a conv's [C, 1, K] becomes [C, K]), as a tensor.Matrix:
 //
 //   - BF16 stays bf16 and, when the bytes are 2-byte aligned, aliases the
 //     read-only mapping (zero-copy); otherwise it is copied.

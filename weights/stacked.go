@@ -3,7 +3,7 @@ package weights
 import "github.com/qwenref/qwenref/tensor"
 
 // Stacked returns a rank-3 tensor [A, B, C] (a stack of A matrices, such
-// as a mixture of experts' fused experts.gate_up_proj [E, 2I, H]) as one
+// as a mixture of experts' fused experts [E, 2I, H]) as one
 // [A·B, C] matrix, zero-copy over the mapping for BF16 and F32 as Matrix
 // is. Rows a·B … a·B+B−1 are matrix a.
 func (s *Store) Stacked(name string) (*tensor.Matrix, error) {

@@ -25,7 +25,7 @@ func TestStackedAndPrefetch(t *testing.T) {
 		{Name: "experts", DType: "BF16", Shape: []int{3, 5, 4096}, Data: data},
 		{Name: "flat", DType: "F32", Shape: []int{2, 4096}, Data: data[:2*4096]},
 	}, nil))
-	st, err := Open(path)
+	st, err := openQwen(path)
 	require.NoError(t, err)
 	defer st.Close()
 	m, err := st.Stacked("experts")

@@ -22,8 +22,8 @@ const SingleFile = "model.safetensors"
 
 // Info describes one text tensor of a Store.
 type Info struct {
-	Name   string // canonical name, e.g. "layers.0.mlp.up_proj.weight"
-	Stored string // name in the file, e.g. "model.language_model.layers.0.mlp.up_proj.weight"
+	Name   string // the name the store serves it under
+	Stored string // name in the file, which the Namer mapped to Name
 	File   string // path of the .safetensors file that holds it
 	DType  string // dtype as stored: "BF16", "F16", "F32", ...
 	Shape  []int
@@ -38,7 +38,8 @@ type Store struct {
 	files   []*mappedFile
 	tensors map[string]*entry // by canonical name
 	names   []string          // sorted canonical names
-	skipped []string          // sorted stored names of vision and MTP tensors
+	skipped []string          // sorted stored names of the tensors the Namer skipped
+	namer   Namer
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -59,28 +60,38 @@ type entry struct {
 	begin, end int // absolute byte offsets into file.data
 }
 
-// Open opens a checkpoint. path may be a directory (its
-// model.safetensors.index.json if present, else model.safetensors, else every
-// *.safetensors file in it), an index file, or a single .safetensors file.
-// Every header is validated now; see the package doc for the checks.
-func Open(path string) (*Store, error) {
+// Namer maps a stored tensor name to the name a Store serves it under, or
+// reports that the tensor is skipped (kept out of Names, listed by
+// Skipped). A model family supplies its own; nil keeps names as stored.
+type Namer func(stored string) (name string, skip bool)
+
+// Open opens a checkpoint with its tensors under their stored names. path
+// may be a directory (its model.safetensors.index.json if present, else
+// model.safetensors, else every *.safetensors file in it), an index file,
+// or a single .safetensors file. Every header is validated now; see the
+// package doc for the checks.
+func Open(path string) (*Store, error) { return OpenNamed(path, nil) }
+
+// OpenNamed is Open with the names given by names (nil: as stored); two
+// stored names that map to one name are an error.
+func OpenNamed(path string, names Namer) (*Store, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("weights: %s: %w", clean(path), errors.Unwrap(err))
 	}
 	if !st.IsDir() {
 		if strings.HasSuffix(path, ".index.json") {
-			return openSharded(path, path)
+			return openSharded(path, path, names)
 		}
-		return openFiles(path, []string{path})
+		return openFiles(path, []string{path}, names)
 	}
 	index := filepath.Join(path, IndexFile)
 	if _, err := os.Stat(index); err == nil {
-		return openSharded(path, index)
+		return openSharded(path, index, names)
 	}
 	single := filepath.Join(path, SingleFile)
 	if _, err := os.Stat(single); err == nil {
-		return openFiles(path, []string{single})
+		return openFiles(path, []string{single}, names)
 	}
 	files, err := filepath.Glob(filepath.Join(path, "*.safetensors"))
 	if err != nil {
@@ -93,13 +104,13 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("weights: %s: %d *.safetensors files, over the limit of %d (see docs/limits.md)", clean(path), len(files), MaxShards)
 	}
 	sort.Strings(files)
-	return openFiles(path, files)
+	return openFiles(path, files, names)
 }
 
 // openFiles maps and validates files; a stored name in two of them is an
 // error. The tensors are then indexed under their canonical names.
-func openFiles(source string, paths []string) (*Store, error) {
-	s := &Store{source: source}
+func openFiles(source string, paths []string, names Namer) (*Store, error) {
+	s := &Store{source: source, namer: names}
 	var errs []error
 	for _, p := range paths {
 		mf, err := mapFile(p)
@@ -177,18 +188,12 @@ func mapFile(path string) (*mappedFile, error) {
 	return &mappedFile{path: path, data: data, hdr: hdr}, nil
 }
 
-// canonical maps a stored tensor name to the text model's name, or reports
-// that the tensor belongs to the vision tower or the MTP head and is skipped.
-func canonical(stored string) (name string, skip bool) {
-	switch {
-	case strings.HasPrefix(stored, "model.visual."), strings.HasPrefix(stored, "mtp."):
-		return "", true
-	case strings.HasPrefix(stored, "model.language_model."):
-		return strings.TrimPrefix(stored, "model.language_model."), false
-	case strings.HasPrefix(stored, "model."):
-		return strings.TrimPrefix(stored, "model."), false
+// canonical maps a stored name through the store's Namer.
+func (s *Store) canonical(stored string) (string, bool) {
+	if s.namer == nil {
+		return stored, false
 	}
-	return stored, false
+	return s.namer(stored)
 }
 
 // index builds the canonical-name table over all mapped files.
@@ -197,7 +202,7 @@ func (s *Store) index() error {
 	s.tensors = make(map[string]*entry)
 	for _, mf := range s.files {
 		for _, t := range mf.hdr.tensors {
-			name, skip := canonical(t.name)
+			name, skip := s.canonical(t.name)
 			if skip {
 				s.skipped = append(s.skipped, t.name)
 				continue
@@ -245,8 +250,8 @@ func (s *Store) unmapAll() error {
 // Names returns the sorted canonical names of the text tensors.
 func (s *Store) Names() []string { return slices.Clone(s.names) }
 
-// Skipped returns the sorted stored names of the tensors Open ignored: the
-// vision tower (model.visual.*) and the MTP head (mtp.*).
+// Skipped returns the sorted stored names of the tensors the Namer skipped
+// (for Qwen checkpoints: the vision tower and the MTP head).
 func (s *Store) Skipped() []string { return slices.Clone(s.skipped) }
 
 // Files returns the paths of the mapped .safetensors files, in open order.
@@ -276,7 +281,7 @@ func (s *Store) lookup(name string) (*entry, error) {
 	}
 	e, ok := s.tensors[name]
 	if !ok {
-		return nil, fmt.Errorf("weights: %s: no tensor %s (names are canonical, without the model. or model.language_model. prefix)", clean(s.source), quote(name))
+		return nil, fmt.Errorf("weights: %s: no tensor %s (names are as the model family maps them, e.g. without a checkpoint prefix)", clean(s.source), quote(name))
 	}
 	return e, nil
 }

@@ -53,7 +53,7 @@ func TestRoundTripF32AndBF16(t *testing.T) {
 	assert.False(t, ok, "stored names are not canonical names")
 
 	for _, nt := range sample() {
-		name, _ := canonical(nt.Name)
+		name, _ := testCanonical(nt.Name)
 		got, shape, err := s.Float32(name)
 		require.NoError(t, err, name)
 		assert.Equal(t, nt.Shape, shape, name)
@@ -222,7 +222,7 @@ func TestDuplicateCanonicalNames(t *testing.T) {
 	require.NoError(t, WriteFile(path, []NamedTensor{
 		tiny("model.norm.weight"), tiny("model.language_model.norm.weight"), tiny("model.x"), tiny("x"),
 	}, nil))
-	_, err := Open(path)
+	_, err := openQwen(path)
 	requireErrorMentions(t, err, path, `"model.norm.weight"`, `"model.language_model.norm.weight"`, `"norm.weight"`,
 		`"model.x"`, `"x"`, "2 problems")
 	assert.Equal(t, []string{"m.safetensors"}, dirEntries(t, dir))
@@ -293,16 +293,16 @@ func TestDirectoryFallbacks(t *testing.T) {
 		x, y := filepath.Join(dir, "x.safetensors"), filepath.Join(dir, "y.safetensors")
 		require.NoError(t, WriteFile(x, []NamedTensor{{Name: "a", DType: "F32", Shape: []int{1}, Data: []float32{1}}}, nil))
 		require.NoError(t, WriteFile(y, []NamedTensor{{Name: "a", DType: "F32", Shape: []int{1}, Data: []float32{2}}}, nil))
-		_, err := Open(dir)
+		_, err := openQwen(dir)
 		requireErrorMentions(t, err, `"a"`, x, y)
 	})
 	t.Run("empty directory", func(t *testing.T) {
 		dir := t.TempDir()
-		_, err := Open(dir)
+		_, err := openQwen(dir)
 		requireErrorMentions(t, err, dir, "no model.safetensors")
 	})
 	t.Run("missing path", func(t *testing.T) {
-		_, err := Open(filepath.Join(t.TempDir(), "nope"))
+		_, err := openQwen(filepath.Join(t.TempDir(), "nope"))
 		requireErrorMentions(t, err, "nope")
 	})
 }
@@ -368,7 +368,7 @@ func TestReadErrors(t *testing.T) {
 		{Name: "vec", DType: "F32", Shape: []int{4}, Data: seq(4, 1)},
 		{Name: "cube", DType: "BF16", Shape: []int{2, 2, 2}, Data: seq(8, 1)},
 	}, nil))
-	s, err := Open(path)
+	s, err := openQwen(path)
 	require.NoError(t, err)
 
 	_, err = s.Matrix("vec")

@@ -168,7 +168,7 @@ func TestWriteF16(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.safetensors")
 	vals := []float32{1, -2.5, 65504, 1e-7, 3.14159, 70000}
 	require.NoError(t, WriteFile(path, []NamedTensor{{Name: "h", DType: "F16", Shape: []int{len(vals)}, Data: vals}}, nil))
-	st, err := Open(path)
+	st, err := openQwen(path)
 	require.NoError(t, err)
 	defer st.Close()
 	got, _, err := st.Float32("h")

@@ -430,7 +430,7 @@ func TestCheckWeightsNamesTheTensor(t *testing.T) {
 	dir := t.TempDir()
 	copyCheckpoint(t, "causal-f16-t130", dir)
 	p := filepath.Join(dir, "model.safetensors")
-	st, err := weights.Open(p)
+	st, err := model.OpenWeights(dir)
 	require.NoError(t, err)
 	var ts []weights.NamedTensor
 	for _, n := range st.Names() {
@@ -455,7 +455,8 @@ func TestCheckWeightsNamesTheTensor(t *testing.T) {
 	} {
 		code, _, stderr := runCLI(args...)
 		assert.Equal(t, 1, code, args[0])
-		assert.Contains(t, stderr, "--check-weights: weight layers.2.mlp.up_proj.weight has a non-finite value (+Inf at index 7)", args[0])
+		// The tensor as the file stores it, and the file.
+		assert.Contains(t, stderr, "--check-weights: weight model.layers.2.mlp.up_proj.weight (in "+p+") has a non-finite value (+Inf at index 7)", args[0])
 	}
 	_, err = os.Stat(filepath.Join(dir, "o.safetensors"))
 	assert.ErrorIs(t, err, os.ErrNotExist)

@@ -20,14 +20,15 @@ type LayerDims struct {
 	Eps       float32 // rms_norm_eps of q_norm and k_norm
 }
 
-// LayerWeights are one layer's parameters under `layers.N.self_attn.`.
+// LayerWeights are one layer's parameters; the tags name the checkpoint
+// tensors under `layers.N.self_attn.` with their stored shapes.
 type LayerWeights struct {
-	QProj *tensor.Matrix // [n_h·2·d_h, H], per head [query | gate] (interleaved)
-	KProj *tensor.Matrix // [n_kv·d_h, H]
-	VProj *tensor.Matrix // [n_kv·d_h, H]
-	OProj *tensor.Matrix // [H, n_h·d_h]
-	QNorm []float32      // [d_h], (1+w) scale
-	KNorm []float32      // [d_h], (1+w) scale
+	QProj *tensor.Matrix `tensor:"q_proj.weight" shape:"2*n_h*d_h,H"` // per head [query | gate] (interleaved)
+	KProj *tensor.Matrix `tensor:"k_proj.weight" shape:"n_kv*d_h,H"`
+	VProj *tensor.Matrix `tensor:"v_proj.weight" shape:"n_kv*d_h,H"`
+	OProj *tensor.Matrix `tensor:"o_proj.weight" shape:"H,n_h*d_h"`
+	QNorm []float32      `tensor:"q_norm.weight" shape:"d_h" init:"zero_centred"` // (1+w) scale
+	KNorm []float32      `tensor:"k_norm.weight" shape:"d_h" init:"zero_centred"` // (1+w) scale
 }
 
 // Ops are the kernels a layer runs on.

@@ -27,18 +27,20 @@ type LayerDims struct {
 // ConvDim is C = 2·n_k·d_k + n_v·d_v, the channels of [q | k | v].
 func (d LayerDims) ConvDim() int { return 2*d.NK*d.DK + d.NV*d.DV }
 
-// LayerWeights are one layer's parameters, named after the checkpoint
-// tensors under `layers.N.linear_attn.` (docs/spec.md §2.2).
+// LayerWeights are one layer's parameters; the tags name the checkpoint
+// tensors under `layers.N.linear_attn.` with their stored shapes
+// (docs/spec.md §2.2). A family that stores the input projections fused
+// (Qwen3-Next) clears the separate_in_proj size and fills them itself.
 type LayerWeights struct {
-	InProjQKV *tensor.Matrix // [C, H], rows [Q heads | K heads | V heads]
-	InProjZ   *tensor.Matrix // [n_v·d_v, H]
-	InProjB   *tensor.Matrix // [n_v, H]
-	InProjA   *tensor.Matrix // [n_v, H]
-	OutProj   *tensor.Matrix // [H, n_v·d_v]
-	ConvW     []float32      // [C, K] (conv1d.weight without its singleton axis)
-	ALog      []float32      // [n_v]
-	DtBias    []float32      // [n_v]
-	NormW     []float32      // [d_v], a plain scale
+	InProjQKV *tensor.Matrix `tensor:"in_proj_qkv.weight" shape:"C,H" when:"separate_in_proj"` // rows [Q heads | K heads | V heads]
+	InProjZ   *tensor.Matrix `tensor:"in_proj_z.weight" shape:"n_v*d_v,H" when:"separate_in_proj"`
+	InProjB   *tensor.Matrix `tensor:"in_proj_b.weight" shape:"n_v,H" when:"separate_in_proj"`
+	InProjA   *tensor.Matrix `tensor:"in_proj_a.weight" shape:"n_v,H" when:"separate_in_proj"`
+	ConvW     []float32      `tensor:"conv1d.weight" shape:"C,1,K" init:"conv"`    // held as [C, K]
+	DtBias    []float32      `tensor:"dt_bias" shape:"n_v" init:"softplus_offset"` // the softplus offset
+	ALog      []float32      `tensor:"A_log" shape:"n_v" init:"log_decay"`         // log A, the decay rate's log
+	NormW     []float32      `tensor:"norm.weight" shape:"d_v" init:"unit_scale"`  // the gated norm's plain scale
+	OutProj   *tensor.Matrix `tensor:"out_proj.weight" shape:"H,n_v*d_v"`
 }
 
 // Ops are the kernels a layer runs on; naive, chunked and CUDA backends
@@ -120,7 +122,7 @@ func (l *Layer) Forward(out, x []float32, t int, st *State, ops Ops, rec tensor.
 		copy(v[i*hv:], row[2*qk:])
 	}
 
-	// 4. Gates: β = σ(b); g = −exp(A_log)·softplus(a + dt_bias), in fp32.
+	// 4. Gates: β = σ(b); g = −exp(ALog)·softplus(a + DtBias), in fp32.
 	beta := make([]float32, t*d.NV)
 	g := make([]float32, t*d.NV)
 	for i := 0; i < t; i++ {

@@ -33,19 +33,75 @@ type Dims struct {
 	NormTopK    bool // renormalise the k chosen probabilities to sum to 1
 }
 
-// Weights are one block's parameters, named after the checkpoint tensors
-// under `layers.N.mlp.`. The per-expert matrices are views: of the fused
-// experts.gate_up_proj [E, 2I, H] (rows 0…I−1 of each expert are the gate,
-// I…2I−1 the up projection) and experts.down_proj [E, H, I], or of the
-// per-expert tensors experts.N.{gate,up,down}_proj.weight.
+// Weights are one block's parameters; the tags name the checkpoint
+// tensors under `layers.N.mlp.` with their stored shapes. The routed
+// experts are stored either fused (Fused, transformers 5.17's layout) or
+// one tensor per expert (PerExpert); Gate, Up and Down are views of
+// whichever is set, made by BindExperts.
 type Weights struct {
-	Router     *tensor.Matrix   // gate.weight [E, H]
-	Gate, Up   []*tensor.Matrix // per expert [I, H]
-	Down       []*tensor.Matrix // per expert [H, I]
-	SharedGate *tensor.Matrix   // shared_expert.gate_proj.weight [I_s, H]
-	SharedUp   *tensor.Matrix   // shared_expert.up_proj.weight [I_s, H]
-	SharedDown *tensor.Matrix   // shared_expert.down_proj.weight [H, I_s]
-	SharedProb *tensor.Matrix   // shared_expert_gate.weight [1, H]
+	Router     *tensor.Matrix `tensor:"gate.weight" shape:"E,H"`
+	SharedGate *tensor.Matrix `tensor:"shared_expert.gate_proj.weight" shape:"I_s,H"`
+	SharedUp   *tensor.Matrix `tensor:"shared_expert.up_proj.weight" shape:"I_s,H"`
+	SharedDown *tensor.Matrix `tensor:"shared_expert.down_proj.weight" shape:"H,I_s"`
+	SharedProb *tensor.Matrix `tensor:"shared_expert_gate.weight" shape:"1,H"` // the shared expert's sigmoid gate
+
+	Fused     *FusedExperts   `tensor:""`
+	PerExpert []ExpertWeights `tensor:"experts.%d."`
+
+	Gate, Up []*tensor.Matrix // per expert [I, H]
+	Down     []*tensor.Matrix // per expert [H, I]
+}
+
+// FusedExperts are the routed experts as two rank-3 tensors, each held as
+// its [E·rows, cols] matrix: per expert, rows 0…I−1 of gate_up are the
+// gate and rows I…2I−1 the up projection.
+type FusedExperts struct {
+	GateUp *tensor.Matrix `tensor:"experts.gate_up_proj" shape:"E,2*I_e,H"`
+	Down   *tensor.Matrix `tensor:"experts.down_proj" shape:"E,H,I_e"`
+}
+
+// ExpertWeights are one routed expert's tensors in the per-expert layout
+// (Qwen3-Next's hub files and older conversions).
+type ExpertWeights struct {
+	Gate *tensor.Matrix `tensor:"gate_proj.weight" shape:"I_e,H"`
+	Up   *tensor.Matrix `tensor:"up_proj.weight" shape:"I_e,H"`
+	Down *tensor.Matrix `tensor:"down_proj.weight" shape:"H,I_e"`
+}
+
+// BindExperts makes Gate, Up and Down views of the stored experts (no
+// copy), once their tensors are bound.
+func (w *Weights) BindExperts(d Dims) {
+	w.Gate = make([]*tensor.Matrix, d.Experts)
+	w.Up = make([]*tensor.Matrix, d.Experts)
+	w.Down = make([]*tensor.Matrix, d.Experts)
+	if w.PerExpert != nil {
+		for e := range min(d.Experts, len(w.PerExpert)) {
+			w.Gate[e], w.Up[e], w.Down[e] = w.PerExpert[e].Gate, w.PerExpert[e].Up, w.PerExpert[e].Down
+		}
+		return
+	}
+	if w.Fused == nil || w.Fused.GateUp == nil || w.Fused.Down == nil {
+		return
+	}
+	in, h := d.Inter, d.Hidden
+	for e := range d.Experts {
+		g0 := e * 2 * in
+		w.Gate[e] = rowsView(w.Fused.GateUp, g0, in)
+		w.Up[e] = rowsView(w.Fused.GateUp, g0+in, in)
+		w.Down[e] = rowsView(w.Fused.Down, e*h, h)
+	}
+}
+
+// rowsView is rows [r0, r0+n) of m, sharing its storage.
+func rowsView(m *tensor.Matrix, r0, n int) *tensor.Matrix {
+	v := &tensor.Matrix{Rows: n, Cols: m.Cols}
+	lo, hi := r0*m.Cols, (r0+n)*m.Cols
+	if m.BF16 != nil {
+		v.BF16 = m.BF16[lo:hi:hi]
+	} else {
+		v.F32 = m.F32[lo:hi:hi]
+	}
+	return v
 }
 
 // Layer is one sparse MoE block.
@@ -94,7 +150,7 @@ func (l *Layer) Check() error {
 		want("shared gate_proj", l.W.SharedGate, d.SharedInter, h),
 		want("shared up_proj", l.W.SharedUp, d.SharedInter, h),
 		want("shared down_proj", l.W.SharedDown, h, d.SharedInter),
-		want("shared_expert_gate", l.W.SharedProb, 1, h),
+		want("shared expert gate", l.W.SharedProb, 1, h),
 	}
 	for _, e := range errs {
 		if e != nil {
@@ -206,7 +262,7 @@ func (l *Layer) Forward(out, x []float32, t int, kern Kernel, mm linalg.MatMuler
 	rec.Record("shared_out", shared, t, h)
 	gate := make([]float32, t)
 	if err := mm.MatMulT(gate, x, t, l.W.SharedProb); err != nil {
-		return fmt.Errorf("moe shared_expert_gate: %w", err)
+		return fmt.Errorf("moe shared expert gate: %w", err)
 	}
 	rec.Record("shared_gate", gate, t, 1)
 	for i := range t {

@@ -1,0 +1,128 @@
+package model
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/qwenref/qwenref/weights"
+)
+
+// A family is one kind of checkpoint: the model_type values it is read
+// from, its own config keys, and how its stored tensors differ from the
+// parts every family shares. Each family is one file (qwen3_5.go,
+// qwen3_5_moe.go, qwen3_next.go); docs/architecture.md says how to add one.
+//
+// What all families share is declared by the weight structs' tags (the
+// layer packages' LayerWeights, MLP, moe.Weights, Block and Model below):
+// the walker in weights.Walk turns those tags into the expected-tensor
+// list, the binding from a checkpoint, the unused-tensor report, the
+// non-finite scan, random weights and synthetic checkpoints.
+type family struct {
+	name       string
+	modelTypes []string // the model_type values this family reads
+	// wrapper is the model_type of the hub (VLM) form, whose text keys sit
+	// under text_config; "" when the family has none.
+	wrapper string
+	sparse  bool // has mixture-of-experts layers (intermediate_size may be absent)
+	// parse reads the family's own keys after the shared ones.
+	parse func(c *Config, t *rawText) error
+	// sizes sets the family's shape symbols and flags.
+	sizes func(c *Config, s weights.Sizes)
+	// stored gives a layer the parts only this family stores (Block.Stored),
+	// before the walk; derive fills what the layer packages read from them
+	// after it.
+	stored func(c *Config, b *Block)
+	derive func(c *Config, b *Block)
+}
+
+// families are the registered families, in the order errors list them.
+var families = []*family{qwen35, qwen35MoE, qwen3Next}
+
+// familyOf returns the family of a model_type, or nil.
+func familyOf(modelType string) *family {
+	for _, f := range families {
+		if slices.Contains(f.modelTypes, modelType) {
+			return f
+		}
+	}
+	return nil
+}
+
+// configFamily is the config's family; a config built in code without a
+// known model_type is the dense qwen3_5.
+func (c *Config) configFamily() *family {
+	if f := familyOf(c.ModelType); f != nil {
+		return f
+	}
+	return qwen35
+}
+
+// modelTypeList names every model_type qwenref reads, for errors.
+func modelTypeList() string {
+	var all []string
+	for _, f := range families {
+		all = append(all, f.modelTypes...)
+	}
+	return strings.Join(all[:len(all)-1], ", ") + " or " + all[len(all)-1]
+}
+
+// Hub checkpoints (the VLM form) keep the text model under this prefix,
+// the flat form under "model."; the vision tower and the multi-token
+// prediction head are not part of the text model.
+const (
+	hubTextPrefix  = "model.language_model."
+	flatTextPrefix = "model."
+)
+
+var skippedPrefixes = []string{"model.visual.", "mtp."}
+
+// canonicalName maps a stored tensor name to the text model's canonical
+// name, or reports that the tensor is skipped. It is the same for every
+// family today; a family with other prefixes would carry its own.
+func canonicalName(stored string) (string, bool) {
+	for _, p := range skippedPrefixes {
+		if strings.HasPrefix(stored, p) {
+			return "", true
+		}
+	}
+	if c, ok := strings.CutPrefix(stored, hubTextPrefix); ok {
+		return c, false
+	}
+	if c, ok := strings.CutPrefix(stored, flatTextPrefix); ok {
+		return c, false
+	}
+	return stored, false
+}
+
+// OpenWeights maps a checkpoint's tensors under their canonical names,
+// as Load does (for tools that read a checkpoint's tensors directly).
+func OpenWeights(dir string) (*weights.Store, error) {
+	return weights.OpenNamed(dir, canonicalName)
+}
+
+// Sizes are the shape symbols of the config's tensors (docs/spec.md §1):
+// H, V, I, C, K, n_k, d_k, n_v, d_v, n_h, n_kv, d_h, and for the sparse
+// families E, I_e, I_s; flags: untied (the head is its own tensor) and
+// what the family's sizes hook adds.
+func (c *Config) Sizes() weights.Sizes {
+	s := weights.Sizes{
+		"H": c.HiddenSize, "V": c.VocabSize, "I": c.IntermediateSize,
+		"C": c.ConvDim(), "K": c.LinearConvKernel,
+		"n_k": c.LinearNumKeyHeads, "d_k": c.LinearKeyHeadDim, "n_v": c.LinearNumValueHeads, "d_v": c.LinearValueHeadDim,
+		"n_h": c.NumHeads, "n_kv": c.NumKVHeads, "d_h": c.HeadDim,
+		"E": c.MoE.NumExperts, "I_e": c.MoE.IntermediateSize, "I_s": c.MoE.SharedIntermediate,
+		"separate_in_proj": 1,
+	}
+	if !c.TieWordEmbeddings {
+		s["untied"] = 1
+	}
+	if f := c.configFamily(); f.sizes != nil {
+		f.sizes(c, s)
+	}
+	return s
+}
+
+// walkTensors visits every tensor m declares, in checkpoint order.
+func walkTensors(m *Model, visit func(weights.Field) error) error {
+	return weights.Walk(m, "", m.Config.Sizes(), visit)
+}
