@@ -20,10 +20,13 @@ var forbidden = map[string][]string{
 	"weights":   {"layers/", "linalg", "model", "bench", "cmd/"},
 	"tensor":    {"layers/", "linalg", "model", "weights", "bench", "cmd/"},
 	"internal/": {"layers/", "linalg", "model", "weights", "bench", "cmd/"},
-	"model":     {"bench", "cmd/", "reference"},
-	"reference": {"model", "bench", "cmd/"},
-	"tokenizer": {"model", "layers/", "bench", "cmd/"},
-	"bench":     {"cmd/"},
+	"model":     {"bench", "cmd/", "reference", "cuda"},
+	// The GDN and attention mixers are siblings: neither builds on the other.
+	"layers/gateddelta": {"layers/attention"},
+	"layers/attention":  {"layers/gateddelta"},
+	"reference":         {"model", "bench", "cmd/"},
+	"tokenizer":         {"model", "layers/", "bench", "cmd/"},
+	"bench":             {"cmd/"},
 }
 
 func TestForbiddenImports(t *testing.T) {
@@ -78,6 +81,43 @@ func TestForbiddenImports(t *testing.T) {
 					if hasPrefix(imp, ban) {
 						t.Errorf("%s imports %s (directly or not): docs/architecture.md forbids %s → %s", pkg, imp, from, ban)
 					}
+				}
+			}
+		}
+	}
+}
+
+// directOnly limits what a package may import directly (not counting what
+// its imports reach): bench runs the model's own code and reaches a layer
+// package only for the core-only ops' dims.
+var directOnly = map[string]struct{ banned, except []string }{
+	"bench": {banned: []string{"layers/", "linalg", "weights"}, except: []string{"layers/gateddelta"}},
+}
+
+func TestDirectImports(t *testing.T) {
+	for pkg, rule := range directOnly {
+		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, mod+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		imports := strings.Fields(string(out))
+		if len(imports) == 0 {
+			t.Fatalf("go list found no imports of %s", pkg)
+		}
+	next:
+		for _, imp := range imports {
+			rel, ok := strings.CutPrefix(imp, mod)
+			if !ok {
+				continue
+			}
+			for _, e := range rule.except {
+				if rel == e {
+					continue next
+				}
+			}
+			for _, ban := range rule.banned {
+				if hasPrefix(rel, ban) {
+					t.Errorf("%s imports %s directly: docs/architecture.md allows it only %v of %v", pkg, rel, rule.except, rule.banned)
 				}
 			}
 		}
