@@ -63,7 +63,8 @@
 // renamed into place only when complete, so a failure never leaves a
 // partial file. WriteIndex writes a shard index the same way. A target must
 // be absent or a regular file that is none of WriteOptions.Inputs; the temp
-// (".<name>.qwenref-tmp-<pid>-*") is removed on SIGINT/SIGTERM too.
+// (".<name>.qwenref-tmp-<pid>-*") is removed on SIGINT, SIGTERM, SIGHUP
+// and a broken standard output or error too.
 //
 // # Hostile files
 //

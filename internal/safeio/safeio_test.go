@@ -233,7 +233,7 @@ func TestSignalRemovesTemps(t *testing.T) {
 	if testing.Short() {
 		t.Skip("re-executes the test binary (not possible under go test -exec emulators)")
 	}
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		dir := t.TempDir()
 		cmd := exec.Command(os.Args[0], "-test.run=^TestSignalRemovesTemps$")
 		cmd.Env = append(os.Environ(), "SAFEIO_HELPER_DIR="+dir)
@@ -255,6 +255,79 @@ func TestSignalRemovesTemps(t *testing.T) {
 			t.Fatalf("%v left %s", sig, got)
 		}
 	}
+}
+
+// TestBrokenStderrRemovesTemps: a writer whose standard error is a pipe
+// nobody reads any more (`qwenref … 2>&1 | head`) dies of SIGPIPE at its
+// next progress line, leaving nothing; a SIGPIPE that does not come from
+// standard output or error (a network peer gone) leaves it running.
+func TestBrokenStderrRemovesTemps(t *testing.T) {
+	if d := os.Getenv("SAFEIO_PIPE_DIR"); d != "" {
+		helperWriteWithProgress(d)
+		return
+	}
+	if testing.Short() {
+		t.Skip("re-executes the test binary (not possible under go test -exec emulators)")
+	}
+	start := func(dir string) (*exec.Cmd, io.ReadCloser, io.ReadCloser) {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenStderrRemovesTemps$")
+		cmd.Env = append(os.Environ(), "SAFEIO_PIPE_DIR="+dir)
+		stdout, _ := cmd.StdoutPipe()
+		stderr, _ := cmd.StderrPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 6)
+		if _, err := io.ReadFull(stdout, buf); err != nil || string(buf) != "ready\n" {
+			t.Fatalf("helper: %q %v", buf, err)
+		}
+		return cmd, stdout, stderr
+	}
+	died := func(cmd *exec.Cmd, want syscall.Signal) {
+		err := cmd.Wait()
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if err == nil || !ws.Signaled() || ws.Signal() != want {
+			t.Fatalf("child ended with %v (%v), want death by %v", err, ws, want)
+		}
+	}
+
+	dir := t.TempDir()
+	cmd, _, stderr := start(dir)
+	stderr.Close() // the reader goes away, as head does
+	died(cmd, syscall.SIGPIPE)
+	if got := dirNames(t, dir); got != "" {
+		t.Fatalf("SIGPIPE left %s", got)
+	}
+
+	// A SIGPIPE while both streams are fine is not the writer's end.
+	dir = t.TempDir()
+	cmd, _, stderr = start(dir)
+	go io.Copy(io.Discard, stderr)
+	_ = cmd.Process.Signal(syscall.SIGPIPE)
+	time.Sleep(300 * time.Millisecond)
+	if got := dirNames(t, dir); got == "" {
+		t.Fatal("a SIGPIPE from elsewhere removed the temps")
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	died(cmd, syscall.SIGTERM)
+	if got := dirNames(t, dir); got != "" {
+		t.Fatalf("SIGTERM left %s", got)
+	}
+}
+
+// helperWriteWithProgress is helperWrite printing a progress line to
+// standard error every 20 ms, as synth and forward do.
+func helperWriteWithProgress(dir string) {
+	_ = WriteFile(filepath.Join(dir, "out"), func(w io.Writer) error {
+		_, _ = w.Write(make([]byte, 1<<20))
+		os.Stdout.WriteString("ready\n")
+		for range 3000 {
+			os.Stderr.WriteString("progress\n")
+			time.Sleep(20 * time.Millisecond)
+		}
+		return nil
+	}, WriteOptions{})
+	os.Exit(0)
 }
 
 func helperWrite(dir string) {

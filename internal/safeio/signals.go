@@ -8,10 +8,14 @@ import (
 )
 
 // The one signal handler of qwenref's writers: while any temporary file or
-// directory is live, SIGINT and SIGTERM remove them all and then end the
-// process as the signal would have (exit status 130 or 143 in a shell).
-// With no temps live the handler is not installed, so the signals keep
-// their default effect and other handlers are not disturbed.
+// directory is live, SIGINT, SIGTERM and (on unix) SIGHUP — a closed
+// terminal, a dropped ssh session — remove them all and then end the
+// process as the signal would have (exit status 130, 143 or 129 in a
+// shell). So does SIGPIPE when standard output or standard error is a
+// broken pipe (`qwenref … 2>&1 | head`); a SIGPIPE from any other
+// descriptor (a network peer gone) only fails that write, as Go's default
+// has it. With no temps live the handler is not installed, so the signals
+// keep their default effect and other handlers are not disturbed.
 var temps struct {
 	mu     sync.Mutex
 	live   map[int]string
@@ -34,7 +38,7 @@ func track(path string) (untrack func()) {
 	temps.live[id] = path
 	if len(temps.live) == 1 {
 		temps.ch = make(chan os.Signal, 1)
-		signal.Notify(temps.ch, syscall.SIGINT, syscall.SIGTERM)
+		signal.Notify(temps.ch, append([]os.Signal{syscall.SIGINT, syscall.SIGTERM}, extraSignals...)...)
 		go handle(temps.ch)
 	}
 	var once sync.Once
@@ -54,9 +58,15 @@ func track(path string) (untrack func()) {
 
 // handle waits for a signal on ch (closed when no temps are live).
 func handle(ch chan os.Signal) {
-	sig, ok := <-ch
-	if !ok {
-		return
+	var sig os.Signal
+	for {
+		var ok bool
+		if sig, ok = <-ch; !ok {
+			return
+		}
+		if !ignorable(sig) {
+			break
+		}
 	}
 	temps.mu.Lock()
 	temps.dying = true

@@ -16,6 +16,12 @@ func writable(string) error { return nil }
 // processAlive cannot tell here, so no temp is ever taken for stale.
 func processAlive(int) bool { return true }
 
+// extraSignals: only SIGINT and SIGTERM here.
+var extraSignals []os.Signal
+
+// ignorable: every handled signal ends a writer here.
+func ignorable(os.Signal) bool { return false }
+
 // reraise exits with the shell's code for the signal.
 func reraise(os.Signal) { os.Exit(130) }
 

@@ -8,6 +8,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // openNonblock opens path read-only with O_NONBLOCK, so that opening a
@@ -30,6 +32,30 @@ func writable(path string) error { return syscall.Access(path, 2 /* W_OK */) }
 func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// extraSignals also end a writer, after its temps are removed: the
+// terminal hanging up, and a broken pipe (see ignorable).
+var extraSignals = []os.Signal{syscall.SIGHUP, syscall.SIGPIPE}
+
+// ignorable reports a SIGPIPE that came from a descriptor other than
+// standard output and standard error, which Go turns into an EPIPE error
+// for the write that caused it.
+func ignorable(sig os.Signal) bool { return sig == syscall.SIGPIPE && !stdStreamBroken() }
+
+// stdStreamBroken reports whether standard output or standard error is a
+// pipe whose reader is gone (poll reports an error on it).
+func stdStreamBroken() bool {
+	fds := []unix.PollFd{{Fd: 1, Events: unix.POLLOUT}, {Fd: 2, Events: unix.POLLOUT}}
+	if _, err := unix.Poll(fds, 0); err != nil {
+		return false
+	}
+	for _, f := range fds {
+		if f.Revents&unix.POLLERR != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // reraise ends the process with sig's default action.
