@@ -24,13 +24,17 @@ func TestStagesAreWhatForwardRecords(t *testing.T) {
 		}
 		return v
 	}
-	mat := func(rows, cols int) *tensor.Matrix { return &tensor.Matrix{Rows: rows, Cols: cols, F32: vals(rows * cols)} }
+	mat := func(rows, cols int) *tensor.Matrix {
+		return &tensor.Matrix{Rows: rows, Cols: cols, F32: vals(rows * cols)}
+	}
 	l := &Layer{Dims: d, W: LayerWeights{
 		QProj: mat(2*d.NH*d.D, d.Hidden), KProj: mat(d.NKV*d.D, d.Hidden), VProj: mat(d.NKV*d.D, d.Hidden),
 		OProj: mat(d.Hidden, d.NH*d.D), QNorm: vals(d.D), KNorm: vals(d.D),
 	}}
 	var got []tensor.Stage
-	rec := func(name string, x *tensor.Tensor) { got = append(got, tensor.Stage{Name: name, Shape: slices.Clone(x.Shape)}) }
+	rec := func(name string, x *tensor.Tensor) {
+		got = append(got, tensor.Stage{Name: name, Shape: slices.Clone(x.Shape)})
+	}
 	const tokens = 3
 	out := make([]float32, tokens*d.Hidden)
 	require.NoError(t, l.Forward(out, vals(tokens*d.Hidden), tokens, &Cache{}, Ops{MatMul: linalg.Naive{}, Core: Naive{}}, rec))

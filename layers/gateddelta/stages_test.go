@@ -24,14 +24,18 @@ func recorded(t *testing.T, d LayerDims, tokens int) []tensor.Stage {
 		}
 		return v
 	}
-	mat := func(rows, cols int) *tensor.Matrix { return &tensor.Matrix{Rows: rows, Cols: cols, F32: vals(rows * cols)} }
+	mat := func(rows, cols int) *tensor.Matrix {
+		return &tensor.Matrix{Rows: rows, Cols: cols, F32: vals(rows * cols)}
+	}
 	c, hv := d.ConvDim(), d.NV*d.DV
 	l := &Layer{Dims: d, W: LayerWeights{
 		InProjQKV: mat(c, d.Hidden), InProjZ: mat(hv, d.Hidden), InProjB: mat(d.NV, d.Hidden), InProjA: mat(d.NV, d.Hidden),
 		OutProj: mat(d.Hidden, hv), ConvW: vals(c * d.ConvK), ALog: vals(d.NV), DtBias: vals(d.NV), NormW: vals(d.DV),
 	}}
 	var got []tensor.Stage
-	rec := func(name string, x *tensor.Tensor) { got = append(got, tensor.Stage{Name: name, Shape: slices.Clone(x.Shape)}) }
+	rec := func(name string, x *tensor.Tensor) {
+		got = append(got, tensor.Stage{Name: name, Shape: slices.Clone(x.Shape)})
+	}
 	out := make([]float32, tokens*d.Hidden)
 	ops := Ops{MatMul: linalg.Naive{}, Conv: conv1d.Naive{}, Core: Naive{}}
 	require.NoError(t, l.Forward(out, vals(tokens*d.Hidden), tokens, NewState(d), ops, rec))

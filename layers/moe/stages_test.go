@@ -17,7 +17,9 @@ func TestStagesAreWhatForwardRecords(t *testing.T) {
 	d := Dims{Hidden: 16, Experts: 6, TopK: 2, Inter: 8, SharedInter: 12, NormTopK: true}
 	l := randLayer(9, d, false)
 	var got []tensor.Stage
-	rec := func(name string, x *tensor.Tensor) { got = append(got, tensor.Stage{Name: name, Shape: slices.Clone(x.Shape)}) }
+	rec := func(name string, x *tensor.Tensor) {
+		got = append(got, tensor.Stage{Name: name, Shape: slices.Clone(x.Shape)})
+	}
 	const tokens = 3
 	out := make([]float32, tokens*d.Hidden)
 	require.NoError(t, l.Forward(out, randX(2, tokens*d.Hidden), tokens, Naive{}, linalg.Naive{}, rec))
