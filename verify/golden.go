@@ -92,7 +92,8 @@ type OutputCheck struct {
 }
 
 // Check runs be on the golden's inputs (Run) and compares every output
-// with the expected one (Compare), in the file's output order.
+// with the expected one (Compare), in the op's output order; on an error
+// it returns the checks made before it.
 func (g *Golden) Check(be *model.Backend) ([]OutputCheck, error) {
 	outs, err := g.Run(be)
 	if err != nil {
