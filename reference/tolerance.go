@@ -41,7 +41,7 @@ type vectorOutput struct {
 type VectorTolerance map[string]tensor.Tolerance
 
 // set writes the bars as metadata: tol.<output>.rel_l2 and
-// tol.<output>.max_abs_scaled.
+// tol.<output>.max_abs_scaled (verify.ReadTolerance reads them back).
 func (t VectorTolerance) set(meta map[string]string) {
 	for name, tol := range t {
 		meta["tol."+name+".rel_l2"] = strconv.FormatFloat(tol.RelL2, 'g', 3, 64)
@@ -49,23 +49,6 @@ func (t VectorTolerance) set(meta map[string]string) {
 	}
 	meta["tol.rule"] = fmt.Sprintf("max(%d x worst of qwenref's naive and chunked kernels on these inputs, %d x the error of storing the output in the input dtype, %g)",
 		toleranceMargin, outputRoundingMargin, minRelL2)
-}
-
-// ReadTolerance parses the bars of output name from a vector's metadata.
-func ReadTolerance(meta map[string]string, name string) (tensor.Tolerance, error) {
-	var tol tensor.Tolerance
-	for _, f := range []struct {
-		key string
-		dst *float64
-	}{{"rel_l2", &tol.RelL2}, {"max_abs_scaled", &tol.MaxAbsScaled}} {
-		key := "tol." + name + "." + f.key
-		v, err := strconv.ParseFloat(strings.TrimSpace(meta[key]), 64)
-		if err != nil || !(v >= 0) || math.IsInf(v, 0) {
-			return tol, fmt.Errorf("metadata %s is %q, not a tolerance (a file from an older qwenref golden? write it again)", key, meta[key])
-		}
-		*f.dst = v
-	}
-	return tol, nil
 }
 
 // measureTolerance runs kernel k (for k < n) and returns each output's bar.

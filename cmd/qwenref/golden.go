@@ -11,7 +11,7 @@ import (
 
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/reference"
-	"github.com/qwenref/qwenref/weights"
+	"github.com/qwenref/qwenref/verify"
 )
 
 func init() {
@@ -30,10 +30,7 @@ var goldenOps = map[string][]string{
 
 // writeLayerGolden writes a layer-level vector with the widths of cfg.
 func writeLayerGolden(stdout io.Writer, op string, cfg *model.Config, attn bool, t int, dtype string, seed uint64, shape, out string, mem *memoryFlag) error {
-	d := reference.LayerDims{T: t, H: cfg.HiddenSize, I: cfg.IntermediateSize,
-		NK: cfg.LinearNumKeyHeads, NV: cfg.LinearNumValueHeads, DK: cfg.LinearKeyHeadDim, DV: cfg.LinearValueHeadDim, K: cfg.LinearConvKernel,
-		NH: cfg.NumHeads, NKV: cfg.NumKVHeads, D: cfg.HeadDim, Rot: cfg.RotaryDim(), Theta: cfg.RopeTheta, Eps: cfg.RMSNormEps,
-		Attention: attn || op == "attention-layer", DType: dtype}
+	d := verify.LayerGoldenDims(cfg, op, attn, t, dtype)
 	// Weights and activations are held in float32 and float64 (12 bytes),
 	// with a few [T, widest] buffers: refuse what the memory limit cannot take.
 	c := 2*d.NK*d.DK + d.NV*d.DV
@@ -53,8 +50,7 @@ func writeLayerGolden(stdout io.Writer, op string, cfg *model.Config, attn bool,
 	if err != nil {
 		return err
 	}
-	vec.Meta["shape"] = shape
-	if err := weights.WriteFile(out, vec.Tensors, vec.Meta, outOpts); err != nil {
+	if err := verify.WriteGolden(out, vec, shape, outOpts); err != nil {
 		return err
 	}
 	what := op
@@ -242,13 +238,11 @@ Examples:
 	if err != nil {
 		return err
 	}
-	tensors, meta := vec.Tensors, vec.Meta
-	meta["shape"] = *shape
-	if err := weights.WriteFile(*out, tensors, meta, outOpts); err != nil {
+	if err := verify.WriteGolden(*out, vec, *shape, outOpts); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "golden: %s %s, %s inputs, seed %d → %s (%v)\n", *op, d.Describe(*op), *dtype, *seed, *out, time.Since(start).Round(time.Millisecond))
-	for _, t := range tensors {
+	for _, t := range vec.Tensors {
 		fmt.Fprintf(stdout, "  %-13s %s %v\n", t.Name, t.DType, t.Shape)
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/reference"
 	"github.com/qwenref/qwenref/tensor"
+	"github.com/qwenref/qwenref/verify"
 	"github.com/qwenref/qwenref/weights"
 )
 
@@ -219,7 +220,7 @@ func TestGoldenDTypes(t *testing.T) {
 		}
 		assert.Contains(t, stdout, "out           F32")
 		for _, out := range []string{"out", "final_state"} {
-			tol, err := reference.ReadTolerance(g.meta, out)
+			tol, err := verify.ReadTolerance(g.meta, out)
 			require.NoError(t, err)
 			switch dt {
 			case "f32":

@@ -9,10 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
-	"github.com/qwenref/qwenref/tensor"
+	"github.com/qwenref/qwenref/verify"
 	"github.com/qwenref/qwenref/weights"
 )
 
@@ -20,24 +21,9 @@ func init() {
 	register(&command{name: "trace", summary: "print every intermediate of a forward pass (find where a kernel diverges)", run: runTrace})
 }
 
-// stage is one recorded intermediate, copied out of the forward pass.
-type stage struct {
-	name  string
-	shape []int
-	data  []float32
-}
-
 func runTrace(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("trace", "[--model DIR] --ids 1,2,3 [--layer N | --all] [--backend B] [--plugin NAME=LIB.so] [--compare FILE [--json] [--chained]] [--out FILE.safetensors]", `
-Runs a short prompt through the model and prints its intermediates in
-execution order: for each stage its name, shape, L2 norm ‖x‖₂, min, max and
-first few values. By default it shows one layer (--layer, default 0); --all
-shows every stage from "embeddings" to "logits". Stage names are those of
-the golden files: "layers.N.<stage>", e.g. for a Gated DeltaNet layer
-input, mixer_in, qkv_proj, z_proj, b_proj, a_proj, conv_out, g, beta, q_l2,
-k_l2, v, core_out, final_state, gated_norm_out, mixer_out, mlp_in, mlp_out,
-output; for an attention layer q_proj, k_proj, v_proj, q_rope, k_rope,
-attn_core, gated instead of the GDN stages.
+`+traceStagesHelp()+`
 
 This is the tool for finding the first stage where a kernel goes wrong.
 Write a trace with the trusted naive backend, then trace your backend with
@@ -149,9 +135,9 @@ Examples:
 		defer ref.Close()
 		if !*chained {
 			if *out != "" {
-				stages, err := traceForward(m, be, ids)
+				stages, err := verify.Trace(m, be, ids)
 				if err == nil {
-					err = writeTrace(*out, stages, m, be.Name, *dir, ids, outOpts)
+					err = verify.WriteTrace(*out, stages, m, be.Name, *dir, ids, outOpts)
 				}
 				if err != nil {
 					return err
@@ -161,7 +147,7 @@ Examples:
 			return reportForced(stdout, m, be, ref, *compare, ids, bf16, *jsonOut, *all, *layer)
 		}
 	}
-	stages, err := traceForward(m, be, ids)
+	stages, err := verify.Trace(m, be, ids)
 	if err != nil {
 		return err
 	}
@@ -170,7 +156,7 @@ Examples:
 	if len(ids) > 12 {
 		shown = shown[:len(shown)-1] + " …]"
 	}
-	fmt.Fprintf(stdout, "trace: %d tokens %s on %s; %d layers (%s)\n", len(ids), shown, be.Name, len(m.Blocks), layerKinds(m))
+	fmt.Fprintf(stdout, "trace: %d tokens %s on %s; %d layers (%s)\n", len(ids), shown, be.Name, len(m.Blocks), verify.LayerKinds(m))
 	prefix := fmt.Sprintf("layers.%d.", *layer)
 	if !*all {
 		fmt.Fprintf(stdout, "layer %d is %s\n", *layer, m.Blocks[*layer].Kind)
@@ -179,22 +165,31 @@ Examples:
 	for _, s := range stages {
 		cmp := ""
 		if ref != nil {
-			if _, in := ref.Info(s.name); in {
+			c := verify.CompareChained(ref, s, *tol)
+			switch {
+			case !c.InReference:
+				cmp = "   (not in --compare file)"
+			case c.Problem != "":
+				cmp = "   compare: " + c.Problem
+			case c.OK:
+				cmp = fmt.Sprintf("   rel L2 %.2e ok", c.RelL2)
+			default:
+				cmp = fmt.Sprintf("   rel L2 %.2e DIFFERS", c.RelL2)
+			}
+			if c.InReference {
 				compared++
 			}
-			var ok bool
-			cmp, ok = compareTraceStage(ref, s, *tol)
-			if !ok && firstBad == "" {
-				firstBad = s.name
+			if !c.OK && firstBad == "" {
+				firstBad = s.Name
 				cmp += "   ← first divergence"
 			}
 		}
-		if *all || strings.HasPrefix(s.name, prefix) || s.name == firstBad {
+		if *all || strings.HasPrefix(s.Name, prefix) || s.Name == firstBad {
 			fmt.Fprintf(stdout, "%s%s\n", describeStage(s, *nvals), cmp)
 		}
 	}
 	if *out != "" {
-		if err := writeTrace(*out, stages, m, be.Name, *dir, ids, outOpts); err != nil {
+		if err := verify.WriteTrace(*out, stages, m, be.Name, *dir, ids, outOpts); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "wrote %d stages to %s\n", len(stages), *out)
@@ -259,87 +254,62 @@ func traceIDs(list, path string, stderr io.Writer) ([]int, error) {
 	return rows[0], nil
 }
 
-// traceForward runs ids through m and returns every recorded stage in
-// execution order (copies: the recorder sees views of reused buffers).
-func traceForward(m *model.Model, be *model.Backend, ids []int) ([]stage, error) {
-	var stages []stage
-	seen := map[string]int{}
-	rec := func(name string, x *tensor.Tensor) {
-		// A stage recorded twice keeps both, the second as "name#2".
-		if seen[name]++; seen[name] > 1 {
-			name += "#" + strconv.Itoa(seen[name])
+// traceStagesHelp is the help's first paragraph: what trace prints and
+// the stages of each kind of layer, named from the layers' own lists.
+func traceStagesHelp() string {
+	gdn := model.StageNames(model.LinearAttention, false)
+	attn := model.StageNames(model.FullAttention, false)
+	moe := model.StageNames(model.LinearAttention, true)
+	text := `Runs a short prompt through the model and prints its intermediates in
+execution order: for each stage its name, shape, L2 norm ‖x‖₂, min, max and
+first few values. By default it shows one layer (--layer, default 0); --all
+shows every stage from "embeddings" to "logits". Stage names are those of
+the golden files: "layers.N.<stage>", e.g. for a Gated DeltaNet layer ` +
+		strings.Join(gdn, ", ") + "; for an attention layer " + strings.Join(without(attn, gdn), ", ") +
+		" instead of the GDN stages; a sparse (MoE) layer adds " + strings.Join(without(moe, gdn), ", ") + " after mlp_in."
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(text) {
+		if line != "" && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) > 75 {
+			lines = append(lines, line)
+			line = ""
 		}
-		stages = append(stages, stage{name: name, shape: slices.Clone(x.Shape), data: slices.Clone(x.Data)})
+		if line != "" {
+			line += " "
+		}
+		line += w
 	}
-	if _, err := m.NewSession().Forward(ids, be, model.Options{Record: rec}); err != nil {
-		return nil, err
-	}
-	return stages, nil
+	return strings.Join(append(lines, line), "\n")
 }
 
-func layerKinds(m *model.Model) string {
-	lin, full := m.Config.CountLayers()
-	return fmt.Sprintf("%d Gated DeltaNet, %d attention", lin, full)
+// without is names less those in drop, in order.
+func without(names, drop []string) []string {
+	var out []string
+	for _, n := range names {
+		if !slices.Contains(drop, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // describeStage formats one stage: name, shape, ‖x‖₂, min, max and the
 // first n values, each rounded to 4 significant digits.
-func describeStage(s stage, n int) string {
+func describeStage(s verify.TracedStage, n int) string {
 	var ss float64
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, v := range s.data {
+	for _, v := range s.Data {
 		f := float64(v)
 		ss += f * f
 		lo, hi = math.Min(lo, f), math.Max(hi, f)
 	}
-	vals := make([]string, 0, min(n, len(s.data))+1)
-	for _, v := range s.data[:min(n, len(s.data))] {
+	vals := make([]string, 0, min(n, len(s.Data))+1)
+	for _, v := range s.Data[:min(n, len(s.Data))] {
 		vals = append(vals, strconv.FormatFloat(float64(v), 'g', 4, 32))
 	}
-	if len(s.data) > n {
+	if len(s.Data) > n {
 		vals = append(vals, "…")
 	}
 	return fmt.Sprintf("%-26s %-16s ‖x‖₂=%-10.4g min=%-10.4g max=%-10.4g [%s]",
-		s.name, fmt.Sprint(s.shape), math.Sqrt(ss), lo, hi, strings.Join(vals, " "))
-}
-
-// compareTraceStage compares s with the tensor of the same name in ref, if
-// any. A batched golden ([B, ...] holding B times as many values) is
-// compared on its row 0. It returns the text to print and whether the
-// stage agrees (a stage absent from ref agrees: there is nothing to say).
-func compareTraceStage(ref *weights.Store, s stage, tol float64) (string, bool) {
-	if _, ok := ref.Info(s.name); !ok {
-		return "   (not in --compare file)", true
-	}
-	want, shape, err := ref.Float32(s.name)
-	if err != nil {
-		return "   compare: " + err.Error(), false
-	}
-	if len(want) != len(s.data) {
-		if len(s.data) == 0 || len(want)%len(s.data) != 0 {
-			return fmt.Sprintf("   compare: shape %v there, %v here", shape, s.shape), false
-		}
-		want = want[:len(s.data)]
-	}
-	rel := tensor.RelL2(s.data, want)
-	if rel <= tol {
-		return fmt.Sprintf("   rel L2 %.2e ok", rel), true
-	}
-	return fmt.Sprintf("   rel L2 %.2e DIFFERS", rel), false
-}
-
-// writeTrace writes every stage as an F32 tensor, named as recorded.
-func writeTrace(path string, stages []stage, m *model.Model, backend, dir string, ids []int, opts weights.WriteOptions) error {
-	ts := make([]weights.NamedTensor, len(stages))
-	for i, s := range stages {
-		ts[i] = weights.NamedTensor{Name: s.name, DType: "F32", Shape: s.shape, Data: s.data}
-	}
-	idText := make([]string, len(ids))
-	for i, id := range ids {
-		idText[i] = strconv.Itoa(id)
-	}
-	return weights.WriteFile(path, ts, map[string]string{
-		"producer": "qwenref trace", "backend": backend, "model": dir, "ids": strings.Join(idText, ","),
-		"layers": layerKinds(m),
-	}, opts)
+		s.Name, fmt.Sprint(s.Shape), math.Sqrt(ss), lo, hi, strings.Join(vals, " "))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/qwenref/qwenref/linalg"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tensor"
+	"github.com/qwenref/qwenref/verify"
 	"github.com/qwenref/qwenref/weights"
 )
 
@@ -103,9 +104,9 @@ func TestTraceCompare(t *testing.T) {
 
 	code, stdout, stderr = runCLI("trace", "--model", traceGolden, "--ids", "1,2,3", "--compare", bad, "--json")
 	assert.Equal(t, 4, code, stderr)
-	var rep traceReport
+	var rep verify.Report
 	require.NoError(t, json.Unmarshal([]byte(stdout), &rep), stdout)
-	assert.Equal(t, traceSchema, rep.Schema)
+	assert.Equal(t, verify.TraceSchema, rep.Schema)
 	assert.Equal(t, "differ", rep.Verdict)
 	require.NotNil(t, rep.First)
 	assert.Equal(t, "layers.1.conv_out", rep.First.Stage)
@@ -299,11 +300,11 @@ func TestTraceDeepSyntheticLocalises(t *testing.T) {
 	chained := filepath.Join(root, "chunked.safetensors")
 	code, stdout, stderr := runCLI("trace", "--model", base, "--ids", ids, "--backend", "chunked", "--compare", ref, "--json", "--out", chained)
 	require.Equal(t, 0, code, stderr)
-	var rep traceReport
+	var rep verify.Report
 	require.NoError(t, json.Unmarshal([]byte(stdout), &rep))
 	assert.Equal(t, 64, rep.Layers)
 	assert.Greater(t, rep.Compared, 64*19, "every stage of every layer")
-	worst := worstCheck(rep.Checks)
+	worst := verify.Worst(rep.Checks)
 	t.Logf("64 layers, chunked vs naive: %d checks, worst %s %s rel L2 %.2e (bar %.1e)", rep.Compared, worst.Stage, worst.Mode, worst.RelL2, worst.TolRelL2)
 	// The drift a chained run accumulates over depth (docs/tolerances.md),
 	// against the forced worst above.
@@ -331,9 +332,9 @@ func TestTraceDeepSyntheticLocalises(t *testing.T) {
 	// A bf16 backend passes its own bars on all 64 layers too.
 	code, stdout, stderr = runCLI("trace", "--model", base, "--ids", ids, "--backend", "chunked:matmul=testbf16round", "--compare", ref, "--json")
 	require.Equal(t, 0, code, stderr)
-	var brep traceReport
+	var brep verify.Report
 	require.NoError(t, json.Unmarshal([]byte(stdout), &brep))
-	bw := worstCheck(brep.Checks)
+	bw := verify.Worst(brep.Checks)
 	t.Logf("64 layers, bf16-rounded matmul vs naive: worst %s %s rel L2 %.2e (bar %.1e)", bw.Stage, bw.Mode, bw.RelL2, bw.TolRelL2)
 
 	for _, c := range []struct{ tensor, first string }{
@@ -345,7 +346,7 @@ func TestTraceDeepSyntheticLocalises(t *testing.T) {
 		perturbCopy(t, base, bad, c.tensor)
 		code, stdout, stderr := runCLI("trace", "--model", bad, "--ids", ids, "--backend", "chunked", "--compare", ref, "--json")
 		require.Equal(t, 4, code, "%s: %s", c.tensor, stderr)
-		var rep traceReport
+		var rep verify.Report
 		require.NoError(t, json.Unmarshal([]byte(stdout), &rep))
 		require.NotNil(t, rep.First)
 		assert.Equal(t, c.first, rep.First.Stage, "%s perturbed", c.tensor)
@@ -390,10 +391,10 @@ func TestTraceBF16ErrorModel(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	code, stdout, stderr := runCLI("trace", "--model", traceGolden, "--ids", ids, "--backend", "chunked:matmul=testbf16round", "--compare", ref, "--json")
 	require.Equal(t, 0, code, "%s%s", stdout, stderr)
-	var rep traceReport
+	var rep verify.Report
 	require.NoError(t, json.Unmarshal([]byte(stdout), &rep))
 	assert.Equal(t, "bf16", rep.Precision)
-	w := worstCheck(rep.Checks)
+	w := verify.Worst(rep.Checks)
 	t.Logf("bf16-rounded matmul vs naive: worst %s %s rel L2 %.2e (bar %.1e)", w.Stage, w.Mode, w.RelL2, w.TolRelL2)
 	code, _, stderr = runCLI("trace", "--model", traceGolden, "--ids", ids, "--backend", "chunked:matmul=testbf16round", "--compare", ref, "--precision", "f32")
 	assert.Equal(t, 4, code, stderr)

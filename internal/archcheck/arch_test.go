@@ -15,18 +15,20 @@ const mod = "github.com/qwenref/qwenref/"
 // forbidden maps a package prefix to the prefixes it must never import,
 // directly or not (the test walks every transitive import).
 var forbidden = map[string][]string{
-	"layers/":   {"model", "bench", "cmd/", "cuda", "weights"},
-	"linalg":    {"layers/", "model", "bench", "cmd/"},
-	"weights":   {"layers/", "linalg", "model", "bench", "cmd/"},
-	"tensor":    {"layers/", "linalg", "model", "weights", "bench", "cmd/"},
-	"internal/": {"layers/", "linalg", "model", "weights", "bench", "cmd/"},
-	"model":     {"bench", "cmd/", "reference", "cuda"},
+	"layers/":   {"model", "bench", "cmd/", "cuda", "weights", "verify"},
+	"linalg":    {"layers/", "model", "bench", "cmd/", "verify"},
+	"weights":   {"layers/", "linalg", "model", "bench", "cmd/", "verify"},
+	"tensor":    {"layers/", "linalg", "model", "weights", "bench", "cmd/", "verify"},
+	"internal/": {"layers/", "linalg", "model", "weights", "bench", "cmd/", "verify"},
+	"model":     {"bench", "cmd/", "reference", "cuda", "verify"},
 	// The GDN and attention mixers are siblings: neither builds on the other.
 	"layers/gateddelta": {"layers/attention"},
 	"layers/attention":  {"layers/gateddelta"},
-	"reference":         {"model", "bench", "cmd/"},
-	"tokenizer":         {"model", "layers/", "bench", "cmd/"},
-	"bench":             {"cmd/"},
+	"reference":         {"model", "bench", "cmd/", "verify"},
+	"tokenizer":         {"model", "layers/", "bench", "cmd/", "verify"},
+	"bench":             {"cmd/", "verify"},
+	"cuda":              {"verify"},
+	"verify":            {"bench", "cmd/", "cuda"},
 }
 
 func TestForbiddenImports(t *testing.T) {
@@ -64,7 +66,7 @@ func TestForbiddenImports(t *testing.T) {
 	// The walk must see real edges, or the test below proves nothing.
 	sanity := map[string]bool{}
 	closure("cmd/qwenref", sanity)
-	for _, want := range []string{"model", "layers/gateddelta", "linalg", "weights", "tensor"} {
+	for _, want := range []string{"model", "layers/gateddelta", "linalg", "weights", "tensor", "verify"} {
 		if !sanity[want] {
 			t.Fatalf("cmd/qwenref does not reach %s: the import walk is broken", want)
 		}

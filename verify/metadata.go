@@ -1,4 +1,4 @@
-package main
+package verify
 
 import (
 	"encoding/binary"
@@ -8,14 +8,15 @@ import (
 	"os"
 )
 
-// maxMetadataHeader caps the safetensors header readMetadata reads, the
+// maxMetadataHeader caps the safetensors header ReadMetadata reads, the
 // format's own 100 MB limit.
 const maxMetadataHeader = 100_000_000
 
-// readMetadata returns the __metadata__ strings of a safetensors file
-// (empty when it has none). The header length is checked against the cap
-// and the file size before anything is allocated.
-func readMetadata(path string) (map[string]string, error) {
+// ReadMetadata returns the __metadata__ strings of a safetensors file
+// (empty when it has none): a golden's op, dims and tolerances, a trace's
+// ids. The header length is checked against the cap and the file size
+// before anything is allocated.
+func ReadMetadata(path string) (map[string]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
