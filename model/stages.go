@@ -46,7 +46,7 @@ func (b *Block) Stages(t int) []tensor.Stage {
 		mlp = b.MoE.Dims.OutputPath()
 	} else {
 		inter := 0
-		if b.MLP.Gate != nil {
+		if b.MLP != nil && b.MLP.Gate != nil {
 			inter = b.MLP.Gate.Rows
 		}
 		mlp = tensor.StagePath{Reduction: h + inter, Amp: 1, Products: 2} // gate and up, then down
