@@ -30,7 +30,7 @@ func testClient(t *testing.T, srv *hubtest.Server) (*Client, *bytes.Buffer) {
 	t.Helper()
 	log := &bytes.Buffer{}
 	return &Client{Endpoint: srv.URL, CacheDir: t.TempDir(), HTTP: srv.Hub.Client(), Log: log,
-		Retries: 5, LockTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second}, log
+		Retries: 5, LockTimeout: 10 * time.Second, HeaderTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second}, log
 }
 
 // rangeRequests lists the Range headers the server saw for path.

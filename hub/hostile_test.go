@@ -2,6 +2,9 @@ package hub
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,11 +29,6 @@ func within(t *testing.T, d time.Duration, fn func()) {
 	case <-time.After(d):
 		t.Fatalf("still running after %v: blocked on a hostile input", d)
 	}
-}
-
-// quickLimits are the slow-server limits at test scale.
-func quickLimits(c *Client) {
-	c.HeaderTimeout, c.IdleTimeout, c.MinRate, c.RateWindow = 100*time.Millisecond, 100*time.Millisecond, 1000, 100*time.Millisecond
 }
 
 // noControls fails if a message could move the cursor or forge a line.
@@ -88,15 +86,20 @@ func TestParseListingRefusesDuplicates(t *testing.T) {
 
 // A server that never sends the listing's headers, one that stops after
 // them, and one that never answers a resolve request are each given up
-// on within the header or idle timeout, naming the server and the stall.
+// on within the header or idle timeout (the one limit under test is
+// short, the others are generous), naming the server and the stall.
 func TestDownloadGivesUpOnSilentServers(t *testing.T) {
 	for name, c := range map[string]struct {
-		repo func(*hubtest.Repo)
-		want string
+		repo   func(*hubtest.Repo)
+		limits func(*Client)
+		want   string
 	}{
-		"listing headers": {func(r *hubtest.Repo) { r.Silent = map[string]bool{"": true} }, "sent no response headers within 100ms (limit set by " + EnvHeaderTimeout},
-		"listing body":    {func(r *hubtest.Repo) { r.StallListing = true }, "sent nothing for 100ms (limit set by " + EnvIdleTimeout},
-		"resolve headers": {func(r *hubtest.Repo) { r.Silent = map[string]bool{"config.json": true} }, "sent no response headers within 100ms"},
+		"listing headers": {func(r *hubtest.Repo) { r.Silent = map[string]bool{"": true} }, func(c *Client) { c.HeaderTimeout = 100 * time.Millisecond },
+			"listing org/tiny@main at http://"},
+		"listing body": {func(r *hubtest.Repo) { r.StallListing = true }, func(c *Client) { c.IdleTimeout = 100 * time.Millisecond },
+			"listing org/tiny@main: "},
+		"resolve headers": {func(r *hubtest.Repo) { r.Silent = map[string]bool{"config.json": true} }, func(c *Client) { c.HeaderTimeout = 250 * time.Millisecond },
+			"config.json of org/tiny: "},
 	} {
 		t.Run(name, func(t *testing.T) {
 			repo := tinyRepo(t, "org/tiny")
@@ -104,29 +107,32 @@ func TestDownloadGivesUpOnSilentServers(t *testing.T) {
 			srv := hubtest.NewServer(repo)
 			defer srv.Close()
 			cl, _ := testClient(t, srv)
-			quickLimits(cl)
+			c.limits(cl)
 			var err error
 			start := time.Now()
 			within(t, 10*time.Second, func() { _, err = cl.Download(context.Background(), "org/tiny", Options{}) })
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
-			assert.Contains(t, err.Error(), strings.TrimPrefix(srv.URL, "http://"), "the message names the server")
+			stall := "sent no response headers within " + cl.HeaderTimeout.String() + " (limit set by " + EnvHeaderTimeout
+			if name == "listing body" {
+				stall = "sent nothing for 100ms (limit set by " + EnvIdleTimeout
+			}
+			assert.Contains(t, err.Error(), strings.TrimPrefix(srv.URL, "http://")+" "+stall, "the message names the server and the stall")
 			assert.Less(t, time.Since(start), 5*time.Second)
 		})
 	}
 }
 
-// A body that drips a byte every 20 ms never trips a 1 s idle timeout
-// but is far below 1000 bytes/s: it is cut, retried, and given up on,
-// leaving the partial file to resume from.
+// A body that drips a byte every 20 ms never trips the idle timeout but
+// is far below 1000 bytes/s over 100 ms: it is cut, retried, and given up
+// on, leaving the partial file to resume from.
 func TestDownloadGivesUpOnADrip(t *testing.T) {
 	repo := tinyRepo(t, "org/tiny")
 	repo.Drip = map[string]time.Duration{"config.json": 20 * time.Millisecond}
 	srv := hubtest.NewServer(repo)
 	defer srv.Close()
 	c, _ := testClient(t, srv)
-	quickLimits(c)
-	c.IdleTimeout, c.Retries = time.Second, 1
+	c.MinRate, c.RateWindow, c.Retries = 1000, 100*time.Millisecond, 1
 	var err error
 	within(t, 10*time.Second, func() { _, err = c.Download(context.Background(), "org/tiny", Options{}) })
 	require.Error(t, err)
@@ -216,4 +222,29 @@ func TestTimeoutsFromEnv(t *testing.T) {
 			assert.Empty(t, srv.Requests())
 		})
 	}
+}
+
+// The idle limit is measured from the last byte: a body that keeps
+// trickling under it is not cut; once it stops, it is, within the limit.
+func TestBodyGuardIdle(t *testing.T) {
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for i := 0; i < 15; i++ {
+			_, _ = pw.Write([]byte{'x'})
+			time.Sleep(10 * time.Millisecond)
+		}
+		<-ctx.Done() // then silence, until the guard cancels
+		pw.CloseWithError(ctx.Err())
+	}()
+	resp := &http.Response{Body: pr, Request: &http.Request{URL: &url.URL{Host: "cdn.example:443"}}}
+	g := (&Client{IdleTimeout: 50 * time.Millisecond}).guard(resp, cancel)
+	defer g.Close()
+	start := time.Now()
+	n, err := io.Copy(io.Discard, g)
+	assert.Equal(t, int64(15), n, "a trickle under the idle limit is not cut")
+	var se *StallError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "cdn.example:443 sent nothing for 50ms (limit set by "+EnvIdleTimeout+"; see docs/hub.md)", err.Error())
+	assert.Less(t, time.Since(start), 5*time.Second)
 }
