@@ -163,7 +163,7 @@ type NotCachedError struct {
 // command that fetches it.
 func (e *NotCachedError) Error() string {
 	return fmt.Sprintf("%s@%s is not in the Hugging Face cache %s (%s); fetch it with: qwenref download %s%s",
-		e.Repo, e.Revision, e.CacheDir, e.Missing, e.Repo, revisionFlag(e.Revision))
+		e.Repo, e.Revision, safeio.Clean(e.CacheDir), e.Missing, e.Repo, revisionFlag(e.Revision))
 }
 
 func revisionFlag(rev string) string {

@@ -248,3 +248,12 @@ func TestBodyGuardIdle(t *testing.T) {
 	assert.Equal(t, "cdn.example:443 sent nothing for 50ms (limit set by "+EnvIdleTimeout+"; see docs/hub.md)", err.Error())
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
+
+// A revision with control characters is refused, and shown escaped.
+func TestParseRefRefusesControls(t *testing.T) {
+	for _, ref := range []string{"a/b@main\x1b[2J", "a/b@v1\tx", "a/b@\u202emain"} {
+		_, _, err := ParseRef(ref)
+		require.Error(t, err, ref)
+		noControls(t, err.Error())
+	}
+}
