@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,11 +9,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // DefaultEndpoint is the public hub.
@@ -37,27 +36,51 @@ type Client struct {
 	Retries int
 	// LockTimeout bounds the wait for another process's lock (0: no bound).
 	LockTimeout time.Duration
-	// IdleTimeout cancels a transfer that sends nothing for this long.
+	// HeaderTimeout bounds connecting and waiting for the response headers
+	// of each request (0: no bound).
+	HeaderTimeout time.Duration
+	// IdleTimeout cuts a response body (the listing, a file) that sends
+	// nothing for this long (0: no bound). A cut file is resumed.
 	IdleTimeout time.Duration
+	// MinRate and RateWindow cut a response body that brings fewer than
+	// MinRate bytes per second over a RateWindow (either 0: no bound), so
+	// a server dripping a byte now and then is given up on too.
+	MinRate    int64
+	RateWindow time.Duration
+	// ConfigErr is what NewClient found wrong in the environment (a
+	// malformed QWENREF_HUB_* limit, a token file that is a FIFO or too
+	// large); Info and Download return it before any request.
+	ConfigErr error
 }
 
 // NewClient reads HF_ENDPOINT, HF_TOKEN / the token file, HF_HUB_CACHE /
 // HF_HOME and HF_HUB_OFFLINE.
+//
+// It also reads the limits on a slow server: QWENREF_HUB_HEADER_TIMEOUT,
+// QWENREF_HUB_IDLE_TIMEOUT, QWENREF_HUB_RATE_WINDOW (Go durations) and
+// QWENREF_HUB_MIN_RATE (bytes per second), each defaulting to the
+// Default* constant. A malformed value, or a token file qwenref refuses
+// to read, is kept in ConfigErr.
 func NewClient() *Client {
-	tok, src := Token()
+	tok, src, tokErr := ReadToken()
 	ep := strings.TrimRight(os.Getenv("HF_ENDPOINT"), "/")
 	if ep == "" {
 		ep = DefaultEndpoint
 	}
-	return &Client{
+	c := &Client{
 		Endpoint: ep, Token: tok, TokenSource: src, CacheDir: CacheDir(), Offline: Offline(),
 		HTTP:    defaultHTTPClient(),
-		Retries: 5, LockTimeout: time.Hour, IdleTimeout: 2 * time.Minute,
+		Retries: 5, LockTimeout: time.Hour,
 	}
+	c.ConfigErr = c.timeoutsFromEnv()
+	if c.ConfigErr == nil {
+		c.ConfigErr = tokErr
+	}
+	return c
 }
 
-// defaultHTTPClient bounds connecting and waiting for headers, never the
-// body (checkpoints take long); a stalled body is cut by IdleTimeout.
+// defaultHTTPClient bounds connecting, never the body (checkpoints take
+// long); the Client's own limits bound the headers and a slow body.
 func defaultHTTPClient() *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{
@@ -107,22 +130,14 @@ type RepoInfo struct {
 var ErrOffline = errors.New("HF_HUB_OFFLINE is set, so the hub is not contacted; unset it to download " +
 	"(reading a model already in the cache, `qwenref run --model org/name`, works offline)")
 
-const (
-	maxInfoBytes = 64 << 20
-	maxFiles     = 200000
-	maxFileSize  = 1 << 42
-)
-
-var (
-	hex40 = regexp.MustCompile(`^[0-9a-f]{40}$`)
-	hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
-)
-
 // Info lists repo at revision with sizes and hashes:
 // GET {endpoint}/api/models/{repo}/revision/{revision}?blobs=true.
 func (c *Client) Info(ctx context.Context, repo, revision string) (*RepoInfo, error) {
 	if c.Offline {
 		return nil, ErrOffline
+	}
+	if c.ConfigErr != nil {
+		return nil, c.ConfigErr
 	}
 	if err := ValidateRepoID(repo); err != nil {
 		return nil, err
@@ -136,80 +151,20 @@ func (c *Client) Info(ctx context.Context, repo, revision string) (*RepoInfo, er
 		return nil, err
 	}
 	c.authorize(req)
-	resp, err := c.client().Do(req)
+	resp, cancel, err := c.send(c.client(), req)
 	if err != nil {
-		return nil, fmt.Errorf("listing %s@%s at %s: %w (check the network, a proxy in HTTPS_PROXY, or HF_ENDPOINT)", repo, revision, c.Endpoint, err)
+		return nil, fmt.Errorf("listing %s@%s at %s: %w (check the network, a proxy in HTTPS_PROXY, or HF_ENDPOINT)", repo, revision, safeio.Clean(c.Endpoint), err)
 	}
-	defer resp.Body.Close()
+	body := c.guard(resp, cancel)
+	defer body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return nil, c.httpError(resp, repo, revision, "")
 	}
-	var raw struct {
-		ID       string `json:"id"`
-		SHA      string `json:"sha"`
-		Siblings []struct {
-			RFilename string `json:"rfilename"`
-			Size      *int64 `json:"size"`
-			BlobID    string `json:"blobId"`
-			LFS       *struct {
-				SHA256 string `json:"sha256"`
-				Size   int64  `json:"size"`
-			} `json:"lfs"`
-		} `json:"siblings"`
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxInfoBytes+1))
+	data, err := io.ReadAll(io.LimitReader(body, maxInfoBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("listing %s@%s: %w", repo, revision, err)
 	}
-	if len(data) > maxInfoBytes {
-		return nil, fmt.Errorf("listing %s@%s: the hub's answer is over %d MiB", repo, revision, maxInfoBytes>>20)
-	}
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, fmt.Errorf("listing %s@%s: %s did not answer with a repository listing: %v", repo, revision, u, err)
-	}
-	if !hex40.MatchString(raw.SHA) {
-		return nil, fmt.Errorf("listing %s@%s: commit %q is not a 40-hex hash", repo, revision, truncate(raw.SHA, 60))
-	}
-	if len(raw.Siblings) > maxFiles {
-		return nil, fmt.Errorf("listing %s@%s: %d files, more than the %d qwenref accepts", repo, revision, len(raw.Siblings), maxFiles)
-	}
-	info := &RepoInfo{Repo: repo, Commit: raw.SHA}
-	for _, s := range raw.Siblings {
-		f := RepoFile{Path: s.RFilename, BlobID: s.BlobID}
-		if err := validateRepoPath(f.Path); err != nil {
-			return nil, fmt.Errorf("listing %s@%s: %v", repo, revision, err)
-		}
-		if s.Size == nil {
-			return nil, fmt.Errorf("listing %s@%s: %s has no size (the hub was asked for blobs=true)", repo, revision, f.Path)
-		}
-		f.Size = *s.Size
-		if s.LFS != nil {
-			f.SHA256, f.Size = s.LFS.SHA256, s.LFS.Size
-			if !hex64.MatchString(f.SHA256) {
-				return nil, fmt.Errorf("listing %s@%s: %s: LFS sha256 %q is not 64 hex digits", repo, revision, f.Path, truncate(f.SHA256, 80))
-			}
-		} else if !hex40.MatchString(f.BlobID) {
-			return nil, fmt.Errorf("listing %s@%s: %s: blob id %q is not 40 hex digits", repo, revision, f.Path, truncate(f.BlobID, 60))
-		}
-		if f.Size < 0 || f.Size > maxFileSize {
-			return nil, fmt.Errorf("listing %s@%s: %s: size %d out of range", repo, revision, f.Path, f.Size)
-		}
-		info.Files = append(info.Files, f)
-	}
-	return info, nil
-}
-
-// validateRepoPath rejects file names that could leave the snapshot.
-func validateRepoPath(p string) error {
-	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\\\x00") || path.Clean(p) != p || len(p) > 4096 {
-		return fmt.Errorf("file name %q is not a clean relative path", truncate(p, 100))
-	}
-	for _, part := range strings.Split(p, "/") {
-		if part == ".." || part == "." {
-			return fmt.Errorf("file name %q is not a clean relative path", truncate(p, 100))
-		}
-	}
-	return nil
+	return parseListing(data, repo, revision, u)
 }
 
 // authorize adds the token to requests for the hub's own host only, so
@@ -236,8 +191,9 @@ func (e *HTTPError) Error() string { return e.text }
 
 // httpError turns a failed response into a message that says what to do.
 func (c *Client) httpError(resp *http.Response, repo, revision, file string) error {
-	e := &HTTPError{Status: resp.StatusCode, Code: resp.Header.Get("X-Error-Code"),
-		Message: resp.Header.Get("X-Error-Message"), URL: resp.Request.URL.String()}
+	// The headers come from the server: shown escaped and cut short.
+	e := &HTTPError{Status: resp.StatusCode, Code: safeio.Clean(resp.Header.Get("X-Error-Code")),
+		Message: safeio.Clean(resp.Header.Get("X-Error-Message")), URL: safeio.Clean(resp.Request.URL.String())}
 	what := repo
 	if revision != "" {
 		what += "@" + revision

@@ -18,12 +18,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // DefaultRevision is the branch used when no revision is given.
@@ -136,12 +137,12 @@ func validateRevision(rev string) error {
 	if rev == "" {
 		return errors.New("empty revision after '@'")
 	}
-	if len(rev) > 255 || strings.HasPrefix(rev, "/") || strings.Contains(rev, "\\") || strings.ContainsAny(rev, "\x00\n\r") {
-		return fmt.Errorf("revision %q is not a valid branch, tag or commit", rev)
+	if len(rev) > 255 || strings.HasPrefix(rev, "/") || strings.Contains(rev, "\\") || !printable(rev) {
+		return fmt.Errorf("revision %s is not a valid branch, tag or commit", safeio.Quote(rev))
 	}
 	for _, part := range strings.Split(rev, "/") {
 		if part == "" || part == "." || part == ".." {
-			return fmt.Errorf("revision %q is not a valid branch, tag or commit", rev)
+			return fmt.Errorf("revision %s is not a valid branch, tag or commit", safeio.Quote(rev))
 		}
 	}
 	return nil
@@ -162,7 +163,7 @@ type NotCachedError struct {
 // command that fetches it.
 func (e *NotCachedError) Error() string {
 	return fmt.Sprintf("%s@%s is not in the Hugging Face cache %s (%s); fetch it with: qwenref download %s%s",
-		e.Repo, e.Revision, e.CacheDir, e.Missing, e.Repo, revisionFlag(e.Revision))
+		e.Repo, e.Revision, safeio.Clean(e.CacheDir), e.Missing, e.Repo, revisionFlag(e.Revision))
 }
 
 func revisionFlag(rev string) string {
@@ -191,48 +192,65 @@ func Resolve(cacheDir, repo, revision string) (string, error) {
 	commit := revision
 	if !IsCommitHash(revision) {
 		ref := filepath.Join(storage, "refs", filepath.FromSlash(revision))
-		data, err := os.ReadFile(ref)
+		data, err := readSmall(ref, maxRefBytes, "a ref")
 		if err != nil {
+			return "", fmt.Errorf("%w: the cache is damaged; run qwenref download %s%s again", err, repo, revisionFlag(revision))
+		}
+		if data == nil {
 			return "", &NotCachedError{repo, revision, cacheDir, "no refs/" + revision}
 		}
 		commit = strings.TrimSpace(string(data))
 		if !IsCommitHash(commit) {
-			return "", fmt.Errorf("%s: holds %q, not a 40-hex commit hash: the cache is damaged; run qwenref download %s%s again",
-				ref, truncate(commit, 60), repo, revisionFlag(revision))
+			return "", fmt.Errorf("%s: holds %s, not a 40-hex commit hash: the cache is damaged; run qwenref download %s%s again",
+				safeio.Clean(ref), safeio.Quote(commit), repo, revisionFlag(revision))
 		}
 	}
 	snap := filepath.Join(storage, "snapshots", commit)
-	if _, err := os.Stat(snap); err != nil {
+	if st, err := os.Stat(snap); err != nil || !st.IsDir() {
 		return "", &NotCachedError{repo, revision, cacheDir, "no snapshots/" + commit}
 	}
+	blobs := filepath.Join(storage, "blobs")
 	cfg := filepath.Join(snap, "config.json")
-	if _, err := os.Stat(cfg); err != nil {
-		if _, lerr := os.Lstat(cfg); lerr == nil {
-			target, _ := os.Readlink(cfg)
-			return "", fmt.Errorf("%s points to %s, which is missing: the cache is damaged; run qwenref download %s%s again",
-				cfg, target, repo, revisionFlag(revision))
-		}
+	if _, err := os.Lstat(cfg); err != nil {
 		return "", &NotCachedError{repo, revision, cacheDir, "snapshots/" + commit + " has no config.json"}
 	}
-	if err := checkShards(snap); err != nil {
-		return "", fmt.Errorf("%v: the snapshot is incomplete (huggingface_hub writes refs before the files); run qwenref download %s%s", err, repo, revisionFlag(revision))
+	if err := checkEntry(cfg, blobs); err != nil {
+		return "", fmt.Errorf("%w: the cache is damaged; run qwenref download %s%s again", err, repo, revisionFlag(revision))
+	}
+	if err := checkShards(snap, blobs); err != nil {
+		return "", fmt.Errorf("%w: the snapshot is incomplete or damaged (huggingface_hub writes refs before the files); run qwenref download %s%s", err, repo, revisionFlag(revision))
 	}
 	return snap, nil
 }
 
+// maxRefBytes caps refs/<revision> (a 40-hex hash).
+const maxRefBytes = 4096
+
+// maxIndexBytes caps model.safetensors.index.json, as the loader does.
+const maxIndexBytes = 64 << 20
+
+// maxShards is the most shards Resolve checks (the loader's limit too).
+const maxShards = 4096
+
 // checkShards checks that every shard model.safetensors.index.json names
-// is in the snapshot, when there is an index.
-func checkShards(snap string) error {
+// is in the snapshot, when there is an index. The index and each shard
+// entry must be regular files or links into the repository's blobs/.
+func checkShards(snap, blobs string) error {
 	path := filepath.Join(snap, "model.safetensors.index.json")
-	f, err := os.Open(path)
-	if err != nil {
+	if _, err := os.Lstat(path); err != nil {
 		return nil // no index: a single file, or the loader will say what is missing
 	}
-	defer f.Close()
+	if err := checkEntry(path, blobs); err != nil {
+		return err
+	}
+	data, err := readSmall(path, maxIndexBytes, "model.safetensors.index.json")
+	if err != nil {
+		return err
+	}
 	var idx struct {
 		WeightMap map[string]string `json:"weight_map"`
 	}
-	if err := json.NewDecoder(io.LimitReader(f, 64<<20)).Decode(&idx); err != nil {
+	if err := json.Unmarshal(data, &idx); err != nil {
 		return nil // the loader reports a malformed index with its details
 	}
 	seen := map[string]bool{}
@@ -241,21 +259,22 @@ func checkShards(snap string) error {
 		if seen[shard] || validateRepoPath(shard) != nil {
 			continue
 		}
+		if len(seen) == maxShards {
+			return nil // the loader refuses this many with its own message
+		}
 		seen[shard] = true
-		if _, err := os.Stat(filepath.Join(snap, filepath.FromSlash(shard))); err != nil {
+		entry := filepath.Join(snap, filepath.FromSlash(shard))
+		if _, err := os.Stat(entry); err != nil { // absent, or a link to nothing
 			missing = append(missing, shard)
+			continue
+		}
+		if err := checkEntry(entry, blobs); err != nil {
+			return err
 		}
 	}
 	if len(missing) == 0 {
 		return nil
 	}
 	sort.Strings(missing)
-	return fmt.Errorf("%s: %d of the %d shards its index names are missing (%s)", snap, len(missing), len(seen), strings.Join(missing, ", "))
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+	return fmt.Errorf("%s: %d of the %d shards its index names are missing (%s)", safeio.Clean(snap), len(missing), len(seen), safeio.List(missing, 10))
 }

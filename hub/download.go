@@ -52,6 +52,7 @@ type Result struct {
 // lock, and what makes it visible once complete.
 type target struct {
 	file       RepoFile
+	root       string // the cache or the local dir: every folder below it must be real
 	final      string // blob (cache) or the file itself (local dir)
 	incomplete string
 	lock       string
@@ -122,9 +123,13 @@ func (c *Client) Download(ctx context.Context, repo string, opt Options) (*Resul
 	}
 	if opt.LocalDir == "" && rev != info.Commit {
 		ref := filepath.Join(storage, "refs", filepath.FromSlash(rev))
-		if old, err := os.ReadFile(ref); err != nil || string(old) != info.Commit {
-			if err := writeFileAtomic(ref, []byte(info.Commit)); err != nil {
-				return nil, fmt.Errorf("writing %s: %w", ref, err)
+		if old, err := readSmall(ref, maxRefBytes, "a ref"); err != nil || string(old) != info.Commit {
+			err := ensureDir(c.CacheDir, filepath.Dir(ref))
+			if err == nil {
+				err = writeFileAtomic(ref, []byte(info.Commit))
+			}
+			if err != nil {
+				return nil, fmt.Errorf("writing %s: %w", safeio.Clean(ref), err)
 			}
 		}
 	}
@@ -164,21 +169,40 @@ func checkSelection(info *RepoInfo, files []RepoFile, defaults bool) error {
 // cacheTarget places f in the hub cache layout.
 func cacheTarget(cacheDir, storage, commit string, f RepoFile) *target {
 	etag := f.ETag()
-	blob := filepath.Join(storage, "blobs", etag)
+	blobs := filepath.Join(storage, "blobs")
+	blob := filepath.Join(blobs, etag)
 	pointer := filepath.Join(storage, "snapshots", commit, filepath.FromSlash(f.Path))
 	t := &target{
-		file: f, final: blob, incomplete: blob + ".incomplete", shared: true,
+		file: f, root: cacheDir, final: blob, incomplete: blob + ".incomplete", shared: true,
 		lock: filepath.Join(cacheDir, ".locks", filepath.Base(storage), etag+".lock"),
 	}
 	t.done = func() (bool, error) {
-		if _, err := os.Lstat(pointer); err != nil {
+		lst, err := os.Lstat(pointer)
+		switch {
+		case err != nil:
 			return false, nil
+		case lst.Mode()&os.ModeSymlink != 0:
+			// Only a link to this file's own blob counts; any other is replaced.
+			target, _ := linkTarget(pointer)
+			return inBlobs(target, blobs) && filepath.Base(target) == etag && blobReady(blob, f.Size), nil
+		default: // a copy, as huggingface_hub makes where links are not allowed
+			return lst.Mode().IsRegular() && lst.Size() == f.Size, nil
 		}
-		st, err := os.Stat(pointer)
-		return err == nil && st.Size() == f.Size, nil
 	}
-	t.publish = func() error { return relativeSymlink(blob, pointer) }
+	t.publish = func() error {
+		if err := ensureDir(cacheDir, filepath.Dir(pointer)); err != nil {
+			return err
+		}
+		return relativeSymlink(blob, pointer)
+	}
 	return t
+}
+
+// blobReady reports whether blob is a regular file (not a link) of size
+// bytes: a blob is named by its hash, so such a file is taken as right.
+func blobReady(blob string, size int64) bool {
+	st, err := os.Lstat(blob)
+	return err == nil && st.Mode().IsRegular() && st.Size() == size
 }
 
 // localTarget places f as a plain file under dir with huggingface_hub's
@@ -188,14 +212,14 @@ func localTarget(dir, commit string, f RepoFile) *target {
 	file := filepath.Join(dir, filepath.FromSlash(f.Path))
 	meta := filepath.Join(dir, ".cache", "huggingface", "download", filepath.FromSlash(f.Path)+".metadata")
 	stem := strings.TrimSuffix(meta, ".metadata")
-	t := &target{file: f, final: file, incomplete: stem + "." + etag + ".incomplete", lock: stem + ".lock"}
+	t := &target{file: f, root: dir, final: file, incomplete: stem + "." + etag + ".incomplete", lock: stem + ".lock"}
 	t.done = func() (bool, error) {
 		st, err := os.Stat(file)
-		if err != nil || st.Size() != f.Size {
+		if err != nil || !st.Mode().IsRegular() || st.Size() != f.Size {
 			return false, nil
 		}
-		data, err := os.ReadFile(meta)
-		if err != nil {
+		data, err := readSmall(meta, maxMetadataBytes, "download metadata")
+		if err != nil || data == nil {
 			return false, nil
 		}
 		lines := strings.Split(string(data), "\n")
@@ -208,11 +232,11 @@ func localTarget(dir, commit string, f RepoFile) *target {
 	}
 	t.publish = func() error {
 		hf := filepath.Join(dir, ".cache", "huggingface")
-		if err := os.MkdirAll(filepath.Dir(meta), 0o755); err != nil {
+		if err := ensureDir(dir, filepath.Dir(meta)); err != nil {
 			return err
 		}
 		gi := filepath.Join(hf, ".gitignore")
-		if _, err := os.Stat(gi); err != nil {
+		if _, err := os.Lstat(gi); err != nil {
 			_ = writeFileAtomic(gi, []byte("*"))
 		}
 		now := float64(time.Now().UnixNano()) / 1e9
@@ -221,6 +245,9 @@ func localTarget(dir, commit string, f RepoFile) *target {
 	return t
 }
 
+// maxMetadataBytes caps a local-dir .metadata file (three short lines).
+const maxMetadataBytes = 4096
+
 // missingBytes is what is still to fetch, less any partial files.
 func missingBytes(targets []*target) int64 {
 	var need int64
@@ -228,7 +255,7 @@ func missingBytes(targets []*target) int64 {
 		if ok, _ := t.done(); ok {
 			continue
 		}
-		if _, err := os.Stat(t.final); err == nil && t.shared {
+		if t.shared && blobReady(t.final, t.file.Size) {
 			continue
 		}
 		need += t.file.Size
@@ -272,11 +299,9 @@ func checkDiskSpace(need int64, targets []*target, dir string) error {
 }
 
 // relativeSymlink makes pointer a relative symlink to blob, replacing
-// what was there atomically (a new link renamed over the old name).
+// what was there atomically (a new link renamed over the old name, so a
+// link planted there is replaced, never followed).
 func relativeSymlink(blob, pointer string) error {
-	if err := os.MkdirAll(filepath.Dir(pointer), 0o755); err != nil {
-		return err
-	}
 	rel, err := filepath.Rel(filepath.Dir(pointer), blob)
 	if err != nil {
 		return err
@@ -284,21 +309,20 @@ func relativeSymlink(blob, pointer string) error {
 	tmp := fmt.Sprintf("%s.tmp-%d", pointer, os.Getpid())
 	_ = os.Remove(tmp)
 	if err := os.Symlink(rel, tmp); err != nil {
-		return fmt.Errorf("linking %s: %w", pointer, err)
+		return fmt.Errorf("linking %s: %w", safeio.Clean(pointer), err)
 	}
 	if err := os.Rename(tmp, pointer); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("linking %s: %w", pointer, err)
+		return fmt.Errorf("linking %s: %w", safeio.Clean(pointer), err)
 	}
 	return nil
 }
 
-// writeFileAtomic writes data to a temporary file beside path, syncs it
-// and renames it over path.
+// writeFileAtomic writes data to a new temporary file beside path, syncs
+// it and renames it over path: a link at path is replaced, not followed
+// (unlike safeio.WriteFile, which keeps a user's link to an output). The
+// folder must exist (ensureDir).
 func writeFileAtomic(path string, data []byte) (err error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err

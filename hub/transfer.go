@@ -15,8 +15,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // fetch makes one file present and verified at its target.
@@ -24,9 +25,9 @@ func (c *Client) fetch(ctx context.Context, repo, commit string, t *target) (Fil
 	if ok, err := t.done(); err != nil || ok {
 		return StatusCached, err
 	}
-	if _, err := os.Stat(t.final); err == nil {
+	if t.present() {
 		status := StatusLinked
-		err := c.withLock(ctx, t.lock, func() error {
+		err := c.withLock(ctx, t, func() error {
 			// A local-dir file without matching metadata is trusted only
 			// if its hash is the listed one (as huggingface_hub does).
 			if !t.shared {
@@ -47,8 +48,8 @@ func (c *Client) fetch(ctx context.Context, repo, commit string, t *target) (Fil
 		return "", err
 	}
 	status := StatusDownloaded
-	err = c.withLock(ctx, t.lock, func() error {
-		if _, err := os.Stat(t.final); err == nil && t.shared { // another process finished it
+	err = c.withLock(ctx, t, func() error {
+		if t.shared && blobReady(t.final, t.file.Size) { // another process finished it
 			status = StatusLinked
 			return t.publish()
 		}
@@ -59,7 +60,7 @@ func (c *Client) fetch(ctx context.Context, repo, commit string, t *target) (Fil
 		if resumed {
 			status = StatusResumed
 		}
-		if err := os.MkdirAll(filepath.Dir(t.final), 0o755); err != nil {
+		if err := ensureDir(t.root, filepath.Dir(t.final)); err != nil {
 			return err
 		}
 		if err := os.Rename(t.incomplete, t.final); err != nil {
@@ -70,8 +71,23 @@ func (c *Client) fetch(ctx context.Context, repo, commit string, t *target) (Fil
 	return status, err
 }
 
-func (c *Client) withLock(ctx context.Context, path string, fn func() error) error {
-	l, err := acquireLock(ctx, path, c.LockTimeout, c.Log)
+// present reports whether the final file is there: for the cache a blob
+// of the listed size (named by its hash, so right), for a local dir any
+// file (its hash is checked before it is trusted).
+func (t *target) present() bool {
+	if t.shared {
+		return blobReady(t.final, t.file.Size)
+	}
+	_, err := os.Stat(t.final)
+	return err == nil
+}
+
+// withLock runs fn holding t's lock file, in a real folder below t.root.
+func (c *Client) withLock(ctx context.Context, t *target, fn func() error) error {
+	if err := ensureDir(t.root, filepath.Dir(t.lock)); err != nil {
+		return err
+	}
+	l, err := acquireLock(ctx, t.lock, c.LockTimeout, c.Log)
 	if err != nil {
 		return err
 	}
@@ -81,18 +97,12 @@ func (c *Client) withLock(ctx context.Context, path string, fn func() error) err
 
 // hasContent reports whether path has f's size and hash.
 func hasContent(path string, f RepoFile) (bool, error) {
-	in, err := os.Open(path)
-	if err != nil {
-		return false, err
-	}
-	defer in.Close()
-	st, err := in.Stat()
-	if err != nil || st.Size() != f.Size {
-		return false, err
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() || st.Size() != f.Size {
+		return false, nil
 	}
 	h := newHash(f)
-	if _, err := io.Copy(h, in); err != nil {
-		return false, fmt.Errorf("reading %s: %w", path, err)
+	if _, err := hashFile(path, h); err != nil {
+		return false, fmt.Errorf("reading %w", err)
 	}
 	return hex.EncodeToString(h.Sum(nil)) == f.ETag(), nil
 }
@@ -117,16 +127,17 @@ func (c *Client) resolve(ctx context.Context, repo, commit string, f RepoFile) (
 		}
 		req.Header.Set("Accept-Encoding", "identity")
 		c.authorize(req)
-		resp, err := noFollow.Do(req)
+		resp, cancel, err := c.send(&noFollow, req)
 		if err != nil {
 			return "", fmt.Errorf("%s of %s: %w", f.Path, repo, err)
 		}
 		resp.Body.Close()
+		cancel()
 		loc := resp.Header.Get("Location")
 		if resp.StatusCode >= 300 && resp.StatusCode < 400 && loc != "" {
 			rel, err := url.Parse(loc)
 			if err != nil {
-				return "", fmt.Errorf("%s of %s: bad redirect %q", f.Path, repo, truncate(loc, 100))
+				return "", fmt.Errorf("%s of %s: bad redirect %s", f.Path, repo, safeio.Quote(loc))
 			}
 			target := resp.Request.URL.ResolveReference(rel)
 			if rel.Host != "" { // another host (the CDN): the file's real location
@@ -153,7 +164,7 @@ func (c *Client) resolve(ctx context.Context, repo, commit string, f RepoFile) (
 
 func checkHeaders(h http.Header, repo, commit string, f RepoFile) error {
 	if got := h.Get("X-Repo-Commit"); got != commit {
-		return fmt.Errorf("%s of %s: the hub answered for commit %q, not %s (is HF_ENDPOINT a Hugging Face hub?)", f.Path, repo, truncate(got, 60), commit)
+		return fmt.Errorf("%s of %s: the hub answered for commit %s, not %s (is HF_ENDPOINT a Hugging Face hub?)", f.Path, repo, safeio.Quote(got), commit)
 	}
 	etag := h.Get("X-Linked-Etag")
 	if etag == "" {
@@ -161,14 +172,14 @@ func checkHeaders(h http.Header, repo, commit string, f RepoFile) error {
 	}
 	etag = strings.Trim(strings.TrimPrefix(etag, "W/"), `"`)
 	if etag != f.ETag() {
-		return fmt.Errorf("%s of %s: the hub's etag %q disagrees with its listing %q", f.Path, repo, truncate(etag, 80), f.ETag())
+		return fmt.Errorf("%s of %s: the hub's etag %s disagrees with its listing %q", f.Path, repo, safeio.Quote(etag), f.ETag())
 	}
 	size := h.Get("X-Linked-Size")
 	if size == "" {
 		size = h.Get("Content-Length")
 	}
 	if n, err := strconv.ParseInt(size, 10, 64); err != nil || n != f.Size {
-		return fmt.Errorf("%s of %s: the hub's size %q disagrees with its listing (%d bytes)", f.Path, repo, size, f.Size)
+		return fmt.Errorf("%s of %s: the hub's size %s disagrees with its listing (%d bytes)", f.Path, repo, safeio.Quote(size), f.Size)
 	}
 	return nil
 }
@@ -184,14 +195,22 @@ func newHash(f RepoFile) hash.Hash {
 	return h
 }
 
+// resetProgress is how far a cut transfer must have gone past its best
+// position for its failures to be forgiven: a server that sends a few
+// bytes and then stalls or hangs up uses up c.Retries instead.
+const resetProgress = 1 << 20
+
 // transfer brings t.incomplete to the full, verified file: it continues a
 // partial file with a Range request, resumes again after a cut up to
 // c.Retries times, and deletes the partial file when its hash is wrong.
+// A resume the server will not honour (a 200, a 416 or a wrong
+// Content-Range) discards the partial file once and starts from byte 0;
+// later cuts in the same run then start from 0 too.
 func (c *Client) transfer(ctx context.Context, repo, loc string, t *target) (resumed bool, err error) {
-	if err := os.MkdirAll(filepath.Dir(t.incomplete), 0o755); err != nil {
+	if err := ensureDir(t.root, filepath.Dir(t.incomplete)); err != nil {
 		return false, err
 	}
-	out, err := os.OpenFile(t.incomplete, os.O_RDWR|os.O_CREATE, 0o666)
+	out, st, err := openPartial(t.incomplete)
 	if err != nil {
 		return false, err
 	}
@@ -200,21 +219,25 @@ func (c *Client) transfer(ctx context.Context, repo, loc string, t *target) (res
 			err = cerr
 		}
 	}()
-	st, err := out.Stat()
-	if err != nil {
-		return false, err
+	h := newHash(t.file)
+	restart := func() error {
+		if err := out.Truncate(0); err != nil {
+			return err
+		}
+		_, err := out.Seek(0, io.SeekStart)
+		h = newHash(t.file)
+		return err
 	}
 	have := st.Size()
 	if have > t.file.Size {
-		if err := out.Truncate(0); err != nil {
+		if err := restart(); err != nil {
 			return false, err
 		}
 		have = 0
 	}
-	h := newHash(t.file)
 	if have > 0 { // hash what an earlier run left, then continue after it
 		if _, err := io.Copy(h, io.NewSectionReader(out, 0, have)); err != nil {
-			return false, fmt.Errorf("reading %s: %w", t.incomplete, err)
+			return false, fmt.Errorf("reading %s: %w", safeio.Clean(t.incomplete), err)
 		}
 		resumed = true
 		if c.Log != nil {
@@ -224,17 +247,20 @@ func (c *Client) transfer(ctx context.Context, repo, loc string, t *target) (res
 	if _, err := out.Seek(have, io.SeekStart); err != nil {
 		return false, err
 	}
-	failures := 0
+	failures, best, rangeOK := 0, have, true
 	for have < t.file.Size {
-		got, restart, err := c.get(ctx, repo, loc, t.file, have, out, h)
-		if restart { // the server ignores Range: start again from byte 0
-			if err := out.Truncate(0); err != nil {
+		if have > 0 && !rangeOK {
+			if err := restart(); err != nil {
 				return resumed, err
 			}
-			if _, err := out.Seek(0, io.SeekStart); err != nil {
-				return resumed, err
+			have, resumed = 0, false
+		}
+		got, refusal, err := c.get(ctx, repo, loc, t.file, have, out, h)
+		if refusal != "" {
+			if c.Log != nil {
+				fmt.Fprintf(c.Log, "%s: the server would not resume at byte %d (%s); starting again from byte 0\n", t.file.Path, have, refusal)
 			}
-			h, have = newHash(t.file), 0
+			rangeOK = false
 			continue
 		}
 		have += got
@@ -244,12 +270,13 @@ func (c *Client) transfer(ctx context.Context, repo, loc string, t *target) (res
 		if !errors.Is(err, errCut) || ctx.Err() != nil {
 			return resumed, err
 		}
-		if got > 0 {
+		if have >= best+resetProgress {
 			failures = 0
 		}
+		best = max(best, have)
 		if failures++; failures > c.Retries {
 			return resumed, fmt.Errorf("%s: %w after %d bytes of %d, %d attempts; run the same command again to resume from %s",
-				t.file.Path, err, have, t.file.Size, failures, t.incomplete)
+				t.file.Path, err, have, t.file.Size, failures, safeio.Clean(t.incomplete))
 		}
 		resumed = true
 		if c.Log != nil {
@@ -274,49 +301,51 @@ func (c *Client) transfer(ctx context.Context, repo, loc string, t *target) (res
 }
 
 // get fetches bytes from offset on and appends them to out and h. It
-// returns how many arrived, or restart (reading nothing) when a 200
-// answered a Range request.
-func (c *Client) get(ctx context.Context, repo, loc string, f RepoFile, offset int64, out io.Writer, h hash.Hash) (int64, bool, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+// returns how many arrived, or, reading nothing, why the server did not
+// honour a request from offset > 0 (a 200, a 416, another Content-Range).
+func (c *Client) get(ctx context.Context, repo, loc string, f RepoFile, offset int64, out io.Writer, h hash.Hash) (int64, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, loc, nil)
 	if err != nil {
-		return 0, false, err
+		return 0, "", err
 	}
 	req.Header.Set("Accept-Encoding", "identity")
 	if offset > 0 {
 		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", offset))
 	}
 	c.authorize(req)
-	resp, err := c.client().Do(req)
+	resp, cancel, err := c.send(c.client(), req)
 	if err != nil {
 		if ctx.Err() == nil {
-			return 0, false, fmt.Errorf("%w: %v", errCut, err)
+			return 0, "", fmt.Errorf("%w: %w", errCut, err)
 		}
-		return 0, false, err
+		return 0, "", err
 	}
-	defer resp.Body.Close()
+	body := c.guard(resp, cancel)
+	defer body.Close()
 	switch {
 	case offset > 0 && resp.StatusCode == http.StatusPartialContent:
-		if start, ok := contentRangeStart(resp.Header.Get("Content-Range")); !ok || start != offset {
-			return 0, false, fmt.Errorf("%s: asked for bytes from %d, the server sent Content-Range %q", f.Path, offset, resp.Header.Get("Content-Range"))
+		if why := checkContentRange(resp.Header.Get("Content-Range"), offset, f.Size); why != "" {
+			return 0, why, nil
 		}
-	case resp.StatusCode == http.StatusOK && offset > 0:
-		return 0, true, nil
-	case resp.StatusCode == http.StatusOK:
+	case offset > 0 && resp.StatusCode == http.StatusOK:
+		return 0, "it answered 200 with the whole file", nil
+	case offset > 0 && resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
+		return 0, "it answered 416 Range Not Satisfiable", nil
+	case offset == 0 && resp.StatusCode == http.StatusOK:
 	default:
-		return 0, false, c.httpError(resp, repo, "", f.Path)
+		return 0, "", c.httpError(resp, repo, "", f.Path)
 	}
-	body := &idleReader{r: resp.Body, cancel: cancel, timeout: c.IdleTimeout}
-	defer body.stop()
 	limit := f.Size - offset
+	if resp.ContentLength > limit {
+		return 0, "", fmt.Errorf("%s: the server announces %d bytes from byte %d, more than the %d the hub lists", f.Path, resp.ContentLength, offset, f.Size)
+	}
 	var n int64
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, min(1<<20, max(limit, 1)))
 	for n < limit {
 		k, rerr := body.Read(buf[:min(int64(len(buf)), limit-n)])
 		if k > 0 {
 			if _, werr := out.Write(buf[:k]); werr != nil {
-				return n, false, werr
+				return n, "", werr
 			}
 			h.Write(buf[:k])
 			n += int64(k)
@@ -328,78 +357,48 @@ func (c *Client) get(ctx context.Context, repo, loc string, f RepoFile, offset i
 			break
 		}
 		if rerr != nil {
-			if body.idle() {
-				return n, false, fmt.Errorf("%w: nothing received for %v", errCut, c.IdleTimeout)
+			if ctx.Err() != nil {
+				return n, "", ctx.Err()
 			}
-			if ctx.Err() != nil && !body.idle() {
-				return n, false, ctx.Err()
-			}
-			return n, false, fmt.Errorf("%w: %v", errCut, rerr)
+			return n, "", fmt.Errorf("%w: %w", errCut, rerr)
 		}
 	}
 	if n < limit {
-		return n, false, fmt.Errorf("%w: the connection closed early", errCut)
+		return n, "", fmt.Errorf("%w: the connection closed early", errCut)
 	}
 	// Anything beyond the listed size means the file is not what was listed.
 	if k, _ := body.Read(buf[:1]); k > 0 {
-		return n, false, fmt.Errorf("%s: the server sent more than the %d bytes the hub lists", f.Path, f.Size)
+		return n, "", fmt.Errorf("%s: the server sent more than the %d bytes the hub lists", f.Path, f.Size)
 	}
-	return n, false, nil
+	return n, "", nil
 }
 
-func contentRangeStart(v string) (int64, bool) {
-	v, ok := strings.CutPrefix(v, "bytes ")
+// checkContentRange says what is wrong with a 206's Content-Range for a
+// request from offset of a file of size bytes ("" when it is right:
+// "bytes offset-(size-1)/size", the total may be "*").
+func checkContentRange(v string, offset, size int64) string {
+	bad := fmt.Sprintf("it answered Content-Range %s to a request from byte %d", safeio.Quote(v), offset)
+	rest, ok := strings.CutPrefix(v, "bytes ")
 	if !ok {
-		return 0, false
+		return bad
 	}
-	start, _, ok := strings.Cut(v, "-")
+	span, total, ok := strings.Cut(rest, "/")
 	if !ok {
-		return 0, false
+		return bad
 	}
-	n, err := strconv.ParseInt(start, 10, 64)
-	return n, err == nil
-}
-
-// idleReader cancels its request when no byte arrives for timeout, so a
-// stalled connection ends instead of blocking forever.
-type idleReader struct {
-	r       io.Reader
-	cancel  func()
-	timeout time.Duration
-	mu      sync.Mutex
-	timer   *time.Timer
-	fired   bool
-}
-
-// Read restarts the idle timer and reads from the body.
-func (r *idleReader) Read(p []byte) (int, error) {
-	if r.timeout > 0 {
-		r.mu.Lock()
-		if r.timer == nil {
-			r.timer = time.AfterFunc(r.timeout, func() {
-				r.mu.Lock()
-				r.fired = true
-				r.mu.Unlock()
-				r.cancel()
-			})
-		} else {
-			r.timer.Reset(r.timeout)
+	first, last, ok := strings.Cut(span, "-")
+	if !ok {
+		return bad
+	}
+	a, err1 := strconv.ParseInt(first, 10, 64)
+	b, err2 := strconv.ParseInt(last, 10, 64)
+	if err1 != nil || err2 != nil || a != offset || b != size-1 {
+		return bad
+	}
+	if total != "*" {
+		if n, err := strconv.ParseInt(total, 10, 64); err != nil || n != size {
+			return bad
 		}
-		r.mu.Unlock()
 	}
-	return r.r.Read(p)
-}
-
-func (r *idleReader) idle() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.fired
-}
-
-func (r *idleReader) stop() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.timer != nil {
-		r.timer.Stop()
-	}
+	return ""
 }

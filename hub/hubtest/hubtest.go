@@ -2,7 +2,9 @@
 // on loopback (net/http/httptest), for testing downloads without the
 // network: the repository listing, resolve URLs with the hub's headers,
 // LFS files redirected to a separate CDN host, gated repositories, and
-// injected faults (a transfer cut mid-file, corrupted bytes).
+// injected faults (a transfer cut mid-file, corrupted bytes, refused or
+// misplaced ranges, silent, stalled and dripping answers). File names
+// are served as given, so a test can list hostile ones.
 package hubtest
 
 import (
@@ -17,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Repo is one repository the fake hub serves.
@@ -34,6 +37,20 @@ type Repo struct {
 	// IgnoreRange answers Range requests with the whole file (200), as
 	// some proxies do.
 	IgnoreRange bool
+	// RefuseRange answers every Range request 416 Range Not Satisfiable.
+	RefuseRange bool
+	// MisplaceRange answers a Range request 206 with the whole file and a
+	// Content-Range saying it starts at byte 0.
+	MisplaceRange bool
+	// Silent names requests that get no answer at all, not even headers,
+	// until the client gives up: "" is the listing, a path its resolve
+	// request (HEAD and GET).
+	Silent map[string]bool
+	// StallListing sends the listing's headers and its first bytes, then
+	// nothing until the client gives up.
+	StallListing bool
+	// Drip sends these files' bodies one byte per interval.
+	Drip map[string]time.Duration
 }
 
 // Request is one request the fake hub or CDN received.
@@ -52,6 +69,7 @@ type Server struct {
 	blobs    map[string]served // sha256 → LFS content on the CDN
 	cut      map[string]bool   // files already cut once
 	requests []Request
+	stop     chan struct{} // closed by Close: stalled handlers return
 }
 
 type served struct {
@@ -61,7 +79,8 @@ type served struct {
 
 // NewServer starts a fake hub serving repos; Close stops it.
 func NewServer(repos ...*Repo) *Server {
-	s := &Server{repos: map[string]*Repo{}, renamed: map[string]string{}, blobs: map[string]served{}, cut: map[string]bool{}}
+	s := &Server{repos: map[string]*Repo{}, renamed: map[string]string{}, blobs: map[string]served{}, cut: map[string]bool{},
+		stop: make(chan struct{})}
 	for _, r := range repos {
 		s.Add(r)
 	}
@@ -102,10 +121,36 @@ func (s *Server) Rename(old, newID string) {
 	s.renamed[old] = newID
 }
 
-// Close stops the hub and the CDN.
+// Close stops the hub and the CDN (stalled answers end first).
 func (s *Server) Close() {
+	s.mu.Lock()
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	s.mu.Unlock()
 	s.Hub.Close()
 	s.CDN.Close()
+}
+
+// wait blocks until the client goes away or the server closes; false
+// when it did.
+func (s *Server) wait(r *http.Request, d time.Duration) bool {
+	var tick <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		tick = t.C
+	}
+	select {
+	case <-r.Context().Done():
+		return false
+	case <-s.stop:
+		return false
+	case <-tick:
+		return true
+	}
 }
 
 // Requests returns the requests received so far.
@@ -186,7 +231,7 @@ func (s *Server) serveHub(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	switch {
 	case len(parts) == 6 && parts[0] == "api" && parts[1] == "models" && parts[4] == "revision" && r.Method == http.MethodGet:
-		s.serveInfo(w, parts[2], parts[3], parts[5])
+		s.serveInfo(w, r, parts[2], parts[3], parts[5])
 	case len(parts) >= 5 && parts[2] == "resolve" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		s.serveResolve(w, r, parts[0], parts[1], parts[3], strings.Join(parts[4:], "/"))
 	default:
@@ -194,9 +239,21 @@ func (s *Server) serveHub(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) serveInfo(w http.ResponseWriter, org, name, rev string) {
+func (s *Server) serveInfo(w http.ResponseWriter, r *http.Request, org, name, rev string) {
 	repo, commit, ok := s.lookup(w, org, name, rev)
 	if !ok {
+		return
+	}
+	if repo.Silent[""] {
+		s.wait(r, 0)
+		return
+	}
+	if repo.StallListing {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"id": "`))
+		w.(http.Flusher).Flush()
+		s.wait(r, 0)
 		return
 	}
 	type lfs struct {
@@ -246,6 +303,10 @@ func (s *Server) serveResolve(w http.ResponseWriter, r *http.Request, org, name,
 		hubError(w, status, "GatedRepo", "Access to model "+repo.ID+" is restricted. You must have access to it and be authenticated to access it. Please log in.")
 		return
 	}
+	if repo.Silent[path] {
+		s.wait(r, 0)
+		return
+	}
 	data, ok := repo.Files[path]
 	if !ok {
 		w.Header().Set("X-Repo-Commit", commit)
@@ -287,20 +348,23 @@ func (s *Server) serveBytes(w http.ResponseWriter, r *http.Request, repo *Repo, 
 		bad[len(bad)/2] ^= 0xff
 		data = bad
 	}
-	start := 0
-	if rg := r.Header.Get("Range"); rg != "" && !repo.IgnoreRange {
+	start, partial := 0, false
+	if rg := r.Header.Get("Range"); rg != "" && !repo.IgnoreRange && r.Method == http.MethodGet {
 		n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(rg, "bytes="), "-"))
-		if err != nil || n < 0 || n >= len(data) {
+		if err != nil || n < 0 || n >= len(data) || repo.RefuseRange {
 			w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", len(data)))
 			w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
 			return
 		}
-		start = n
+		if repo.MisplaceRange {
+			n = 0
+		}
+		start, partial = n, true
 		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", n, len(data)-1, len(data)))
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)-start))
 	w.Header().Set("Accept-Ranges", "bytes")
-	if start > 0 {
+	if partial {
 		w.WriteHeader(http.StatusPartialContent)
 	} else {
 		w.WriteHeader(http.StatusOK)
@@ -309,6 +373,18 @@ func (s *Server) serveBytes(w http.ResponseWriter, r *http.Request, repo *Repo, 
 		return
 	}
 	body := data[start:]
+	if d := repo.Drip[path]; d > 0 {
+		for i := range body {
+			if _, err := w.Write(body[i : i+1]); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			if !s.wait(r, d) {
+				return
+			}
+		}
+		return
+	}
 	s.mu.Lock()
 	key := repo.ID + "/" + path
 	cutAt, cut := repo.CutAfter[path]
