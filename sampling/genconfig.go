@@ -80,7 +80,7 @@ var activeKeys = map[string]func(json.RawMessage) bool{
 	"forced_decoder_ids": notNull,
 }
 
-func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
+func isNull(v json.RawMessage) bool  { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
 func notNull(v json.RawMessage) bool { return !isNull(v) }
 func isTrue(v json.RawMessage) bool  { return bytes.Equal(bytes.TrimSpace(v), []byte("true")) }
 
@@ -120,7 +120,7 @@ func readNumber(raw map[string]json.RawMessage, key string) (number, error) {
 		return number{}, nil
 	}
 	var n json.Number
-	if err := json.Unmarshal(v, &n); err != nil {
+	if t := bytes.TrimSpace(v); len(t) == 0 || t[0] == '"' || json.Unmarshal(t, &n) != nil {
 		return number{}, fmt.Errorf("generation_config.json: %s must be a number, got %s", key, bytes.TrimSpace(v))
 	}
 	f, err := n.Float64()

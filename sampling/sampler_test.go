@@ -385,3 +385,30 @@ func TestKthLargest(t *testing.T) {
 		assert.Equal(t, sorted[n-k], kthLargest(v, k))
 	}
 }
+
+// FuzzProcessMatchesReference runs one random trial of
+// TestProcessMatchesReference per input.
+func FuzzProcessMatchesReference(f *testing.F) {
+	f.Add(uint64(1), uint64(2))
+	f.Fuzz(func(t *testing.T, a, b uint64) {
+		r := rand.New(rand.NewPCG(a, b))
+		n := 1 + r.IntN(3000)
+		x := randomLogits(r, n)
+		cfg := randomConfig(r, n)
+		hist := randomHistory(r, n)
+		want, margin := refProcess(cfg, x, hist)
+		if margin < 1e-6 {
+			return
+		}
+		s, err := New(cfg, n, 1)
+		require.NoError(t, err)
+		require.NoError(t, s.Observe(hist...))
+		got, err := s.Process(x)
+		require.NoError(t, err)
+		for i := range want {
+			if !bitsEqual(got[i], want[i]) {
+				t.Fatalf("n=%d %+v: token %d processed to %v, want %v", n, cfg, i, got[i], want[i])
+			}
+		}
+	})
+}

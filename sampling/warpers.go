@@ -72,7 +72,7 @@ func (s *Sampler) typicalSparse(mass float64) {
 	lse := float64(m) + math.Log(z)
 	var h float64
 	for _, t := range c {
-		p := math.Exp(float64(t.val) - float64(m)) / z
+		p := math.Exp(float64(t.val)-float64(m)) / z
 		h += p * (lse - float64(t.val))
 	}
 	type ranked struct {
