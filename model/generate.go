@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/qwenref/qwenref/sampling"
 )
 
 // Sampling chooses the next token from logits. The zero value is greedy.
@@ -91,54 +92,28 @@ func TopProbs(logits []float32, k int) []TokenProb {
 	return out
 }
 
-// sampler draws tokens; greedy when Temperature is 0.
+// sampler draws tokens with package sampling: transformers' temperature,
+// top-k and top-p in generate's order; greedy when Temperature is 0. An
+// error is kept in err for Generate to return.
 type sampler struct {
 	s   Sampling
-	rng *rand.Rand
+	sp  *sampling.Sampler
+	err error
 }
 
-func newSampler(s Sampling) *sampler {
-	return &sampler{s: s, rng: rand.New(rand.NewPCG(s.Seed, 0x9e3779b97f4a7c15))}
-}
+func newSampler(s Sampling) *sampler { return &sampler{s: s} }
 
-// next applies temperature, then top-k, then top-p (the order transformers'
-// logits warpers use), renormalises and draws.
 func (sp *sampler) next(logits []float32) int {
-	if sp.s.Temperature == 0 {
-		return Argmax(logits)
+	if sp.sp == nil && sp.err == nil {
+		cfg := sampling.Config{DoSample: sp.s.Temperature > 0, Temperature: sp.s.Temperature, TopK: sp.s.TopK, TopP: sp.s.TopP}
+		sp.sp, sp.err = sampling.New(cfg, len(logits), sp.s.Seed)
 	}
-	p := Softmax(logits, sp.s.Temperature)
-	idx := make([]int, len(p))
-	for i := range idx {
-		idx[i] = i
+	if sp.err != nil {
+		return 0
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return p[idx[a]] > p[idx[b]] })
-	keep := len(idx)
-	if sp.s.TopK > 0 {
-		keep = min(keep, sp.s.TopK)
-	}
-	if sp.s.TopP > 0 && sp.s.TopP < 1 {
-		var cum float64
-		for i := 0; i < keep; i++ {
-			cum += p[idx[i]]
-			if cum >= sp.s.TopP {
-				keep = i + 1 // always at least one token
-				break
-			}
-		}
-	}
-	var total float64
-	for _, i := range idx[:keep] {
-		total += p[i]
-	}
-	r := sp.rng.Float64() * total
-	for _, i := range idx[:keep] {
-		r -= p[i]
-		if r <= 0 {
-			return i
-		}
-	}
-	return idx[keep-1]
+	id, err := sp.sp.Next(logits)
+	sp.err = err
+	return id
 }
 
 // GenerateOptions control Generate.
@@ -199,6 +174,9 @@ func (m *Model) Generate(prompt []int, be *Backend, opt GenerateOptions) (*Gener
 	start = time.Now()
 	for {
 		id := sp.next(logits.Data)
+		if sp.err != nil {
+			return nil, sp.err
+		}
 		res.NewIDs = append(res.NewIDs, id)
 		if opt.OnToken != nil && !opt.OnToken(id, logits.Data) {
 			res.StopReason = "stopped"
