@@ -1,0 +1,770 @@
+package chat
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+func (r *renderer) eval(e expr, s *scope) (value, error) {
+	r.depth++
+	if r.depth > maxEvalDepth {
+		r.depth--
+		return nil, limitError(e.lineNo(), "the template nests deeper than %d levels while rendering", maxEvalDepth)
+	}
+	v, err := r.eval1(e, s)
+	r.depth--
+	if err != nil {
+		return nil, wrap(err, e.lineNo())
+	}
+	return v, nil
+}
+
+func (r *renderer) eval1(e expr, s *scope) (value, error) {
+	if err := r.step(e.lineNo()); err != nil {
+		return nil, err
+	}
+	switch x := e.(type) {
+	case *constExpr:
+		return x.v, nil
+	case *nameExpr:
+		if v, ok := s.lookup(x.name); ok {
+			return v, nil
+		}
+		return undefinedName(x.name), nil
+	case *listExpr:
+		items := make([]value, len(x.items))
+		if err := r.charge(16*len(items), x.line); err != nil {
+			return nil, err
+		}
+		for i, it := range x.items {
+			v, err := r.eval(it, s)
+			if err != nil {
+				return nil, err
+			}
+			items[i] = v
+		}
+		return newList(items, x.tuple)
+	case *dictExpr:
+		d := newDict()
+		if err := r.charge(80*len(x.keys), x.line); err != nil {
+			return nil, err
+		}
+		for i := range x.keys {
+			k, err := r.eval(x.keys[i], s)
+			if err != nil {
+				return nil, err
+			}
+			v, err := r.eval(x.vals[i], s)
+			if err != nil {
+				return nil, err
+			}
+			if err := d.set(k, v); err != nil {
+				return nil, err
+			}
+		}
+		return d, nil
+	case *getattrExpr:
+		obj, err := r.eval(x.obj, s)
+		if err != nil {
+			return nil, err
+		}
+		return r.getattr(obj, x.name)
+	case *getitemExpr:
+		obj, err := r.eval(x.obj, s)
+		if err != nil {
+			return nil, err
+		}
+		if sl, ok := x.key.(*sliceExpr); ok {
+			return r.evalSlice(obj, sl, s)
+		}
+		k, err := r.eval(x.key, s)
+		if err != nil {
+			return nil, err
+		}
+		return r.getitem(obj, k)
+	case *callExpr:
+		return r.evalCall(x, s, nil)
+	case *filterExpr:
+		return r.evalFilterChain(x, nil, s)
+	case *testExpr:
+		v, err := r.eval(x.x, s)
+		if err != nil {
+			return nil, err
+		}
+		pos, kw, err := r.evalArgs(&x.args, s)
+		if err != nil {
+			return nil, err
+		}
+		return r.applyTest(x.name, v, pos, kw, x.line)
+	case *unaryExpr:
+		v, err := r.eval(x.x, s)
+		if err != nil {
+			return nil, err
+		}
+		if x.op == "not" {
+			return !truthy(v), nil
+		}
+		return unaryOp(x.op, v)
+	case *binExpr:
+		l, err := r.eval(x.l, s)
+		if err != nil {
+			return nil, err
+		}
+		switch x.op {
+		case "and":
+			if !truthy(l) {
+				return l, nil
+			}
+			return r.eval(x.r, s)
+		case "or":
+			if truthy(l) {
+				return l, nil
+			}
+			return r.eval(x.r, s)
+		}
+		rv, err := r.eval(x.r, s)
+		if err != nil {
+			return nil, err
+		}
+		return r.binOp(x.op, l, rv, x.line)
+	case *concatExpr:
+		var b strings.Builder
+		for _, p := range x.parts {
+			v, err := r.eval(p, s)
+			if err != nil {
+				return nil, err
+			}
+			str, err := r.str(v, x.line)
+			if err != nil {
+				return nil, err
+			}
+			if err := r.charge(len(str), x.line); err != nil {
+				return nil, err
+			}
+			if b.Len()+len(str) > MaxOutputBytes {
+				return nil, limitError(x.line, "the template built a string of more than %d bytes", MaxOutputBytes)
+			}
+			b.WriteString(str)
+		}
+		return b.String(), nil
+	case *compareExpr:
+		return r.evalCompare(x, s)
+	case *condExpr:
+		c, err := r.eval(x.test, s)
+		if err != nil {
+			return nil, err
+		}
+		if truthy(c) {
+			return r.eval(x.then, s)
+		}
+		if x.else_ == nil {
+			return undefinedHint(fmt.Sprintf("the inline if-expression on line %d evaluated to false and no else section was defined.", x.line)), nil
+		}
+		return r.eval(x.else_, s)
+	case *nsRefExpr:
+		return nil, newError(x.line, "a namespace reference can only be assigned to")
+	}
+	return nil, fmt.Errorf("unknown expression %T", e)
+}
+
+func (r *renderer) evalCompare(x *compareExpr, s *scope) (value, error) {
+	left := x.first
+	l, err := r.eval(left, s)
+	if err != nil {
+		return nil, err
+	}
+	for i, op := range x.ops {
+		rv, err := r.eval(x.rest[i], s)
+		if err != nil {
+			return nil, err
+		}
+		var ok bool
+		switch op {
+		case "==", "!=":
+			eq, err := r.eq(l, rv, x.line)
+			if err != nil {
+				return nil, err
+			}
+			ok = eq == (op == "==")
+		case "in", "notin":
+			in, err := r.contains(rv, l, x.line)
+			if err != nil {
+				return nil, err
+			}
+			ok = in == (op == "in")
+		default:
+			if err := undefinedOperand(l, rv); err != nil {
+				return nil, err
+			}
+			if ok, err = r.compare(op, l, rv, x.line); err != nil {
+				return nil, err
+			}
+		}
+		if !ok {
+			return false, nil
+		}
+		l = rv
+	}
+	return true, nil
+}
+
+// eq is Python's ==, with its work counted against the step budget.
+func (r *renderer) eq(a, b value, line int) (bool, error) {
+	budget := MaxSteps - r.steps
+	eq := eqBudget(a, b, &budget)
+	if budget < 0 {
+		return false, limitError(line, "the template ran more than %d steps", MaxSteps)
+	}
+	r.steps = MaxSteps - budget
+	return eq, r.step(line)
+}
+
+// compare is Python's < <= > >=, its work counted against the budget.
+func (r *renderer) compare(op string, a, b value, line int) (bool, error) {
+	if err := r.step(line); err != nil {
+		return false, err
+	}
+	return pyCompare(op, a, b)
+}
+
+// contains is Python's item in container.
+func (r *renderer) contains(container, item value, line int) (bool, error) {
+	if err := r.step(line); err != nil {
+		return false, err
+	}
+	switch c := container.(type) {
+	case string, markup:
+		cs, _ := asString(c)
+		is, ok := asString(item)
+		if !ok {
+			if u, isU := item.(*undefined); isU {
+				return false, u.err()
+			}
+			return false, fmt.Errorf("'in <string>' requires string as left operand, not %s", typeName(item))
+		}
+		if err := r.work(len(cs), line); err != nil {
+			return false, err
+		}
+		return strings.Contains(cs, is), nil
+	case *dict:
+		if _, err := hashKey(item); err != nil {
+			return false, err
+		}
+		_, ok := c.get(item)
+		return ok, nil
+	case *dictView:
+		if c.kind == "keys" {
+			_, ok := c.d.get(item)
+			return ok, nil
+		}
+	case rangeV:
+		i, f, isF, ok := number(item)
+		if !ok {
+			break
+		}
+		if isF {
+			if f != float64(int64(f)) {
+				return false, nil
+			}
+			i = int64(f)
+		}
+		n := c.len()
+		if n == 0 || (i-c.start)%c.step != 0 {
+			return false, nil
+		}
+		k := (i - c.start) / c.step
+		return k >= 0 && k < n, nil
+	case noneType, *namespace, int64, float64, bool, *macro, *builtin, *boundMethod:
+		return false, fmt.Errorf("argument of type %s is not iterable", reprQuick(typeName(c)))
+	}
+	items, err := r.iterate(container, line)
+	if err != nil {
+		return false, err
+	}
+	for _, it := range items {
+		eq, err := r.eq(it, item, line)
+		if err != nil || eq {
+			return eq, err
+		}
+	}
+	return false, nil
+}
+
+// iterate lists what a for loop over v visits. Generators are used up.
+func (r *renderer) iterate(v value, line int) ([]value, error) {
+	switch x := v.(type) {
+	case *list:
+		return x.items, r.work(16*len(x.items), line)
+	case string, markup:
+		str, _ := asString(x)
+		n := runeLen(str)
+		if err := r.charge(16*n+len(str), line); err != nil {
+			return nil, err
+		}
+		out := make([]value, 0, n)
+		for _, c := range str {
+			out = append(out, string(c))
+		}
+		return out, nil
+	case *dict:
+		return x.keys, r.work(16*len(x.keys), line)
+	case rangeV:
+		n := x.len()
+		if err := r.charge(16*int(n), line); err != nil {
+			return nil, err
+		}
+		out := make([]value, n)
+		for i := range out {
+			out[i] = x.at(int64(i))
+		}
+		return out, nil
+	case *generator:
+		items := x.items[x.pos:]
+		x.pos = len(x.items)
+		return items, nil
+	case *dictView:
+		switch x.kind {
+		case "keys":
+			return x.d.keys, nil
+		case "values":
+			return x.d.vals, nil
+		}
+		if err := r.charge(64*x.d.len(), line); err != nil {
+			return nil, err
+		}
+		out := make([]value, x.d.len())
+		for i := range out {
+			out[i] = &list{items: []value{x.d.keys[i], x.d.vals[i]}, tuple: true, depth: max(valueDepth(x.d.keys[i]), valueDepth(x.d.vals[i])) + 1}
+		}
+		return out, nil
+	case *undefined:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%s object is not iterable", reprQuick(typeName(v)))
+}
+
+// unsafeAttrs are the attributes the sandbox hides: the methods that would
+// change lists and dicts.
+var unsafeAttrs = map[string]map[string]bool{
+	"dict": {"clear": true, "pop": true, "popitem": true, "setdefault": true, "update": true},
+	"list": {"append": true, "clear": true, "pop": true, "reverse": true, "insert": true, "sort": true, "extend": true, "remove": true},
+}
+
+func unsafeUndefined(obj value, name string) *undefined {
+	return &undefined{name: name, obj: obj, hasObj: true, missing: true,
+		hint: fmt.Sprintf("access to attribute %s of %s object is unsafe.", reprQuick(name), reprQuick(typeName(obj)))}
+}
+
+// getattr is Jinja's obj.name: the attribute if there is one (a method,
+// say), else the item obj["name"], else Undefined.
+func (r *renderer) getattr(obj value, name string) (value, error) {
+	if u, ok := obj.(*undefined); ok {
+		return nil, u.err()
+	}
+	if strings.HasPrefix(name, "__") && strings.HasSuffix(name, "__") {
+		return unsafeUndefined(obj, name), nil
+	}
+	switch x := obj.(type) {
+	case *dict:
+		if unsafeAttrs["dict"][name] {
+			return unsafeUndefined(obj, name), nil
+		}
+		if hasMethod(obj, name) {
+			return &boundMethod{recv: obj, name: name}, nil
+		}
+		if v, ok := x.getStr(name); ok {
+			return v, nil
+		}
+	case *list:
+		if !x.tuple && unsafeAttrs["list"][name] {
+			return unsafeUndefined(obj, name), nil
+		}
+		if hasMethod(obj, name) {
+			return &boundMethod{recv: obj, name: name}, nil
+		}
+	case string, markup:
+		if hasMethod(obj, name) {
+			return &boundMethod{recv: obj, name: name}, nil
+		}
+	case *namespace:
+		if v, ok := x.attrs.getStr(name); ok {
+			return v, nil
+		}
+	case *loopCtx:
+		return x.attr(name), nil
+	case *macro:
+		if name == "name" {
+			return x.name, nil
+		}
+	case *dictView:
+		if name == "mapping" {
+			return x.d, nil
+		}
+	}
+	return undefinedAttr(obj, name), nil
+}
+
+// getitem is Jinja's obj[key]: the item if there is one, else (for a
+// string key) the attribute, else Undefined.
+func (r *renderer) getitem(obj value, key value) (value, error) {
+	if u, ok := obj.(*undefined); ok {
+		return nil, u.err()
+	}
+	switch x := obj.(type) {
+	case *dict:
+		if v, ok := x.get(key); ok {
+			return v, nil
+		}
+	case *list, string, markup, rangeV:
+		if i, ok := indexValue(key); ok {
+			if v, found := indexSeq(obj, i); found {
+				return v, nil
+			}
+			return undefinedAttr(obj, key), nil
+		}
+	}
+	if name, ok := key.(string); ok {
+		v, err := r.getattr(obj, name)
+		if err != nil {
+			return nil, err
+		}
+		if u, isU := v.(*undefined); isU && u.hint == "" {
+			return undefinedAttr(obj, key), nil
+		}
+		return v, nil
+	}
+	return undefinedAttr(obj, key), nil
+}
+
+// indexValue reads an int (or bool) index.
+func indexValue(k value) (int64, bool) {
+	switch x := k.(type) {
+	case int64:
+		return x, true
+	case bool:
+		if x {
+			return 1, true
+		}
+		return 0, true
+	}
+	return 0, false
+}
+
+// indexSeq is seq[i] for a list, tuple, string or range, negative i
+// counting from the end.
+func indexSeq(seq value, i int64) (value, bool) {
+	switch x := seq.(type) {
+	case *list:
+		n := int64(len(x.items))
+		if i < 0 {
+			i += n
+		}
+		if i < 0 || i >= n {
+			return nil, false
+		}
+		return x.items[i], true
+	case string, markup:
+		s, _ := asString(x)
+		var c string
+		if isASCII(s) {
+			n := int64(len(s))
+			if i < 0 {
+				i += n
+			}
+			if i < 0 || i >= n {
+				return nil, false
+			}
+			c = s[i : i+1]
+		} else {
+			n := int64(utf8.RuneCountInString(s))
+			if i < 0 {
+				i += n
+			}
+			if i < 0 || i >= n {
+				return nil, false
+			}
+			off := byteOffset(s, int(i))
+			_, size := utf8.DecodeRuneInString(s[off:])
+			c = s[off : off+size]
+		}
+		if _, isM := x.(markup); isM {
+			return markup(c), true
+		}
+		return c, true
+	case rangeV:
+		n := x.len()
+		if i < 0 {
+			i += n
+		}
+		if i < 0 || i >= n {
+			return nil, false
+		}
+		return x.at(i), true
+	}
+	return nil, false
+}
+
+func (r *renderer) evalSlice(obj value, sl *sliceExpr, s *scope) (value, error) {
+	var bounds [3]*int64
+	for i, e := range []expr{sl.start, sl.stop, sl.step} {
+		if e == nil {
+			continue
+		}
+		v, err := r.eval(e, s)
+		if err != nil {
+			return nil, err
+		}
+		if _, isNone := v.(noneType); isNone {
+			continue
+		}
+		n, ok := indexValue(v)
+		if !ok {
+			return nil, fmt.Errorf("slice indices must be integers or None or have an __index__ method")
+		}
+		bounds[i] = &n
+	}
+	if u, ok := obj.(*undefined); ok {
+		return nil, u.err()
+	}
+	step := int64(1)
+	if bounds[2] != nil {
+		step = *bounds[2]
+		if step == 0 {
+			return nil, fmt.Errorf("slice step cannot be zero")
+		}
+	}
+	var n int64
+	switch x := obj.(type) {
+	case *list:
+		n = int64(len(x.items))
+	case string, markup:
+		str, _ := asString(x)
+		n = int64(runeLen(str))
+	case rangeV:
+		n = x.len()
+	default:
+		if _, ok := obj.(*dict); ok {
+			return undefinedAttr(obj, "slice"), nil
+		}
+		return undefinedAttr(obj, "slice"), nil
+	}
+	start, count := sliceIndices(n, bounds[0], bounds[1], step)
+	if err := r.charge(16*int(count), sl.line); err != nil {
+		return nil, err
+	}
+	switch x := obj.(type) {
+	case *list:
+		out := make([]value, count)
+		for i := range out {
+			out[i] = x.items[start+int64(i)*step]
+		}
+		return newList(out, x.tuple)
+	case rangeV:
+		return rangeV{start: x.at(start), stop: x.at(start + count*step), step: x.step * step}, nil
+	}
+	str, _ := asString(obj)
+	var b strings.Builder
+	if step == 1 {
+		b.WriteString(str[byteOffset(str, int(start)):byteOffset(str, int(start+count))])
+	} else {
+		rs := []rune(str)
+		for i := int64(0); i < count; i++ {
+			b.WriteRune(rs[start+i*step])
+		}
+	}
+	if _, isM := obj.(markup); isM {
+		return markup(b.String()), nil
+	}
+	return b.String(), nil
+}
+
+// sliceIndices is Python's slice.indices for a sequence of length n: the
+// first index and how many items the slice takes.
+func sliceIndices(n int64, startP, stopP *int64, step int64) (start, count int64) {
+	clamp := func(p *int64, def, lo, hi int64) int64 {
+		if p == nil {
+			return def
+		}
+		v := *p
+		if v < 0 {
+			v += n
+			if v < lo {
+				v = lo
+			}
+		} else if v > hi {
+			v = hi
+		}
+		return v
+	}
+	if step > 0 {
+		start = clamp(startP, 0, 0, n)
+		stop := clamp(stopP, n, 0, n)
+		if stop > start {
+			count = (stop - start + step - 1) / step
+		}
+		return start, count
+	}
+	start = clamp(startP, n-1, -1, n-1)
+	stop := clamp(stopP, -1, -1, n-1)
+	if start > stop {
+		count = (start-stop-1)/(-step) + 1
+	}
+	return start, count
+}
+
+func (r *renderer) evalArgs(a *args, s *scope) ([]value, []kwarg, error) {
+	pos := make([]value, 0, len(a.pos))
+	for _, e := range a.pos {
+		v, err := r.eval(e, s)
+		if err != nil {
+			return nil, nil, err
+		}
+		pos = append(pos, v)
+	}
+	var kw []kwarg
+	for _, k := range a.kw {
+		v, err := r.eval(k.x, s)
+		if err != nil {
+			return nil, nil, err
+		}
+		kw = append(kw, kwarg{k.name, v})
+	}
+	if a.dynArgs != nil {
+		v, err := r.eval(a.dynArgs, s)
+		if err != nil {
+			return nil, nil, err
+		}
+		items, err := r.iterate(v, a.dynArgs.lineNo())
+		if err != nil {
+			return nil, nil, err
+		}
+		pos = append(pos, items...)
+	}
+	if a.dynKwargs != nil {
+		v, err := r.eval(a.dynKwargs, s)
+		if err != nil {
+			return nil, nil, err
+		}
+		d, ok := v.(*dict)
+		if !ok {
+			return nil, nil, fmt.Errorf("argument after ** must be a mapping, not %s", typeName(v))
+		}
+		for i, k := range d.keys {
+			ks, ok := k.(string)
+			if !ok {
+				return nil, nil, fmt.Errorf("keywords must be strings")
+			}
+			kw = append(kw, kwarg{ks, d.vals[i]})
+		}
+	}
+	return pos, kw, nil
+}
+
+// evalCall evaluates a call; caller is a call block's body, passed as the
+// caller keyword.
+func (r *renderer) evalCall(x *callExpr, s *scope, caller *macro) (value, error) {
+	fn, err := r.eval(x.fn, s)
+	if err != nil {
+		return nil, err
+	}
+	pos, kw, err := r.evalArgs(&x.args, s)
+	if err != nil {
+		return nil, err
+	}
+	if caller != nil {
+		kw = append(kw, kwarg{"caller", caller})
+	}
+	v, err := r.call(fn, pos, kw, x.line)
+	return v, wrap(err, x.line)
+}
+
+func (r *renderer) call(fn value, pos []value, kw []kwarg, line int) (value, error) {
+	switch f := fn.(type) {
+	case *macro:
+		return r.callMacro(f, pos, kw, line)
+	case *builtin:
+		return f.call(r, line, pos, kw)
+	case *boundMethod:
+		return r.callMethod(f.recv, f.name, pos, kw, line)
+	case *loopCtx:
+		if !f.node.recursive {
+			return nil, fmt.Errorf("Tried to call non recursive loop. Maybe you forgot the 'recursive' modifier.")
+		}
+		if len(pos) != 1 || len(kw) > 0 {
+			return nil, fmt.Errorf("loop() takes exactly one argument")
+		}
+		r.calls++
+		defer func() { r.calls-- }()
+		if r.calls > MaxCallDepth {
+			return nil, limitError(line, "recursive loops nested deeper than %d", MaxCallDepth)
+		}
+		return r.runLoop(f.node, f.scope, pos[0], f.depth0+1, true)
+	case *undefined:
+		return nil, f.err()
+	}
+	return nil, fmt.Errorf("%s object is not callable", reprQuick(typeName(fn)))
+}
+
+// evalFilterChain applies filter chain f; the innermost filter without an
+// argument expression takes input (a block's text).
+func (r *renderer) evalFilterChain(f expr, input value, s *scope) (value, error) {
+	fe, ok := f.(*filterExpr)
+	if !ok {
+		return r.eval(f, s)
+	}
+	var v value
+	var err error
+	if fe.x == nil {
+		v = input
+	} else if v, err = r.evalFilterChain(fe.x, input, s); err != nil {
+		return nil, err
+	}
+	if err := r.step(fe.line); err != nil {
+		return nil, err
+	}
+	pos, kw, err := r.evalArgs(&fe.args, s)
+	if err != nil {
+		return nil, err
+	}
+	out, err := r.applyFilter(fe.name, v, pos, kw, fe.line)
+	return out, wrap(err, fe.line)
+}
+
+// loop attributes.
+func (l *loopCtx) attr(name string) value {
+	n := len(l.items)
+	switch name {
+	case "index":
+		return int64(l.index + 1)
+	case "index0":
+		return int64(l.index)
+	case "revindex":
+		return int64(n - l.index)
+	case "revindex0":
+		return int64(n - l.index - 1)
+	case "first":
+		return l.index == 0
+	case "last":
+		return l.index == n-1
+	case "length":
+		return int64(n)
+	case "depth":
+		return int64(l.depth0 + 1)
+	case "depth0":
+		return int64(l.depth0)
+	case "previtem":
+		if l.index == 0 {
+			return undefinedHint("there is no previous item")
+		}
+		return l.items[l.index-1]
+	case "nextitem":
+		if l.index+1 >= n {
+			return undefinedHint("there is no next item")
+		}
+		return l.items[l.index+1]
+	case "cycle", "changed":
+		return &boundMethod{recv: l, name: name}
+	}
+	return undefinedAttr(l, name)
+}

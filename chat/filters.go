@@ -1,0 +1,673 @@
+package chat
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Jinja's filters, with transformers' tojson, written from Jinja's
+// documented behaviour and Python's semantics.
+
+type filterFunc func(r *renderer, line int, v value, a []value) (value, error)
+
+type filterDef struct {
+	params   []string // after the value; a trailing "*" takes the rest
+	defaults []value  // for the last len(defaults) params
+	fn       filterFunc
+	varKw    bool // takes **kwargs (format, map, namespace-like)
+}
+
+var filters map[string]*filterDef
+
+// unsupportedFilters are Jinja's built-in filters this renderer lacks;
+// using one is an error that says so.
+var unsupportedFilters = map[string]bool{
+	"batch": true, "filesizeformat": true, "groupby": true, "pprint": true, "random": true, "slice": true,
+	"striptags": true, "truncate": true, "urlencode": true, "urlize": true, "wordwrap": true, "xmlattr": true,
+}
+
+// filterProblem says why name cannot be used as a filter ("" if it can).
+func filterProblem(name string) string {
+	switch {
+	case filters[name] != nil:
+		return ""
+	case unsupportedFilters[name]:
+		return fmt.Sprintf("the filter '%s' is not supported by this chat template renderer", name)
+	}
+	return fmt.Sprintf("No filter named '%s'.", excerpt(name))
+}
+
+func init() {
+	filters = map[string]*filterDef{
+		"abs":         {fn: filterAbs},
+		"attr":        {params: []string{"name"}, fn: filterAttr},
+		"capitalize":  {fn: strFilter(pyCapitalize, true)},
+		"center":      {params: []string{"width"}, defaults: []value{int64(80)}, fn: filterCenter},
+		"count":       {fn: filterLength},
+		"default":     {params: []string{"default_value", "boolean"}, defaults: []value{"", false}, fn: filterDefault},
+		"dictsort":    {params: []string{"case_sensitive", "by", "reverse"}, defaults: []value{false, "key", false}, fn: filterDictsort},
+		"escape":      {fn: filterEscape},
+		"first":       {fn: filterFirst},
+		"float":       {params: []string{"default"}, defaults: []value{0.0}, fn: filterFloat},
+		"forceescape": {fn: filterForceEscape},
+		"format":      {params: []string{"*"}, varKw: true, fn: filterFormat},
+		"indent":      {params: []string{"width", "first", "blank"}, defaults: []value{int64(4), false, false}, fn: filterIndent},
+		"int":         {params: []string{"default", "base"}, defaults: []value{int64(0), int64(10)}, fn: filterInt},
+		"items":       {fn: filterItems},
+		"join":        {params: []string{"d", "attribute"}, defaults: []value{"", none}, fn: filterJoin},
+		"last":        {fn: filterLast},
+		"length":      {fn: filterLength},
+		"list":        {fn: filterList},
+		"lower":       {fn: strFilter(pyLower, true)},
+		"map":         {params: []string{"*"}, varKw: true, fn: filterMap},
+		"max":         {params: []string{"case_sensitive", "attribute"}, defaults: []value{false, none}, fn: minMax(1)},
+		"min":         {params: []string{"case_sensitive", "attribute"}, defaults: []value{false, none}, fn: minMax(-1)},
+		"reject":      {params: []string{"*"}, fn: selectFilter(false, false)},
+		"rejectattr":  {params: []string{"*"}, fn: selectFilter(false, true)},
+		"replace":     {params: []string{"old", "new", "count"}, defaults: []value{none}, fn: filterReplace},
+		"reverse":     {fn: filterReverse},
+		"round":       {params: []string{"precision", "method"}, defaults: []value{int64(0), "common"}, fn: filterRound},
+		"safe":        {fn: filterSafe},
+		"select":      {params: []string{"*"}, fn: selectFilter(true, false)},
+		"selectattr":  {params: []string{"*"}, fn: selectFilter(true, true)},
+		"sort":        {params: []string{"reverse", "case_sensitive", "attribute"}, defaults: []value{false, false, none}, fn: filterSort},
+		"string":      {fn: filterString},
+		"sum":         {params: []string{"attribute", "start"}, defaults: []value{none, int64(0)}, fn: filterSum},
+		"title":       {fn: strFilter(pyTitleFilter, false)},
+		"tojson":      {params: []string{"ensure_ascii", "indent", "separators", "sort_keys"}, defaults: []value{false, none, none, false}, fn: filterToJSON},
+		"trim":        {params: []string{"chars"}, defaults: []value{none}, fn: filterTrim},
+		"unique":      {params: []string{"case_sensitive", "attribute"}, defaults: []value{false, none}, fn: filterUnique},
+		"upper":       {fn: strFilter(pyUpper, true)},
+		"wordcount":   {fn: filterWordcount},
+	}
+	filters["d"] = filters["default"]
+	filters["e"] = filters["escape"]
+}
+
+// kwMarker separates a filter's bound arguments from its **kwargs.
+type kwMarker struct{ kw []kwarg }
+
+// bindArgs matches positional and keyword arguments to params as Python
+// does; missing ones take defaults. A "*" param takes the remaining
+// positional arguments as a tuple.
+func bindArgs(fname string, params []string, defaults []value, pos []value, kw []kwarg, varKw bool) ([]value, error) {
+	out := make([]value, len(params))
+	set := make([]bool, len(params))
+	for i, v := range pos {
+		if i < len(params) && params[i] == "*" {
+			rest, err := newList(append([]value(nil), pos[i:]...), true)
+			if err != nil {
+				return nil, err
+			}
+			out[i], set[i] = rest, true
+			break
+		}
+		if i >= len(params) {
+			return nil, fmt.Errorf("%s() takes at most %d arguments (%d given)", fname, len(params)+1, len(pos)+1)
+		}
+		out[i], set[i] = v, true
+	}
+	var extra []kwarg
+	for _, k := range kw {
+		i := indexOf(params, k.name)
+		switch {
+		case i >= 0 && set[i]:
+			return nil, fmt.Errorf("%s() got multiple values for argument '%s'", fname, k.name)
+		case i >= 0:
+			out[i], set[i] = k.val, true
+		case varKw:
+			extra = append(extra, k)
+		default:
+			return nil, fmt.Errorf("%s() got an unexpected keyword argument '%s'", fname, k.name)
+		}
+	}
+	first := len(params) - len(defaults)
+	for i := range params {
+		if set[i] {
+			continue
+		}
+		switch {
+		case params[i] == "*":
+			out[i] = &list{tuple: true, depth: 1}
+		case i >= first:
+			out[i] = defaults[i-first]
+		default:
+			return nil, fmt.Errorf("%s() missing required argument '%s'", fname, params[i])
+		}
+	}
+	if varKw {
+		out = append(out, kwMarker{extra})
+	}
+	return out, nil
+}
+
+func (r *renderer) applyFilter(name string, v value, pos []value, kw []kwarg, line int) (value, error) {
+	f := filters[name]
+	if f == nil {
+		return nil, errors.New(filterProblem(name))
+	}
+	a, err := bindArgs(name, f.params, f.defaults, pos, kw, f.varKw)
+	if err != nil {
+		return nil, err
+	}
+	return f.fn(r, line, v, a)
+}
+
+// softStr is Jinja's soft_str: strings (and Markup) as they are, anything
+// else through str().
+func (r *renderer) softStr(v value, line int) (string, bool, error) {
+	switch x := v.(type) {
+	case string:
+		return x, false, nil
+	case markup:
+		return string(x), true, nil
+	}
+	s, err := r.str(v, line)
+	return s, false, err
+}
+
+// strFilter makes a filter of a string function; keepMarkup says whether
+// Markup in gives Markup out.
+func strFilter(f func(string) string, keepMarkup bool) filterFunc {
+	return func(r *renderer, line int, v value, _ []value) (value, error) {
+		s, isM, err := r.softStr(v, line)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.charge(caseGrowth(s), line); err != nil {
+			return nil, err
+		}
+		out := f(s)
+		if isM && keepMarkup {
+			return markup(out), nil
+		}
+		return out, nil
+	}
+}
+
+func filterAbs(_ *renderer, _ int, v value, _ []value) (value, error) {
+	i, f, isF, ok := number(v)
+	if !ok {
+		return nil, fmt.Errorf("bad operand type for abs(): %s", reprQuick(typeName(v)))
+	}
+	if isF {
+		return math.Abs(f), nil
+	}
+	if i == math.MinInt64 {
+		return nil, errIntOverflow
+	}
+	if i < 0 {
+		i = -i
+	}
+	return i, nil
+}
+
+func filterAttr(r *renderer, _ int, v value, a []value) (value, error) {
+	name, ok := a[0].(string)
+	if !ok {
+		return nil, errors.New("attribute name must be string")
+	}
+	// attr never falls back to items: a dict's keys are not attributes.
+	has := hasMethod(v, name) || unsafeAttrs["dict"][name] && isDict(v) || unsafeAttrs["list"][name] && isList(v)
+	switch x := v.(type) {
+	case *namespace:
+		_, has = x.attrs.getStr(name)
+	case *loopCtx:
+		_, isU := x.attr(name).(*undefined)
+		has = !isU || name == "previtem" || name == "nextitem"
+	case *macro:
+		has = name == "name"
+	}
+	if !has {
+		return undefinedAttr(v, name), nil
+	}
+	return r.getattr(v, name)
+}
+
+func isDict(v value) bool { _, ok := v.(*dict); return ok }
+
+func isList(v value) bool { l, ok := v.(*list); return ok && !l.tuple }
+
+func intArg(v value, what string) (int, error) {
+	i, _, isF, ok := number(v)
+	if !ok || isF {
+		return 0, fmt.Errorf("%s must be an integer, not %s", what, typeName(v))
+	}
+	if i > MaxOutputBytes {
+		return 0, limitError(0, "%s %d is beyond the limit of %d", what, i, MaxOutputBytes)
+	}
+	if i < -MaxOutputBytes {
+		i = -MaxOutputBytes
+	}
+	return int(i), nil
+}
+
+func filterCenter(r *renderer, line int, v value, a []value) (value, error) {
+	s, isM, err := r.softStr(v, line)
+	if err != nil {
+		return nil, err
+	}
+	width, err := intArg(a[0], "width")
+	if err != nil {
+		return nil, err
+	}
+	if err := r.charge(len(s)+padLen(s, width), line); err != nil {
+		return nil, err
+	}
+	out := pyCenter(s, width, ' ')
+	if isM {
+		return markup(out), nil
+	}
+	return out, nil
+}
+
+func filterDefault(_ *renderer, _ int, v value, a []value) (value, error) {
+	if _, u := v.(*undefined); u || (truthy(a[1]) && !truthy(v)) {
+		return a[0], nil
+	}
+	return v, nil
+}
+
+func filterEscape(r *renderer, line int, v value, _ []value) (value, error) {
+	if m, ok := v.(markup); ok {
+		return m, nil
+	}
+	s, err := r.str(v, line)
+	if err != nil {
+		return nil, err
+	}
+	out := htmlEscape(s)
+	return markup(out), r.charge(len(out), line)
+}
+
+func filterForceEscape(r *renderer, line int, v value, _ []value) (value, error) {
+	s, _, err := r.softStr(v, line)
+	if err != nil {
+		return nil, err
+	}
+	out := htmlEscape(s)
+	return markup(out), r.charge(len(out), line)
+}
+
+func filterFloat(_ *renderer, _ int, v value, a []value) (value, error) {
+	if f, ok := pyFloatOf(v); ok {
+		return f, nil
+	}
+	return a[0], nil
+}
+
+// pyFloatOf is Python's float(v), false where that raises.
+func pyFloatOf(v value) (float64, bool) {
+	if i, f, isF, ok := number(v); ok {
+		if isF {
+			return f, true
+		}
+		return float64(i), true
+	}
+	s, ok := asString(v)
+	if !ok {
+		return 0, false
+	}
+	s = pyStrip(s, nil, true, true)
+	low := strings.ToLower(strings.TrimLeft(s, "+-"))
+	switch low {
+	case "inf", "infinity", "nan":
+	default:
+		if !validUnderscores(s) || strings.ContainsAny(low, "xp") {
+			return 0, false // Python's float() reads no hex
+		}
+	}
+	f, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, false
+	}
+	return f, true
+}
+
+// validUnderscores checks Python's rule for _ in numbers: only single
+// underscores between digits.
+func validUnderscores(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '_' {
+			continue
+		}
+		if i == 0 || i == len(s)-1 || !isDigitByte(s[i-1]) || !isDigitByte(s[i+1]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isDigitByte(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func filterFormat(r *renderer, line int, v value, a []value) (value, error) {
+	s, isM, err := r.softStr(v, line)
+	if err != nil {
+		return nil, err
+	}
+	kw := a[1].(kwMarker).kw
+	args := a[0]
+	if len(kw) > 0 {
+		if len(a[0].(*list).items) > 0 {
+			return nil, errors.New("can't handle positional and keyword arguments at the same time")
+		}
+		d := newDict()
+		for _, k := range kw {
+			if err := d.set(k.name, k.val); err != nil {
+				return nil, err
+			}
+		}
+		args = d
+	}
+	out, err := r.printf(s, args, isM, line)
+	if err != nil {
+		return nil, err
+	}
+	if isM {
+		return markup(out), nil
+	}
+	return out, nil
+}
+
+// filterIndent indents every line after the first by width spaces (or the
+// string width), blank lines too with blank, the first too with first.
+func filterIndent(r *renderer, line int, v value, a []value) (value, error) {
+	s, isM, err := r.softStr(v, line)
+	if err != nil {
+		return nil, err
+	}
+	var ind string
+	if w, ok := asString(a[0]); ok {
+		ind = w
+	} else {
+		width, err := intArg(a[0], "width")
+		if err != nil {
+			return nil, err
+		}
+		if err := r.charge(max(width, 0), line); err != nil {
+			return nil, err
+		}
+		ind = strings.Repeat(" ", max(width, 0))
+	}
+	lines := pySplitLines(s+"\n", false)
+	size := len(s) + len(ind)*(len(lines)+1)
+	if err := r.charge(size, line); err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	for i, l := range lines {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if (i > 0 || truthy(a[1])) && (l != "" || truthy(a[2])) {
+			b.WriteString(ind)
+		}
+		b.WriteString(l)
+	}
+	if len(lines) == 0 && truthy(a[1]) {
+		b.WriteString(ind)
+	}
+	if isM {
+		return markup(b.String()), nil
+	}
+	return b.String(), nil
+}
+
+func filterInt(_ *renderer, _ int, v value, a []value) (value, error) {
+	if s, ok := asString(v); ok {
+		base, _, _, _ := number(a[1])
+		if n, ok := pyIntOf(s, int(base)); ok {
+			return n, nil
+		}
+		if f, ok := pyFloatOf(s); ok && !math.IsInf(f, 0) && !math.IsNaN(f) && math.Abs(f) < 1<<63 {
+			return int64(f), nil
+		}
+		return a[0], nil
+	}
+	if i, f, isF, ok := number(v); ok {
+		if !isF {
+			return i, nil
+		}
+		if math.IsInf(f, 0) || math.IsNaN(f) || math.Abs(f) >= 1<<63 {
+			return a[0], nil
+		}
+		return int64(f), nil
+	}
+	return a[0], nil
+}
+
+// pyIntOf is Python's int(s, base) for the bases templates use.
+func pyIntOf(s string, base int) (int64, bool) {
+	s = pyStrip(s, nil, true, true)
+	if !validUnderscores(strings.TrimLeft(s, "+-")) {
+		return 0, false
+	}
+	t := strings.ReplaceAll(s, "_", "")
+	if base == 0 || base == 16 || base == 8 || base == 2 {
+		n, err := strconv.ParseInt(t, base, 64)
+		return n, err == nil
+	}
+	if base < 2 || base > 36 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(t, base, 64)
+	return n, err == nil
+}
+
+func filterItems(r *renderer, line int, v value, _ []value) (value, error) {
+	switch x := v.(type) {
+	case *undefined:
+		return &generator{name: "do_items"}, nil
+	case *dict:
+		items, err := r.iterate(&dictView{d: x, kind: "items"}, line)
+		if err != nil {
+			return nil, err
+		}
+		return &generator{items: items, name: "do_items"}, nil
+	}
+	return nil, errors.New("Can only get item pairs from a mapping.")
+}
+
+func filterSafe(r *renderer, line int, v value, _ []value) (value, error) {
+	if m, ok := v.(markup); ok {
+		return m, nil
+	}
+	s, err := r.str(v, line)
+	return markup(s), err
+}
+
+func filterString(r *renderer, line int, v value, _ []value) (value, error) {
+	switch v.(type) {
+	case string, markup:
+		return v, nil
+	}
+	return r.str(v, line)
+}
+
+func filterReplace(r *renderer, line int, v value, a []value) (value, error) {
+	s, err := r.str(v, line)
+	if err != nil {
+		return nil, err
+	}
+	old, err := r.str(a[0], line)
+	if err != nil {
+		return nil, err
+	}
+	new, err := r.str(a[1], line)
+	if err != nil {
+		return nil, err
+	}
+	count := -1
+	if _, isNone := a[2].(noneType); !isNone {
+		n, _, isF, ok := number(a[2])
+		if !ok || isF {
+			return nil, fmt.Errorf("'%s' object cannot be interpreted as an integer", typeName(a[2]))
+		}
+		count = int(max(min(n, math.MaxInt32), -1))
+	}
+	if err := r.work(len(s), line); err != nil {
+		return nil, err
+	}
+	if err := r.charge(replacedLen(s, old, new, count), line); err != nil {
+		return nil, err
+	}
+	return pyReplace(s, old, new, count), nil
+}
+
+func filterRound(_ *renderer, _ int, v value, a []value) (value, error) {
+	method, _ := a[1].(string)
+	if method != "common" && method != "ceil" && method != "floor" {
+		return nil, errors.New("method must be common, ceil or floor")
+	}
+	prec, _, isF, ok := number(a[0])
+	if !ok || isF {
+		return nil, fmt.Errorf("'%s' object cannot be interpreted as an integer", typeName(a[0]))
+	}
+	i, f, vF, ok := number(v)
+	if !ok {
+		return nil, fmt.Errorf("type %s doesn't define __round__ method", typeName(v))
+	}
+	if method == "common" {
+		if !vF {
+			if prec >= 0 {
+				return i, nil
+			}
+			return roundIntNeg(i, prec)
+		}
+		return pyRound(f, int(prec)), nil
+	}
+	if !vF {
+		f = float64(i)
+	}
+	scale := math.Pow(10, float64(prec))
+	if method == "ceil" {
+		return math.Ceil(f*scale) / scale, nil
+	}
+	return math.Floor(f*scale) / scale, nil
+}
+
+// pyRound is Python's round(f, ndigits): the float nearest the exactly
+// rounded decimal, ties to even.
+func pyRound(f float64, ndigits int) float64 {
+	if math.IsInf(f, 0) || math.IsNaN(f) || ndigits > 320 {
+		return f
+	}
+	if ndigits >= 0 {
+		s := strconv.FormatFloat(f, 'f', ndigits, 64)
+		out, _ := strconv.ParseFloat(s, 64)
+		return out
+	}
+	scale := math.Pow(10, float64(-ndigits))
+	q := f / scale
+	rq := math.RoundToEven(q)
+	return rq * scale
+}
+
+func roundIntNeg(i, prec int64) (value, error) {
+	if prec < -18 {
+		return int64(0), nil
+	}
+	p := int64(math.Pow10(int(-prec)))
+	q, m := i/p, i%p
+	if m < 0 {
+		q, m = q-1, m+p
+	}
+	if 2*m > p || (2*m == p && q%2 != 0) {
+		q++
+	}
+	return mulInt(q, p)
+}
+
+func filterTrim(r *renderer, line int, v value, a []value) (value, error) {
+	s, isM, err := r.softStr(v, line)
+	if err != nil {
+		return nil, err
+	}
+	var chars *string
+	switch c := a[0].(type) {
+	case noneType:
+	case string, markup:
+		cs, _ := asString(c)
+		if isM {
+			cs = htmlEscape(cs)
+		}
+		chars = &cs
+	default:
+		return nil, fmt.Errorf("strip arg must be None or str")
+	}
+	if err := r.work(len(s), line); err != nil {
+		return nil, err
+	}
+	out := pyStrip(s, chars, true, true)
+	if isM {
+		return markup(out), nil
+	}
+	return out, nil
+}
+
+func filterWordcount(r *renderer, line int, v value, _ []value) (value, error) {
+	s, _, err := r.softStr(v, line)
+	if err != nil {
+		return nil, err
+	}
+	n, in := int64(0), false
+	for _, c := range s {
+		w := c == '_' || isPyAlnum(c)
+		if w && !in {
+			n++
+		}
+		in = w
+	}
+	return n, nil
+}
+
+// filterToJSON is transformers' tojson: json.dumps(x, ensure_ascii=False,
+// indent=indent, separators=separators, sort_keys=sort_keys).
+func filterToJSON(r *renderer, line int, v value, a []value) (value, error) {
+	o := jsonOptions{ensureASCII: truthy(a[0]), sortKeys: truthy(a[3]), itemSep: ", ", keySep: ": "}
+	switch ind := a[1].(type) {
+	case noneType:
+	case string:
+		o.indent = &ind
+	case markup:
+		s := string(ind)
+		o.indent = &s
+	case int64, bool:
+		n, err := intArg(ind, "tojson's indent")
+		if err != nil {
+			return nil, err
+		}
+		s := strings.Repeat(" ", max(n, 0))
+		o.indent = &s
+	default:
+		return nil, fmt.Errorf("can't multiply sequence by non-int of type '%s'", typeName(ind))
+	}
+	if o.indent != nil {
+		o.itemSep = ","
+	}
+	if _, isNone := a[2].(noneType); !isNone {
+		l, ok := a[2].(*list)
+		if !ok || len(l.items) != 2 {
+			return nil, errors.New("tojson: separators must be a pair of strings")
+		}
+		is, ok1 := asString(l.items[0])
+		ks, ok2 := asString(l.items[1])
+		if !ok1 || !ok2 {
+			return nil, errors.New("tojson: separators must be a pair of strings")
+		}
+		o.itemSep, o.keySep = is, ks
+	}
+	w := newTextWriter()
+	if err := dumpJSON(w, v, &o, 0); err != nil {
+		return nil, err
+	}
+	if err := w.err(); err != nil {
+		return nil, err
+	}
+	return string(w.b), r.charge(len(w.b), line)
+}
