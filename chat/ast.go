@@ -79,7 +79,7 @@ type (
 		rest  []expr
 	}
 	condExpr struct {
-		line             int
+		line              int
 		test, then, else_ expr // else_ nil when left out
 	}
 )
@@ -175,6 +175,7 @@ type (
 	// scopeNode is {% block %} or {% generation %}: its body, rendered in
 	// place.
 	scopeNode    struct{ body []node }
+	nodeList     []node // several statements from one tag ({% print a, b %})
 	breakNode    struct{ line int }
 	continueNode struct{ line int }
 )

@@ -251,6 +251,8 @@ func (r *renderer) execNode(n node, s *scope) error {
 		return r.exec(x.body, inner)
 	case *scopeNode:
 		return r.exec(x.body, newScope(s))
+	case nodeList:
+		return r.exec(x, s)
 	case *breakNode:
 		return errBreak
 	case *continueNode:

@@ -404,13 +404,12 @@ func filterIndent(r *renderer, line int, v value, a []value) (value, error) {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		if (i > 0 || truthy(a[1])) && (l != "" || truthy(a[2])) {
+		// The first line is indented only with first (blank or not), the
+		// others unless blank, or with blank.
+		if i == 0 && truthy(a[1]) || i > 0 && (l != "" || truthy(a[2])) {
 			b.WriteString(ind)
 		}
 		b.WriteString(l)
-	}
-	if len(lines) == 0 && truthy(a[1]) {
-		b.WriteString(ind)
 	}
 	if isM {
 		return markup(b.String()), nil
@@ -441,22 +440,41 @@ func filterInt(_ *renderer, _ int, v value, a []value) (value, error) {
 	return a[0], nil
 }
 
-// pyIntOf is Python's int(s, base) for the bases templates use.
+// pyIntOf is Python's int(s, base): surrounding whitespace, a sign, the
+// base's prefix (0x, 0o, 0b; any of them for base 0), and single
+// underscores between digits; base 0 also refuses leading zeros.
 func pyIntOf(s string, base int) (int64, bool) {
 	s = pyStrip(s, nil, true, true)
-	if !validUnderscores(strings.TrimLeft(s, "+-")) {
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg, s = s[0] == '-', s[1:]
+	}
+	if len(s) >= 2 && s[0] == '0' {
+		prefixBase := map[byte]int{'x': 16, 'X': 16, 'o': 8, 'O': 8, 'b': 2, 'B': 2}[s[1]]
+		if prefixBase != 0 && (base == 0 || base == prefixBase) {
+			base, s = prefixBase, s[2:]
+			if strings.HasPrefix(s, "_") {
+				s = s[1:]
+			}
+		}
+	}
+	if base == 0 {
+		base = 10
+		if len(s) > 1 && s[0] == '0' && strings.Trim(s, "0_") != "" {
+			return 0, false
+		}
+	}
+	if base < 2 || base > 36 || s == "" || !validUnderscores(s) || strings.ContainsAny(s, "+-") {
 		return 0, false
 	}
-	t := strings.ReplaceAll(s, "_", "")
-	if base == 0 || base == 16 || base == 8 || base == 2 {
-		n, err := strconv.ParseInt(t, base, 64)
-		return n, err == nil
-	}
-	if base < 2 || base > 36 {
+	n, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), base, 64)
+	if err != nil {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(t, base, 64)
-	return n, err == nil
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 func filterItems(r *renderer, line int, v value, _ []value) (value, error) {

@@ -266,17 +266,14 @@ func (p *parser) parseStatement() node {
 		return &scopeNode{body: p.parseBodyDrop("endgeneration")}
 	case "print":
 		p.next()
-		var items []expr
+		var items nodeList
 		for p.cur().kind != tBlockEnd {
 			if len(items) > 0 {
 				p.expect(tOp, ",")
 			}
-			items = append(items, p.parseExpression(true))
+			items = append(items, &outputNode{line: t.line, x: p.parseExpression(true)})
 		}
-		if len(items) == 1 {
-			return &outputNode{line: t.line, x: items[0]}
-		}
-		return &outputNode{line: t.line, x: &listExpr{line: t.line, items: items, tuple: true}}
+		return items
 	case "break", "continue":
 		if p.loops == 0 {
 			p.fail("'%s' outside of a loop", t.s)

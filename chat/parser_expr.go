@@ -525,6 +525,8 @@ func walkNodes(body []node, fn func(expr) bool) {
 			walkNodes(x.body, fn)
 		case *scopeNode:
 			walkNodes(x.body, fn)
+		case nodeList:
+			walkNodes(x, fn)
 		}
 	}
 }
@@ -635,6 +637,8 @@ func checkNames(body []node, soft bool) {
 			checkNames(x.body, false)
 		case *scopeNode:
 			checkNames(x.body, soft)
+		case nodeList:
+			checkNames(x, soft)
 		}
 	}
 }
