@@ -131,6 +131,9 @@ type (
 		body      []node
 		else_     []node
 		recursive bool
+		// keepsScope: the body defines a macro or call block, which keeps
+		// the iteration's scope after it ends.
+		keepsScope bool
 	}
 	ifNode struct {
 		line   int

@@ -35,20 +35,73 @@ var (
 	errContinue = errors.New("continue")
 )
 
+// scope holds the variables of one frame: the template's top level, a loop
+// iteration, a macro call. Most hold a handful, kept in a small slice;
+// big ones (the render's variables) in a map.
 type scope struct {
-	vars   map[string]value
+	names  []string
+	vals   []value
+	m      map[string]value
 	parent *scope
+	inline [4]string
+	ivals  [4]value
 }
 
-func newScope(parent *scope) *scope { return &scope{vars: map[string]value{}, parent: parent} }
+func newScope(parent *scope) *scope {
+	s := &scope{parent: parent}
+	s.names, s.vals = s.inline[:0], s.ivals[:0]
+	return s
+}
+
+func mapScope(vars map[string]value, parent *scope) *scope {
+	return &scope{m: vars, parent: parent}
+}
 
 func (s *scope) lookup(name string) (value, bool) {
 	for ; s != nil; s = s.parent {
-		if v, ok := s.vars[name]; ok {
-			return v, true
+		if s.m != nil {
+			if v, ok := s.m[name]; ok {
+				return v, true
+			}
+			continue
+		}
+		for i, n := range s.names {
+			if n == name {
+				return s.vals[i], true
+			}
 		}
 	}
 	return nil, false
+}
+
+// reset empties a scope for reuse.
+func (s *scope) reset() {
+	clear(s.vals)
+	s.names, s.vals, s.m = s.inline[:0], s.ivals[:0], nil
+}
+
+func (s *scope) set(name string, v value) {
+	if s.m != nil {
+		s.m[name] = v
+		return
+	}
+	for i, n := range s.names {
+		if n == name {
+			s.vals[i] = v
+			return
+		}
+	}
+	if len(s.names) == 16 {
+		s.m = make(map[string]value, 32)
+		for i, n := range s.names {
+			s.m[n] = s.vals[i]
+		}
+		s.m[name] = v
+		s.names, s.vals = nil, nil
+		return
+	}
+	s.names = append(s.names, name)
+	s.vals = append(s.vals, v)
 }
 
 // step counts one unit of work and, every checkEvery units, checks the
@@ -210,7 +263,7 @@ func (r *renderer) execNode(n node, s *scope) error {
 		}
 		return wrap(r.assign(x.target, v, s), x.line)
 	case *macroNode:
-		s.vars[x.name] = &macro{name: x.name, sig: &x.sig, body: x.body, scope: s}
+		s.set(x.name, &macro{name: x.name, sig: &x.sig, body: x.body, scope: s})
 		return nil
 	case *callBlockNode:
 		caller := &macro{name: "caller", sig: &x.sig, body: x.body, scope: s}
@@ -281,7 +334,7 @@ func (r *renderer) str(v value, line int) (string, error) {
 func (r *renderer) assign(target expr, v value, s *scope) error {
 	switch t := target.(type) {
 	case *nameExpr:
-		s.vars[t.name] = v
+		s.set(t.name, v)
 		return nil
 	case *nsRefExpr:
 		nv, _ := s.lookup(t.name)
@@ -313,7 +366,7 @@ func (r *renderer) assign(target expr, v value, s *scope) error {
 
 // loopCtx is Jinja's loop variable.
 type loopCtx struct {
-	items   []value
+	seq     loopSeq
 	index   int
 	depth0  int
 	node    *forNode
@@ -322,12 +375,33 @@ type loopCtx struct {
 	hasLast bool
 }
 
+// loopSeq is what a loop goes over: a list of items, or a range, whose
+// items are made as the loop reaches them.
+type loopSeq struct {
+	items []value
+	rng   *rangeV
+	n     int
+}
+
+func (q *loopSeq) at(i int) value {
+	if q.rng != nil {
+		return q.rng.at(int64(i))
+	}
+	return q.items[i]
+}
+
 // runLoop runs a for loop over v. A recursive loop's loop(x) calls it
 // again one level deeper, capturing its text.
 func (r *renderer) runLoop(x *forNode, s *scope, v value, depth0 int, capture bool) (string, error) {
-	items, err := r.iterate(v, x.line)
-	if err != nil {
-		return "", err
+	var seq loopSeq
+	if rng, ok := v.(rangeV); ok && x.cond == nil {
+		seq = loopSeq{rng: &rng, n: int(rng.len())}
+	} else {
+		items, err := r.iterate(v, x.line)
+		if err != nil {
+			return "", err
+		}
+		seq = loopSeq{items: items, n: len(items)}
 	}
 	var saved []byte
 	if capture {
@@ -335,8 +409,8 @@ func (r *renderer) runLoop(x *forNode, s *scope, v value, depth0 int, capture bo
 		defer func() { r.out = saved }()
 	}
 	if x.cond != nil {
-		kept := make([]value, 0, len(items))
-		for _, it := range items {
+		kept := make([]value, 0, len(seq.items))
+		for _, it := range seq.items {
 			if err := r.step(x.line); err != nil {
 				return "", err
 			}
@@ -352,25 +426,32 @@ func (r *renderer) runLoop(x *forNode, s *scope, v value, depth0 int, capture bo
 				kept = append(kept, it)
 			}
 		}
-		items = kept
+		seq = loopSeq{items: kept, n: len(kept)}
 	}
-	if len(items) == 0 {
+	if seq.n == 0 {
 		if err := r.exec(x.else_, s); err != nil {
 			return "", err
 		}
 		return r.captured(capture), nil
 	}
-	loop := &loopCtx{items: items, depth0: depth0, node: x, scope: s}
-	for i, it := range items {
+	loop := &loopCtx{seq: seq, depth0: depth0, node: x, scope: s}
+	var inner *scope
+	for i := range seq.n {
 		if err := r.step(x.line); err != nil {
 			return "", err
 		}
 		loop.index = i
-		inner := newScope(s)
-		if err := r.assign(x.target, it, inner); err != nil {
+		// Each iteration has fresh variables; the scope itself is reused
+		// unless the body defines a macro, which would keep it.
+		if inner == nil || x.keepsScope {
+			inner = newScope(s)
+		} else {
+			inner.reset()
+		}
+		if err := r.assign(x.target, seq.at(i), inner); err != nil {
 			return "", wrap(err, x.line)
 		}
-		inner.vars["loop"] = loop
+		inner.set("loop", loop)
 		err := r.exec(x.body, inner)
 		if err == errBreak {
 			break
@@ -414,7 +495,7 @@ func (r *renderer) callMacro(m *macro, pos []value, kw []kwarg, line int) (value
 	}
 	set := make([]bool, n)
 	for i := 0; i < n && i < len(pos); i++ {
-		s.vars[sg.params[i]] = pos[i]
+		s.set(sg.params[i], pos[i])
 		set[i] = true
 	}
 	extra := newDict()
@@ -425,7 +506,7 @@ func (r *renderer) callMacro(m *macro, pos []value, kw []kwarg, line int) (value
 		case i >= 0 && set[i]:
 			return nil, newError(line, "macro '%s' got multiple values for argument '%s'", m.name, k.name)
 		case i >= 0:
-			s.vars[k.name] = k.val
+			s.set(k.name, k.val)
 			set[i] = true
 		case k.name == "caller" && sg.usesCaller:
 			caller = k.val
@@ -447,9 +528,9 @@ func (r *renderer) callMacro(m *macro, pos []value, kw []kwarg, line int) (value
 			if err != nil {
 				return nil, err
 			}
-			s.vars[p] = v
+			s.set(p, v)
 		} else {
-			s.vars[p] = undefinedHint(fmt.Sprintf("parameter '%s' was not provided", p))
+			s.set(p, undefinedHint(fmt.Sprintf("parameter '%s' was not provided", p)))
 		}
 	}
 	if sg.usesVarargs {
@@ -461,13 +542,13 @@ func (r *renderer) callMacro(m *macro, pos []value, kw []kwarg, line int) (value
 		if err != nil {
 			return nil, err
 		}
-		s.vars["varargs"] = l
+		s.set("varargs", l)
 	}
 	if sg.usesKwargs {
-		s.vars["kwargs"] = extra
+		s.set("kwargs", extra)
 	}
 	if sg.usesCaller {
-		s.vars["caller"] = caller
+		s.set("caller", caller)
 	}
 	out, err := r.capture(m.body, s)
 	if err == errBreak || err == errContinue {

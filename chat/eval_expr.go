@@ -222,10 +222,13 @@ func (r *renderer) eq(a, b value, line int) (bool, error) {
 
 // compare is Python's < <= > >=, its work counted against the budget.
 func (r *renderer) compare(op string, a, b value, line int) (bool, error) {
-	if err := r.step(line); err != nil {
-		return false, err
+	budget := MaxSteps - r.steps
+	ok, err := pyCompare(op, a, b, &budget)
+	r.steps = MaxSteps - budget
+	if err != nil {
+		return false, wrap(err, line)
 	}
-	return pyCompare(op, a, b)
+	return ok, r.step(line)
 }
 
 // contains is Python's item in container.
@@ -733,7 +736,7 @@ func (r *renderer) evalFilterChain(f expr, input value, s *scope) (value, error)
 
 // loop attributes.
 func (l *loopCtx) attr(name string) value {
-	n := len(l.items)
+	n := l.seq.n
 	switch name {
 	case "index":
 		return int64(l.index + 1)
@@ -757,12 +760,12 @@ func (l *loopCtx) attr(name string) value {
 		if l.index == 0 {
 			return undefinedHint("there is no previous item")
 		}
-		return l.items[l.index-1]
+		return l.seq.at(l.index - 1)
 	case "nextitem":
 		if l.index+1 >= n {
 			return undefinedHint("there is no next item")
 		}
-		return l.items[l.index+1]
+		return l.seq.at(l.index + 1)
 	case "cycle", "changed":
 		return &boundMethod{recv: l, name: name}
 	}

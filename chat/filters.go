@@ -394,11 +394,19 @@ func filterIndent(r *renderer, line int, v value, a []value) (value, error) {
 		}
 		ind = strings.Repeat(" ", max(width, 0))
 	}
-	lines := pySplitLines(s+"\n", false)
-	size := len(s) + len(ind)*(len(lines)+1)
-	if err := r.charge(size, line); err != nil {
+	breaks := 1
+	for _, c := range s {
+		if isLineBreak(c) {
+			breaks++
+		}
+	}
+	if len(ind) > 0 && breaks > MaxOutputBytes/len(ind) {
+		return nil, limitError(line, "the template built a value of more than %d bytes", MaxOutputBytes)
+	}
+	if err := r.charge(2*len(s)+len(ind)*breaks+16*breaks, line); err != nil {
 		return nil, err
 	}
+	lines := pySplitLines(s+"\n", false)
 	var b strings.Builder
 	for i, l := range lines {
 		if i > 0 {

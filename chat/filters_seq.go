@@ -142,7 +142,7 @@ func length(v value) (int64, error) {
 	case *undefined:
 		return 0, nil
 	case *loopCtx:
-		return int64(len(x.items)), nil
+		return int64(x.seq.n), nil
 	case *namespace:
 		return 0, fmt.Errorf("object of type 'Namespace' has no len()")
 	}
@@ -336,7 +336,7 @@ func minMax(sign int) filterFunc {
 			if sign < 0 {
 				op = "<"
 			}
-			better, err := pyCompare(op, k, bestKey)
+			better, err := r.compare(op, k, bestKey, line)
 			if err != nil {
 				return nil, err
 			}
@@ -407,8 +407,7 @@ func (r *renderer) sortValues(items []value, key func(value) (value, error), rev
 		if reverse {
 			a, b = b, a
 		}
-		r.steps++
-		less, err := pyCompare("<", a, b)
+		less, err := r.compare("<", a, b, line)
 		if err != nil {
 			sortErr = err
 		}

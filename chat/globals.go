@@ -57,7 +57,7 @@ func globalRange(_ *renderer, line int, pos []value, kw []kwarg) (value, error) 
 		}
 		r = rangeV{n[0], n[1], n[2]}
 	}
-	if (r.stop-r.start)/max(r.step, 1) > MaxRange || (r.start-r.stop)/max(-r.step, 1) > MaxRange || r.len() > MaxRange {
+	if r.len() > MaxRange {
 		return nil, limitError(line, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).", MaxRange)
 	}
 	return r, nil

@@ -344,8 +344,9 @@ func dumpJSONObject(w *textWriter, d *dict, o *jsonOptions, level int) error {
 	}
 	if o.sortKeys {
 		var sortErr error
+		budget := MaxSteps
 		sort.SliceStable(pairs, func(i, j int) bool {
-			c, err := pyCmp(pairs[i].raw, pairs[j].raw, 0)
+			c, err := pyCmp(pairs[i].raw, pairs[j].raw, &budget)
 			if err != nil && sortErr == nil {
 				sortErr = fmt.Errorf("'<' not supported between instances of %s and %s", reprQuick(typeName(pairs[i].raw)), reprQuick(typeName(pairs[j].raw)))
 			}

@@ -35,7 +35,7 @@ func init() {
 			if err := undefinedOperand(v, a[0]); err != nil {
 				return false, err
 			}
-			return pyCompare(op, v, a[0])
+			return r.compare(op, v, a[0], line)
 		}
 	}
 	tests = map[string]testFunc{

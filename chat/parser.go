@@ -314,7 +314,7 @@ func (p *parser) parseFor() node {
 	if p.next().s == "else" {
 		else_ = p.parseBodyDrop("endfor")
 	}
-	return &forNode{line: line, target: target, iter: iter, cond: cond, body: body, else_: else_, recursive: recursive}
+	return &forNode{line: line, target: target, iter: iter, cond: cond, body: body, else_: else_, recursive: recursive, keepsScope: definesMacros(body)}
 }
 
 func (p *parser) parseIf() node {
@@ -462,6 +462,51 @@ func exprKind(e expr) string {
 		return "'dict'"
 	}
 	return "this expression"
+}
+
+// definesMacros reports whether body defines a macro or a call block
+// anywhere inside it.
+func definesMacros(body []node) bool {
+	for _, n := range body {
+		switch x := n.(type) {
+		case *macroNode, *callBlockNode:
+			return true
+		case *forNode:
+			if definesMacros(x.body) || definesMacros(x.else_) {
+				return true
+			}
+		case *ifNode:
+			for _, b := range x.bodies {
+				if definesMacros(b) {
+					return true
+				}
+			}
+			if definesMacros(x.else_) {
+				return true
+			}
+		case *setBlockNode:
+			if definesMacros(x.body) {
+				return true
+			}
+		case *filterBlockNode:
+			if definesMacros(x.body) {
+				return true
+			}
+		case *withNode:
+			if definesMacros(x.body) {
+				return true
+			}
+		case *scopeNode:
+			if definesMacros(x.body) {
+				return true
+			}
+		case nodeList:
+			if definesMacros(x) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // scan records which of caller, varargs and kwargs a macro body reads.

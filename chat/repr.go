@@ -180,7 +180,7 @@ func writeRepr(w *textWriter, v value, depth int, seen map[*namespace]bool) erro
 	case *macro:
 		w.str("<Macro " + pyStrRepr(x.name) + ">")
 	case *loopCtx:
-		fmt.Fprintf(w, "<LoopContext %d/%d>", x.index+1, len(x.items))
+		fmt.Fprintf(w, "<LoopContext %d/%d>", x.index+1, x.seq.n)
 	case *builtin:
 		w.str("<function " + x.name + ">")
 	case *boundMethod:

@@ -135,8 +135,8 @@ func (t *Template) RenderContext(ctx context.Context, in Input) (out string, err
 		limit = DefaultTimeout
 	}
 	r := &renderer{ctx: ctx, deadline: time.Now().Add(limit), timeout: limit}
-	base := &scope{vars: globals}
-	ctxScope := &scope{vars: vars, parent: base}
+	base := mapScope(globals, nil)
+	ctxScope := mapScope(vars, base)
 	if err := r.exec(t.body, newScope(ctxScope)); err != nil {
 		if err == errBreak || err == errContinue {
 			return string(r.out), nil

@@ -192,6 +192,10 @@ func (d *dict) getStr(k string) (value, bool) {
 func (d *dict) len() int { return len(d.keys) }
 
 type tupleKey string
+
+// maxTupleKeyBytes caps the key a tuple makes, so that a tuple of shared
+// tuples cannot make an exponential one.
+const maxTupleKeyBytes = 1 << 16
 type undefinedKey struct{}
 
 // hashKey maps a dict key to a Go map key under Python's equality: 1, 1.0
@@ -234,7 +238,10 @@ func hashKey(k value) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			fmt.Fprintf(&b, "%T:%v,", hk, hk)
+			fmt.Fprintf(&b, "%T:%q,", hk, fmt.Sprint(hk))
+			if b.Len() > maxTupleKeyBytes {
+				return nil, limitError(0, "a tuple too large to be a dict key")
+			}
 		}
 		return tupleKey(b.String()), nil
 	case *dict:
@@ -331,14 +338,17 @@ func truthy(v value) bool {
 	return true
 }
 
+// len is len(range), computed without overflow (past MaxInt64 it says
+// MaxInt64).
 func (r rangeV) len() int64 {
+	var n uint64
 	switch {
 	case r.step > 0 && r.start < r.stop:
-		return (r.stop - r.start + r.step - 1) / r.step
+		n = (uint64(r.stop)-uint64(r.start)-1)/uint64(r.step) + 1
 	case r.step < 0 && r.start > r.stop:
-		return (r.start - r.stop - r.step - 1) / -r.step
+		n = (uint64(r.start)-uint64(r.stop)-1)/(uint64(-(r.step+1))+1) + 1
 	}
-	return 0
+	return int64(min(n, math.MaxInt64))
 }
 
 func (r rangeV) at(i int64) int64 { return r.start + i*r.step }
@@ -507,9 +517,10 @@ func asString(v value) (string, bool) {
 }
 
 // pyCompare is Python's <, <=, > and >= (op one of those), which raise
-// TypeError between unordered types.
-func pyCompare(op string, a, b value) (bool, error) {
-	c, err := pyCmp(a, b, 0)
+// TypeError between unordered types. Every pair of values it looks at
+// counts against budget; past it, the comparison fails with ErrLimit.
+func pyCompare(op string, a, b value, budget *int) (bool, error) {
+	c, err := pyCmp(a, b, budget)
 	if err != nil {
 		if errors.Is(err, errUnordered) {
 			return false, fmt.Errorf("'%s' not supported between instances of %s and %s", op, reprQuick(typeName(a)), reprQuick(typeName(b)))
@@ -531,9 +542,10 @@ var errUnordered = errors.New("unordered")
 
 // pyCmp orders a and b as Python does: numbers, strings by code point, and
 // lists or tuples item by item. NaN compares as neither less nor greater.
-func pyCmp(a, b value, depth int) (int, error) {
-	if depth > MaxValueDepth {
-		return 0, limitError(0, "values nested too deeply to compare")
+func pyCmp(a, b value, budget *int) (int, error) {
+	*budget--
+	if *budget < 0 {
+		return 0, limitError(0, "the template ran more than %d steps", MaxSteps)
 	}
 	if ai, af, aF, ok := number(a); ok {
 		bi, bf, bF, ok := number(b)
@@ -562,6 +574,7 @@ func pyCmp(a, b value, depth int) (int, error) {
 		if !ok {
 			return 0, errUnordered
 		}
+		*budget -= len(as) / 64
 		return strings.Compare(as, bs), nil // UTF-8 byte order is code point order
 	}
 	x, ok1 := a.(*list)
@@ -570,10 +583,13 @@ func pyCmp(a, b value, depth int) (int, error) {
 		return 0, errUnordered
 	}
 	for i := 0; i < len(x.items) && i < len(y.items); i++ {
-		if pyEq(x.items[i], y.items[i]) {
+		if eqBudget(x.items[i], y.items[i], budget) {
 			continue
 		}
-		return pyCmp(x.items[i], y.items[i], depth+1)
+		if *budget < 0 {
+			return 0, limitError(0, "the template ran more than %d steps", MaxSteps)
+		}
+		return pyCmp(x.items[i], y.items[i], budget)
 	}
 	return cmpOrdered(len(x.items), len(y.items)), nil
 }
