@@ -127,7 +127,7 @@ func TestHostileCatalogue(t *testing.T) {
 				bound = 3 * MaxAllocBytes
 			}
 			if c.parseErr || c.msgs != "" {
-				bound += uint64(len(c.src) + len(c.msgs)) * 40
+				bound += uint64(len(c.src)+len(c.msgs)) * 40
 			}
 			assert.Less(t, allocated, bound, "allocated %d MiB", allocated>>20)
 			assert.Equal(t, goroutines, runtime.NumGoroutine(), "no goroutine outlives Render")

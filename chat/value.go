@@ -196,6 +196,7 @@ type tupleKey string
 // maxTupleKeyBytes caps the key a tuple makes, so that a tuple of shared
 // tuples cannot make an exponential one.
 const maxTupleKeyBytes = 1 << 16
+
 type undefinedKey struct{}
 
 // hashKey maps a dict key to a Go map key under Python's equality: 1, 1.0
