@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/qwenref/qwenref/tokenizer"
 )
 
 type jinjaCase struct {
@@ -105,4 +107,110 @@ func TestJinjaMatchesPython(t *testing.T) {
 			}
 		})
 	}
+}
+
+type templateCase struct {
+	Name     string                     `json:"name"`
+	Kwargs   map[string]json.RawMessage `json:"kwargs"`
+	Tools    json.RawMessage            `json:"tools"`
+	Messages json.RawMessage            `json:"messages"`
+}
+
+type templateResult struct {
+	Template string  `json:"template"`
+	Name     string  `json:"name"`
+	Text     *string `json:"text"`
+	Error    string  `json:"error"`
+	IDs      []int   `json:"ids"`
+}
+
+func loadTemplateCases(t *testing.T) (templates map[string]*Template, cases map[string]templateCase) {
+	data, err := os.ReadFile("../testdata/chat/template_cases.json")
+	require.NoError(t, err)
+	var spec struct {
+		Templates []string
+		Cases     []templateCase
+	}
+	require.NoError(t, json.Unmarshal(data, &spec))
+	templates = map[string]*Template{}
+	for _, name := range spec.Templates {
+		tpl, err := LoadFile("../testdata/chat/" + name)
+		require.NoError(t, err)
+		templates[name] = tpl
+	}
+	cases = map[string]templateCase{}
+	for _, c := range spec.Cases {
+		cases[c.Name] = c
+	}
+	return templates, cases
+}
+
+func renderTemplateCase(tpl *Template, c templateCase) (string, error) {
+	in := Input{Messages: c.Messages, Tools: c.Tools, Vars: map[string]any{}}
+	for k, v := range c.Kwargs {
+		if k == "add_generation_prompt" {
+			in.AddGenerationPrompt = string(v) == "true"
+			continue
+		}
+		in.Vars[k] = v
+	}
+	return tpl.Render(in)
+}
+
+// checkTemplateResults renders every conversation with each style template
+// and compares with the recorded results (text, or the template's error).
+func checkTemplateResults(t *testing.T, path, regenerate string, encode func(string) ([]int, error)) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skipf("%s not generated yet (%s)", path, regenerate)
+	}
+	require.NoError(t, err)
+	var want struct{ Cases []templateResult }
+	require.NoError(t, json.Unmarshal(data, &want))
+	templates, cases := loadTemplateCases(t)
+	require.Len(t, want.Cases, len(templates)*len(cases), "%s is stale: %s", path, regenerate)
+	for _, w := range want.Cases {
+		t.Run(w.Template+"/"+w.Name, func(t *testing.T) {
+			tpl, c := templates[w.Template], cases[w.Name]
+			require.NotNil(t, tpl)
+			require.NotEmpty(t, c.Name)
+			out, err := renderTemplateCase(tpl, c)
+			if w.Text != nil {
+				require.NoError(t, err)
+				assert.Equal(t, *w.Text, out)
+				if encode != nil {
+					ids, err := encode(out)
+					require.NoError(t, err)
+					assert.Equal(t, w.IDs, ids, "the prompt's tokens")
+				}
+				return
+			}
+			require.Error(t, err, "Python: %s", w.Error)
+			assert.NotContains(t, err.Error(), "\n")
+			if msg, ok := strings.CutPrefix(w.Error, "TemplateError: "); ok {
+				var te *Error
+				require.ErrorAs(t, err, &te)
+				assert.True(t, te.Raised)
+				assert.Equal(t, oneLine(msg), te.Msg)
+				assert.Positive(t, te.Line)
+			}
+		})
+	}
+}
+
+// The Qwen3.5/3.6-style templates render every test conversation as
+// Python's jinja2 does in transformers' environment.
+func TestStyleTemplatesMatchJinja(t *testing.T) {
+	checkTemplateResults(t, "../testdata/chat/template_expected.json", "python3 testdata/gen/gen_chat_jinja.py testdata/chat", nil)
+}
+
+// … and as transformers' apply_chat_template does, to the prompt's tokens.
+func TestStyleTemplatesMatchTransformers(t *testing.T) {
+	const path = "../testdata/chat/expected_templates.json"
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		t.Skipf("%s not generated yet (python3 testdata/gen/gen_chat_template.py testdata/chat, with transformers)", path)
+	}
+	tok, err := tokenizer.Load("../testdata/tokenizer/qwen3-tokenizer.json.gz")
+	require.NoError(t, err)
+	checkTemplateResults(t, path, "python3 testdata/gen/gen_chat_template.py testdata/chat, with transformers", tok.Encode)
 }

@@ -5,11 +5,17 @@ Run from the repository root with Python 3.11 and jinja2 3.1 (transformers
 itself is not needed; the environment is built as transformers builds it,
 see chat_jinja_env.py):
 
-    python3 testdata/gen/gen_chat_jinja.py testdata/chat/jinja_expected.json
+    python3 testdata/gen/gen_chat_jinja.py testdata/chat
 
-Every case is a small template and its variables; the script records what
-jinja2 renders, or where it fails (parse or render) and its message. Package
-chat's tests render each case with qwenref's engine and compare. Any
+It writes two files into the directory given:
+
+- jinja_expected.json: the micro-templates below (CASES), each a small
+  template and its variables, with what jinja2 renders, or where it fails
+  (parse or render) and its message;
+- template_expected.json: every conversation of testdata/chat/template_cases.json
+  rendered with each Qwen3.5/3.6-style test template it names.
+
+Package chat's tests render the same with qwenref's engine and compare. Any
 unexpected failure of the script itself exits non-zero.
 """
 import json
@@ -289,9 +295,34 @@ CASES = [
 ]
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def render_templates(env):
+    with open(os.path.join(ROOT, "testdata", "chat", "template_cases.json"), encoding="utf-8") as f:
+        spec = json.load(f)
+    out = []
+    for template in spec["templates"]:
+        with open(os.path.join(ROOT, "testdata", "chat", template), encoding="utf-8") as f:
+            source = f.read()
+        for c in spec["cases"]:
+            kwargs = dict(c.get("kwargs", {}))
+            status, result = chat_jinja_env.render(env, source, messages=c["messages"], tools=c.get("tools"), **kwargs)
+            if status == "parse":
+                raise SystemExit(f"{template} does not parse: {result}")
+            case = {"template": template, "name": c["name"]}
+            if status == "ok":
+                case["text"] = result
+            else:
+                case["error"] = result
+            out.append(case)
+            print(f"{template} {c['name']}: {status}")
+    return out
+
+
 def main():
     if len(sys.argv) != 2:
-        raise SystemExit("usage: gen_chat_jinja.py OUT_FILE")
+        raise SystemExit("usage: gen_chat_jinja.py OUT_DIR")
     names = [c[0] for c in CASES]
     if len(set(names)) != len(names):
         raise SystemExit("duplicate case names")
@@ -311,12 +342,15 @@ def main():
             case["phase"], case["error"] = status, result
         out.append(case)
         print(f"{name}: {status}")
-    with open(sys.argv[1], "w", encoding="utf-8") as f:
-        json.dump({"jinja2": jinja2.__version__, "python": platform.python_version(),
-                   "environment": "transformers' chat template environment (testdata/gen/chat_jinja_env.py)",
-                   "cases": out}, f, ensure_ascii=False, indent=1)
-        f.write("\n")
-    print(f"wrote {sys.argv[1]} ({len(out)} cases)")
+    header = {"jinja2": jinja2.__version__, "python": platform.python_version(),
+              "environment": "transformers' chat template environment (testdata/gen/chat_jinja_env.py)"}
+    os.makedirs(sys.argv[1], exist_ok=True)
+    for name, cases in (("jinja_expected.json", out), ("template_expected.json", render_templates(env))):
+        path = os.path.join(sys.argv[1], name)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({**header, "cases": cases}, f, ensure_ascii=False, indent=1)
+            f.write("\n")
+        print(f"wrote {path} ({len(cases)} cases)")
 
 
 if __name__ == "__main__":
