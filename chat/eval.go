@@ -20,7 +20,16 @@ type renderer struct {
 	depth     int // nested evaluation, to bound the Go stack
 	calls     int // nested macro calls
 	out       []byte
+	lim       renderLimits
 }
+
+// renderLimits are a render's budgets: the exported limits, or smaller
+// ones for fuzzing.
+type renderLimits struct {
+	steps, alloc, output int
+}
+
+var defaultLimits = renderLimits{steps: MaxSteps, alloc: MaxAllocBytes, output: MaxOutputBytes}
 
 // maxEvalDepth bounds recursion in the evaluator: template nesting
 // (MaxParseDepth) times macro calls stays well inside it for real
@@ -125,8 +134,8 @@ func (r *renderer) work(n, line int) error {
 
 func (r *renderer) check(line int) error {
 	r.nextCheck = r.steps + checkEvery
-	if r.steps > MaxSteps {
-		return limitError(line, "the template ran more than %d steps", MaxSteps)
+	if r.steps > r.lim.steps {
+		return limitError(line, "the template ran more than %d steps", r.lim.steps)
 	}
 	if !r.deadline.IsZero() && time.Now().After(r.deadline) {
 		return limitError(line, "the chat template did not finish within %v", r.timeout)
@@ -146,16 +155,16 @@ func (r *renderer) charge(n, line int) error {
 		return limitError(line, "the template built a value of more than %d bytes", MaxOutputBytes)
 	}
 	r.alloc += n
-	if r.alloc > MaxAllocBytes {
-		return limitError(line, "the template allocated more than %d bytes", MaxAllocBytes)
+	if r.alloc > r.lim.alloc {
+		return limitError(line, "the template allocated more than %d bytes", r.lim.alloc)
 	}
 	return r.work(n, line)
 }
 
 // emit writes rendered text.
 func (r *renderer) emit(s string, line int) error {
-	if len(r.out)+len(s) > MaxOutputBytes {
-		return limitError(line, "the rendered text passed %d bytes", MaxOutputBytes)
+	if len(r.out)+len(s) > r.lim.output {
+		return limitError(line, "the rendered text passed %d bytes", r.lim.output)
 	}
 	if err := r.charge(len(s), line); err != nil {
 		return err

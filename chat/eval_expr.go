@@ -211,20 +211,20 @@ func (r *renderer) evalCompare(x *compareExpr, s *scope) (value, error) {
 
 // eq is Python's ==, with its work counted against the step budget.
 func (r *renderer) eq(a, b value, line int) (bool, error) {
-	budget := MaxSteps - r.steps
+	budget := r.lim.steps - r.steps
 	eq := eqBudget(a, b, &budget)
 	if budget < 0 {
-		return false, limitError(line, "the template ran more than %d steps", MaxSteps)
+		return false, limitError(line, "the template ran more than %d steps", r.lim.steps)
 	}
-	r.steps = MaxSteps - budget
+	r.steps = r.lim.steps - budget
 	return eq, r.step(line)
 }
 
 // compare is Python's < <= > >=, its work counted against the budget.
 func (r *renderer) compare(op string, a, b value, line int) (bool, error) {
-	budget := MaxSteps - r.steps
+	budget := r.lim.steps - r.steps
 	ok, err := pyCompare(op, a, b, &budget)
-	r.steps = MaxSteps - budget
+	r.steps = r.lim.steps - budget
 	if err != nil {
 		return false, wrap(err, line)
 	}

@@ -37,6 +37,10 @@ import (
 // ErrNoTemplate means a checkpoint directory ships no chat template.
 var ErrNoTemplate = errors.New("no chat template")
 
+// errInternal marks a bug in the renderer (a recovered panic), which the
+// fuzz targets look for.
+var errInternal = errors.New("the chat template renderer failed")
+
 // ChatML is the plain ChatML template (<|im_start|>role … <|im_end|>), the
 // fallback for checkpoints without a template of their own.
 const ChatML = `{% for message in messages %}{{ '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}`
@@ -52,6 +56,7 @@ type Template struct {
 	// checkpoint and may loop); 0 means DefaultTimeout.
 	Timeout time.Duration
 	body    []node
+	lim     *renderLimits // nil: the exported limits
 }
 
 // Message is one plain conversation turn.
@@ -123,7 +128,7 @@ func (t *Template) Render(in Input) (string, error) {
 func (t *Template) RenderContext(ctx context.Context, in Input) (out string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			out, err = "", fmt.Errorf("%s: the chat template renderer failed: %s", t.Origin, oneLine(fmt.Sprint(p)))
+			out, err = "", fmt.Errorf("%s: %w: %s", t.Origin, errInternal, oneLine(fmt.Sprint(p)))
 		}
 	}()
 	vars, err := t.inputVars(in)
@@ -134,7 +139,10 @@ func (t *Template) RenderContext(ctx context.Context, in Input) (out string, err
 	if limit <= 0 {
 		limit = DefaultTimeout
 	}
-	r := &renderer{ctx: ctx, deadline: time.Now().Add(limit), timeout: limit}
+	r := &renderer{ctx: ctx, deadline: time.Now().Add(limit), timeout: limit, lim: defaultLimits}
+	if t.lim != nil {
+		r.lim = *t.lim
+	}
 	base := mapScope(globals, nil)
 	ctxScope := mapScope(vars, base)
 	if err := r.exec(t.body, newScope(ctxScope)); err != nil {

@@ -546,7 +546,7 @@ var errUnordered = errors.New("unordered")
 func pyCmp(a, b value, budget *int) (int, error) {
 	*budget--
 	if *budget < 0 {
-		return 0, limitError(0, "the template ran more than %d steps", MaxSteps)
+		return 0, limitError(0, "the template ran past its budget of steps")
 	}
 	if ai, af, aF, ok := number(a); ok {
 		bi, bf, bF, ok := number(b)
@@ -588,7 +588,7 @@ func pyCmp(a, b value, budget *int) (int, error) {
 			continue
 		}
 		if *budget < 0 {
-			return 0, limitError(0, "the template ran more than %d steps", MaxSteps)
+			return 0, limitError(0, "the template ran past its budget of steps")
 		}
 		return pyCmp(x.items[i], y.items[i], budget)
 	}
