@@ -25,10 +25,13 @@ type jinjaCase struct {
 // jinjaDifferences are the cases where qwenref deliberately differs from
 // Python's jinja2, and why.
 var jinjaDifferences = map[string]string{
-	"m-unsupported": "str.format is not supported: an error, not a guess",
-	"err-include":   "include is refused when the template is parsed; jinja2 fails when it runs",
-	"err-extends":   "extends is refused when the template is parsed; jinja2 fails when it runs",
-	"err-import":    "import is refused when the template is parsed; jinja2 fails when it runs",
+	"m-unsupported":       "str.format is not supported: an error, not a guess",
+	"err-include":         "include is refused when the template is parsed; jinja2 fails when it runs",
+	"err-extends":         "extends is refused when the template is parsed; jinja2 fails when it runs",
+	"err-import":          "import is refused when the template is parsed; jinja2 fails when it runs",
+	"x-bigint-arith":      "integers are 64-bit: arithmetic on an integer beyond int64 is an error",
+	"x-pow-overflow":      "integers are 64-bit: a result beyond int64 is an error, not a big integer",
+	"x-batch-unsupported": "the batch filter is not supported",
 }
 
 // renderCase renders a case's template with its variables as

@@ -300,6 +300,9 @@ var statementTags = map[string]bool{
 func (p *parser) parseFor() node {
 	line := p.next().line
 	target := p.parseAssignTarget(true, false, []string{"in"}, false)
+	if assignsLoop(target) {
+		p.failAt(line, "Can't assign to special loop variable in for-loop target")
+	}
 	p.expect(tName, "in")
 	iter := p.parseTuple(false, false, []string{"recursive"}, false, false)
 	var cond expr
@@ -423,6 +426,21 @@ func (p *parser) parseAssignTarget(withTuple, nameOnly bool, extraEnd []string, 
 		p.failAt(line, "can't assign to %s", exprKind(target))
 	}
 	return target
+}
+
+// assignsLoop reports whether a for target names "loop".
+func assignsLoop(e expr) bool {
+	switch x := e.(type) {
+	case *nameExpr:
+		return x.name == "loop"
+	case *listExpr:
+		for _, it := range x.items {
+			if assignsLoop(it) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func canAssign(e expr) bool {
