@@ -306,12 +306,12 @@ func Load(dir string) (*Template, error) {
 // special tokens), anything else as the Jinja text itself.
 func LoadFile(path string) (*Template, error) {
 	if strings.EqualFold(filepath.Ext(path), ".json") {
+		if _, err := os.Stat(path); err != nil {
+			return nil, err
+		}
 		special, src, err := readTokenizerConfig(path)
 		if err != nil {
 			return nil, err
-		}
-		if _, statErr := os.Stat(path); statErr != nil {
-			return nil, statErr
 		}
 		if src == "" {
 			return nil, fmt.Errorf("%s: %w (no \"chat_template\" in it)", path, ErrNoTemplate)

@@ -233,3 +233,36 @@ func TestItemsKeepsOrder(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "z=1;role=user;a=x;m=True;", out)
 }
+
+// LoadFile reads Jinja text, or the chat_template (and special tokens) of
+// a JSON config.
+func TestLoadFile(t *testing.T) {
+	dir := t.TempDir()
+	jinja := filepath.Join(dir, "t.jinja")
+	require.NoError(t, os.WriteFile(jinja, []byte("{{ bos_token }}{{ messages|length }}\n"), 0o644))
+	tpl, err := LoadFile(jinja)
+	require.NoError(t, err)
+	out, err := tpl.Render(Input{Messages: Messages(Message{"user", "x"})})
+	require.NoError(t, err)
+	assert.Equal(t, "1", out, "one trailing newline is dropped, as Jinja does")
+
+	cfg := filepath.Join(dir, "tokenizer_config.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"bos_token": "<s>", "chat_template": "{{ bos_token }}!"}`), 0o644))
+	tpl, err = LoadFile(cfg)
+	require.NoError(t, err)
+	out, err = tpl.Render(Input{Messages: Messages()})
+	require.NoError(t, err)
+	assert.Equal(t, "<s>!", out)
+
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"bos_token": "<s>"}`), 0o644))
+	_, err = LoadFile(cfg)
+	assert.ErrorIs(t, err, ErrNoTemplate)
+	_, err = LoadFile(filepath.Join(dir, "missing.json"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	_, err = LoadFile(filepath.Join(dir, "missing.jinja"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+
+	require.NoError(t, os.WriteFile(jinja, []byte("ok\n{% if %}"), 0o644))
+	_, err = LoadFile(jinja)
+	assert.EqualError(t, err, jinja+":2: Expected an expression, got 'end of statement block'")
+}
