@@ -164,6 +164,17 @@ func TestRenderErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "did not finish within 200ms")
 	assert.Less(t, time.Since(start), 2*time.Second)
 
+	// Errors carry the line where they arose, inside macros too.
+	for src, want := range map[string]string{
+		"a\nb\n\n{{ nope.attr }}": "t:4: 'nope' is undefined",
+		"{% macro m() %}\n\n{{ 1 + 'a' }}{% endmacro %}\n{{ m()|trim }}": "t:3: unsupported operand type(s) for +: 'int' and 'str'",
+		"{% for x in [1] %}\n{{ x.a.b }}\n{% endfor %}":                    "t:2: 'int object' has no attribute 'a'",
+		"x\n{{ [1][0:1:0] }}":                                              "t:2: slice step cannot be zero",
+	} {
+		_, err := MustParse(src, "t").Render(Input{Messages: Messages()})
+		assert.EqualError(t, err, want, src)
+	}
+
 	_, err = Parse(`{% include '/etc/hostname' %}`, "include")
 	assert.ErrorContains(t, err, "may not load other templates", "templates may not read files")
 }
