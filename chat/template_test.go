@@ -168,8 +168,8 @@ func TestRenderErrors(t *testing.T) {
 	for src, want := range map[string]string{
 		"a\nb\n\n{{ nope.attr }}": "t:4: 'nope' is undefined",
 		"{% macro m() %}\n\n{{ 1 + 'a' }}{% endmacro %}\n{{ m()|trim }}": "t:3: unsupported operand type(s) for +: 'int' and 'str'",
-		"{% for x in [1] %}\n{{ x.a.b }}\n{% endfor %}":                    "t:2: 'int object' has no attribute 'a'",
-		"x\n{{ [1][0:1:0] }}":                                              "t:2: slice step cannot be zero",
+		"{% for x in [1] %}\n{{ x.a.b }}\n{% endfor %}":                  "t:2: 'int object' has no attribute 'a'",
+		"x\n{{ [1][0:1:0] }}": "t:2: slice step cannot be zero",
 	} {
 		_, err := MustParse(src, "t").Render(Input{Messages: Messages()})
 		assert.EqualError(t, err, want, src)
