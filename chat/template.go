@@ -3,34 +3,43 @@
 // (messages, optional tools) into the prompt text the model was trained on,
 // as transformers' apply_chat_template does.
 //
-// Rendering uses github.com/nikolalohinski/gonja/v2 with the environment
-// transformers sets up: trim_blocks and lstrip_blocks on, a tojson filter
-// that writes what Python's json.dumps writes (key order kept, ", " and ": "
-// separators, no HTML escaping), raise_exception and strftime_now. Objects
-// keep their JSON key order, as Python dicts do. Templates cannot include or
-// import other files.
+// The package has its own Jinja engine, written for this: the subset of
+// Jinja2 chat templates use, with Python's value semantics (str, repr,
+// None, True/False, str.strip's whitespace, dict order), in the
+// environment transformers sets up: a sandbox where lists and dicts cannot
+// be changed, trim_blocks and lstrip_blocks on, the loop controls break and
+// continue, a tojson filter that writes what Python's json.dumps writes
+// (ensure_ascii off, key order kept), raise_exception and strftime_now.
+// Templates cannot include, import or extend other templates.
+//
+// A template is a program from the checkpoint, so parsing and rendering are
+// bounded (see MaxParseDepth, MaxSteps, MaxOutputBytes and the other
+// limits): Render runs in the caller's goroutine, checks its step budget,
+// deadline and memory budget as it goes, and leaves nothing running when it
+// returns. Errors are one line: the template's origin, line and message.
 package chat
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
-	"github.com/nikolalohinski/gonja/v2/builtins"
-	"github.com/nikolalohinski/gonja/v2/config"
-	"github.com/nikolalohinski/gonja/v2/exec"
-	"github.com/nikolalohinski/gonja/v2/loaders"
 	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // ErrNoTemplate means a checkpoint directory ships no chat template.
 var ErrNoTemplate = errors.New("no chat template")
+
+// errInternal marks a bug in the renderer (a recovered panic), which the
+// fuzz targets look for.
+var errInternal = errors.New("the chat template renderer failed")
 
 // ChatML is the plain ChatML template (<|im_start|>role … <|im_end|>), the
 // fallback for checkpoints without a template of their own.
@@ -46,11 +55,9 @@ type Template struct {
 	// Timeout bounds one Render (a template is a program from the
 	// checkpoint and may loop); 0 means DefaultTimeout.
 	Timeout time.Duration
-	tpl     *exec.Template
+	body    []node
+	lim     *renderLimits // nil: the exported limits
 }
-
-// DefaultTimeout is how long Render waits for a template by default.
-const DefaultTimeout = 10 * time.Second
 
 // Message is one plain conversation turn.
 type Message struct {
@@ -61,40 +68,42 @@ type Message struct {
 // Input is one conversation to render.
 type Input struct {
 	// Messages is a JSON array of message objects, as transformers takes
-	// them (role, content, and any fields the template reads, such as
-	// tool_calls or reasoning_content).
+	// them: each has a string "role", and any fields the template reads
+	// (content as a string or a list of parts, tool_calls,
+	// reasoning_content, …).
 	Messages json.RawMessage
-	// Tools is an optional JSON array of tool (function) schemas.
+	// Tools is an optional JSON array of tool (function) schema objects.
 	Tools json.RawMessage
-	// AddGenerationPrompt appends the assistant turn's opening.
+	// AddGenerationPrompt appends the assistant turn's opening; false
+	// renders the conversation as it stands.
 	AddGenerationPrompt bool
-	// Vars are further template variables, e.g. "enable_thinking": false.
-	// A variable left out is undefined in the template, as in Python.
+	// Vars are further template variables (apply_chat_template's keyword
+	// arguments), e.g. "enable_thinking": false. Values may be Go bools,
+	// strings, numbers, nil, []any and map[string]any (keys sorted), or
+	// json.RawMessage and json.Number, read as Python's json.loads reads
+	// them; anything else goes through its JSON encoding. A variable left
+	// out is undefined in the template, as in Python.
 	Vars map[string]any
 }
 
 // Parse compiles a template; origin names it in errors.
 func Parse(src, origin string) (*Template, error) {
-	cfg := config.New()
-	cfg.TrimBlocks, cfg.LeftStripBlocks = true, true
-	env := &exec.Environment{
-		Context:           exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables).Update(exec.NewContext(globals)),
-		Filters:           exec.NewFilterSet(map[string]exec.FilterFunction{}).Update(builtins.Filters),
-		Tests:             builtins.Tests,
-		ControlStructures: builtins.ControlStructures,
-		Methods:           builtins.Methods,
+	if len(src) > MaxTemplateBytes {
+		return nil, fmt.Errorf("%s: the chat template is %d bytes, more than the limit of %d: %w", origin, len(src), MaxTemplateBytes, ErrLimit)
 	}
-	if err := env.Filters.Replace("tojson", filterToJSON); err != nil {
-		return nil, err
+	if !utf8.ValidString(src) {
+		return nil, fmt.Errorf("%s: the chat template is not valid UTF-8 (at byte %d)", origin, invalidUTF8At([]byte(src)))
 	}
-	if err := env.Filters.Replace("items", filterItems); err != nil {
-		return nil, err
-	}
-	tpl, err := exec.NewTemplate("chat_template", cfg, rootOnly{src: src}, env)
+	body, err := parseTemplate(src)
 	if err != nil {
-		return nil, fmt.Errorf("%s: parsing the chat template: %w", origin, err)
+		var te *Error
+		if errors.As(err, &te) {
+			te.Origin = origin
+			return nil, te
+		}
+		return nil, fmt.Errorf("%s: %w", origin, err)
 	}
-	return &Template{Source: src, Origin: origin, tpl: tpl, SpecialTokens: map[string]string{}}, nil
+	return &Template{Source: src, Origin: origin, body: body, SpecialTokens: map[string]string{}}, nil
 }
 
 // MustParse is Parse for templates known to be valid (e.g. ChatML).
@@ -109,67 +118,130 @@ func MustParse(src, origin string) *Template {
 // UsesThinking reports whether the template reads enable_thinking.
 func (t *Template) UsesThinking() bool { return strings.Contains(t.Source, "enable_thinking") }
 
-// Render renders one conversation. A template that runs past Timeout is
-// an error (its goroutine is left to finish on its own).
+// Render renders one conversation. It returns when the template finishes,
+// fails, or passes a limit (Timeout included), and leaves nothing running.
 func (t *Template) Render(in Input) (string, error) {
-	type result struct {
-		s   string
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		s, err := t.render(in)
-		done <- result{s, err}
+	return t.RenderContext(context.Background(), in)
+}
+
+// RenderContext is Render that also stops when ctx is done.
+func (t *Template) RenderContext(ctx context.Context, in Input) (out string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = "", fmt.Errorf("%s: %w: %s", t.Origin, errInternal, oneLine(fmt.Sprint(p)))
+		}
 	}()
+	vars, err := t.inputVars(in)
+	if err != nil {
+		return "", err
+	}
 	limit := t.Timeout
 	if limit <= 0 {
 		limit = DefaultTimeout
 	}
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	select {
-	case r := <-done:
-		return r.s, r.err
-	case <-timer.C:
-		return "", fmt.Errorf("%s: the chat template did not finish within %v", t.Origin, limit)
+	r := &renderer{ctx: ctx, deadline: time.Now().Add(limit), timeout: limit, lim: defaultLimits}
+	if t.lim != nil {
+		r.lim = *t.lim
 	}
+	base := mapScope(globals, nil)
+	ctxScope := mapScope(vars, base)
+	if err := r.exec(t.body, newScope(ctxScope)); err != nil {
+		if err == errBreak || err == errContinue {
+			return string(r.out), nil
+		}
+		var te *Error
+		if errors.As(err, &te) {
+			te.Origin = t.Origin
+			return "", te
+		}
+		return "", fmt.Errorf("%s: %s", t.Origin, oneLine(err.Error()))
+	}
+	return string(r.out), nil
 }
 
-func (t *Template) render(in Input) (out string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%s: rendering the chat template failed: %v", t.Origin, r)
+// inputVars checks a conversation and makes the template's variables, as
+// apply_chat_template passes them: the special tokens, the keyword
+// arguments, messages, tools, documents and add_generation_prompt.
+func (t *Template) inputVars(in Input) (map[string]value, error) {
+	size := len(in.Messages) + len(in.Tools)
+	var varsJSON []byte
+	if len(in.Vars) > 0 {
+		var err error
+		if varsJSON, err = json.Marshal(in.Vars); err != nil {
+			return nil, fmt.Errorf("vars: %w", err)
 		}
-	}()
+		size += len(varsJSON)
+	}
+	if size > MaxInputBytes {
+		return nil, fmt.Errorf("the conversation is %d bytes of JSON, more than the limit of %d: %w", size, MaxInputBytes, ErrLimit)
+	}
 	msgs, err := decodeJSON(in.Messages)
 	if err != nil {
-		return "", fmt.Errorf("messages: %w", err)
+		return nil, fmt.Errorf("messages: %s", oneLine(err.Error()))
 	}
-	if _, ok := msgs.([]any); !ok {
-		return "", errors.New("messages: want a JSON array of message objects")
+	msgList, ok := msgs.(*list)
+	if !ok {
+		return nil, errors.New("messages: want a JSON array of message objects")
 	}
-	var tools any
-	if len(bytes.TrimSpace(in.Tools)) > 0 {
-		if tools, err = decodeJSON(in.Tools); err != nil {
-			return "", fmt.Errorf("tools: %w", err)
+	for i, m := range msgList.items {
+		d, ok := m.(*dict)
+		if !ok {
+			return nil, fmt.Errorf("messages[%d]: want a message object, got %s", i, jsonTypeName(m))
+		}
+		role, ok := d.getStr("role")
+		if _, isStr := role.(string); !ok || !isStr {
+			return nil, fmt.Errorf("messages[%d]: the message has no string \"role\"", i)
 		}
 	}
-	vars := map[string]any{}
+	var tools value = none
+	if len(bytes.TrimSpace(in.Tools)) > 0 {
+		if tools, err = decodeJSON(in.Tools); err != nil {
+			return nil, fmt.Errorf("tools: %s", oneLine(err.Error()))
+		}
+		tl, ok := tools.(*list)
+		if _, isNone := tools.(noneType); !ok && !isNone {
+			return nil, errors.New("tools: want a JSON array of tool schemas")
+		}
+		if ok {
+			for i, tool := range tl.items {
+				if _, ok := tool.(*dict); !ok {
+					return nil, fmt.Errorf("tools[%d]: want a tool schema object, got %s", i, jsonTypeName(tool))
+				}
+			}
+		}
+	}
+	vars := map[string]value{}
 	for k, v := range t.SpecialTokens {
 		vars[k] = v
 	}
 	for k, v := range in.Vars {
-		vars[k] = v
+		val, err := goValue(v, 0)
+		if err != nil {
+			return nil, fmt.Errorf("vars[%q]: %s", excerpt(k), oneLine(err.Error()))
+		}
+		vars[k] = val
 	}
 	vars["messages"] = msgs
 	vars["tools"] = tools
-	vars["documents"] = nil
+	vars["documents"] = none
 	vars["add_generation_prompt"] = in.AddGenerationPrompt
-	s, err := t.tpl.ExecuteToString(exec.NewContext(vars))
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", t.Origin, err)
+	return vars, nil
+}
+
+func jsonTypeName(v value) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case *list:
+		return "an array"
+	case noneType:
+		return "null"
+	case bool:
+		return "a boolean"
+	case *dict:
+		return "an object"
 	}
-	return s, nil
+	return "a number"
 }
 
 // Messages encodes plain turns as Input.Messages.
@@ -227,6 +299,35 @@ func Load(dir string) (*Template, error) {
 		return nil, err
 	}
 	return nil, fmt.Errorf("%s: %w (no chat_template.jinja, and no chat_template in tokenizer_config.json)", dir, ErrNoTemplate)
+}
+
+// LoadFile reads a chat template from a file: a .json file is read as a
+// tokenizer_config.json or chat_template.json (its "chat_template", and any
+// special tokens), anything else as the Jinja text itself.
+func LoadFile(path string) (*Template, error) {
+	if strings.EqualFold(filepath.Ext(path), ".json") {
+		if _, err := os.Stat(path); err != nil {
+			return nil, err
+		}
+		special, src, err := readTokenizerConfig(path)
+		if err != nil {
+			return nil, err
+		}
+		if src == "" {
+			return nil, fmt.Errorf("%s: %w (no \"chat_template\" in it)", path, ErrNoTemplate)
+		}
+		t, err := Parse(src, path)
+		if err != nil {
+			return nil, err
+		}
+		t.SpecialTokens = special
+		return t, nil
+	}
+	b, err := readCapped(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(string(b), path)
 }
 
 // MaxFileBytes caps each template file read (chat_template.jinja,
@@ -297,18 +398,3 @@ func pickTemplate(raw json.RawMessage) (string, error) {
 	}
 	return "", nil
 }
-
-// rootOnly serves the template itself and refuses every other name, so a
-// template cannot read files through include, import or extends.
-type rootOnly struct{ src string }
-
-func (r rootOnly) Read(path string) (io.Reader, error) {
-	if path != "chat_template" {
-		return nil, fmt.Errorf("chat templates may not load other templates (asked for %q)", path)
-	}
-	return strings.NewReader(r.src), nil
-}
-
-func (r rootOnly) Resolve(path string) (string, error) { return path, nil }
-
-func (r rootOnly) Inherit(string) (loaders.Loader, error) { return r, nil }

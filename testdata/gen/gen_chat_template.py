@@ -11,7 +11,13 @@ It builds a tokenizer from the committed Qwen3 tokenizer.json
 its chat_template (testdata/chat/qwen3-tokenizer_config.json), renders every
 conversation in testdata/chat/cases.json with apply_chat_template(...,
 tokenize=False, **kwargs), encodes the text without special tokens added, and
-writes OUT_DIR/expected.json. Any failure exits non-zero.
+writes OUT_DIR/expected.json.
+
+It then renders every conversation of testdata/chat/template_cases.json with
+each Qwen3.5/3.6-style test template it names (apply_chat_template(...,
+chat_template=the template's text)), recording the text and its ids, or the
+error the template raised, in OUT_DIR/expected_templates.json. Any other
+failure exits non-zero.
 """
 import gzip
 import json
@@ -46,6 +52,38 @@ def build_tokenizer(tmp):
     return tok
 
 
+def render_style_templates(tok):
+    """apply_chat_template with each style template over template_cases.json."""
+    import jinja2
+
+    with open(os.path.join(ROOT, "testdata", "chat", "template_cases.json"), encoding="utf-8") as f:
+        spec = json.load(f)
+    results = []
+    for template in spec["templates"]:
+        with open(os.path.join(ROOT, "testdata", "chat", template), encoding="utf-8") as f:
+            source = f.read()
+        for c in spec["cases"]:
+            kwargs = dict(c.get("kwargs", {}))
+            case = {"template": template, "name": c["name"]}
+            try:
+                text = tok.apply_chat_template(c["messages"], tools=c.get("tools"), tokenize=False,
+                                               chat_template=source, **kwargs)
+            except jinja2.exceptions.TemplateSyntaxError:
+                raise
+            except (jinja2.exceptions.TemplateError, TypeError, ValueError) as e:
+                case["error"] = f"{type(e).__name__}: {e}"
+                results.append(case)
+                print(f"{template} {c['name']}: error {case['error']}")
+                continue
+            if not isinstance(text, str):
+                raise SystemExit(f"{template} {c['name']}: apply_chat_template returned {type(text).__name__}")
+            case["text"] = text
+            case["ids"] = tok(text, add_special_tokens=False)["input_ids"]
+            results.append(case)
+            print(f"{template} {c['name']}: {len(text)} chars, {len(case['ids'])} tokens")
+    return results
+
+
 def main():
     if len(sys.argv) != 2:
         raise SystemExit("usage: gen_chat_template.py OUT_DIR")
@@ -66,7 +104,18 @@ def main():
             ids = tok(text, add_special_tokens=False)["input_ids"]
             results.append({"name": c["name"], "text": text, "ids": ids})
             print(f"{c['name']}: {len(text)} chars, {len(ids)} tokens")
+        template_results = render_style_templates(tok)
     os.makedirs(out_dir, exist_ok=True)
+    header = {"transformers": transformers.__version__, "tokenizers": tokenizers.__version__,
+              "jinja2": jinja2.__version__, "python": sys.version.split()[0]}
+    path = os.path.join(out_dir, "expected_templates.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({**header,
+                   "call": "tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, chat_template=template, "
+                           "**kwargs); ids from tokenizer(text, add_special_tokens=False)",
+                   "cases": template_results}, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"wrote {path} ({len(template_results)} cases)")
     path = os.path.join(out_dir, "expected.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"transformers": transformers.__version__, "tokenizers": tokenizers.__version__,
