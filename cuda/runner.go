@@ -24,7 +24,6 @@ const DefaultMaxTokens = 32768
 var (
 	warnOpsOnce sync.Once
 	errBusy     = errors.New("cuda runner used from two goroutines at once: make one runner per goroutine")
-	errLayer    = errors.New("the device-resident cuda backend does not run single layers (teacher forcing) yet; use cuda-fp32 or a CPU backend")
 )
 
 // deviceRunner is model.Runner on a Model resident on the device. One row

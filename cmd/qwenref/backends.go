@@ -25,9 +25,10 @@ trace, bench, perplexity, check) accepts the same grammar:
   BASE[:PART=NAME]...
 
 BASE is one of the backends below. Each PART=NAME swaps one op's kernel:
-PART is matmul, conv, delta (the gated delta rule core) or attn (the
-attention core), and NAME is a kernel variant of that part or another
-backend, whose kernel for that part is taken. Examples:
+PART is matmul, conv, delta (the gated delta rule core), attn (the
+attention core) or moe (the routed experts of mixture-of-experts layers),
+and NAME is a kernel variant of that part or another backend, whose
+kernel for that part is taken. Examples:
 
   chunked                          the default: fast CPU kernels, fp32 throughout
   chunked:delta=naive:conv=naive   what transformers does without fla and causal-conv1d

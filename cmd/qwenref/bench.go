@@ -60,7 +60,7 @@ backends of a case take turns run by run, so a change in the machine's
 load hits them alike; times are medians because the machine may be shared.
 
 Backends (--backends) are registered names or mixes: BASE:PART=OTHER...
-with PART one of matmul, conv, delta, attn swaps those kernels, e.g.
+with PART one of matmul, conv, delta, attn, moe swaps those kernels, e.g.
 "chunked:delta=naive:conv=naive" is chunked with the unfused GDN core and
 conv (what transformers does without flash-linear-attention: fast GEMMs,
 slow GDN), while "naive" loses every fast kernel.
