@@ -55,7 +55,7 @@ func (opt RunOptions) OutTensor(shape ...int) *tensor.Tensor {
 
 // Runner is what a command runs: a model on one backend for B ≥ 1
 // sequences that advance together. The CPU backends implement it with one
-// Session per row; a device-resident backend (Backend.NewRunner) with its
+// Session per row; a device-resident backend (Device.NewRunner) with its
 // own caches on the device.
 type Runner interface {
 	// Forward feeds ids[b] to row b (every row the same length) and returns
@@ -82,11 +82,11 @@ func NewRunner(m *Model, be *Backend, rows int) (Runner, error) {
 	if rows < 1 {
 		return nil, fmt.Errorf("a runner needs at least one row, not %d", rows)
 	}
-	if be.NewRunner != nil {
+	if be.Resident() {
 		if m.Config.IsMoE() {
 			return nil, fmt.Errorf("backend %s runs the dense Qwen3.5/3.6 models only; this %s checkpoint has mixture-of-experts layers: use naive or chunked (docs/moe.md)", be.Name, m.Config.ModelType)
 		}
-		return be.NewRunner(m, rows)
+		return be.Device.NewRunner(m, rows)
 	}
 	r := &sessionRunner{m: m, be: be, rows: make([]*Session, rows)}
 	for i := range r.rows {
@@ -99,32 +99,17 @@ func NewRunner(m *Model, be *Backend, rows int) (Runner, error) {
 // weights the backend generates itself from seed.
 type RandomRunnerFunc func(cfg *Config, seed uint64, rows int) (Runner, error)
 
-var randomRunners sync.Map // *Backend → RandomRunnerFunc
-
-// OfferRandomRunner records that be can build random-weight runners
-// itself (a device-resident backend generating the weights on its device,
-// so no host copy of them exists); f == nil withdraws the offer (the
-// backend's Release does, so a closed backend is not kept).
-func OfferRandomRunner(be *Backend, f RandomRunnerFunc) {
-	if f == nil {
-		randomRunners.Delete(be)
-		return
-	}
-	randomRunners.Store(be, f)
-}
-
-// HasRandomRunner reports whether be offers random-weight runners.
+// HasRandomRunner reports whether be's device builds random-weight
+// runners itself (Device.NewRandomRunner).
 func HasRandomRunner(be *Backend) bool {
-	_, ok := randomRunners.Load(be)
-	return ok
+	return be.Device != nil && be.Device.NewRandomRunner != nil
 }
 
 // NewRandomRunner returns be's runner for rows sequences of a model of
 // cfg's shape with weights the backend generates from seed, or an error
 // when the backend offers none (HasRandomRunner).
 func NewRandomRunner(be *Backend, cfg *Config, seed uint64, rows int) (Runner, error) {
-	f, ok := randomRunners.Load(be)
-	if !ok {
+	if !HasRandomRunner(be) {
 		return nil, fmt.Errorf("backend %s cannot generate random weights itself: build a host model (NewRandom) and use NewRunner", be.Name)
 	}
 	if rows < 1 {
@@ -136,7 +121,7 @@ func NewRandomRunner(be *Backend, cfg *Config, seed uint64, rows int) (Runner, e
 	if cfg.IsMoE() {
 		return nil, fmt.Errorf("backend %s runs the dense Qwen3.5/3.6 models only, not mixture-of-experts shapes", be.Name)
 	}
-	return f.(RandomRunnerFunc)(cfg, seed, rows)
+	return be.Device.NewRandomRunner(cfg, seed, rows)
 }
 
 // sessionRunner runs each row in its own Session on a CPU backend.
