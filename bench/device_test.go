@@ -47,7 +47,7 @@ func fakeDeviceTime(op string, cfg *model.Config, t int) (*model.DeviceTiming, e
 	case "conv":
 		return &model.DeviceTiming{Median: fakeDeviceMedian, Min: fakeDeviceMedian / 2, Max: 2 * fakeDeviceMedian, Runs: 7}, nil
 	case "gdn-core":
-		return nil, fmt.Errorf("%w: test: gdn-core is timed at the 27B only", model.ErrUnsupportedShape)
+		return nil, model.UnsupportedShape("test: gdn-core is timed at the 27B only")
 	}
 	return nil, nil
 }
@@ -129,7 +129,7 @@ func TestDeviceTimedOps(t *testing.T) {
 	assert.Equal(t, fakeCeiling, conv.Ceiling)
 	core := find(rs, "gdn-core", "test-devrandom", 8)
 	assert.NotEqual(t, fakeDeviceMedian, core.Median)
-	assert.Contains(t, core.Note, "no device time at this shape (shape not supported: test: gdn-core is timed at the 27B only)")
+	assert.Contains(t, core.Note, "no device time at this shape (test: gdn-core is timed at the 27B only)")
 	assert.Less(t, core.RelL2VsNaive, 1e-4)
 	assert.Equal(t, model.Ceiling{}, find(rs, "conv", "naive", 8).Ceiling, "the CPU has no device ceiling")
 

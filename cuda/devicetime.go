@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/qwenref/qwenref/model"
@@ -15,7 +14,7 @@ import (
 // build, and "attention-layer" at the widths of any shape the
 // device-resident model runs (the model's own attention mixer, one layer
 // of random weights). For those ops at another shape it returns an error
-// wrapping model.ErrUnsupportedShape that says why; for any other op nil,
+// made by model.UnsupportedShape that says why; for any other op nil,
 // nil. It is the "cuda" backend's Device.Time.
 func DeviceTime(d *Device, op string, cfg *model.Config, t int) (*model.DeviceTiming, error) {
 	var tm Timing
@@ -30,8 +29,7 @@ func DeviceTime(d *Device, op string, cfg *model.Config, t int) (*model.DeviceTi
 		tm, err = d.BenchAttentionLayer(cfg, t, runs)
 	case "conv", "gdn-core", "gdn-layer":
 		if !is27BGDN(cfg) || op == "gdn-layer" && cfg.HiddenSize != 5120 {
-			return nil, fmt.Errorf("%w: cuda: the library's %s benchmark builds the 27B's widths only (hidden 5120; GDN 16 key and 48 value heads of 128, conv 4)",
-				model.ErrUnsupportedShape, op)
+			return nil, model.UnsupportedShape("the library's %s benchmark builds the 27B's widths only (hidden 5120; GDN 16 key and 48 value heads of 128, conv 4)", op)
 		}
 		switch op {
 		case "conv":

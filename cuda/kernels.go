@@ -87,10 +87,9 @@ func (g GatedDelta) Supports(cfg *model.Config) error {
 		return nil
 	}
 	if g.Variant == Auto {
-		return fmt.Errorf("%w: cuda: the bf16 tensor-core delta rule needs head dims 128/128, not %d/%d: the fp32 SIMT chunked kernel runs instead",
-			model.ErrUnsupportedShape, dk, dv)
+		return model.UnsupportedShape("the bf16 tensor-core delta rule needs head dims 128/128, not %d/%d: the fp32 SIMT chunked kernel runs instead", dk, dv)
 	}
-	return fmt.Errorf("%w: cuda: the bf16 tensor-core delta rule needs head dims 128/128, not %d/%d", model.ErrUnsupportedShape, dk, dv)
+	return model.UnsupportedShape("the bf16 tensor-core delta rule needs head dims 128/128, not %d/%d", dk, dv)
 }
 
 // Forward implements gateddelta.Kernel.
@@ -120,7 +119,7 @@ var _ attention.Kernel = Attention{}
 // Supports refuses head dims over 256.
 func (a Attention) Supports(cfg *model.Config) error {
 	if cfg.HeadDim > 256 {
-		return fmt.Errorf("%w: cuda: the attention kernel takes head dims up to 256, not %d", model.ErrUnsupportedShape, cfg.HeadDim)
+		return model.UnsupportedShape("the attention kernel takes head dims up to 256, not %d", cfg.HeadDim)
 	}
 	return nil
 }

@@ -112,9 +112,8 @@ func newRandomDeviceRunner(d *Device, cfg *model.Config, seed uint64, rows int) 
 // model op by op, as cuda-ops. It is the "cuda" backend's Device.Supports.
 func SupportsResident(cfg *model.Config) error {
 	if cfg.LinearKeyHeadDim != 128 || cfg.LinearValueHeadDim != 128 || cfg.HeadDim != 256 {
-		return fmt.Errorf("%w: cuda: the device-resident model needs GDN head dims 128/128 and attention head dim 256 (every released Qwen3.5/3.6 size); "+
-			"this shape has %d/%d and %d, so it runs op by op (as %s, slow)",
-			model.ErrUnsupportedShape, cfg.LinearKeyHeadDim, cfg.LinearValueHeadDim, cfg.HeadDim, OpsBackendName)
+		return model.UnsupportedShape("the device-resident model needs GDN head dims 128/128 and attention head dim 256 (every released Qwen3.5/3.6 size); "+
+			"this shape has %d/%d and %d, so it runs op by op (as %s, slow)", cfg.LinearKeyHeadDim, cfg.LinearValueHeadDim, cfg.HeadDim, OpsBackendName)
 	}
 	return nil
 }

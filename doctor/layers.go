@@ -2,7 +2,6 @@ package doctor
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/qwenref/qwenref/cuda"
 	"github.com/qwenref/qwenref/model"
@@ -36,7 +35,7 @@ func qwenrefCUDA(cfg *model.Config) string {
 		return "the cuda backend runs the dense Qwen3.5/3.6 models only, not mixture-of-experts layers: use --backend chunked (docs/moe.md)"
 	}
 	if err := cuda.SupportsResident(cfg); err != nil {
-		return strings.TrimPrefix(err.Error(), model.ErrUnsupportedShape.Error()+": ")
+		return err.Error()
 	}
 	return ""
 }

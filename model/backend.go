@@ -68,8 +68,8 @@ type Device struct {
 	NewRandomRunner RandomRunnerFunc
 	// Time, when set, times one bench op on the device itself (inputs
 	// resident there, device events around each run, no host copies). It
-	// returns nil, nil for an op it does not time, and an error wrapping
-	// ErrUnsupportedShape, saying why, for a shape it cannot time.
+	// returns nil, nil for an op it does not time, and an UnsupportedShape
+	// error, saying why, for a shape it cannot time.
 	Time func(op string, cfg *Config, t int) (*DeviceTiming, error)
 	// Ceiling is the device's practical peak, for bench's %ceil column.
 	Ceiling Ceiling
@@ -94,9 +94,20 @@ type Ceiling struct {
 	About string
 }
 
-// ErrUnsupportedShape marks a kernel's or device's refusal of a shape;
-// the error's text says why.
+// ErrUnsupportedShape matches (errors.Is) a kernel's or device's refusal
+// of a shape, made by UnsupportedShape.
 var ErrUnsupportedShape = errors.New("shape not supported")
+
+// UnsupportedShape returns a refusal of a shape whose text is the reason
+// alone and which matches ErrUnsupportedShape.
+func UnsupportedShape(format string, a ...any) error {
+	return &unsupportedShape{fmt.Sprintf(format, a...)}
+}
+
+type unsupportedShape struct{ reason string }
+
+func (e *unsupportedShape) Error() string        { return e.reason }
+func (e *unsupportedShape) Is(target error) bool { return target == ErrUnsupportedShape }
 
 // Resident reports whether the backend keeps the whole model on its device
 // (Device.NewRunner).
@@ -112,7 +123,7 @@ type shapeChecker interface{ Supports(cfg *Config) error }
 func (b *Backend) Supports(cfg *Config) error {
 	var errs []error
 	if b.Resident() && cfg.IsMoE() {
-		errs = append(errs, fmt.Errorf("%w: backend %s runs the dense Qwen3.5/3.6 models only, not mixture-of-experts layers: use naive or chunked (docs/moe.md)", ErrUnsupportedShape, b.Name))
+		errs = append(errs, UnsupportedShape("backend %s runs the dense Qwen3.5/3.6 models only, not mixture-of-experts layers: use naive or chunked (docs/moe.md)", b.Name))
 	}
 	if b.Device != nil && b.Device.Supports != nil {
 		if err := b.Device.Supports(cfg); err != nil {

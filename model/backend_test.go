@@ -123,7 +123,7 @@ func (bf16Kernel) Precision() Precision { return PrecisionBF16 }
 type pickyDelta struct{ gateddelta.Kernel }
 
 func (pickyDelta) Supports(cfg *Config) error {
-	return fmt.Errorf("%w: wants %d-wide heads", ErrUnsupportedShape, cfg.LinearKeyHeadDim*2)
+	return UnsupportedShape("wants %d-wide heads", cfg.LinearKeyHeadDim*2)
 }
 
 // A backend's precision is its factory's, else its kernels' (bf16 when any
@@ -166,7 +166,7 @@ func TestBackendSaysWhatItIs(t *testing.T) {
 	require.NoError(t, err)
 	err = be.Supports(cfg)
 	assert.ErrorIs(t, err, ErrUnsupportedShape)
-	assert.EqualError(t, err, "the device is too small\ndelta: shape not supported: wants 32-wide heads")
+	assert.EqualError(t, err, "the device is too small\ndelta: wants 32-wide heads")
 	be, err = ParseBackend("test-bf16:delta=chunked")
 	require.NoError(t, err)
 	assert.EqualError(t, be.Supports(cfg), "the device is too small", "the swap took the picky kernel out")

@@ -213,3 +213,50 @@ func CheckBatch(m *Model, ids [][]int, rows int) (int, error) {
 	}
 	return t, nil
 }
+
+// ForwardHidden runs each row of batch (equal lengths T) from position 0
+// and returns the logits [B, T, V] and the final-norm hidden states
+// [B, T, H], flattened. The rows go one at a time through one single-row
+// runner, reset between them: the recorder that captures the hidden
+// states takes one row at a time. On a device-resident backend recording
+// copies every stage off the device, so the pass is slower there than an
+// untraced one.
+func ForwardHidden(m *Model, be *Backend, batch [][]int) (logits, hidden []float32, err error) {
+	if len(batch) == 0 || len(batch[0]) == 0 {
+		return nil, nil, ErrEmpty
+	}
+	cfg, t := m.Config, len(batch[0])
+	logits = make([]float32, 0, len(batch)*t*cfg.VocabSize)
+	hidden = make([]float32, 0, len(batch)*t*cfg.HiddenSize)
+	r, err := NewRunner(m, be, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer r.Close()
+	for b, ids := range batch {
+		var h []float32
+		rec := func(stage string, x *tensor.Tensor) {
+			if stage == "final_norm" {
+				h = append([]float32(nil), x.Data...)
+			}
+		}
+		if b > 0 {
+			if err := r.Reset(); err != nil {
+				return nil, nil, err
+			}
+		}
+		lg, err := r.Forward([][]int{ids}, RunOptions{Logits: AllLogits, Record: rec})
+		if err == nil && len(h) != len(ids)*cfg.HiddenSize {
+			err = fmt.Errorf("backend %s recorded no final-norm hidden states (%d values, want %d)", be.Name, len(h), len(ids)*cfg.HiddenSize)
+		}
+		if err != nil {
+			if len(batch) > 1 {
+				err = fmt.Errorf("ids row %d: %w", b, err)
+			}
+			return nil, nil, err
+		}
+		logits = append(logits, lg.Data...)
+		hidden = append(hidden, h...)
+	}
+	return logits, hidden, nil
+}

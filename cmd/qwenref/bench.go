@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"runtime"
-	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -120,7 +116,7 @@ Examples:
 	minTime := fs.Duration("min-time", 200*time.Millisecond, "keep repeating a case until its timed runs add up to this")
 	maxTime := fs.Duration("max-time", time.Minute, "stop repeating a case once its timed runs add up to this (the quick sweep: 5s)")
 	naiveMax := fs.Float64("naive-max-gflop", 30, "run naive (timing and reference) only for calls of at most this many GFLOP (the quick sweep: 1)")
-	maxMem := &memoryFlag{fallback: func() (float64, string) { return defaultMaxMemGiB(), "75% of RAM" }}
+	maxMem := &memoryFlag{fallback: func() (float64, string) { return bench.DefaultMaxMemoryGiB(), "75% of RAM" }}
 	fs.Var(maxMem, "max-memory", "`GiB` of random weights the bench may build (default: 75% of RAM)")
 	fs.Var(maxMem, "max-mem", "deprecated spelling of --max-memory")
 	ceiling := fs.Float64("ceiling-gflops", bench.CPUCeilingGFLOPS, "this CPU's fp32 ceiling for the %ceil column")
@@ -164,7 +160,7 @@ Examples:
 	}
 	registered := model.BackendNames()
 	if strings.TrimSpace(*beList) == "" {
-		registered = availableBackends(registered, stderr)
+		registered = bench.AvailableBackends(registered, stderr)
 		// The quick sweep adds what transformers runs without the fused GDN
 		// kernels (flash-linear-attention, causal-conv1d): the penalty in question.
 		if quick && slices.Contains(registered, "chunked") {
@@ -203,35 +199,28 @@ Examples:
 	if sources > 1 {
 		return bad("give one of --shape, --model and --config")
 	}
-	if err := resolveModelFlag(dir, stderr); err != nil {
-		return err
-	}
 
 	meta := bench.Meta{DType: *dtype, Seed: *seed, Method: opts.Method, Naive: *naiveMax,
-		Machine: machine(), CPUCeiling: *ceiling, Command: strings.TrimSpace("qwenref bench " + shellJoin(args)), Date: time.Now(),
+		Machine: bench.Machine(), CPUCeiling: *ceiling, Command: strings.TrimSpace("qwenref bench " + bench.ShellJoin(args)), Date: time.Now(),
 		Env: bench.CurrentEnv(), Loads: map[string][3]float64{}}
 	switch {
 	case *dir != "":
 		if set["layers"] || set["vocab"] || set["dtype"] {
 			return bad("--layers, --vocab and --dtype apply to random weights, not to --model")
 		}
-		m, err := model.Load(*dir)
+		// The weights are paged in before timing, or streamed layer by layer
+		// when they outgrow RAM (then op model measures the disk, not kernels).
+		o := model.OpenOptions{}
+		if len(opts.Seqs) > 0 {
+			t := slices.Max(opts.Seqs)
+			o.Run = &model.RunSize{Rows: 1, Tokens: t, LogitRows: t, What: "--seq"}
+		}
+		op, err := openFlags{dir: dir, mem: maxMem}.open(o, nil, stderr, stderr)
 		if err != nil {
 			return err
 		}
-		defer m.Close()
-		// Page the weights in before timing, or stream them layer by layer
-		// when they outgrow RAM (then op model measures the disk, not kernels).
-		if err := prefault(m, stderr); err != nil {
-			return err
-		}
-		if len(opts.Seqs) > 0 {
-			t := slices.Max(opts.Seqs)
-			if err := checkRun(m.Config, maxMem, 1, t, t, "--seq"); err != nil {
-				return err
-			}
-		}
-		opts.Checkpoint, opts.Config, opts.ShapeName = m, m.Config, *dir
+		defer op.Close()
+		opts.Checkpoint, opts.Config, opts.ShapeName = op.Model, op.Model.Config, op.Dir
 		meta.DType = "checkpoint"
 	case *cfgPath != "":
 		if opts.Config, err = model.LoadConfig(*cfgPath); err != nil {
@@ -313,88 +302,3 @@ func quickSweep(set map[string]bool, shape, seqList *string, naiveMax *float64, 
 
 // quickFallbackMix is the unfused-GDN backend the quick sweep adds.
 const quickFallbackMix = "chunked:delta=naive:conv=naive"
-
-// isTerminal reports whether w is a character device (a terminal), where
-// progress can rewrite one line.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// defaultMaxMemGiB is 75% of the machine's memory (16 GiB if unknown).
-func defaultMaxMemGiB() float64 {
-	if kb := meminfoKB("MemTotal"); kb > 0 {
-		return float64(kb) * 0.75 / (1 << 20)
-	}
-	return 16
-}
-
-func meminfoKB(key string) int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && k == key {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-// machine names the CPU, the Go build and the parallelism for the header.
-func machine() string {
-	cpu := "unknown CPU"
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(data), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				cpu = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	s := fmt.Sprintf("%s/%s, %s, %d CPUs, GOMAXPROCS=%d, %s", runtime.GOOS, runtime.GOARCH, cpu, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, st := range bi.Settings {
-			if (st.Key == "GOEXPERIMENT" || st.Key == "-tags") && st.Value != "" {
-				s += fmt.Sprintf(", %s=%s", st.Key, st.Value)
-			}
-		}
-	}
-	return s
-}
-
-// shellJoin quotes args for a copy-pasteable command line.
-func shellJoin(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?;&|<>()") {
-			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-		q[i] = a
-	}
-	return strings.Join(q, " ")
-}
-
-// availableBackends keeps the registered backends that start on this
-// machine (a cuda build without a GPU skips cuda), saying which it skips.
-func availableBackends(names []string, stderr io.Writer) []string {
-	var ok []string
-	for _, n := range names {
-		be, err := model.NewBackend(n)
-		if err != nil {
-			fmt.Fprintf(stderr, "bench: skipping backend %s: %v\n", n, err)
-			continue
-		}
-		be.Close()
-		ok = append(ok, n)
-	}
-	return ok
-}

@@ -34,7 +34,7 @@ func TestBenchJSONEndToEnd(t *testing.T) {
 
 	var rows []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(stdout), &rows), stdout)
-	backends := availableBackends(model.BackendNames(), io.Discard) // a cuda build without a GPU skips cuda
+	backends := bench.AvailableBackends(model.BackendNames(), io.Discard) // a cuda build without a GPU skips cuda
 	// The tiny shape is dense: the sweep drops op moe.
 	nOps := len(bench.Ops())
 	if _, ok := bench.LookupOp("moe"); ok {
@@ -94,7 +94,7 @@ func TestBenchTableAndOut(t *testing.T) {
 	recs, err := csv.NewReader(f).ReadAll()
 	require.NoError(t, err)
 	assert.Equal(t, "op", recs[0][0])
-	assert.Len(t, recs, 1+2*2*len(availableBackends(model.BackendNames(), io.Discard)))
+	assert.Len(t, recs, 1+2*2*len(bench.AvailableBackends(model.BackendNames(), io.Discard)))
 	report, err := os.ReadFile(filepath.Join(out, "report.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, stdout, string(report), "report.txt is the printed table")

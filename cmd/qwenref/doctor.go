@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/qwenref/qwenref/doctor"
+	"github.com/qwenref/qwenref/model"
 )
 
 func init() {
@@ -55,7 +56,7 @@ Examples:
 
 	var layers *doctor.Layers
 	if *modelArg != "" {
-		path, err := modelDir(*modelArg, stderr)
+		path, err := model.ResolveModel(*modelArg, stderr)
 		if err != nil {
 			return doctorFailed(stdout, *asJSON, err)
 		}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qwenref/qwenref/bundled"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tokenizer"
 )
@@ -54,11 +53,10 @@ Examples:
   qwenref perplexity --model DIR --text-file wiki.test.txt --ctx 512 --stride 256
   qwenref perplexity --model DIR --text-file - --backends chunked,naive < text.txt
   qwenref perplexity --model testdata/golden/causal-f16-t130 --ids-json ids.json --json`, stderr)
-	dir := fs.String("model", "", "checkpoint directory (default: the bundled random-weight demo)")
+	dir := addModelFlag(fs, true)
 	tokPath := fs.String("tokenizer", "", "tokenizer.json for --text-file instead of DIR/tokenizer.json")
 	textFile := fs.String("text-file", "", "text to score (- reads stdin); encoded without special tokens")
-	idsJSON := fs.String("ids-json", "", "JSON file with token ids, [[id, ...], ...] (- reads stdin)")
-	idsList := fs.String("ids", "", "token ids of one row, comma-separated or a JSON array (- reads stdin)")
+	idf := addIDFlags(fs)
 	ctx := fs.Int("ctx", 512, "window length in tokens")
 	stride := fs.Int("stride", 0, "window start advance in tokens, 1..ctx (0 = ctx/2)")
 	backends := fs.String("backends", defaultBackend(), fmt.Sprintf("comma-separated backends to compare; the first is the reference (%v)", model.BackendNames()))
@@ -68,9 +66,6 @@ Examples:
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := loadPlugins(plugins); err != nil {
-		return err
-	}
 	if *stride == 0 {
 		*stride = max(*ctx/2, 1)
 	}
@@ -78,7 +73,7 @@ Examples:
 		return usageError(fs, stderr, "want --ctx ≥ 2 and 1 ≤ --stride ≤ --ctx, got ctx %d, stride %d", *ctx, *stride)
 	}
 	nIn := 0
-	for _, v := range []string{*textFile, *idsJSON, *idsList} {
+	for _, v := range []string{*textFile, *idf.file, *idf.list} {
 		if v != "" {
 			nIn++
 		}
@@ -93,32 +88,30 @@ Examples:
 			return usageError(fs, stderr, "--backends has an empty entry: %q", *backends)
 		}
 	}
-	if err := resolveModelFlag(dir, stderr); err != nil {
-		return err
-	}
-	m, _, err := loadModelAndTokenizer(*dir, "", false, stderr)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	if err := checkRun(m.Config, mem, 1, *ctx, *ctx, "--ctx"); err != nil {
+	if err := resolveModelFlag(dir, stderr); err != nil { // before reading ids: a bad --model says so first
 		return err
 	}
 	var rows [][]int
+	var err error
+	if *textFile == "" {
+		if rows, err = idf.read(); err != nil {
+			return err
+		}
+	}
+	var demo *tokenizer.Tokenizer
+	op, err := openFlags{dir: dir, plugins: plugins, mem: mem}.open(model.OpenOptions{IDs: rows, IDsName: idf.name(),
+		Run: &model.RunSize{Rows: 1, Tokens: *ctx, LogitRows: *ctx, What: "--ctx"}}, &demo, stderr, stderr)
+	if err != nil {
+		return err
+	}
+	defer op.Close()
+	m := op.Model
 	if *textFile != "" {
 		data, err := readArg("--text-file", *textFile)
 		if err != nil {
 			return err
 		}
-		var tok *tokenizer.Tokenizer
-		switch {
-		case *dir == "" && *tokPath == "":
-			tok, err = bundled.Tokenizer()
-		case *dir == "":
-			tok, err = tokenizer.Load(*tokPath)
-		default:
-			tok, err = loadTokenizer(*dir, *tokPath, m.Config.VocabSize, stderr)
-		}
+		tok, err := textTokenizer(op, *tokPath, demo, stderr)
 		if err != nil {
 			return err
 		}
@@ -127,15 +120,13 @@ Examples:
 			return err
 		}
 		rows = [][]int{ids}
-	} else if rows, err = readIDs(*idsList, *idsJSON); err != nil {
-		return err
+		if err := m.CheckRows(rows, "--text-file"); err != nil && len(ids) >= 2 {
+			return err
+		}
 	}
 	for r, ids := range rows {
 		if len(ids) < 2 {
 			return fmt.Errorf("row %d has %d tokens: perplexity needs at least 2", r, len(ids))
-		}
-		if err := m.CheckIDs(ids); err != nil {
-			return fmt.Errorf("row %d: %w", r, err)
 		}
 	}
 	// A window's logits are [window, V] float32: refuse what cannot fit.
@@ -144,7 +135,7 @@ Examples:
 		longest = max(longest, len(ids))
 	}
 	need := int64(min(*ctx, longest)) * int64(m.Config.VocabSize) * 4
-	if avail := memAvailable(); avail > 0 && need > avail/2 {
+	if avail := model.AvailableMemory(); avail > 0 && need > avail/2 {
 		return fmt.Errorf("a %d-token window's logits need %.1f GB (vocabulary %d), more than half the available %.1f GB: lower --ctx",
 			min(*ctx, longest), float64(need)/1e9, m.Config.VocabSize, float64(avail)/1e9)
 	}
