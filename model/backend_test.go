@@ -176,3 +176,13 @@ func TestBackendSaysWhatItIs(t *testing.T) {
 	assert.Nil(t, be.Device, "a CPU backend has no device part")
 	assert.False(t, be.Resident())
 }
+
+// CPUKernels says what internal/cpu chose, in its own words.
+func TestCPUKernels(t *testing.T) {
+	k := CPUKernels()
+	assert.Equal(t, cpu.Describe(), k.Name)
+	assert.Equal(t, "QWENREF_CPU", k.EnvVar)
+	require.NotEmpty(t, k.Levels)
+	assert.Equal(t, "portable", k.Levels[len(k.Levels)-1], "every CPU has the portable level")
+	assert.Equal(t, cpu.Check(), k.Err)
+}

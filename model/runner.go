@@ -260,3 +260,65 @@ func ForwardHidden(m *Model, be *Backend, batch [][]int) (logits, hidden []float
 	}
 	return logits, hidden, nil
 }
+
+// Agreement is one backend's prompt logits measured against a reference
+// backend's on the same ids (CompareBackends).
+type Agreement struct {
+	Backend string
+	// Why says why the backend was not compared ("" when it was).
+	Why string
+	// RelL2 and MaxAbs compare every logit; Argmax counts the positions of
+	// Positions whose most likely token agrees.
+	RelL2, MaxAbs     float64
+	Argmax, Positions int
+}
+
+// String is the comparison as one phrase.
+func (a Agreement) String() string {
+	if a.Why != "" {
+		return a.Backend + " " + a.Why
+	}
+	return fmt.Sprintf("%s: rel L2 %.1e, max-abs %.1e, argmax %d/%d", a.Backend, a.RelL2, a.MaxAbs, a.Argmax, a.Positions)
+}
+
+// CompareBackends runs ids through m on ref and on every other registered
+// backend and measures each one's prompt logits against ref's. Unless
+// all, naive is skipped past 20 GFLOP of work (about 1 GFLOP/s is its
+// floor on this class of CPU, so that is 20 s).
+func CompareBackends(m *Model, ref *Backend, ids []int, all bool) ([]Agreement, error) {
+	want, err := m.Forward([][]int{ids}, ref)
+	if err != nil {
+		return nil, err
+	}
+	var out []Agreement
+	gflop := 2 * float64(m.Config.TextParams()) * float64(len(ids)) / 1e9
+	for _, name := range BackendNames() {
+		if name == ref.Name {
+			continue
+		}
+		if name == "naive" && !all && gflop > 20 {
+			out = append(out, Agreement{Backend: name, Why: fmt.Sprintf("skipped (~%.0f GFLOP; --compare all forces it)", gflop)})
+			continue
+		}
+		be, err := NewBackend(name)
+		if err != nil {
+			out = append(out, Agreement{Backend: name, Why: fmt.Sprintf("unavailable: %v", err)})
+			continue
+		}
+		got, err := m.Forward([][]int{ids}, be)
+		be.Close()
+		if err != nil {
+			out = append(out, Agreement{Backend: name, Why: fmt.Sprintf("failed: %v", err)})
+			continue
+		}
+		a := Agreement{Backend: name, RelL2: tensor.RelL2(got.Data, want.Data), MaxAbs: tensor.MaxAbsDiff(got.Data, want.Data), Positions: len(ids)}
+		v := m.Config.VocabSize
+		for p := range ids {
+			if Argmax(got.Data[p*v:(p+1)*v]) == Argmax(want.Data[p*v:(p+1)*v]) {
+				a.Argmax++
+			}
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}

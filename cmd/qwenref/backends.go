@@ -5,7 +5,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/qwenref/qwenref/internal/cpu"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -49,6 +48,7 @@ Backends in this build:
 			}
 		}
 	}
+	k := model.CPUKernels()
 	fmt.Fprintf(w, `
 A device-resident backend (cuda) takes no part swaps: they would copy
 activations off the device. The cuda backends are in every build (prebuilt
@@ -56,7 +56,7 @@ kernels, no CUDA toolkit needed); they start where an NVIDIA driver (580+)
 and cuBLAS 13 are found, and --gpu N picks the GPU.
 
 CPU kernel level: %s (set %s=%s to force a lower one).
-`, cpu.Describe(), cpu.EnvVar, levelChoices())
+`, k.Name, k.EnvVar, strings.Join(k.Levels, "|"))
 }
 
 func isBackend(n string) bool {
@@ -66,13 +66,4 @@ func isBackend(n string) bool {
 		}
 	}
 	return false
-}
-
-func levelChoices() string {
-	ls := cpu.Supported()
-	s := make([]string, len(ls))
-	for i, l := range ls {
-		s[i] = l.String()
-	}
-	return strings.Join(s, "|")
 }

@@ -114,10 +114,11 @@ func (m *memoryFlag) limit() (int64, string) {
 // pluginList collects repeated --plugin NAME=PATH.so flags.
 type pluginList []string
 
-// addPluginFlag adds --plugin to a command that takes --backend or
-// --backends; the libraries are loaded before the backend is parsed, so
-// the spec can name them.
+// addPluginFlag adds --plugin, and --gpu, to a command that takes
+// --backend or --backends; the libraries are loaded before the backend is
+// parsed, so the spec can name them.
 func addPluginFlag(fs *flag.FlagSet) *pluginList {
+	addGPUFlag(fs)
 	var l pluginList
 	fs.Func("plugin", "NAME=PATH.so: load a kernel library (plugin/qwenref_plugin.h) and register NAME for each op it exports, e.g. --backend chunked:delta=NAME (repeatable)", func(v string) error {
 		if _, _, err := plugin.ParseFlag(v); err != nil {

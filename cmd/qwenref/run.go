@@ -12,9 +12,7 @@ import (
 
 	"github.com/qwenref/qwenref/bundled"
 	"github.com/qwenref/qwenref/chat"
-	"github.com/qwenref/qwenref/internal/cpu"
 	"github.com/qwenref/qwenref/model"
-	"github.com/qwenref/qwenref/tensor"
 	"github.com/qwenref/qwenref/tokenizer"
 )
 
@@ -122,7 +120,7 @@ Examples:
 	}
 	lin, full := m.Config.CountLayers()
 	fmt.Fprintf(info, "model: %d layers (%d Gated DeltaNet + %d gated attention), hidden %d, vocab %d · backend %s · CPU kernels %s\n",
-		len(m.Config.LayerTypes), lin, full, m.Config.HiddenSize, m.Config.VocabSize, be.Name, cpu.Describe())
+		len(m.Config.LayerTypes), lin, full, m.Config.HiddenSize, m.Config.VocabSize, be.Name, model.CPUKernels().Name)
 
 	prompts := bundled.SamplePrompts
 	if havePrompt {
@@ -227,47 +225,19 @@ func timing(res *model.GenerateResult) string {
 }
 
 // compareBackends prints one line: every other backend's prompt logits
-// against this backend's. auto skips backends estimated to take > 20 s.
+// against this backend's (model.CompareBackends).
 func compareBackends(m *model.Model, be *model.Backend, ids []int, all bool, w io.Writer) {
-	ref, err := m.Forward([][]int{ids}, be)
+	as, err := model.CompareBackends(m, be, ids, all)
 	if err != nil {
 		fmt.Fprintf(w, "[compare: %v]\n", err)
 		return
 	}
-	var parts []string
-	// ~1 GFLOP/s is a safe floor for the naive backend on this class of CPU.
-	gflop := 2 * float64(m.Config.TextParams()) * float64(len(ids)) / 1e9
-	for _, name := range model.BackendNames() {
-		if name == be.Name {
-			continue
+	parts := []string{"no other backend registered"}
+	for i, a := range as {
+		if i == 0 {
+			parts = parts[:0]
 		}
-		if name == "naive" && !all && gflop > 20 {
-			parts = append(parts, fmt.Sprintf("naive skipped (~%.0f GFLOP; --compare all forces it)", gflop))
-			continue
-		}
-		other, err := model.NewBackend(name)
-		if err != nil {
-			parts = append(parts, fmt.Sprintf("%s unavailable: %v", name, err))
-			continue
-		}
-		got, err := m.Forward([][]int{ids}, other)
-		other.Close()
-		if err != nil {
-			parts = append(parts, fmt.Sprintf("%s failed: %v", name, err))
-			continue
-		}
-		agree := 0
-		v := m.Config.VocabSize
-		for p := 0; p < len(ids); p++ {
-			if model.Argmax(got.Data[p*v:(p+1)*v]) == model.Argmax(ref.Data[p*v:(p+1)*v]) {
-				agree++
-			}
-		}
-		parts = append(parts, fmt.Sprintf("%s: rel L2 %.1e, max-abs %.1e, argmax %d/%d",
-			name, tensor.RelL2(got.Data, ref.Data), tensor.MaxAbsDiff(got.Data, ref.Data), agree, len(ids)))
-	}
-	if len(parts) == 0 {
-		parts = []string{"no other backend registered"}
+		parts = append(parts, a.String())
 	}
 	fmt.Fprintf(w, "[prompt logits vs %s: %s]\n", be.Name, strings.Join(parts, "; "))
 }
