@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/qwenref/qwenref/model"
 )
@@ -69,4 +70,30 @@ func DefaultMaxMemoryGiB() float64 {
 		return float64(b) * 0.75 / (1 << 30)
 	}
 	return 16
+}
+
+// QuickFallbackMix is the backend the quick sweep adds beside the
+// registered ones: what transformers runs without the fused GDN kernels
+// of flash-linear-attention and causal-conv1d, the penalty in question.
+const QuickFallbackMix = "chunked:delta=naive:conv=naive"
+
+// QuickSweep applies the quick default sweep (the 0.8b shape's layer ops
+// at T = 128 and 512, naive only for calls of at most 1 GFLOP, each case
+// stopped after 5 s) when set, the flags a command line gave, chooses no
+// work (op, seq, shape, model, config), keeping the flags given; it
+// reports whether it did.
+func QuickSweep(set map[string]bool, shape, seqs *string, naiveMax *float64, maxTime *time.Duration) bool {
+	for _, f := range []string{"op", "seq", "shape", "model", "config"} {
+		if set[f] {
+			return false
+		}
+	}
+	*shape, *seqs = "0.8b", "128,512"
+	if !set["naive-max-gflop"] {
+		*naiveMax = 1
+	}
+	if !set["max-time"] {
+		*maxTime = 5 * time.Second
+	}
+	return true
 }

@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -222,6 +223,14 @@ func qwenrefAdvice(layers *Layers) string {
 		a += "; for this model: " + layers.QwenrefCUDA
 	}
 	return a
+}
+
+// FailureJSON is what `qwenref doctor --json` prints when the probe
+// could not run or the config could not be read: verdict "failed", the
+// exit code and the error.
+func FailureJSON(err error) []byte {
+	b, _ := json.MarshalIndent(map[string]any{"verdict": "failed", "exit_code": ExitFailed, "error": err.Error()}, "", "  ")
+	return b
 }
 
 // WriteText prints the report for a person.

@@ -104,7 +104,7 @@ Examples:
 	seqList := fs.String("seq", "512,2048,8192", "sequence lengths T, comma-separated (k = ×1024; the quick sweep: 128,512)")
 	beList := fs.String("backends", "", fmt.Sprintf("backends or mixes (see above), comma-separated; empty = all registered: %s", strings.Join(model.BackendNames(), ",")))
 	shape := fs.String("shape", "27b", fmt.Sprintf("named shape: %s (the quick sweep: 0.8b)", strings.Join(model.ShapeNames(), ", ")))
-	dir := fs.String("model", "", "checkpoint directory: run its weights (mmap'ed) instead of random ones")
+	dir := addModelFlag(fs, ": run its weights (mmap'ed) instead of random ones")
 	cfgPath := fs.String("config", "", "config.json to take the shape from (random weights)")
 	layers := fs.Int("layers", 0, "op model: keep only the first N decoder layers (0 = all)")
 	states := fs.Int("states", 1, "op decode-core: cycle through this many layers' states, so each is cold when it comes round (48: the 27B's GDN layers)")
@@ -132,7 +132,7 @@ Examples:
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	quick := quickSweep(set, shape, seqList, naiveMax, maxTime)
+	quick := bench.QuickSweep(set, shape, seqList, naiveMax, maxTime)
 	if *asJSON {
 		if set["format"] && *format != "json" {
 			return usageError(fs, stderr, "--json and --format %s disagree", *format)
@@ -145,7 +145,7 @@ Examples:
 	bad := func(format string, a ...any) error { return usageError(fs, stderr, format, a...) }
 
 	if *states < 1 || *states > 4096 {
-		return usageError(fs, stderr, "--states must be in [1, 4096], not %d", *states)
+		return bad("--states must be in [1, 4096], not %d", *states)
 	}
 	opts := bench.Options{Seed: *seed, NaiveMaxGFLOP: *naiveMax, Layers: *layers, Vocab: *vocab, States: *states,
 		Method:   bench.Method{Warmup: *warmup, Reps: *reps, MinTime: *minTime, MaxTime: *maxTime},
@@ -161,10 +161,8 @@ Examples:
 	registered := model.BackendNames()
 	if strings.TrimSpace(*beList) == "" {
 		registered = bench.AvailableBackends(registered, stderr)
-		// The quick sweep adds what transformers runs without the fused GDN
-		// kernels (flash-linear-attention, causal-conv1d): the penalty in question.
 		if quick && slices.Contains(registered, "chunked") {
-			*beList = strings.Join(append(slices.Clone(registered), quickFallbackMix), ",")
+			*beList = strings.Join(append(slices.Clone(registered), bench.QuickFallbackMix), ",")
 		}
 	}
 	if opts.Backends, err = bench.ParseBackends(*beList, registered); err != nil {
@@ -190,13 +188,7 @@ Examples:
 	default:
 		return bad("--dtype %q: want bf16 or f32", *dtype)
 	}
-	sources := 0
-	for _, n := range []string{"shape", "model", "config"} {
-		if set[n] {
-			sources++
-		}
-	}
-	if sources > 1 {
+	if set["shape"] && set["model"] || set["shape"] && set["config"] || set["model"] && set["config"] {
 		return bad("give one of --shape, --model and --config")
 	}
 
@@ -279,26 +271,3 @@ Examples:
 	}
 	return nil
 }
-
-// quickSweep applies the quick default sweep's settings when no flag
-// chose the work (--op, --seq, --shape, --model, --config), so a command
-// that names its ops keeps the full defaults (the 27B shape); flags given
-// keep their values.
-func quickSweep(set map[string]bool, shape, seqList *string, naiveMax *float64, maxTime *time.Duration) bool {
-	for _, f := range []string{"op", "seq", "shape", "model", "config"} {
-		if set[f] {
-			return false
-		}
-	}
-	*shape, *seqList = "0.8b", "128,512"
-	if !set["naive-max-gflop"] {
-		*naiveMax = 1
-	}
-	if !set["max-time"] {
-		*maxTime = 5 * time.Second
-	}
-	return true
-}
-
-// quickFallbackMix is the unfused-GDN backend the quick sweep adds.
-const quickFallbackMix = "chunked:delta=naive:conv=naive"

@@ -241,7 +241,7 @@ func TestBenchQuickDefault(t *testing.T) {
 		if set["max-time"] {
 			maxT = 2 * time.Second
 		}
-		q := quickSweep(set, &shape, &seq, &naive, &maxT)
+		q := bench.QuickSweep(set, &shape, &seq, &naive, &maxT)
 		return q, shape, seq, naive, maxT
 	}
 	q, shape, seq, naive, maxT := run(map[string]bool{"out": true, "format": true})
@@ -257,6 +257,6 @@ func TestBenchQuickDefault(t *testing.T) {
 	}
 	code, stdout, _ := runHelp("bench")
 	assert.Equal(t, 0, code)
-	assert.Contains(t, stdout, quickFallbackMix)
+	assert.Contains(t, stdout, bench.QuickFallbackMix)
 	assert.Contains(t, stdout, "under a minute")
 }

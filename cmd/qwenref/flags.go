@@ -21,14 +21,13 @@ import (
 // The flags of the commands that open a model, defined once each, and
 // the one way those commands open it (model.Open).
 
-// addModelFlag adds --model; demo says that "" is the bundled demo.
-func addModelFlag(fs *flag.FlagSet, demo bool) *string {
-	help := "checkpoint directory, or org/name[@revision] in the Hugging Face cache"
-	if demo {
-		help += " (default: the bundled random-weight demo)"
-	}
-	return fs.String("model", "", help)
+// addModelFlag adds --model; what says what the command does with it.
+func addModelFlag(fs *flag.FlagSet, what string) *string {
+	return fs.String("model", "", "checkpoint directory, or org/name[@revision] in the Hugging Face cache"+what)
 }
+
+// demoModel is addModelFlag's what for a command whose default is the demo.
+const demoModel = " (default: the bundled random-weight demo)"
 
 // defaultBackend is every command's default: chunked, the fp32 CPU
 // reference path (never a bf16 variant), or naive where chunked is absent.

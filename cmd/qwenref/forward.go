@@ -31,7 +31,7 @@ On any error nothing is written and the exit status is non-zero.
 Example:
   qwenref forward --model testdata/golden/hub-bf16-sharded \
       --ids-json ids.json --backend chunked --out logits.safetensors`, stderr)
-	dir := addModelFlag(fs, false)
+	dir := addModelFlag(fs, "")
 	ids := addIDFlags(fs)
 	out := fs.String("out", "", "output .safetensors file (written atomically)")
 	backend := addBackendFlag(fs)

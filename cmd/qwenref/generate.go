@@ -31,7 +31,7 @@ token for token as transformers' generate does; --temperature, --top-k,
 Examples:
   qwenref generate --model testdata/golden/hub-bf16-sharded --ids 5,17,42 --max-new-tokens 8 --json
   qwenref generate --ids 9707,11 --temperature 0.8 --top-p 0.9 --seed 7`, stderr)
-	dir := addModelFlag(fs, true)
+	dir := addModelFlag(fs, demoModel)
 	idf := addIDFlags(fs)
 	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)

@@ -74,7 +74,7 @@ func Main(args []string, stdout, stderr io.Writer) (code int) {
 	out := &stdoutWriter{w: stdout}
 	err := c.run(args, out, stderr)
 	var status exitStatus // the command has reported; only the code is left (doctor.go)
-	if out.err != nil && (err == nil || errors.As(err, &status)) {
+	if out.err != nil && (err == nil || errors.Is(err, out.err) || errors.As(err, &status)) {
 		err = fmt.Errorf("writing stdout: %w", out.err) // output that did not arrive is a failure
 	}
 	if err != nil {

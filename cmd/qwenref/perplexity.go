@@ -4,31 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"strings"
-	"time"
 
+	"github.com/qwenref/qwenref/bench"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tokenizer"
 )
 
 func init() {
 	register(&command{name: "perplexity", summary: "token-level NLL and perplexity of a text or ids, on one or several backends", run: runPerplexity})
-}
-
-// pplReport is one backend's result, as --json prints it.
-type pplReport struct {
-	Backend    string  `json:"backend"`
-	Perplexity float64 `json:"perplexity"`
-	MeanNLL    float64 `json:"mean_nll"`
-	Scored     int     `json:"scored"`
-	Windows    int     `json:"windows"`
-	Seconds    float64 `json:"seconds"`
-	// Against the first backend: mean NLL difference (nats per token) and
-	// the largest per-token |ΔNLL|.
-	DeltaMeanNLL   *float64 `json:"delta_mean_nll,omitempty"`
-	MaxAbsTokenNLL *float64 `json:"max_abs_delta_token_nll,omitempty"`
-	nll            [][]float64
 }
 
 func runPerplexity(args []string, stdout, stderr io.Writer) error {
@@ -53,7 +37,7 @@ Examples:
   qwenref perplexity --model DIR --text-file wiki.test.txt --ctx 512 --stride 256
   qwenref perplexity --model DIR --text-file - --backends chunked,naive < text.txt
   qwenref perplexity --model testdata/golden/causal-f16-t130 --ids-json ids.json --json`, stderr)
-	dir := addModelFlag(fs, true)
+	dir := addModelFlag(fs, demoModel)
 	tokPath := fs.String("tokenizer", "", "tokenizer.json for --text-file instead of DIR/tokenizer.json")
 	textFile := fs.String("text-file", "", "text to score (- reads stdin); encoded without special tokens")
 	idf := addIDFlags(fs)
@@ -139,76 +123,18 @@ Examples:
 		return fmt.Errorf("a %d-token window's logits need %.1f GB (vocabulary %d), more than half the available %.1f GB: lower --ctx",
 			min(*ctx, longest), float64(need)/1e9, m.Config.VocabSize, float64(avail)/1e9)
 	}
-	tty := isTerminal(stderr)
-	var reports []*pplReport
-	for _, spec := range specs {
-		be, err := model.NewBackend(spec)
-		if err != nil {
-			return err
-		}
-		rep := &pplReport{Backend: be.Name}
-		start := time.Now()
-		var sum float64
-		for r, ids := range rows {
-			res, err := m.Perplexity(ids, be, *ctx, *stride, func(done, total int) {
-				if tty {
-					fmt.Fprintf(stderr, "\r%s: row %d/%d, window %d/%d", be.Name, r+1, len(rows), done, total)
-				}
-			})
-			if err != nil {
-				be.Close()
-				return fmt.Errorf("%s: %w", be.Name, err)
-			}
-			sum += res.Sum
-			rep.Scored += res.Scored
-			rep.Windows += res.Windows
-			rep.nll = append(rep.nll, res.NLL)
-		}
-		be.Close()
-		if tty {
-			fmt.Fprint(stderr, "\r\033[K")
-		}
-		rep.Seconds = time.Since(start).Seconds()
-		rep.MeanNLL = sum / float64(rep.Scored)
-		rep.Perplexity = math.Exp(rep.MeanNLL)
-		if len(reports) > 0 {
-			ref := reports[0]
-			d := rep.MeanNLL - ref.MeanNLL
-			worst := 0.0
-			for r := range rep.nll {
-				for j, v := range rep.nll[r] {
-					if !math.IsNaN(v) {
-						worst = math.Max(worst, math.Abs(v-ref.nll[r][j]))
-					}
-				}
-			}
-			rep.DeltaMeanNLL, rep.MaxAbsTokenNLL = &d, &worst
-		}
-		reports = append(reports, rep)
+	var tty io.Writer
+	if isTerminal(stderr) {
+		tty = stderr
 	}
-	tokens := 0
-	for _, ids := range rows {
-		tokens += len(ids)
+	run, err := bench.Perplexity(m, specs, rows, *ctx, *stride, tty)
+	if err != nil {
+		return err
 	}
 	if *asJSON {
-		out, _ := json.MarshalIndent(struct {
-			Tokens  int          `json:"tokens"`
-			Rows    int          `json:"rows"`
-			Ctx     int          `json:"ctx"`
-			Stride  int          `json:"stride"`
-			Results []*pplReport `json:"results"`
-		}{tokens, len(rows), *ctx, *stride, reports}, "", "  ")
-		fmt.Fprintln(stdout, string(out))
-		return nil
+		out, _ := json.MarshalIndent(run, "", "  ")
+		_, err := fmt.Fprintln(stdout, string(out))
+		return err
 	}
-	fmt.Fprintf(stdout, "%d tokens in %d row(s), windows of %d advanced by %d\n", tokens, len(rows), *ctx, *stride)
-	for _, r := range reports {
-		fmt.Fprintf(stdout, "%-24s perplexity %.6f · mean NLL %.8f nats over %d tokens · %d windows in %.2fs\n",
-			r.Backend, r.Perplexity, r.MeanNLL, r.Scored, r.Windows, r.Seconds)
-	}
-	for _, r := range reports[1:] {
-		fmt.Fprintf(stdout, "%s vs %s: Δ mean NLL %+.3e nats/token (perplexity ×%.8f), max |Δ NLL| of a token %.3e\n",
-			r.Backend, reports[0].Backend, *r.DeltaMeanNLL, math.Exp(*r.DeltaMeanNLL), *r.MaxAbsTokenNLL)
-	}
-	return nil
+	return run.WriteText(stdout)
 }

@@ -70,7 +70,7 @@ Examples:
   qwenref run --model DIR --chat --system "Be brief." --no-think --prompt "Hi!"
   echo "Once upon a time" | qwenref run --model DIR --prompt - --quiet > out.txt
   qwenref run --top-probs 3 --max-new-tokens 5   # per-token probabilities`, stderr)
-	dir := addModelFlag(fs, true)
+	dir := addModelFlag(fs, demoModel)
 	tokPath := fs.String("tokenizer", "", "tokenizer.json to use instead of DIR/tokenizer.json")
 	promptFlag := fs.String("prompt", "", "prompt text, or - to read it from stdin (default: the bundled sample prompts)")
 	promptFile := fs.String("prompt-file", "", "read the prompt from this file (- for stdin)")
