@@ -90,7 +90,7 @@ type DeviceTiming struct {
 type Ceiling struct {
 	GFLOPS float64 // dense matrix products, GFLOP/s
 	GBPS   float64 // device memory copy, GB/s
-	// About says what the numbers are, e.g. "H200, bf16, anchors".
+	// About says what the numbers are, e.g. "bf16 GEMM; H200, anchors".
 	About string
 }
 
