@@ -24,6 +24,7 @@ var forbidden = map[string][]string{
 	"reference": {"model", "bench", "cmd/"},
 	"tokenizer": {"model", "layers/", "bench", "cmd/"},
 	"bench":     {"cmd/"},
+	"hub":       {"model", "bench", "cmd/", "layers/", "linalg", "weights"}, // model imports hub (ResolveModel)
 }
 
 func TestForbiddenImports(t *testing.T) {
