@@ -85,6 +85,9 @@ type Result struct {
 	// Skipped says why the case did not run ("" if it ran).
 	Skipped string
 	Note    string
+	// Ceiling is the backend's device's peak (zero on the CPU: the report
+	// uses the CPU's).
+	Ceiling model.Ceiling
 }
 
 // Ran reports whether the case was timed.
@@ -143,10 +146,17 @@ func Run(o Options) ([]Result, error) {
 		}
 	}()
 	o.backend = getBackend
-	// Create the listed backends up front, so a broken one fails fast.
+	// Create the listed backends up front, so a broken one fails fast, and
+	// say where one runs the shape another way than it would.
 	for _, n := range o.Backends {
-		if _, err := getBackend(n); err != nil {
+		be, err := getBackend(n)
+		if err != nil {
 			return nil, err
+		}
+		if err := be.Supports(o.Config); err != nil && o.Progress != nil {
+			for _, line := range strings.Split(err.Error(), "\n") {
+				fmt.Fprintf(o.Progress, "bench: backend %s at shape %s: %s\n", n, o.ShapeName, line)
+			}
 		}
 	}
 
@@ -242,18 +252,20 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 		return nil, err
 	}
 	devStats := make([]*Stats, len(insts))
+	devNotes := make([]string, len(insts))
 	for k, g := range idx {
 		be, _ := getBackend(names[g])
-		dt, ok := be.Conv.(DeviceTimer)
-		if !ok || ws.cfg == nil {
+		if be.Device == nil || be.Device.Time == nil || ws.cfg == nil {
 			continue
 		}
-		med, lo, hi, runs, ok, err := dt.DeviceTime(op.Name, ws.cfg, t)
-		if err != nil {
+		tm, err := be.Device.Time(op.Name, ws.cfg, t)
+		switch {
+		case errors.Is(err, model.ErrUnsupportedShape):
+			devNotes[k] = fmt.Sprintf("host clock (host copies included): no device time at this shape (%v)", err)
+		case err != nil:
 			return nil, fmt.Errorf("%s device timing: %w", names[g], err)
-		}
-		if ok {
-			devStats[k] = &Stats{Median: med, Min: lo, Max: hi, Runs: runs}
+		case tm != nil:
+			devStats[k] = &Stats{Median: tm.Median, Min: tm.Min, Max: tm.Max, Runs: tm.Runs}
 		}
 	}
 	for k, g := range idx {
@@ -266,6 +278,10 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 		r := &group[g]
 		r.Stats, _ = Summarize(tms[k].samples)
 		r.Cold, r.CPU = tms[k].cold, -1
+		if be, _ := getBackend(names[g]); be.Device != nil {
+			r.Ceiling = be.Device.Ceiling
+		}
+		r.Note = joinNote(r.Note, devNotes[k])
 		if devStats[k] != nil {
 			r.Stats, r.Cold = *devStats[k], false
 			r.Note = joinNote(r.Note, "device time: CUDA events, inputs generated on the device, no host copies timed; deltas from the host-copy call of the same op")
@@ -300,14 +316,6 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 	}
 	setPenalties(group)
 	return group, nil
-}
-
-// DeviceTimer is implemented by the Conv kernel of a backend that can time
-// an op on its own device (CUDA events, inputs resident there, no host
-// copies in the timed region). ok is false for ops or shapes it cannot
-// time; the sweep then keeps its wall-clock timing of the op's host call.
-type DeviceTimer interface {
-	DeviceTime(op string, cfg *model.Config, t int) (median, min, max time.Duration, runs int, ok bool, err error)
 }
 
 // deviceWeightsNote marks whole-model results on weights the backend

@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync/atomic"
@@ -10,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/qwenref/qwenref/layers/conv1d"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -31,15 +33,23 @@ const fakeRunnerDeviceTime = 777 * time.Microsecond
 
 func (r countingRunner) LastDeviceTime() (time.Duration, bool) { return fakeRunnerDeviceTime, true }
 
-type timedConv struct{ conv1d.Kernel }
-
 const fakeDeviceMedian = 1234 * time.Microsecond
 
-func (timedConv) DeviceTime(op string, cfg *model.Config, t int) (time.Duration, time.Duration, time.Duration, int, bool, error) {
-	if op != "conv" {
-		return 0, 0, 0, 0, false, nil
+// The stand-in's device: its ceiling, and the refusal its Supports gives.
+var fakeCeiling = model.Ceiling{GFLOPS: 1e6, GBPS: 1e4, About: "test device"}
+
+const fakeRefusal = "test: the resident kernels want wider heads"
+
+// fakeDeviceTime times conv, cannot time gdn-core at any shape (saying
+// why), and offers nothing for other ops.
+func fakeDeviceTime(op string, cfg *model.Config, t int) (*model.DeviceTiming, error) {
+	switch op {
+	case "conv":
+		return &model.DeviceTiming{Median: fakeDeviceMedian, Min: fakeDeviceMedian / 2, Max: 2 * fakeDeviceMedian, Runs: 7}, nil
+	case "gdn-core":
+		return nil, model.UnsupportedShape("test: gdn-core is timed at the 27B only")
 	}
-	return fakeDeviceMedian, fakeDeviceMedian / 2, 2 * fakeDeviceMedian, 7, true, nil
+	return nil, nil
 }
 
 func init() {
@@ -49,19 +59,20 @@ func init() {
 			return nil, err
 		}
 		be.Name = "test-devrandom"
-		be.Conv = timedConv{be.Conv}
-		model.OfferRandomRunner(be, func(cfg *model.Config, seed uint64, rows int) (model.Runner, error) {
-			m, err := model.NewRandom(cfg, seed, true)
-			if err != nil {
-				return nil, err
-			}
-			r, err := model.NewRunner(m, be, rows)
-			if err != nil {
-				return nil, err
-			}
-			devOpened.Add(1)
-			return countingRunner{r}, nil
-		})
+		be.Device = &model.Device{Name: "test device", Time: fakeDeviceTime, Ceiling: fakeCeiling,
+			Supports: func(*model.Config) error { return errors.New(fakeRefusal) },
+			NewRandomRunner: func(cfg *model.Config, seed uint64, rows int) (model.Runner, error) {
+				m, err := model.NewRandom(cfg, seed, true)
+				if err != nil {
+					return nil, err
+				}
+				r, err := model.NewRunner(m, be, rows)
+				if err != nil {
+					return nil, err
+				}
+				devOpened.Add(1)
+				return countingRunner{r}, nil
+			}}
 		return be, nil
 	})
 }
@@ -97,23 +108,43 @@ func TestDeviceWeightsModelOps(t *testing.T) {
 	assert.Contains(t, err.Error(), "--max-mem")
 }
 
-// A backend whose Conv times ops on its device reports that time, keeps
-// the deltas of its host call against naive, and says so; ops it cannot
-// time keep the wall-clock figures.
+// A backend whose device times ops reports that time, keeps the deltas
+// of its host call against naive, and says so; an op its device cannot
+// time at the shape keeps the wall-clock figures and says why. Its rows
+// are measured against its device's ceiling, which the header names, and
+// its device's refusal of the shape is printed before the sweep.
 func TestDeviceTimedOps(t *testing.T) {
 	o := tinyOptions(t, "conv,gdn-core", "test-devrandom", "naive")
 	o.Seqs = []int{8}
+	var progress bytes.Buffer
+	o.Progress = &progress
 	rs, err := Run(o)
 	require.NoError(t, err)
+	assert.Contains(t, progress.String(), "bench: backend test-devrandom at shape "+o.ShapeName+": "+fakeRefusal)
 	conv := find(rs, "conv", "test-devrandom", 8)
 	assert.Equal(t, fakeDeviceMedian, conv.Median)
 	assert.Equal(t, 7, conv.Runs)
 	assert.Less(t, conv.RelL2VsNaive, 1e-5)
 	assert.True(t, strings.Contains(conv.Note, "device time"), conv.Note)
+	assert.Equal(t, fakeCeiling, conv.Ceiling)
 	core := find(rs, "gdn-core", "test-devrandom", 8)
 	assert.NotEqual(t, fakeDeviceMedian, core.Median)
-	assert.NotContains(t, core.Note, "device time")
+	assert.Contains(t, core.Note, "no device time at this shape (test: gdn-core is timed at the 27B only)")
 	assert.Less(t, core.RelL2VsNaive, 1e-4)
+	assert.Equal(t, model.Ceiling{}, find(rs, "conv", "naive", 8).Ceiling, "the CPU has no device ceiling")
+
+	var table bytes.Buffer
+	require.NoError(t, WriteTable(&table, Meta{Shape: o.ShapeName, Config: o.Config, CPUCeiling: 1}, rs))
+	assert.Contains(t, table.String(), "; test-devrandom: 1000 TFLOP/s, 10 TB/s copy (test device)")
+	pct := fmt.Sprintf(" %.0f%% ", 100*conv.GBPS/fakeCeiling.GBPS)
+	found := false
+	for _, l := range strings.Split(table.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 2 && f[0] == "8" && f[1] == "test-devrandom" && strings.Contains(l, fmtDur(conv.Median)) {
+			found = true
+			assert.Contains(t, l, pct, "%%ceil against the device's copy rate")
+		}
+	}
+	assert.True(t, found, table.String())
 }
 
 // Timed decode steps follow one another as in generation (position T,

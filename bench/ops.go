@@ -539,7 +539,7 @@ func (r *modelInst) run() error {
 			hidden = append(r.out[:0], x.Data...)
 		}
 	}
-	if r.be.NewRunner != nil {
+	if r.be.Resident() {
 		rec = nil // a device-resident runner copies every stage off the device when recording: compare logits only
 	}
 	logits, err := r.runner.Forward(r.ids, model.RunOptions{Logits: model.LastLogits, Record: rec})

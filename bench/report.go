@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,17 +19,14 @@ import (
 	"github.com/qwenref/qwenref/model"
 )
 
-// Ceilings the report measures against (docs/anchors.md has their provenance).
+// The CPU ceiling the report measures against (docs/anchors.md has its
+// provenance); a device backend brings its own (model.Device.Ceiling).
 const (
 	// CPUCeilingGFLOPS is the project CPU's float32 matmul ceiling: OpenBLAS
 	// sgemm 2048×5120×5120 reached 174–199 GFLOP/s on its 2 vCPUs. It is a
 	// practical ceiling, not the hardware peak: the cores are Zen 5 (cpuinfo
 	// family 26) with full-width AVX-512, and a good GEMM can beat it.
 	CPUCeilingGFLOPS = 200
-	// GPUCeilingGFLOPS is the H200's bf16 matmul rate through torch (8192³).
-	GPUCeilingGFLOPS = 694000
-	// GPUCopyGBPS is the H200's device-to-device copy rate.
-	GPUCopyGBPS = 4250
 )
 
 // Meta describes a sweep for the report header and the files.
@@ -183,16 +181,40 @@ func shortCommit(c string) string {
 	return c
 }
 
-// ceiling returns the GFLOP/s and GB/s ceilings of a backend's device.
-func (m Meta) ceiling(backend string) (gflops, gbps float64) {
-	if backend == "cuda" {
-		return GPUCeilingGFLOPS, GPUCopyGBPS
+// ceiling returns the GFLOP/s and GB/s ceilings of a result's device:
+// its backend's device's, or the CPU's.
+func (m Meta) ceiling(r Result) (gflops, gbps float64) {
+	if r.Ceiling.GFLOPS > 0 {
+		return r.Ceiling.GFLOPS, r.Ceiling.GBPS
 	}
 	c := m.CPUCeiling
 	if c <= 0 {
 		c = CPUCeilingGFLOPS
 	}
 	return c, m.CPUCopyGBPS
+}
+
+// deviceCeilings describes the device ceilings of the results' backends,
+// e.g. "; cuda: 694 TFLOP/s, 4.25 TB/s copy (bf16 GEMM; H200, anchors)".
+func deviceCeilings(results []Result) string {
+	var order []model.Ceiling
+	names := map[model.Ceiling][]string{}
+	for _, r := range results {
+		if r.Ceiling.GFLOPS <= 0 {
+			continue
+		}
+		if _, ok := names[r.Ceiling]; !ok {
+			order = append(order, r.Ceiling)
+		}
+		if !slices.Contains(names[r.Ceiling], r.Backend) {
+			names[r.Ceiling] = append(names[r.Ceiling], r.Backend)
+		}
+	}
+	var b strings.Builder
+	for _, c := range order {
+		fmt.Fprintf(&b, "; %s: %g TFLOP/s, %g TB/s copy (%s)", strings.Join(names[c], ", "), c.GFLOPS/1000, c.GBPS/1000, c.About)
+	}
+	return b.String()
 }
 
 // WriteTable prints the readable report: a header naming the shape, the
@@ -210,12 +232,12 @@ func WriteTable(w io.Writer, meta Meta, results []Result) error {
 		fmt.Fprintf(&b, "build: %s, kernels %s, commit %s, %s; load average %.2f %.2f %.2f at start\n",
 			e.Build, e.Kernels, e.Commit, e.GoVersion, e.Load[0], e.Load[1], e.Load[2])
 	}
-	cpu, _ := meta.ceiling("")
+	cpu, _ := meta.ceiling(Result{})
 	fmt.Fprintf(&b, "ceilings (%%ceil): CPU ≈ %g GFLOP/s fp32 (OpenBLAS sgemm on the project's 2 vCPUs, anchors; not the FMA peak)", cpu)
 	if meta.CPUCopyGBPS > 0 {
 		fmt.Fprintf(&b, ", CPU copy %.3g GB/s (measured at start)", meta.CPUCopyGBPS)
 	}
-	fmt.Fprintf(&b, "; cuda: %g TFLOP/s bf16, %g TB/s copy (H200, anchors)\n", GPUCeilingGFLOPS/1000.0, GPUCopyGBPS/1000.0)
+	fmt.Fprintf(&b, "%s\n", deviceCeilings(results))
 	m := meta.Method
 	fmt.Fprintf(&b, "method: %d warm-up, then ≥ %d timed runs", m.Warmup, m.Reps)
 	if m.MinTime > 0 {
@@ -253,7 +275,7 @@ func WriteTable(w io.Writer, meta Meta, results []Result) error {
 					r.Seq, bw, r.Backend, r.GFLOP, "–", "", "", "", "", "", "", "", "", r.Skipped)
 				continue
 			}
-			gf, gb := meta.ceiling(r.Backend)
+			gf, gb := meta.ceiling(r)
 			val, ceil := r.GFLOPS, gf
 			if o.Bytes != nil {
 				val, ceil = r.GBPS, gb

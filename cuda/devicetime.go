@@ -13,40 +13,43 @@ import (
 // model runs) at the 27B's GDN widths, the only shapes those benchmarks
 // build, and "attention-layer" at the widths of any shape the
 // device-resident model runs (the model's own attention mixer, one layer
-// of random weights); ok is false for any other op or shape, and the
-// caller keeps its own (host-copy) timing. qwenref bench checks for it on
-// a backend's Conv kernel.
-func (c Conv) DeviceTime(op string, cfg *model.Config, t int) (median, lo, hi time.Duration, runs int, ok bool, err error) {
+// of random weights). For those ops at another shape it returns an error
+// made by model.UnsupportedShape that says why; for any other op nil,
+// nil. It is the "cuda" backend's Device.Time.
+func DeviceTime(d *Device, op string, cfg *model.Config, t int) (*model.DeviceTiming, error) {
 	var tm Timing
-	switch {
-	case op == "attention-layer":
-		if residentDims(cfg) != nil {
-			return 0, 0, 0, 0, false, nil
+	var err error
+	runs := 0
+	switch op {
+	case "attention-layer":
+		if err := SupportsResident(cfg); err != nil {
+			return nil, err
 		}
 		runs = 10
-		tm, err = c.Dev.BenchAttentionLayer(cfg, t, runs)
-	case !is27BGDN(cfg):
-		return 0, 0, 0, 0, false, nil
-	case op == "conv":
-		tm, err = c.Dev.BenchConv(t)
-		runs = 50
-	case op == "gdn-core":
-		tm, err = c.Dev.BenchGDNCore(t, 32)
-		runs = 20
-	case op == "gdn-layer":
-		if cfg.HiddenSize != 5120 {
-			return 0, 0, 0, 0, false, nil
+		tm, err = d.BenchAttentionLayer(cfg, t, runs)
+	case "conv", "gdn-core", "gdn-layer":
+		if !is27BGDN(cfg) || op == "gdn-layer" && cfg.HiddenSize != 5120 {
+			return nil, model.UnsupportedShape("the library's %s benchmark builds the 27B's widths only (hidden 5120; GDN 16 key and 48 value heads of 128, conv 4)", op)
 		}
-		tm, err = c.Dev.BenchGDNLayer(t, 32)
-		runs = 10
+		switch op {
+		case "conv":
+			tm, err = d.BenchConv(t)
+			runs = 50
+		case "gdn-core":
+			tm, err = d.BenchGDNCore(t, 32)
+			runs = 20
+		default:
+			tm, err = d.BenchGDNLayer(t, 32)
+			runs = 10
+		}
 	default:
-		return 0, 0, 0, 0, false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return 0, 0, 0, 0, false, err
+		return nil, err
 	}
 	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
-	return ms(tm.Median), ms(tm.Min), ms(tm.Max), runs, true, nil
+	return &model.DeviceTiming{Median: ms(tm.Median), Min: ms(tm.Min), Max: ms(tm.Max), Runs: runs}, nil
 }
 
 // is27BGDN reports whether cfg's GDN layers have the widths of the

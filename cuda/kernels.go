@@ -7,6 +7,7 @@ import (
 	"github.com/qwenref/qwenref/layers/conv1d"
 	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/linalg"
+	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tensor"
 )
 
@@ -70,6 +71,27 @@ type GatedDelta struct {
 
 var _ gateddelta.Kernel = GatedDelta{}
 
+// Precision is bf16 for the variants that may take the tensor-core path.
+func (g GatedDelta) Precision() model.Precision {
+	if g.Variant == ChunkBF16 || g.Variant == Auto {
+		return model.PrecisionBF16
+	}
+	return model.PrecisionF32
+}
+
+// Supports refuses, for ChunkBF16, head dims other than 128/128, and says
+// so for Auto, which then runs ChunkF32 instead.
+func (g GatedDelta) Supports(cfg *model.Config) error {
+	dk, dv := cfg.LinearKeyHeadDim, cfg.LinearValueHeadDim
+	if (g.Variant != ChunkBF16 && g.Variant != Auto) || dk == 128 && dv == 128 {
+		return nil
+	}
+	if g.Variant == Auto {
+		return model.UnsupportedShape("the bf16 tensor-core delta rule needs head dims 128/128, not %d/%d: the fp32 SIMT chunked kernel runs instead", dk, dv)
+	}
+	return model.UnsupportedShape("the bf16 tensor-core delta rule needs head dims 128/128, not %d/%d", dk, dv)
+}
+
 // Forward implements gateddelta.Kernel.
 func (g GatedDelta) Forward(out, q, k, v, gg, beta []float32, d gateddelta.Dims, state []float32) error {
 	if err := d.Check(out, q, k, v, gg, beta, state); err != nil {
@@ -93,6 +115,14 @@ func (g GatedDelta) Forward(out, q, k, v, gg, beta []float32, d gateddelta.Dims,
 type Attention struct{ Dev *Device }
 
 var _ attention.Kernel = Attention{}
+
+// Supports refuses head dims over 256.
+func (a Attention) Supports(cfg *model.Config) error {
+	if cfg.HeadDim > 256 {
+		return model.UnsupportedShape("the attention kernel takes head dims up to 256, not %d", cfg.HeadDim)
+	}
+	return nil
+}
 
 // Forward implements attention.Kernel.
 func (a Attention) Forward(out, q, k, v []float32, d attention.Dims, scale float32) error {
@@ -146,6 +176,9 @@ type MatMul struct{ Dev *Device }
 
 var _ linalg.MatMuler = MatMul{}
 
+// Precision is bf16: x and W are rounded to bf16 for the tensor cores.
+func (MatMul) Precision() model.Precision { return model.PrecisionBF16 }
+
 // MatMulT implements linalg.MatMuler.
 func (m MatMul) MatMulT(y, x []float32, rows int, w *tensor.Matrix) error {
 	if err := linalg.CheckDims(y, x, rows, w); err != nil {
@@ -175,6 +208,9 @@ func (m MatMul) MatMulT(y, x []float32, rows int, w *tensor.Matrix) error {
 type MatMulF32 struct{ Dev *Device }
 
 var _ linalg.MatMuler = MatMulF32{}
+
+// Precision is fp32 (no TF32 or bf16 step).
+func (MatMulF32) Precision() model.Precision { return model.PrecisionF32 }
 
 // MatMulT implements linalg.MatMuler.
 func (m MatMulF32) MatMulT(y, x []float32, rows int, w *tensor.Matrix) error {

@@ -549,7 +549,7 @@ func (m *Model) BenchMixer(li, t, reps int) (Timing, error) {
 // tokens, reps passes.
 func (d *Device) BenchAttentionLayer(cfg *model.Config, t, reps int) (Timing, error) {
 	one := oneLayer(cfg, model.FullAttention)
-	if err := residentDims(one); err != nil {
+	if err := SupportsResident(one); err != nil {
 		return Timing{}, err
 	}
 	m, err := d.NewRandomModel(one, 2026, t)

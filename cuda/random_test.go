@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -71,8 +72,8 @@ func TestRandomRunner(t *testing.T) {
 }
 
 // DeviceTime covers conv, gdn-core and gdn-layer at the 27B widths, and
-// attention-layer at the widths of any shape the device model runs; no
-// other op or shape.
+// attention-layer at the widths of any shape the device model runs; it
+// says why for those ops at other shapes, and offers nothing for others.
 func TestDeviceTime(t *testing.T) {
 	d := need(t)
 	cfg, err := model.ShapeConfig("27b")
@@ -80,25 +81,26 @@ func TestDeviceTime(t *testing.T) {
 	small, err := model.ShapeConfig("0.8b")
 	require.NoError(t, err)
 	timed := func(op string, cfg *model.Config) {
-		med, lo, hi, runs, ok, err := Conv{d}.DeviceTime(op, cfg, 512)
+		tm, err := DeviceTime(d, op, cfg, 512)
 		require.NoError(t, err, op)
-		require.True(t, ok, op)
-		assert.Greater(t, runs, 1, op)
-		assert.True(t, lo > 0 && lo <= med && med <= hi, "%s: %v %v %v", op, lo, med, hi)
+		require.NotNil(t, tm, op)
+		assert.Greater(t, tm.Runs, 1, op)
+		assert.True(t, tm.Min > 0 && tm.Min <= tm.Median && tm.Median <= tm.Max, "%s: %+v", op, tm)
 	}
 	for _, op := range []string{"conv", "gdn-core", "gdn-layer", "attention-layer"} {
 		timed(op, cfg)
 	}
 	timed("attention-layer", small) // the model's own mixer: any width it runs
-	_, _, _, _, ok, err := Conv{d}.DeviceTime("mlp", cfg, 512)
+	tm, err := DeviceTime(d, "mlp", cfg, 512)
 	assert.NoError(t, err)
-	assert.False(t, ok)
-	_, _, _, _, ok, _ = Conv{d}.DeviceTime("conv", small, 512)
-	assert.False(t, ok, "the library's GDN benchmarks build the 27B widths only")
+	assert.Nil(t, tm)
+	_, err = DeviceTime(d, "conv", small, 512)
+	assert.ErrorIs(t, err, model.ErrUnsupportedShape, "the library's GDN benchmarks build the 27B widths only")
+	assert.ErrorContains(t, err, "27B's widths")
 	tiny, err := model.ShapeConfig("tiny")
 	require.NoError(t, err)
-	_, _, _, _, ok, _ = Conv{d}.DeviceTime("attention-layer", tiny, 64)
-	assert.False(t, ok, "head dims the device model does not run")
+	_, err = DeviceTime(d, "attention-layer", tiny, 64)
+	assert.ErrorIs(t, err, model.ErrUnsupportedShape, "head dims the device model does not run")
 }
 
 // The one-layer model a mixer benchmark builds is a valid config of the
@@ -107,7 +109,7 @@ func TestOneLayerConfig(t *testing.T) {
 	for _, name := range []string{"27b", "0.8b"} {
 		cfg, err := model.ShapeConfig(name)
 		require.NoError(t, err)
-		require.NoError(t, residentDims(cfg), name)
+		require.NoError(t, SupportsResident(cfg), name)
 		layers := cfg.NumLayers
 		one := oneLayer(cfg, model.FullAttention)
 		dims, kinds, err := dimsOf(one, 512)
@@ -117,4 +119,32 @@ func TestOneLayerConfig(t *testing.T) {
 		assert.Equal(t, int32(cfg.NumHeads), dims.nh, name)
 		assert.Equal(t, layers, cfg.NumLayers, "the shape itself is left alone")
 	}
+}
+
+// The cuda kernels and device say what they are without a GPU: the bf16
+// ones report it, and each refusal of a shape wraps
+// model.ErrUnsupportedShape and names the dims.
+func TestKernelsDescribeThemselves(t *testing.T) {
+	assert.Equal(t, model.PrecisionBF16, MatMul{}.Precision())
+	assert.Equal(t, model.PrecisionF32, MatMulF32{}.Precision())
+	assert.Equal(t, model.PrecisionBF16, GatedDelta{Variant: Auto}.Precision())
+	assert.Equal(t, model.PrecisionF32, GatedDelta{Variant: Recurrent}.Precision())
+	big, err := model.ShapeConfig("27b")
+	require.NoError(t, err)
+	tiny, err := model.ShapeConfig("tiny")
+	require.NoError(t, err)
+	for _, v := range []GDNVariant{Auto, ChunkBF16, ChunkF32, Recurrent} {
+		assert.NoError(t, GatedDelta{Variant: v}.Supports(big), v)
+	}
+	assert.ErrorIs(t, GatedDelta{Variant: ChunkBF16}.Supports(tiny), model.ErrUnsupportedShape)
+	assert.ErrorContains(t, GatedDelta{Variant: Auto}.Supports(tiny), "the fp32 SIMT chunked kernel runs instead")
+	assert.NoError(t, GatedDelta{Variant: ChunkF32}.Supports(tiny))
+	assert.NoError(t, SupportsResident(big))
+	err = SupportsResident(tiny)
+	assert.ErrorIs(t, err, model.ErrUnsupportedShape)
+	assert.ErrorContains(t, err, fmt.Sprintf("this shape has %d/%d and %d", tiny.LinearKeyHeadDim, tiny.LinearValueHeadDim, tiny.HeadDim))
+	wide := *big
+	wide.HeadDim = 512
+	assert.ErrorContains(t, Attention{}.Supports(&wide), "head dims up to 256, not 512")
+	assert.NoError(t, Attention{}.Supports(big))
 }

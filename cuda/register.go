@@ -33,29 +33,40 @@ func init() {
 		NewOpsBackend)
 }
 
+// H200Ceiling is the device ceiling bench's %ceil column measures the
+// cuda backends against: an H200's bf16 GEMM rate through torch (8192³)
+// and its device-to-device copy rate, as docs/anchors.md measured them.
+var H200Ceiling = model.Ceiling{GFLOPS: 694000, GBPS: 4250, About: "bf16 GEMM; H200, anchors"}
+
+// device describes d as a backend's device part.
+func device(d *Device) *model.Device {
+	return &model.Device{Name: d.Name(), Ceiling: H200Ceiling}
+}
+
 // NewBackend opens the GPU and returns the device-resident "cuda" backend:
 // model.NewRunner on it uploads the model and runs it on the device
 // (NewRunner below); model.NewRandomRunner on it generates a model's
 // weights on the GPU from a seed (what qwenref bench runs without --model).
 // Its op kernels are the host-slice ones of cuda-ops, so
-// per-op benchmarks and checks still reach the device. It returns an
-// error, never panics, when the driver, cuBLAS or the GPU is missing.
+// per-op benchmarks and checks still reach the device; its device times
+// bench's ops with the library's own benchmarks (DeviceTime). It returns
+// an error, never panics, when the driver, cuBLAS or the GPU is missing.
 func NewBackend() (*model.Backend, error) {
 	d, err := Open()
 	if err != nil {
 		return nil, err
 	}
-	be := &model.Backend{Name: BackendName, MatMul: MatMul{d}, Conv: Conv{d}, Delta: GatedDelta{d, Auto},
-		Attn:      Attention{d},
-		NewRunner: func(m *model.Model, rows int) (model.Runner, error) { return newDeviceRunner(d, m, rows) }}
-	be.Release = func() error {
-		model.OfferRandomRunner(be, nil)
-		return d.Close()
-	}
-	model.OfferRandomRunner(be, func(cfg *model.Config, seed uint64, rows int) (model.Runner, error) {
+	dev := device(d)
+	dev.NewRunner = func(m *model.Model, rows int) (model.Runner, error) { return newDeviceRunner(d, m, rows) }
+	dev.NewRandomRunner = func(cfg *model.Config, seed uint64, rows int) (model.Runner, error) {
 		return newRandomDeviceRunner(d, cfg, seed, rows)
-	})
-	return be, nil
+	}
+	dev.Time = func(op string, cfg *model.Config, t int) (*model.DeviceTiming, error) {
+		return DeviceTime(d, op, cfg, t)
+	}
+	dev.Supports = SupportsResident
+	return &model.Backend{Name: BackendName, MatMul: MatMul{d}, Conv: Conv{d}, Delta: GatedDelta{d, Auto},
+		Attn: Attention{d}, Precision: model.PrecisionBF16, Device: dev, Release: d.Close}, nil
 }
 
 // NewFP32Backend opens the GPU and returns "cuda-fp32": fp32 matmuls
@@ -72,7 +83,7 @@ func NewFP32Backend() (*model.Backend, error) {
 		return nil, err
 	}
 	return &model.Backend{Name: FP32BackendName, MatMul: MatMulF32{d}, Conv: Conv{d}, Delta: GatedDelta{d, Recurrent},
-		Attn: Attention{d}, Release: d.Close}, nil
+		Attn: Attention{d}, Precision: model.PrecisionF32, Device: device(d), Release: d.Close}, nil
 }
 
 // NewOpsBackend opens the GPU and returns "cuda-ops": every model op on the
@@ -84,5 +95,5 @@ func NewOpsBackend() (*model.Backend, error) {
 		return nil, err
 	}
 	return &model.Backend{Name: OpsBackendName, MatMul: MatMul{d}, Conv: Conv{d}, Delta: GatedDelta{d, Auto},
-		Attn: Attention{d}, Release: d.Close}, nil
+		Attn: Attention{d}, Precision: model.PrecisionBF16, Device: device(d), Release: d.Close}, nil
 }

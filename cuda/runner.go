@@ -21,11 +21,7 @@ const MaxTokensEnv = "QWENREF_CUDA_MAX_TOKENS"
 // 2 GiB of cache on the 27B, 0.4 GiB on the 0.8B.
 const DefaultMaxTokens = 32768
 
-var (
-	warnOpsOnce sync.Once
-	errBusy     = errors.New("cuda runner used from two goroutines at once: make one runner per goroutine")
-	errLayer    = errors.New("the device-resident cuda backend does not run single layers (teacher forcing) yet; use cuda-fp32 or a CPU backend")
-)
+var errBusy = errors.New("cuda runner used from two goroutines at once: make one runner per goroutine")
 
 // deviceRunner is model.Runner on a Model resident on the device. One row
 // keeps its caches on the device across calls (prefill, then decode steps
@@ -61,16 +57,11 @@ func newDeviceRunner(d *Device, hm *model.Model, rows int) (model.Runner, error)
 		return nil, fmt.Errorf("a runner needs at least one row, not %d", rows)
 	}
 	c := hm.Config
-	if residentDims(c) != nil {
+	if SupportsResident(c) != nil {
 		// The tiny test checkpoints have other head dims: they still run on
-		// the GPU, op by op (cuda-ops), and say so once.
-		warnOpsOnce.Do(func() {
-			fmt.Fprintf(os.Stderr, "cuda: the device-resident model needs GDN head dims 128/128 and attention head dim 256 "+
-				"(every released Qwen3.5/3.6 size); this checkpoint has %d/%d and %d, so it runs op by op (as %s, slow)\n",
-				c.LinearKeyHeadDim, c.LinearValueHeadDim, c.HeadDim, OpsBackendName)
-		})
+		// the GPU, op by op (cuda-ops); the backend's Supports says why.
 		return model.NewRunner(hm, &model.Backend{Name: BackendName, MatMul: MatMul{d}, Conv: Conv{d},
-			Delta: GatedDelta{d, Auto}, Attn: Attention{d}}, rows)
+			Delta: GatedDelta{d, Auto}, Attn: Attention{d}, Precision: model.PrecisionBF16}, rows)
 	}
 	maxTok, err := maxTokensFor(c)
 	if err != nil {
@@ -100,7 +91,7 @@ func newRandomDeviceRunner(d *Device, cfg *model.Config, seed uint64, rows int) 
 	if rows < 1 {
 		return nil, fmt.Errorf("a runner needs at least one row, not %d", rows)
 	}
-	if err := residentDims(cfg); err != nil {
+	if err := SupportsResident(cfg); err != nil {
 		return nil, err
 	}
 	maxTok, err := maxTokensFor(cfg)
@@ -115,13 +106,14 @@ func newRandomDeviceRunner(d *Device, cfg *model.Config, seed uint64, rows int) 
 	return &deviceRunner{hm: &model.Model{Config: cfg}, gm: gm, rows: rows, maxTokens: maxTok}, nil
 }
 
-// residentDims reports whether the device-resident model's kernels cover
-// cfg's head dims (GDN 128/128, attention 256: every released Qwen3.5/3.6
-// size).
-func residentDims(cfg *model.Config) error {
+// SupportsResident returns nil when the device-resident model's kernels
+// cover cfg's head dims (GDN 128/128, attention 256: every released
+// Qwen3.5/3.6 size), or else why not; the cuda backend then runs that
+// model op by op, as cuda-ops. It is the "cuda" backend's Device.Supports.
+func SupportsResident(cfg *model.Config) error {
 	if cfg.LinearKeyHeadDim != 128 || cfg.LinearValueHeadDim != 128 || cfg.HeadDim != 256 {
-		return fmt.Errorf("cuda: the device-resident model needs GDN head dims 128/128 and attention head dim 256; this shape has %d/%d and %d",
-			cfg.LinearKeyHeadDim, cfg.LinearValueHeadDim, cfg.HeadDim)
+		return model.UnsupportedShape("the device-resident model needs GDN head dims 128/128 and attention head dim 256 (every released Qwen3.5/3.6 size); "+
+			"this shape has %d/%d and %d, so it runs op by op (as %s, slow)", cfg.LinearKeyHeadDim, cfg.LinearValueHeadDim, cfg.HeadDim, OpsBackendName)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package doctor
 import (
 	"fmt"
 
+	"github.com/qwenref/qwenref/cuda"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -22,6 +23,21 @@ type Layers struct {
 	ExpertsPerToken int `json:"experts_per_token,omitempty"`
 	// FusedGDNProjections marks Qwen3-Next's in_proj_qkvz/in_proj_ba layout.
 	FusedGDNProjections bool `json:"fused_gdn_projections,omitempty"`
+	// QwenrefCUDA says why qwenref's device-resident cuda backend cannot
+	// hold this model as it holds the released sizes ("" when it can).
+	QwenrefCUDA string `json:"qwenref_cuda,omitempty"`
+}
+
+// qwenrefCUDA is Layers.QwenrefCUDA for cfg: the resident backend runs
+// dense models whose head dims its kernels have.
+func qwenrefCUDA(cfg *model.Config) string {
+	if cfg.IsMoE() {
+		return "the cuda backend runs the dense Qwen3.5/3.6 models only, not mixture-of-experts layers: use --backend chunked (docs/moe.md)"
+	}
+	if err := cuda.SupportsResident(cfg); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 // LayersFromConfig reads a checkpoint directory's config.json (or the file itself), in the hub
@@ -38,5 +54,5 @@ func LayersFromConfig(path string) (*Layers, error) {
 	}
 	return &Layers{Config: path, Total: cfg.NumLayers, Linear: linear, Full: full, ModelType: cfg.ModelType,
 		MoE: cfg.SparseLayers(), Experts: cfg.MoE.NumExperts, ExpertsPerToken: cfg.MoE.NumExpertsPerTok,
-		FusedGDNProjections: cfg.FusedGDNProjections}, nil
+		FusedGDNProjections: cfg.FusedGDNProjections, QwenrefCUDA: qwenrefCUDA(cfg)}, nil
 }

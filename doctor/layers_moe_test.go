@@ -22,7 +22,8 @@ func TestLayersFromMoEConfigs(t *testing.T) {
 	require.NoError(t, os.WriteFile(p, js, 0o644))
 	l, err := LayersFromConfig(p)
 	require.NoError(t, err)
-	assert.Equal(t, Layers{Config: p, Total: 40, Linear: 30, Full: 10, ModelType: "qwen3_5_moe", MoE: 40, Experts: 256, ExpertsPerToken: 8}, *l)
+	assert.Equal(t, Layers{Config: p, Total: 40, Linear: 30, Full: 10, ModelType: "qwen3_5_moe", MoE: 40, Experts: 256, ExpertsPerToken: 8,
+		QwenrefCUDA: moeCUDA}, *l)
 
 	next := `{"model_type":"qwen3_next","vocab_size":151936,"hidden_size":2048,"intermediate_size":5120,
 "num_hidden_layers":48,"full_attention_interval":4,"num_attention_heads":16,"num_key_value_heads":2,"head_dim":256,
@@ -34,5 +35,27 @@ func TestLayersFromMoEConfigs(t *testing.T) {
 	l, err = LayersFromConfig(p)
 	require.NoError(t, err)
 	assert.Equal(t, Layers{Config: p, Total: 48, Linear: 36, Full: 12, ModelType: "qwen3_next", MoE: 24, Experts: 512,
-		ExpertsPerToken: 10, FusedGDNProjections: true}, *l)
+		ExpertsPerToken: 10, FusedGDNProjections: true, QwenrefCUDA: moeCUDA}, *l)
+}
+
+const moeCUDA = "the cuda backend runs the dense Qwen3.5/3.6 models only, not mixture-of-experts layers: use --backend chunked (docs/moe.md)"
+
+// A dense config says why the resident cuda backend would not hold it when
+// its head dims are not the released sizes', and nothing when they are.
+func TestLayersSayWhatCUDAHolds(t *testing.T) {
+	dir := t.TempDir()
+	for shape, want := range map[string]string{"27b": "", "0.8b": "", "tiny": "the device-resident model needs GDN head dims 128/128"} {
+		js, err := model.ShapeConfigJSON(shape)
+		require.NoError(t, err)
+		p := filepath.Join(dir, shape+".json")
+		require.NoError(t, os.WriteFile(p, js, 0o644))
+		l, err := LayersFromConfig(p)
+		require.NoError(t, err)
+		if want == "" {
+			assert.Empty(t, l.QwenrefCUDA, shape)
+		} else {
+			assert.Contains(t, l.QwenrefCUDA, want, shape)
+			assert.NotContains(t, l.QwenrefCUDA, "shape not supported", shape)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -113,7 +114,7 @@ func Assess(p *Probe, layers *Layers) *Report {
 		r.Advice = append(r.Advice, cudaAdvice(p)...)
 	}
 	r.Advice = append(r.Advice, kernelAdvice(p)...)
-	r.Advice = append(r.Advice, qwenrefAdvice())
+	r.Advice = append(r.Advice, qwenrefAdvice(layers))
 	return r
 }
 
@@ -214,10 +215,22 @@ func cudaAdvice(p *Probe) []string {
 		p.Packages["torch"].Version, c.TorchCUDA)}
 }
 
-func qwenrefAdvice() string {
-	return "or run the model with qwenref's CUDA backend: qwenref run --backend cuda --model DIR\n" +
+func qwenrefAdvice(layers *Layers) string {
+	a := "or run the model with qwenref's CUDA backend: qwenref run --backend cuda --model DIR\n" +
 		"the qwenref binary (go install ./cmd/qwenref) carries prebuilt kernels for sm_80, sm_90 and sm_100: it needs " +
 		"an NVIDIA driver 580+ and cuBLAS 13 (torch's nvidia wheels provide it), no CUDA compiler (cuda/README.md)"
+	if layers != nil && layers.QwenrefCUDA != "" {
+		a += "; for this model: " + layers.QwenrefCUDA
+	}
+	return a
+}
+
+// FailureJSON is what `qwenref doctor --json` prints when the probe
+// could not run or the config could not be read: verdict "failed", the
+// exit code and the error.
+func FailureJSON(err error) []byte {
+	b, _ := json.MarshalIndent(map[string]any{"verdict": "failed", "exit_code": ExitFailed, "error": err.Error()}, "", "  ")
+	return b
 }
 
 // WriteText prints the report for a person.

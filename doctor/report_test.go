@@ -131,6 +131,11 @@ func TestAssessWithoutModelAndWithOtherLayouts(t *testing.T) {
 	assert.Contains(t, r.Summary, "16 of 32 layers")
 	assert.Contains(t, r.Cost[0], "scaled to your 16 of 32")
 
+	assert.NotContains(t, r.Advice[len(r.Advice)-1], "for this model")
+	r = Assess(&p, &Layers{Config: "x", Total: 32, Linear: 16, Full: 16, QwenrefCUDA: "it runs op by op"})
+	assert.Contains(t, r.Advice[len(r.Advice)-1], "qwenref run --backend cuda", "the reason follows the advice it qualifies")
+	assert.Contains(t, r.Advice[len(r.Advice)-1], "; for this model: it runs op by op")
+
 	r = Assess(&p, &Layers{Config: "x", Total: 8, Linear: 0, Full: 8})
 	assert.Equal(t, VerdictNoLinear, r.Verdict)
 	assert.Equal(t, ExitFastPath, r.ExitCode, "no linear layer: nothing falls back")

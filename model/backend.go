@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/qwenref/qwenref/layers/attention"
 	"github.com/qwenref/qwenref/layers/conv1d"
@@ -16,7 +17,9 @@ import (
 )
 
 // Backend is one set of kernels for every op of the model. Swapping the
-// backend swaps how each layer computes, never what it computes.
+// backend swaps how each layer computes, never what it computes. A backend
+// says what it is: its name, its kernels, the precision of its matrix
+// products, and, on an accelerator, its Device.
 type Backend struct {
 	// Name is the spec the backend was built from, e.g. "chunked:delta=naive".
 	Name   string
@@ -26,13 +29,129 @@ type Backend struct {
 	Attn   attention.Kernel
 	// MoE computes the routed experts of sparse layers (nil: moe.Grouped).
 	MoE moe.Kernel
+	// Precision is what the matrix products round their operands to
+	// (PrecisionF32 when empty); error models (trace --compare) follow it.
+	// A kernel reports its own with a Precision() Precision method; one
+	// that does not has its backend's.
+	Precision Precision
+	// Device is the accelerator the backend runs on; nil on the CPU.
+	Device *Device
 	// Release frees backend resources (device memory); nil for CPU backends.
 	Release func() error
+}
+
+// Precision names the rounding of a backend's matrix products.
+type Precision string
+
+// The precisions a backend can have.
+const (
+	// PrecisionF32 computes every product in float32.
+	PrecisionF32 Precision = "f32"
+	// PrecisionBF16 rounds the activations (and weights) of the products
+	// to bf16 and accumulates in float32.
+	PrecisionBF16 Precision = "bf16"
+)
+
+// Device is what a backend on an accelerator offers beyond its kernels.
+// Every field but Name may be left out.
+type Device struct {
+	// Name names the device, e.g. the GPU's model.
+	Name string
 	// NewRunner, when set, runs the whole model itself (a device-resident
 	// model: weights uploaded once, activations never leave the device);
 	// model.NewRunner calls it instead of building CPU sessions. Such a
 	// backend takes no part swaps.
 	NewRunner func(m *Model, rows int) (Runner, error)
+	// NewRandomRunner, when set, builds runners over a model whose weights
+	// the device generates itself from a seed, so no host copy of them
+	// exists (NewRandomRunner).
+	NewRandomRunner RandomRunnerFunc
+	// Time, when set, times one bench op on the device itself (inputs
+	// resident there, device events around each run, no host copies). It
+	// returns nil, nil for an op it does not time, and an UnsupportedShape
+	// error, saying why, for a shape it cannot time.
+	Time func(op string, cfg *Config, t int) (*DeviceTiming, error)
+	// Ceiling is the device's practical peak, for bench's %ceil column.
+	Ceiling Ceiling
+	// Supports, when set, returns why the device cannot hold cfg's model
+	// as it would (nil when it can), e.g. head dims its resident kernels
+	// lack, so that the backend runs it another way.
+	Supports func(cfg *Config) error
+}
+
+// DeviceTiming is one op timed on a device: the median, fastest and
+// slowest of Runs timed runs.
+type DeviceTiming struct {
+	Median, Min, Max time.Duration
+	Runs             int
+}
+
+// Ceiling is a device's practical peak rates.
+type Ceiling struct {
+	GFLOPS float64 // dense matrix products, GFLOP/s
+	GBPS   float64 // device memory copy, GB/s
+	// About says what the numbers are, e.g. "bf16 GEMM; H200, anchors".
+	About string
+}
+
+// ErrUnsupportedShape matches (errors.Is) a kernel's or device's refusal
+// of a shape, made by UnsupportedShape.
+var ErrUnsupportedShape = errors.New("shape not supported")
+
+// UnsupportedShape returns a refusal of a shape whose text is the reason
+// alone and which matches ErrUnsupportedShape.
+func UnsupportedShape(format string, a ...any) error {
+	return &unsupportedShape{fmt.Sprintf(format, a...)}
+}
+
+type unsupportedShape struct{ reason string }
+
+func (e *unsupportedShape) Error() string        { return e.reason }
+func (e *unsupportedShape) Is(target error) bool { return target == ErrUnsupportedShape }
+
+// Resident reports whether the backend keeps the whole model on its device
+// (Device.NewRunner).
+func (b *Backend) Resident() bool { return b.Device != nil && b.Device.NewRunner != nil }
+
+// shapeChecker is implemented by a kernel that runs only some shapes.
+type shapeChecker interface{ Supports(cfg *Config) error }
+
+// Supports returns nil when every kernel of b, and its device, runs a
+// model of cfg's shape as asked, or else the reasons, one line per part
+// ("delta: ..."), so that a command can say why instead of falling back
+// silently. A kernel refuses a shape with a Supports(cfg) error method.
+func (b *Backend) Supports(cfg *Config) error {
+	var errs []error
+	if b.Resident() && cfg.IsMoE() {
+		errs = append(errs, UnsupportedShape("backend %s runs the dense Qwen3.5/3.6 models only, not mixture-of-experts layers: use naive or chunked (docs/moe.md)", b.Name))
+	}
+	if b.Device != nil && b.Device.Supports != nil {
+		if err := b.Device.Supports(cfg); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i, k := range []any{b.MatMul, b.Conv, b.Delta, b.Attn, b.MoE} {
+		if c, ok := k.(shapeChecker); ok {
+			if err := c.Supports(cfg); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", Parts[i], err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// precisioned is implemented by a kernel that reports its precision.
+type precisioned interface{ Precision() Precision }
+
+// kernelPrecision is k's own precision, or else def.
+func kernelPrecision(k any, def Precision) Precision {
+	if p, ok := k.(precisioned); ok {
+		return p.Precision()
+	}
+	if def == "" {
+		return PrecisionF32
+	}
+	return def
 }
 
 // checkSessionKernels refuses a backend without the kernels a CPU Session
@@ -57,8 +176,9 @@ var Parts = []string{"matmul", "conv", "delta", "attn", "moe"}
 
 // A variant is a named kernel for one part, e.g. delta=recurrent.
 type variant struct {
-	help string
-	make func() (any, error)
+	help      string
+	make      func() (any, error)
+	precision Precision // of a kernel that does not report its own
 }
 
 var (
@@ -82,6 +202,11 @@ func RegisterBackend(name, help string, factory func() (*Backend, error)) {
 // part's interface: linalg.MatMuler, conv1d.Kernel, gateddelta.Kernel,
 // attention.Kernel or moe.Kernel. Plug-in kernels register here too.
 func RegisterKernel(part, name, help string, make func() (any, error)) error {
+	return registerKernel(part, name, help, PrecisionF32, make)
+}
+
+// registerKernel is RegisterKernel for a variant of the given precision.
+func registerKernel(part, name, help string, precision Precision, make func() (any, error)) error {
 	if !slices.Contains(Parts, part) {
 		return fmt.Errorf("unknown part %q (parts: %s)", part, strings.Join(Parts, ", "))
 	}
@@ -99,7 +224,7 @@ func RegisterKernel(part, name, help string, make func() (any, error)) error {
 	if variants[part] == nil {
 		variants[part] = map[string]variant{}
 	}
-	variants[part][name] = variant{help: help, make: make}
+	variants[part][name] = variant{help: help, make: make, precision: precision}
 	return nil
 }
 
@@ -157,25 +282,46 @@ func ParseBackend(spec string) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	declared := base.Precision // what kernels that do not report their own have
+	if base.Precision == "" {  // unsaid: bf16 when a kernel says so
+		base.Precision = PrecisionF32
+		for _, k := range []any{base.MatMul, base.Conv, base.Delta, base.Attn, base.MoE} {
+			if kernelPrecision(k, PrecisionF32) == PrecisionBF16 {
+				base.Precision = PrecisionBF16
+			}
+		}
+	}
 	if len(sp.Swaps) == 0 {
 		return base, nil
 	}
-	if base.NewRunner != nil {
+	if base.Resident() {
 		_ = base.Close()
 		return nil, fmt.Errorf("backend %q: %s keeps the whole model on its device, so part swaps (which would copy activations off it) are not allowed; use it alone, or a CPU base such as chunked", spec, sp.Base)
 	}
 	be := *base
 	be.Name = strings.TrimSpace(spec)
+	// Each part has its kernel's precision; the backend is bf16 when any is.
+	prec := map[string]Precision{}
+	for i, k := range []any{be.MatMul, be.Conv, be.Delta, be.Attn, be.MoE} {
+		prec[Parts[i]] = kernelPrecision(k, declared)
+	}
 	releases := []func() error{base.Release}
 	for _, sw := range sp.Swaps {
-		k, release, err := partKernel(sw.Part, sw.Name)
+		k, p, release, err := partKernel(sw.Part, sw.Name)
 		if err == nil {
 			releases = append(releases, release)
 			err = setPart(&be, sw.Part, k)
+			prec[sw.Part] = p
 		}
 		if err != nil {
 			closeAll(releases)
 			return nil, fmt.Errorf("backend %q: %w", spec, err)
+		}
+	}
+	be.Precision = PrecisionF32
+	for _, p := range prec {
+		if p == PrecisionBF16 {
+			be.Precision = PrecisionBF16
 		}
 	}
 	be.Release = func() error { return closeAll(releases) }
@@ -205,7 +351,8 @@ func unknownBackend(name string) error {
 }
 
 // partKernel resolves NAME for one part: a variant first, then a backend.
-func partKernel(part, name string) (any, func() error, error) {
+// It returns the kernel, its precision and what releases it.
+func partKernel(part, name string) (any, Precision, func() error, error) {
 	regMu.Lock()
 	v, isVariant := variants[part][name]
 	_, isBackend := registry[name]
@@ -213,15 +360,15 @@ func partKernel(part, name string) (any, func() error, error) {
 	switch {
 	case isVariant:
 		k, err := v.make()
-		return k, nil, err
+		return k, kernelPrecision(k, v.precision), nil, err
 	case isBackend:
 		b, err := newBase(name)
 		if err != nil {
-			return nil, nil, err
+			return nil, "", nil, err
 		}
-		if b.NewRunner != nil {
+		if b.Resident() {
 			_ = b.Close()
-			return nil, nil, fmt.Errorf("%s=%s: %s runs only as a whole-model backend; its kernels cannot be mixed into another base", part, name, name)
+			return nil, "", nil, fmt.Errorf("%s=%s: %s runs only as a whole-model backend; its kernels cannot be mixed into another base", part, name, name)
 		}
 		var k any
 		switch part {
@@ -236,9 +383,9 @@ func partKernel(part, name string) (any, func() error, error) {
 		case "moe":
 			k = b.MoEKernel()
 		}
-		return k, b.Release, nil
+		return k, kernelPrecision(k, b.Precision), b.Release, nil
 	}
-	return nil, nil, fmt.Errorf("unknown %s kernel %q (choose from: %s)", part, name, strings.Join(PartChoices(part), ", "))
+	return nil, "", nil, fmt.Errorf("unknown %s kernel %q (choose from: %s)", part, name, strings.Join(PartChoices(part), ", "))
 }
 
 func setPart(be *Backend, part string, k any) error {
@@ -355,5 +502,6 @@ func init() {
 	must(RegisterKernel("moe", "grouped", "mixture of experts: tokens grouped by expert, one GEMM per expert and projection", func() (any, error) {
 		return moe.Grouped{}, nil
 	}))
-	must(RegisterKernel("matmul", "bf16", "bf16 compute: activations rounded to bf16, AVX512_BF16 dot products (VDPBF16PS) with fp32 accumulation, as ggml and PyTorch run bf16 checkpoints", newBF16MatMul))
+	must(registerKernel("matmul", "bf16", "bf16 compute: activations rounded to bf16, AVX512_BF16 dot products (VDPBF16PS) with fp32 accumulation, as ggml and PyTorch run bf16 checkpoints",
+		PrecisionBF16, newBF16MatMul))
 }

@@ -16,3 +16,25 @@ func newBF16MatMul() (any, error) {
 	}
 	return linalg.BlockedBF16Dot{}, nil
 }
+
+// KernelLevel is the CPU kernel level the CPU backends run at.
+type KernelLevel struct {
+	// Name describes it, e.g. "avx512 (AVX512_BF16)".
+	Name string
+	// Levels are the ones this CPU has, best first; EnvVar forces one.
+	Levels []string
+	EnvVar string
+	// Err says when EnvVar names a level this CPU lacks (the CPU backends
+	// then run the best one).
+	Err error
+}
+
+// CPUKernels says which kernel level the CPU backends run at
+// (internal/cpu's choice).
+func CPUKernels() KernelLevel {
+	k := KernelLevel{Name: cpu.Describe(), EnvVar: cpu.EnvVar, Err: cpu.Check()}
+	for _, l := range cpu.Supported() {
+		k.Levels = append(k.Levels, l.String())
+	}
+	return k
+}

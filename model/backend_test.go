@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,6 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/qwenref/qwenref/internal/cpu"
+	"github.com/qwenref/qwenref/layers/gateddelta"
+	"github.com/qwenref/qwenref/linalg"
 	"github.com/qwenref/qwenref/tensor"
 )
 
@@ -65,7 +69,7 @@ func TestEveryBackendNameParsesAndRuns(t *testing.T) {
 			continue
 		}
 		require.NoError(t, err, spec)
-		if bf16Backends[spec] || strings.Contains(spec, "bf16") || strings.Contains(spec, "cuda") {
+		if be.Precision == PrecisionBF16 || bf16Backends[spec] {
 			rel := tensor.RelL2(lg.Data, hfFP32)
 			t.Logf("%s: rel L2 %.3g from transformers' fp32 logits (transformers' bf16: %.3g)", spec, rel, bf16Bar)
 			assert.LessOrEqual(t, rel, bf16Bar, spec)
@@ -97,7 +101,7 @@ func TestParseBackendErrors(t *testing.T) {
 // A device-resident backend refuses part swaps before building anything.
 func TestResidentBackendRefusesSwaps(t *testing.T) {
 	RegisterBackend("test-resident", "a stand-in device-resident backend", func() (*Backend, error) {
-		return &Backend{Name: "test-resident", NewRunner: func(*Model, int) (Runner, error) { return nil, nil }}, nil
+		return &Backend{Name: "test-resident", Device: &Device{NewRunner: func(*Model, int) (Runner, error) { return nil, nil }}}, nil
 	})
 	defer func() {
 		regMu.Lock()
@@ -109,4 +113,76 @@ func TestResidentBackendRefusesSwaps(t *testing.T) {
 	assert.ErrorContains(t, err, "part swaps (which would copy activations off it) are not allowed")
 	_, err = ParseBackend("chunked:delta=test-resident")
 	assert.ErrorContains(t, err, "runs only as a whole-model backend")
+}
+
+// bf16Kernel is a matmul that reports bf16; pickyDelta refuses every shape.
+type bf16Kernel struct{ linalg.MatMuler }
+
+func (bf16Kernel) Precision() Precision { return PrecisionBF16 }
+
+type pickyDelta struct{ gateddelta.Kernel }
+
+func (pickyDelta) Supports(cfg *Config) error {
+	return UnsupportedShape("wants %d-wide heads", cfg.LinearKeyHeadDim*2)
+}
+
+// A backend's precision is its factory's, else its kernels' (bf16 when any
+// says so); a swap brings the swapped kernel's, so a mix is bf16 when any
+// part is. Supports names each refusing part, and the device's refusal.
+func TestBackendSaysWhatItIs(t *testing.T) {
+	RegisterBackend("test-bf16", "a stand-in with a bf16 matmul and a picky delta", func() (*Backend, error) {
+		be, err := newBase("chunked")
+		if err != nil {
+			return nil, err
+		}
+		be.Name, be.MatMul, be.Delta = "test-bf16", bf16Kernel{be.MatMul}, pickyDelta{be.Delta}
+		be.Device = &Device{Name: "test", Supports: func(*Config) error { return errors.New("the device is too small") }}
+		return be, nil
+	})
+	defer func() {
+		regMu.Lock()
+		delete(registry, "test-bf16")
+		delete(regHelp, "test-bf16")
+		regMu.Unlock()
+	}()
+	for spec, want := range map[string]Precision{
+		"naive": PrecisionF32, "chunked": PrecisionF32, "chunked:delta=naive": PrecisionF32,
+		"test-bf16": PrecisionBF16, "chunked:matmul=test-bf16": PrecisionBF16, "chunked:delta=test-bf16": PrecisionF32,
+		"test-bf16:matmul=chunked": PrecisionF32, "test-bf16:conv=naive": PrecisionBF16,
+	} {
+		be, err := ParseBackend(spec)
+		require.NoError(t, err, spec)
+		assert.Equal(t, want, be.Precision, spec)
+		require.NoError(t, be.Close())
+	}
+	if cpu.HasBF16() {
+		be, err := ParseBackend("chunked:matmul=bf16")
+		require.NoError(t, err)
+		assert.Equal(t, PrecisionBF16, be.Precision, "the bf16 variant is registered as bf16")
+	}
+
+	cfg := &Config{LinearKeyHeadDim: 16}
+	be, err := ParseBackend("test-bf16")
+	require.NoError(t, err)
+	err = be.Supports(cfg)
+	assert.ErrorIs(t, err, ErrUnsupportedShape)
+	assert.EqualError(t, err, "the device is too small\ndelta: wants 32-wide heads")
+	be, err = ParseBackend("test-bf16:delta=chunked")
+	require.NoError(t, err)
+	assert.EqualError(t, be.Supports(cfg), "the device is too small", "the swap took the picky kernel out")
+	be, err = ParseBackend("chunked")
+	require.NoError(t, err)
+	assert.NoError(t, be.Supports(cfg))
+	assert.Nil(t, be.Device, "a CPU backend has no device part")
+	assert.False(t, be.Resident())
+}
+
+// CPUKernels says what internal/cpu chose, in its own words.
+func TestCPUKernels(t *testing.T) {
+	k := CPUKernels()
+	assert.Equal(t, cpu.Describe(), k.Name)
+	assert.Equal(t, "QWENREF_CPU", k.EnvVar)
+	require.NotEmpty(t, k.Levels)
+	assert.Equal(t, "portable", k.Levels[len(k.Levels)-1], "every CPU has the portable level")
+	assert.Equal(t, cpu.Check(), k.Err)
 }

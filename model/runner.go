@@ -55,7 +55,7 @@ func (opt RunOptions) OutTensor(shape ...int) *tensor.Tensor {
 
 // Runner is what a command runs: a model on one backend for B ≥ 1
 // sequences that advance together. The CPU backends implement it with one
-// Session per row; a device-resident backend (Backend.NewRunner) with its
+// Session per row; a device-resident backend (Device.NewRunner) with its
 // own caches on the device.
 type Runner interface {
 	// Forward feeds ids[b] to row b (every row the same length) and returns
@@ -82,11 +82,11 @@ func NewRunner(m *Model, be *Backend, rows int) (Runner, error) {
 	if rows < 1 {
 		return nil, fmt.Errorf("a runner needs at least one row, not %d", rows)
 	}
-	if be.NewRunner != nil {
+	if be.Resident() {
 		if m.Config.IsMoE() {
 			return nil, fmt.Errorf("backend %s runs the dense Qwen3.5/3.6 models only; this %s checkpoint has mixture-of-experts layers: use naive or chunked (docs/moe.md)", be.Name, m.Config.ModelType)
 		}
-		return be.NewRunner(m, rows)
+		return be.Device.NewRunner(m, rows)
 	}
 	r := &sessionRunner{m: m, be: be, rows: make([]*Session, rows)}
 	for i := range r.rows {
@@ -99,32 +99,17 @@ func NewRunner(m *Model, be *Backend, rows int) (Runner, error) {
 // weights the backend generates itself from seed.
 type RandomRunnerFunc func(cfg *Config, seed uint64, rows int) (Runner, error)
 
-var randomRunners sync.Map // *Backend → RandomRunnerFunc
-
-// OfferRandomRunner records that be can build random-weight runners
-// itself (a device-resident backend generating the weights on its device,
-// so no host copy of them exists); f == nil withdraws the offer (the
-// backend's Release does, so a closed backend is not kept).
-func OfferRandomRunner(be *Backend, f RandomRunnerFunc) {
-	if f == nil {
-		randomRunners.Delete(be)
-		return
-	}
-	randomRunners.Store(be, f)
-}
-
-// HasRandomRunner reports whether be offers random-weight runners.
+// HasRandomRunner reports whether be's device builds random-weight
+// runners itself (Device.NewRandomRunner).
 func HasRandomRunner(be *Backend) bool {
-	_, ok := randomRunners.Load(be)
-	return ok
+	return be.Device != nil && be.Device.NewRandomRunner != nil
 }
 
 // NewRandomRunner returns be's runner for rows sequences of a model of
 // cfg's shape with weights the backend generates from seed, or an error
 // when the backend offers none (HasRandomRunner).
 func NewRandomRunner(be *Backend, cfg *Config, seed uint64, rows int) (Runner, error) {
-	f, ok := randomRunners.Load(be)
-	if !ok {
+	if !HasRandomRunner(be) {
 		return nil, fmt.Errorf("backend %s cannot generate random weights itself: build a host model (NewRandom) and use NewRunner", be.Name)
 	}
 	if rows < 1 {
@@ -136,7 +121,7 @@ func NewRandomRunner(be *Backend, cfg *Config, seed uint64, rows int) (Runner, e
 	if cfg.IsMoE() {
 		return nil, fmt.Errorf("backend %s runs the dense Qwen3.5/3.6 models only, not mixture-of-experts shapes", be.Name)
 	}
-	return f.(RandomRunnerFunc)(cfg, seed, rows)
+	return be.Device.NewRandomRunner(cfg, seed, rows)
 }
 
 // sessionRunner runs each row in its own Session on a CPU backend.
@@ -227,4 +212,113 @@ func CheckBatch(m *Model, ids [][]int, rows int) (int, error) {
 		}
 	}
 	return t, nil
+}
+
+// ForwardHidden runs each row of batch (equal lengths T) from position 0
+// and returns the logits [B, T, V] and the final-norm hidden states
+// [B, T, H], flattened. The rows go one at a time through one single-row
+// runner, reset between them: the recorder that captures the hidden
+// states takes one row at a time. On a device-resident backend recording
+// copies every stage off the device, so the pass is slower there than an
+// untraced one.
+func ForwardHidden(m *Model, be *Backend, batch [][]int) (logits, hidden []float32, err error) {
+	if len(batch) == 0 || len(batch[0]) == 0 {
+		return nil, nil, ErrEmpty
+	}
+	cfg, t := m.Config, len(batch[0])
+	logits = make([]float32, 0, len(batch)*t*cfg.VocabSize)
+	hidden = make([]float32, 0, len(batch)*t*cfg.HiddenSize)
+	r, err := NewRunner(m, be, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer r.Close()
+	for b, ids := range batch {
+		var h []float32
+		rec := func(stage string, x *tensor.Tensor) {
+			if stage == "final_norm" {
+				h = append([]float32(nil), x.Data...)
+			}
+		}
+		if b > 0 {
+			if err := r.Reset(); err != nil {
+				return nil, nil, err
+			}
+		}
+		lg, err := r.Forward([][]int{ids}, RunOptions{Logits: AllLogits, Record: rec})
+		if err == nil && len(h) != len(ids)*cfg.HiddenSize {
+			err = fmt.Errorf("backend %s recorded no final-norm hidden states (%d values, want %d)", be.Name, len(h), len(ids)*cfg.HiddenSize)
+		}
+		if err != nil {
+			if len(batch) > 1 {
+				err = fmt.Errorf("ids row %d: %w", b, err)
+			}
+			return nil, nil, err
+		}
+		logits = append(logits, lg.Data...)
+		hidden = append(hidden, h...)
+	}
+	return logits, hidden, nil
+}
+
+// Agreement is one backend's prompt logits measured against a reference
+// backend's on the same ids (CompareBackends).
+type Agreement struct {
+	Backend string
+	// Why says why the backend was not compared ("" when it was).
+	Why string
+	// RelL2 and MaxAbs compare every logit; Argmax counts the positions of
+	// Positions whose most likely token agrees.
+	RelL2, MaxAbs     float64
+	Argmax, Positions int
+}
+
+// String is the comparison as one phrase.
+func (a Agreement) String() string {
+	if a.Why != "" {
+		return a.Backend + " " + a.Why
+	}
+	return fmt.Sprintf("%s: rel L2 %.1e, max-abs %.1e, argmax %d/%d", a.Backend, a.RelL2, a.MaxAbs, a.Argmax, a.Positions)
+}
+
+// CompareBackends runs ids through m on ref and on every other registered
+// backend and measures each one's prompt logits against ref's. Unless
+// all, naive is skipped past 20 GFLOP of work (about 1 GFLOP/s is its
+// floor on this class of CPU, so that is 20 s).
+func CompareBackends(m *Model, ref *Backend, ids []int, all bool) ([]Agreement, error) {
+	want, err := m.Forward([][]int{ids}, ref)
+	if err != nil {
+		return nil, err
+	}
+	var out []Agreement
+	gflop := 2 * float64(m.Config.TextParams()) * float64(len(ids)) / 1e9
+	for _, name := range BackendNames() {
+		if name == ref.Name {
+			continue
+		}
+		if name == "naive" && !all && gflop > 20 {
+			out = append(out, Agreement{Backend: name, Why: fmt.Sprintf("skipped (~%.0f GFLOP; --compare all forces it)", gflop)})
+			continue
+		}
+		be, err := NewBackend(name)
+		if err != nil {
+			out = append(out, Agreement{Backend: name, Why: fmt.Sprintf("unavailable: %v", err)})
+			continue
+		}
+		got, err := m.Forward([][]int{ids}, be)
+		be.Close()
+		if err != nil {
+			out = append(out, Agreement{Backend: name, Why: fmt.Sprintf("failed: %v", err)})
+			continue
+		}
+		a := Agreement{Backend: name, RelL2: tensor.RelL2(got.Data, want.Data), MaxAbs: tensor.MaxAbsDiff(got.Data, want.Data), Positions: len(ids)}
+		v := m.Config.VocabSize
+		for p := range ids {
+			if Argmax(got.Data[p*v:(p+1)*v]) == Argmax(want.Data[p*v:(p+1)*v]) {
+				a.Argmax++
+			}
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }

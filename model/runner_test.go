@@ -57,3 +57,29 @@ func TestRunnerOutReusesBuffer(t *testing.T) {
 		})
 	}
 }
+
+// CompareBackends measures every other registered backend against the
+// reference: naive agrees with chunked within fp32 rounding at every
+// position, and a backend that cannot open here says why.
+func TestCompareBackends(t *testing.T) {
+	m, _, ids := firstGolden(t)
+	ref, err := NewBackend("chunked")
+	require.NoError(t, err)
+	as, err := CompareBackends(m, ref, ids, false)
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for _, a := range as {
+		seen[a.Backend] = true
+		if a.Backend == "naive" {
+			assert.Empty(t, a.Why)
+			assert.Less(t, a.RelL2, 1e-5)
+			assert.Equal(t, len(ids), a.Positions)
+			assert.Equal(t, a.Positions, a.Argmax)
+			assert.Contains(t, a.String(), "naive: rel L2 ")
+		} else if a.Why != "" {
+			assert.Regexp(t, "^(unavailable|failed): ", a.Why, a.Backend)
+		}
+	}
+	assert.True(t, seen["naive"])
+	assert.False(t, seen["chunked"], "the reference is not compared with itself")
+}

@@ -2,7 +2,6 @@ package tokenizer_test
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/qwenref/qwenref/tokenizer"
 )
@@ -13,8 +12,7 @@ func ExampleTokenizer_Encode() {
 	if err != nil {
 		panic(err)
 	}
-	text := tok.ApplyChatTemplate([]tokenizer.Message{{Role: "user", Content: "hi"}}, false)
-	ids, err := tok.Encode(strings.TrimSuffix(text, "\n"))
+	ids, err := tok.Encode("<|im_start|>user\nhi<|im_end|>")
 	if err != nil {
 		panic(err)
 	}

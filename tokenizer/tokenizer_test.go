@@ -223,29 +223,3 @@ func TestEncodeConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
-
-func TestApplyChatTemplate(t *testing.T) {
-	tok := qwen3(t)
-	msgs := []Message{
-		{Role: "system", Content: "You are helpful."},
-		{Role: "user", Content: "What is 2+2?"},
-	}
-	const want = "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
-	assert.Equal(t, want, tok.ApplyChatTemplate(msgs, true))
-	assert.Equal(t, want[:len(want)-len("<|im_start|>assistant\n")], tok.ApplyChatTemplate(msgs, false))
-	assert.Equal(t, "<|im_start|>assistant\n", tok.ApplyChatTemplate(nil, true))
-
-	// The same text is a case of expected.json; its ids come from HF.
-	var hf *expectedCase
-	for i, c := range loadExpected(t).Suites[0].Cases {
-		if c.Name == "special_chat_full" {
-			hf = &loadExpected(t).Suites[0].Cases[i]
-		}
-	}
-	require.NotNil(t, hf)
-	require.Equal(t, want, hf.Text)
-	ids, err := tok.Encode(tok.ApplyChatTemplate(msgs, true))
-	require.NoError(t, err)
-	assert.Equal(t, hf.IDs, ids)
-	assert.Equal(t, 151644, ids[0])
-}

@@ -5,7 +5,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/qwenref/qwenref/internal/cpu"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -25,9 +24,10 @@ trace, bench, perplexity, check) accepts the same grammar:
   BASE[:PART=NAME]...
 
 BASE is one of the backends below. Each PART=NAME swaps one op's kernel:
-PART is matmul, conv, delta (the gated delta rule core) or attn (the
-attention core), and NAME is a kernel variant of that part or another
-backend, whose kernel for that part is taken. Examples:
+PART is matmul, conv, delta (the gated delta rule core), attn (the
+attention core) or moe (the routed experts of mixture-of-experts layers),
+and NAME is a kernel variant of that part or another backend, whose
+kernel for that part is taken. Examples:
 
   chunked                          the default: fast CPU kernels, fp32 throughout
   chunked:delta=naive:conv=naive   what transformers does without fla and causal-conv1d
@@ -48,6 +48,7 @@ Backends in this build:
 			}
 		}
 	}
+	k := model.CPUKernels()
 	fmt.Fprintf(w, `
 A device-resident backend (cuda) takes no part swaps: they would copy
 activations off the device. The cuda backends are in every build (prebuilt
@@ -55,7 +56,7 @@ kernels, no CUDA toolkit needed); they start where an NVIDIA driver (580+)
 and cuBLAS 13 are found, and --gpu N picks the GPU.
 
 CPU kernel level: %s (set %s=%s to force a lower one).
-`, cpu.Describe(), cpu.EnvVar, levelChoices())
+`, k.Name, k.EnvVar, strings.Join(k.Levels, "|"))
 }
 
 func isBackend(n string) bool {
@@ -65,13 +66,4 @@ func isBackend(n string) bool {
 		}
 	}
 	return false
-}
-
-func levelChoices() string {
-	ls := cpu.Supported()
-	s := make([]string, len(ls))
-	for i, l := range ls {
-		s[i] = l.String()
-	}
-	return strings.Join(s, "|")
 }

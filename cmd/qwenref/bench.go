@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"runtime"
-	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -60,7 +56,7 @@ backends of a case take turns run by run, so a change in the machine's
 load hits them alike; times are medians because the machine may be shared.
 
 Backends (--backends) are registered names or mixes: BASE:PART=OTHER...
-with PART one of matmul, conv, delta, attn swaps those kernels, e.g.
+with PART one of matmul, conv, delta, attn, moe swaps those kernels, e.g.
 "chunked:delta=naive:conv=naive" is chunked with the unfused GDN core and
 conv (what transformers does without flash-linear-attention: fast GEMMs,
 slow GDN), while "naive" loses every fast kernel.
@@ -108,7 +104,7 @@ Examples:
 	seqList := fs.String("seq", "512,2048,8192", "sequence lengths T, comma-separated (k = ×1024; the quick sweep: 128,512)")
 	beList := fs.String("backends", "", fmt.Sprintf("backends or mixes (see above), comma-separated; empty = all registered: %s", strings.Join(model.BackendNames(), ",")))
 	shape := fs.String("shape", "27b", fmt.Sprintf("named shape: %s (the quick sweep: 0.8b)", strings.Join(model.ShapeNames(), ", ")))
-	dir := fs.String("model", "", "checkpoint directory: run its weights (mmap'ed) instead of random ones")
+	dir := addModelFlag(fs, ": run its weights (mmap'ed) instead of random ones")
 	cfgPath := fs.String("config", "", "config.json to take the shape from (random weights)")
 	layers := fs.Int("layers", 0, "op model: keep only the first N decoder layers (0 = all)")
 	states := fs.Int("states", 1, "op decode-core: cycle through this many layers' states, so each is cold when it comes round (48: the 27B's GDN layers)")
@@ -120,7 +116,7 @@ Examples:
 	minTime := fs.Duration("min-time", 200*time.Millisecond, "keep repeating a case until its timed runs add up to this")
 	maxTime := fs.Duration("max-time", time.Minute, "stop repeating a case once its timed runs add up to this (the quick sweep: 5s)")
 	naiveMax := fs.Float64("naive-max-gflop", 30, "run naive (timing and reference) only for calls of at most this many GFLOP (the quick sweep: 1)")
-	maxMem := &memoryFlag{fallback: func() (float64, string) { return defaultMaxMemGiB(), "75% of RAM" }}
+	maxMem := &memoryFlag{fallback: func() (float64, string) { return bench.DefaultMaxMemoryGiB(), "75% of RAM" }}
 	fs.Var(maxMem, "max-memory", "`GiB` of random weights the bench may build (default: 75% of RAM)")
 	fs.Var(maxMem, "max-mem", "deprecated spelling of --max-memory")
 	ceiling := fs.Float64("ceiling-gflops", bench.CPUCeilingGFLOPS, "this CPU's fp32 ceiling for the %ceil column")
@@ -136,7 +132,7 @@ Examples:
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	quick := quickSweep(set, shape, seqList, naiveMax, maxTime)
+	quick := bench.QuickSweep(set, shape, seqList, naiveMax, maxTime)
 	if *asJSON {
 		if set["format"] && *format != "json" {
 			return usageError(fs, stderr, "--json and --format %s disagree", *format)
@@ -149,7 +145,7 @@ Examples:
 	bad := func(format string, a ...any) error { return usageError(fs, stderr, format, a...) }
 
 	if *states < 1 || *states > 4096 {
-		return usageError(fs, stderr, "--states must be in [1, 4096], not %d", *states)
+		return bad("--states must be in [1, 4096], not %d", *states)
 	}
 	opts := bench.Options{Seed: *seed, NaiveMaxGFLOP: *naiveMax, Layers: *layers, Vocab: *vocab, States: *states,
 		Method:   bench.Method{Warmup: *warmup, Reps: *reps, MinTime: *minTime, MaxTime: *maxTime},
@@ -164,11 +160,9 @@ Examples:
 	}
 	registered := model.BackendNames()
 	if strings.TrimSpace(*beList) == "" {
-		registered = availableBackends(registered, stderr)
-		// The quick sweep adds what transformers runs without the fused GDN
-		// kernels (flash-linear-attention, causal-conv1d): the penalty in question.
+		registered = bench.AvailableBackends(registered, stderr)
 		if quick && slices.Contains(registered, "chunked") {
-			*beList = strings.Join(append(slices.Clone(registered), quickFallbackMix), ",")
+			*beList = strings.Join(append(slices.Clone(registered), bench.QuickFallbackMix), ",")
 		}
 	}
 	if opts.Backends, err = bench.ParseBackends(*beList, registered); err != nil {
@@ -194,44 +188,31 @@ Examples:
 	default:
 		return bad("--dtype %q: want bf16 or f32", *dtype)
 	}
-	sources := 0
-	for _, n := range []string{"shape", "model", "config"} {
-		if set[n] {
-			sources++
-		}
-	}
-	if sources > 1 {
+	if set["shape"] && set["model"] || set["shape"] && set["config"] || set["model"] && set["config"] {
 		return bad("give one of --shape, --model and --config")
-	}
-	if err := resolveModelFlag(dir, stderr); err != nil {
-		return err
 	}
 
 	meta := bench.Meta{DType: *dtype, Seed: *seed, Method: opts.Method, Naive: *naiveMax,
-		Machine: machine(), CPUCeiling: *ceiling, Command: strings.TrimSpace("qwenref bench " + shellJoin(args)), Date: time.Now(),
+		Machine: bench.Machine(), CPUCeiling: *ceiling, Command: strings.TrimSpace("qwenref bench " + bench.ShellJoin(args)), Date: time.Now(),
 		Env: bench.CurrentEnv(), Loads: map[string][3]float64{}}
 	switch {
 	case *dir != "":
 		if set["layers"] || set["vocab"] || set["dtype"] {
 			return bad("--layers, --vocab and --dtype apply to random weights, not to --model")
 		}
-		m, err := model.Load(*dir)
+		// The weights are paged in before timing, or streamed layer by layer
+		// when they outgrow RAM (then op model measures the disk, not kernels).
+		o := model.OpenOptions{}
+		if len(opts.Seqs) > 0 {
+			t := slices.Max(opts.Seqs)
+			o.Run = &model.RunSize{Rows: 1, Tokens: t, LogitRows: t, What: "--seq"}
+		}
+		op, err := openFlags{dir: dir, mem: maxMem}.open(o, nil, stderr, stderr)
 		if err != nil {
 			return err
 		}
-		defer m.Close()
-		// Page the weights in before timing, or stream them layer by layer
-		// when they outgrow RAM (then op model measures the disk, not kernels).
-		if err := prefault(m, stderr); err != nil {
-			return err
-		}
-		if len(opts.Seqs) > 0 {
-			t := slices.Max(opts.Seqs)
-			if err := checkRun(m.Config, maxMem, 1, t, t, "--seq"); err != nil {
-				return err
-			}
-		}
-		opts.Checkpoint, opts.Config, opts.ShapeName = m, m.Config, *dir
+		defer op.Close()
+		opts.Checkpoint, opts.Config, opts.ShapeName = op.Model, op.Model.Config, op.Dir
 		meta.DType = "checkpoint"
 	case *cfgPath != "":
 		if opts.Config, err = model.LoadConfig(*cfgPath); err != nil {
@@ -289,112 +270,4 @@ Examples:
 		fmt.Fprintf(stderr, "bench: wrote results.csv, results.json, report.txt and %d charts to %s\n", len(files), *outDir)
 	}
 	return nil
-}
-
-// quickSweep applies the quick default sweep's settings when no flag
-// chose the work (--op, --seq, --shape, --model, --config), so a command
-// that names its ops keeps the full defaults (the 27B shape); flags given
-// keep their values.
-func quickSweep(set map[string]bool, shape, seqList *string, naiveMax *float64, maxTime *time.Duration) bool {
-	for _, f := range []string{"op", "seq", "shape", "model", "config"} {
-		if set[f] {
-			return false
-		}
-	}
-	*shape, *seqList = "0.8b", "128,512"
-	if !set["naive-max-gflop"] {
-		*naiveMax = 1
-	}
-	if !set["max-time"] {
-		*maxTime = 5 * time.Second
-	}
-	return true
-}
-
-// quickFallbackMix is the unfused-GDN backend the quick sweep adds.
-const quickFallbackMix = "chunked:delta=naive:conv=naive"
-
-// isTerminal reports whether w is a character device (a terminal), where
-// progress can rewrite one line.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// defaultMaxMemGiB is 75% of the machine's memory (16 GiB if unknown).
-func defaultMaxMemGiB() float64 {
-	if kb := meminfoKB("MemTotal"); kb > 0 {
-		return float64(kb) * 0.75 / (1 << 20)
-	}
-	return 16
-}
-
-func meminfoKB(key string) int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && k == key {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-// machine names the CPU, the Go build and the parallelism for the header.
-func machine() string {
-	cpu := "unknown CPU"
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(data), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				cpu = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	s := fmt.Sprintf("%s/%s, %s, %d CPUs, GOMAXPROCS=%d, %s", runtime.GOOS, runtime.GOARCH, cpu, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, st := range bi.Settings {
-			if (st.Key == "GOEXPERIMENT" || st.Key == "-tags") && st.Value != "" {
-				s += fmt.Sprintf(", %s=%s", st.Key, st.Value)
-			}
-		}
-	}
-	return s
-}
-
-// shellJoin quotes args for a copy-pasteable command line.
-func shellJoin(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?;&|<>()") {
-			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-		q[i] = a
-	}
-	return strings.Join(q, " ")
-}
-
-// availableBackends keeps the registered backends that start on this
-// machine (a cuda build without a GPU skips cuda), saying which it skips.
-func availableBackends(names []string, stderr io.Writer) []string {
-	var ok []string
-	for _, n := range names {
-		be, err := model.NewBackend(n)
-		if err != nil {
-			fmt.Fprintf(stderr, "bench: skipping backend %s: %v\n", n, err)
-			continue
-		}
-		be.Close()
-		ok = append(ok, n)
-	}
-	return ok
 }

@@ -34,7 +34,7 @@ func TestBenchJSONEndToEnd(t *testing.T) {
 
 	var rows []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(stdout), &rows), stdout)
-	backends := availableBackends(model.BackendNames(), io.Discard) // a cuda build without a GPU skips cuda
+	backends := bench.AvailableBackends(model.BackendNames(), io.Discard) // a cuda build without a GPU skips cuda
 	// The tiny shape is dense: the sweep drops op moe.
 	nOps := len(bench.Ops())
 	if _, ok := bench.LookupOp("moe"); ok {
@@ -94,7 +94,7 @@ func TestBenchTableAndOut(t *testing.T) {
 	recs, err := csv.NewReader(f).ReadAll()
 	require.NoError(t, err)
 	assert.Equal(t, "op", recs[0][0])
-	assert.Len(t, recs, 1+2*2*len(availableBackends(model.BackendNames(), io.Discard)))
+	assert.Len(t, recs, 1+2*2*len(bench.AvailableBackends(model.BackendNames(), io.Discard)))
 	report, err := os.ReadFile(filepath.Join(out, "report.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, stdout, string(report), "report.txt is the printed table")
@@ -241,7 +241,7 @@ func TestBenchQuickDefault(t *testing.T) {
 		if set["max-time"] {
 			maxT = 2 * time.Second
 		}
-		q := quickSweep(set, &shape, &seq, &naive, &maxT)
+		q := bench.QuickSweep(set, &shape, &seq, &naive, &maxT)
 		return q, shape, seq, naive, maxT
 	}
 	q, shape, seq, naive, maxT := run(map[string]bool{"out": true, "format": true})
@@ -257,6 +257,6 @@ func TestBenchQuickDefault(t *testing.T) {
 	}
 	code, stdout, _ := runHelp("bench")
 	assert.Equal(t, 0, code)
-	assert.Contains(t, stdout, quickFallbackMix)
+	assert.Contains(t, stdout, bench.QuickFallbackMix)
 	assert.Contains(t, stdout, "under a minute")
 }

@@ -7,11 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/qwenref/qwenref/chat"
-	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -129,63 +126,17 @@ func turn(role, content string) json.RawMessage {
 	return b
 }
 
-// genConfig is what transformers' generate reads from generation_config.json
-// for sampling.
-type genConfig struct {
-	DoSample    *bool    `json:"do_sample"`
-	Temperature *float64 `json:"temperature"`
-	TopK        *int     `json:"top_k"`
-	TopP        *float64 `json:"top_p"`
-}
-
-// readGenConfig reads DIR/generation_config.json; a missing one is nil.
-func readGenConfig(dir string) (*genConfig, string, error) {
-	if dir == "" {
-		return nil, "", nil
-	}
-	path := filepath.Join(dir, "generation_config.json")
-	st, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, path, nil
-	}
-	if err != nil {
-		return nil, path, err
-	}
-	if !st.Mode().IsRegular() || st.Size() > 1<<20 {
-		return nil, path, fmt.Errorf("%s: not a regular file of at most 1 MiB", path)
-	}
-	data, err := safeio.ReadCapped(path, model.MaxGenerationConfigBytes, "generation_config.json")
-	if err != nil {
-		return nil, path, err
-	}
-	var gc genConfig
-	if err := json.Unmarshal(data, &gc); err != nil {
-		return nil, path, fmt.Errorf("%s: %w", path, err)
-	}
-	return &gc, path, nil
-}
-
 // resolve combines generation_config.json's sampling settings (as
 // transformers applies them: sampling only with do_sample; then
 // temperature 1, top_k 50, top_p 1 unless set) with the flags given, which
 // override.
 func (s sampleFlags) resolve(fs *flag.FlagSet, dir string, info io.Writer) (model.Sampling, error) {
-	out := model.Sampling{Seed: *s.seed}
-	gc, path, err := readGenConfig(dir)
+	out, path, sampled, err := model.GenerationSampling(dir)
+	out.Seed = *s.seed
 	if err != nil {
 		return out, err
 	}
-	if gc != nil && gc.DoSample != nil && *gc.DoSample {
-		out.Temperature, out.TopK, out.TopP = 1, 50, 1
-		if gc.Temperature != nil {
-			out.Temperature = *gc.Temperature
-		}
-		if gc.TopK != nil {
-			out.TopK = *gc.TopK
-		}
-		if gc.TopP != nil {
-			out.TopP = *gc.TopP
-		}
+	if sampled {
 		fmt.Fprintf(info, "sampling: %s: temperature %g, top-k %d, top-p %g (flags override)\n", path, out.Temperature, out.TopK, out.TopP)
 	}
 	if flagWasSet(fs, "temperature") {

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/qwenref/qwenref/doctor"
+	"github.com/qwenref/qwenref/model"
 )
 
 func init() {
@@ -43,7 +44,7 @@ Examples:
   qwenref doctor --python ~/venvs/train/bin/python --model /data/Qwen3.6-27B
   qwenref doctor --model Qwen/Qwen3.6-27B --json`, stderr)
 	python := fs.String("python", "", "the Python interpreter your jobs use (default: python3 on PATH)")
-	modelArg := fs.String("model", "", "a checkpoint directory, its config.json or org/name[@revision] in the Hugging Face cache: count the layers that fall back")
+	modelArg := addModelFlag(fs, " (or its config.json): count the layers that fall back")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", doctor.DefaultTimeout, "stop the probe after this long")
 	if err := parseFlags(fs, args); err != nil {
@@ -55,7 +56,7 @@ Examples:
 
 	var layers *doctor.Layers
 	if *modelArg != "" {
-		path, err := modelDir(*modelArg, stderr)
+		path, err := model.ResolveModel(*modelArg, stderr)
 		if err != nil {
 			return doctorFailed(stdout, *asJSON, err)
 		}
@@ -86,10 +87,7 @@ Examples:
 // doctorFailed reports a failure (exit 1); with --json, stdout still gets a JSON object.
 func doctorFailed(stdout io.Writer, asJSON bool, err error) error {
 	if asJSON {
-		b, _ := json.MarshalIndent(map[string]any{
-			"verdict": "failed", "exit_code": doctor.ExitFailed, "error": err.Error(),
-		}, "", "  ")
-		fmt.Fprintf(stdout, "%s\n", b)
+		fmt.Fprintf(stdout, "%s\n", doctor.FailureJSON(err))
 	}
 	return err
 }

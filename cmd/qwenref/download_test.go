@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/qwenref/qwenref/hub/hubtest"
+	"github.com/qwenref/qwenref/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -113,10 +114,10 @@ func TestModelPathWinsOverRepoID(t *testing.T) {
 	wd := t.TempDir()
 	t.Chdir(wd)
 	require.NoError(t, os.MkdirAll(filepath.Join("org", "tiny"), 0o755))
-	dir, err := modelDir("org/tiny", &strings.Builder{})
+	dir, err := model.ResolveModel("org/tiny", &strings.Builder{})
 	require.NoError(t, err)
 	assert.Equal(t, "org/tiny", dir)
-	dir, err = modelDir("", &strings.Builder{})
+	dir, err = model.ResolveModel("", &strings.Builder{})
 	require.NoError(t, err)
 	assert.Empty(t, dir)
 }

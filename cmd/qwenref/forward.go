@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/qwenref/qwenref/model"
-	"github.com/qwenref/qwenref/tensor"
 	"github.com/qwenref/qwenref/weights"
 )
 
@@ -32,11 +31,10 @@ On any error nothing is written and the exit status is non-zero.
 Example:
   qwenref forward --model testdata/golden/hub-bf16-sharded \
       --ids-json ids.json --backend chunked --out logits.safetensors`, stderr)
-	dir := fs.String("model", "", "checkpoint directory (config.json + safetensors)")
-	idsPath := fs.String("ids-json", "", "JSON file with token ids: [[id, ...], ...] (- reads stdin)")
-	idsList := fs.String("ids", "", "token ids of one row, comma-separated or a JSON array (- reads stdin)")
+	dir := addModelFlag(fs, "")
+	ids := addIDFlags(fs)
 	out := fs.String("out", "", "output .safetensors file (written atomically)")
-	backend := fs.String("backend", defaultBackend(), fmt.Sprintf("kernels to run on: %v", model.BackendNames()))
+	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
 	mem := addMemoryFlag(fs)
 	checkW := addCheckWeightsFlag(fs)
@@ -48,97 +46,39 @@ Example:
 			return usageError(fs, stderr, "missing %s", f.name)
 		}
 	}
-	if err := resolveModelFlag(dir, stderr); err != nil {
+	if err := resolveModelFlag(dir, stderr); err != nil { // before reading ids: a bad --model says so first
 		return err
 	}
-	batch, err := readIDs(*idsList, *idsPath)
+	batch, err := ids.read()
 	if errors.Is(err, errNoIDs) {
 		return usageError(fs, stderr, "missing --ids-json (or --ids)")
 	}
 	if err != nil {
 		return err
 	}
-	if _, err := outputFor("--out", *out, append(modelInputs(*dir, nil), *idsPath)...); err != nil {
-		return err
-	}
-	if err := loadPlugins(plugins); err != nil {
-		return err
-	}
-	be, err := model.NewBackend(*backend)
-	if err != nil {
-		return err
-	}
-	defer be.Close()
-	m, err := model.Load(*dir)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	for _, w := range m.Warnings {
-		fmt.Fprintf(stderr, "warning: %s\n", w)
-	}
-	for b, ids := range batch {
-		if err := m.CheckIDs(ids); err != nil {
-			return fmt.Errorf("ids row %d: %w", b, err)
-		}
-	}
-	outOpts, err := outputFor("--out", *out, append(modelInputs(*dir, m), *idsPath)...)
-	if err != nil {
-		return err
-	}
-	if err := checkRun(m.Config, mem, len(batch), len(batch[0]), len(batch)*len(batch[0]), "ids"); err != nil {
-		return err
-	}
-	if *checkW {
-		if err := checkWeights(m, stderr); err != nil {
-			return err
-		}
-	}
-
-	cfg := m.Config
 	bsz, t := len(batch), len(batch[0])
-	logits := make([]float32, 0, bsz*t*cfg.VocabSize)
-	hidden := make([]float32, 0, bsz*t*cfg.HiddenSize)
-	start := time.Now()
-	// One single-row runner, reset per row: the recorder that captures the
-	// final-norm hidden states takes one row at a time. On a device-resident
-	// backend recording copies every stage off the device, so the pass is
-	// slower there than an untraced one.
-	runner, err := model.NewRunner(m, be, 1)
+	var outOpts weights.WriteOptions
+	op, err := openFlags{dir, backend, plugins, mem, checkW}.open(model.OpenOptions{IDs: batch, IDsName: ids.name(),
+		Run: &model.RunSize{Rows: bsz, Tokens: t, LogitRows: bsz * t, What: "ids"},
+		Check: func(op *model.Opened) (err error) {
+			outOpts, err = outputFor("--out", *out, append(op.Inputs(), *ids.file)...)
+			return err
+		}}, nil, stderr, stderr)
 	if err != nil {
 		return err
 	}
-	defer runner.Close()
-	for b, ids := range batch {
-		var h []float32
-		rec := func(stage string, x *tensor.Tensor) {
-			if stage == "final_norm" {
-				h = append([]float32(nil), x.Data...)
-			}
-		}
-		if b > 0 {
-			if err := runner.Reset(); err != nil {
-				return err
-			}
-		}
-		lg, err := runner.Forward([][]int{ids}, model.RunOptions{Logits: model.AllLogits, Record: rec})
-		if err != nil {
-			if bsz > 1 {
-				err = fmt.Errorf("ids row %d: %w", b, err)
-			}
-			return err
-		}
-		if len(h) != t*cfg.HiddenSize {
-			return fmt.Errorf("ids row %d: backend %s recorded no final-norm hidden states (%d values, want %d)", b, be.Name, len(h), t*cfg.HiddenSize)
-		}
-		logits = append(logits, lg.Data...)
-		hidden = append(hidden, h...)
+	defer op.Close()
+	cfg, be := op.Model.Config, op.Backend
+	start := time.Now()
+	logits, hidden, err := model.ForwardHidden(op.Model, be, batch)
+	if err != nil {
+		return err
 	}
 	elapsed := time.Since(start)
 	err = weights.WriteFile(*out, []weights.NamedTensor{
 		{Name: "logits", DType: "F32", Shape: []int{bsz, t, cfg.VocabSize}, Data: logits},
 		{Name: "hidden", DType: "F32", Shape: []int{bsz, t, cfg.HiddenSize}, Data: hidden},
-	}, map[string]string{"backend": be.Name, "model": *dir, "producer": "qwenref forward"}, outOpts)
+	}, map[string]string{"backend": be.Name, "model": op.Dir, "producer": "qwenref forward"}, outOpts)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/qwenref/qwenref/internal/safeio"
+	"github.com/qwenref/qwenref/model"
 )
 
 // maxInputBytes caps what a prompt, ids or messages file (or stdin) may
@@ -57,7 +58,7 @@ func readIDs(list, jsonPath string) ([][]int, error) {
 		if err != nil {
 			return nil, err
 		}
-		rows, err := parseIDsJSON(data)
+		rows, err := model.ParseIDs(data)
 		if err != nil {
 			return nil, fmt.Errorf("--ids-json %s: %w", jsonPath, err)
 		}
@@ -72,13 +73,13 @@ func readIDs(list, jsonPath string) ([][]int, error) {
 		text = string(data)
 	}
 	if t := bytes.TrimSpace([]byte(text)); len(t) > 0 && t[0] == '[' {
-		rows, err := parseIDsJSON(t)
+		rows, err := model.ParseIDs(t)
 		if err != nil {
 			return nil, fmt.Errorf("--ids: %w", err)
 		}
 		return rows, nil
 	}
-	ids, err := parseIDList(strings.Join(strings.Fields(strings.ReplaceAll(text, ",", " ")), ","))
+	ids, err := model.ParseIDList(strings.Join(strings.Fields(strings.ReplaceAll(text, ",", " ")), ","))
 	if err != nil {
 		return nil, fmt.Errorf("--ids: %w", err)
 	}
@@ -103,3 +104,6 @@ func readPrompt(prompt, file string) (text string, ok bool, err error) {
 	}
 	return string(data), true, nil
 }
+
+// parseIDsJSON is model.ParseIDs.
+func parseIDsJSON(data []byte) ([][]int, error) { return model.ParseIDs(data) }

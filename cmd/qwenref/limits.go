@@ -1,14 +1,7 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"io"
-	"math"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
@@ -16,101 +9,10 @@ import (
 	"github.com/qwenref/qwenref/weights"
 )
 
-// memoryFlag is --max-memory GiB, one flag for every command: the memory a
-// run may allocate beyond the mapped weights. NaN, infinities, zero and
-// negative values are refused when the flag is parsed.
-type memoryFlag struct {
-	gib float64
-	set bool
-	// fallback gives the default in GiB and says where it comes from.
-	fallback func() (float64, string)
-}
-
-func (m *memoryFlag) String() string {
-	if m == nil || !m.set {
-		return ""
-	}
-	return strconv.FormatFloat(m.gib, 'g', -1, 64)
-}
-
-// Set parses a GiB count.
-func (m *memoryFlag) Set(s string) error {
-	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 || v > 1<<30 {
-		return fmt.Errorf("want a positive number of GiB, got %q", s)
-	}
-	m.gib, m.set = v, true
-	return nil
-}
-
-// availableRAM is the default limit: MemAvailable of /proc/meminfo.
-func availableRAM() (float64, string) {
-	if b := memAvailable(); b > 0 {
-		return float64(b) / (1 << 30), "available RAM"
-	}
-	return 0, "no limit: /proc/meminfo is unreadable"
-}
-
-// addMemoryFlag registers --max-memory with the available-RAM default.
-func addMemoryFlag(fs *flag.FlagSet) *memoryFlag {
-	m := &memoryFlag{fallback: availableRAM}
-	fs.Var(m, "max-memory", "`GiB` this run may allocate beyond the memory-mapped weights (activations, caches, logits); default: the available RAM")
-	return m
-}
-
-// limit returns the limit in bytes (0: none) and how to name it.
-func (m *memoryFlag) limit() (int64, string) {
-	if m.set {
-		return int64(m.gib * (1 << 30)), fmt.Sprintf("--max-memory %g", m.gib)
-	}
-	gib, why := m.fallback()
-	return int64(gib * (1 << 30)), why + "; set --max-memory to change it"
-}
-
-// checkRun bounds a run before any of its memory is allocated: every
-// sequence within max_position_embeddings, and the estimate of EstimateMemory
-// under the limit. what names the ids' argument for the message.
-func checkRun(cfg *model.Config, mem *memoryFlag, rows, tokens, logitRows int, what string) error {
-	if err := cfg.CheckLength(tokens, what); err != nil {
-		return err
-	}
-	limit, source := mem.limit()
-	return model.CheckMemory(cfg, rows, tokens, logitRows, limit, source)
-}
-
-// addCheckWeightsFlag registers --check-weights, the scan that the
-// non-finite-logits error points to.
-func addCheckWeightsFlag(fs *flag.FlagSet) *bool {
-	return fs.Bool("check-weights", false, "scan every weight matrix for NaN/Inf before running and name the first bad tensor (reads the whole checkpoint)")
-}
-
-// checkWeights scans m's matrices with a progress line on stderr.
-func checkWeights(m *model.Model, stderr io.Writer) error {
-	start, last := time.Now(), time.Time{}
-	err := m.CheckFinite(func(done, total int64) {
-		if time.Since(last) < 200*time.Millisecond && done < total {
-			return
-		}
-		last = time.Now()
-		fmt.Fprintf(stderr, "\rchecking weights: %5.1f%% of %.2f GB", 100*float64(done)/float64(total), float64(total)/1e9)
-	})
-	fmt.Fprintln(stderr)
-	if err != nil {
-		return fmt.Errorf("--check-weights: %w", err)
-	}
-	fmt.Fprintf(stderr, "checking weights: every matrix is finite (%v)\n", time.Since(start).Round(time.Millisecond))
-	return nil
-}
-
 // modelInputs lists the files of a checkpoint directory a command reads,
 // so that no output may replace one of them.
 func modelInputs(dir string, m *model.Model) []string {
-	in := []string{filepath.Join(dir, "config.json"), filepath.Join(dir, "generation_config.json"),
-		filepath.Join(dir, weights.IndexFile), filepath.Join(dir, "tokenizer.json")}
-	if m != nil {
-		in = append(in, m.Files()...)
-	}
-	return in
+	return (&model.Opened{Dir: dir, Model: m}).Inputs()
 }
 
 // outputFor checks --out before any work (absent or a regular file, none

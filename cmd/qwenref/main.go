@@ -16,7 +16,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/qwenref/qwenref/internal/cpu"
+	"github.com/qwenref/qwenref/model"
 )
 
 // command is one subcommand.
@@ -49,7 +49,7 @@ func Main(args []string, stdout, stderr io.Writer) (code int) {
 			code = 3
 		}
 	}()
-	if err := cpu.Check(); err != nil {
+	if err := model.CPUKernels().Err; err != nil {
 		fmt.Fprintf(stderr, "qwenref: %v\n", err)
 		return 2
 	}
@@ -71,14 +71,19 @@ func Main(args []string, stdout, stderr io.Writer) (code int) {
 		fmt.Fprintf(stderr, "qwenref: unknown command %q; run 'qwenref help' for the list\n", name)
 		return 2
 	}
-	if err := c.run(args, stdout, stderr); err != nil {
+	out := &stdoutWriter{w: stdout}
+	err := c.run(args, out, stderr)
+	var status exitStatus // the command has reported; only the code is left (doctor.go)
+	if out.err != nil && (err == nil || errors.Is(err, out.err) || errors.As(err, &status)) {
+		err = fmt.Errorf("writing stdout: %w", out.err) // output that did not arrive is a failure
+	}
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		if errors.Is(err, errUsage) {
 			return 2
 		}
-		var status exitStatus // the command has reported; only the code is left (doctor.go)
 		if errors.As(err, &status) {
 			return int(status)
 		}
@@ -88,15 +93,27 @@ func Main(args []string, stdout, stderr io.Writer) (code int) {
 	return 0
 }
 
+// stdoutWriter keeps the first error writing stdout, so that a command
+// whose output did not arrive (a full disk, a closed pipe) fails.
+type stdoutWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stdoutWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	s.err = err
+	return n, err
+}
+
 // help prints the command list, or one command's help; an unknown command
 // is a usage error.
 func help(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stdout)
-		return 0
-	}
-	if topic, ok := helpTopics[args[0]]; ok {
-		topic(stdout)
 		return 0
 	}
 	if topic, ok := helpTopics[args[0]]; ok {
@@ -141,7 +158,7 @@ func printVersion(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "qwenref %s\ncommit  %s\ngo      %s %s/%s\nbuild   %s\nkernels %s\n",
-		version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH, buildName(), cpu.Describe())
+		version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH, buildName(), model.CPUKernels().Name)
 }
 
 // buildName is "default" or the GOEXPERIMENT the binary was built with.
@@ -188,7 +205,6 @@ func newFlags(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	fs.Int("threads", 0, "CPU threads to use (sets GOMAXPROCS; 0 = all cores, or $GOMAXPROCS)")
-	addGPUFlag(fs)
 	return fs
 }
 

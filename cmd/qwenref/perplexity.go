@@ -4,32 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"strings"
-	"time"
 
-	"github.com/qwenref/qwenref/bundled"
+	"github.com/qwenref/qwenref/bench"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tokenizer"
 )
 
 func init() {
 	register(&command{name: "perplexity", summary: "token-level NLL and perplexity of a text or ids, on one or several backends", run: runPerplexity})
-}
-
-// pplReport is one backend's result, as --json prints it.
-type pplReport struct {
-	Backend    string  `json:"backend"`
-	Perplexity float64 `json:"perplexity"`
-	MeanNLL    float64 `json:"mean_nll"`
-	Scored     int     `json:"scored"`
-	Windows    int     `json:"windows"`
-	Seconds    float64 `json:"seconds"`
-	// Against the first backend: mean NLL difference (nats per token) and
-	// the largest per-token |ΔNLL|.
-	DeltaMeanNLL   *float64 `json:"delta_mean_nll,omitempty"`
-	MaxAbsTokenNLL *float64 `json:"max_abs_delta_token_nll,omitempty"`
-	nll            [][]float64
 }
 
 func runPerplexity(args []string, stdout, stderr io.Writer) error {
@@ -54,11 +37,10 @@ Examples:
   qwenref perplexity --model DIR --text-file wiki.test.txt --ctx 512 --stride 256
   qwenref perplexity --model DIR --text-file - --backends chunked,naive < text.txt
   qwenref perplexity --model testdata/golden/causal-f16-t130 --ids-json ids.json --json`, stderr)
-	dir := fs.String("model", "", "checkpoint directory (default: the bundled random-weight demo)")
+	dir := addModelFlag(fs, demoModel)
 	tokPath := fs.String("tokenizer", "", "tokenizer.json for --text-file instead of DIR/tokenizer.json")
 	textFile := fs.String("text-file", "", "text to score (- reads stdin); encoded without special tokens")
-	idsJSON := fs.String("ids-json", "", "JSON file with token ids, [[id, ...], ...] (- reads stdin)")
-	idsList := fs.String("ids", "", "token ids of one row, comma-separated or a JSON array (- reads stdin)")
+	idf := addIDFlags(fs)
 	ctx := fs.Int("ctx", 512, "window length in tokens")
 	stride := fs.Int("stride", 0, "window start advance in tokens, 1..ctx (0 = ctx/2)")
 	backends := fs.String("backends", defaultBackend(), fmt.Sprintf("comma-separated backends to compare; the first is the reference (%v)", model.BackendNames()))
@@ -68,9 +50,6 @@ Examples:
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := loadPlugins(plugins); err != nil {
-		return err
-	}
 	if *stride == 0 {
 		*stride = max(*ctx/2, 1)
 	}
@@ -78,7 +57,7 @@ Examples:
 		return usageError(fs, stderr, "want --ctx ≥ 2 and 1 ≤ --stride ≤ --ctx, got ctx %d, stride %d", *ctx, *stride)
 	}
 	nIn := 0
-	for _, v := range []string{*textFile, *idsJSON, *idsList} {
+	for _, v := range []string{*textFile, *idf.file, *idf.list} {
 		if v != "" {
 			nIn++
 		}
@@ -93,32 +72,30 @@ Examples:
 			return usageError(fs, stderr, "--backends has an empty entry: %q", *backends)
 		}
 	}
-	if err := resolveModelFlag(dir, stderr); err != nil {
-		return err
-	}
-	m, _, err := loadModelAndTokenizer(*dir, "", false, stderr)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	if err := checkRun(m.Config, mem, 1, *ctx, *ctx, "--ctx"); err != nil {
+	if err := resolveModelFlag(dir, stderr); err != nil { // before reading ids: a bad --model says so first
 		return err
 	}
 	var rows [][]int
+	var err error
+	if *textFile == "" {
+		if rows, err = idf.read(); err != nil {
+			return err
+		}
+	}
+	var demo *tokenizer.Tokenizer
+	op, err := openFlags{dir: dir, plugins: plugins, mem: mem}.open(model.OpenOptions{IDs: rows, IDsName: idf.name(),
+		Run: &model.RunSize{Rows: 1, Tokens: *ctx, LogitRows: *ctx, What: "--ctx"}}, &demo, stderr, stderr)
+	if err != nil {
+		return err
+	}
+	defer op.Close()
+	m := op.Model
 	if *textFile != "" {
 		data, err := readArg("--text-file", *textFile)
 		if err != nil {
 			return err
 		}
-		var tok *tokenizer.Tokenizer
-		switch {
-		case *dir == "" && *tokPath == "":
-			tok, err = bundled.Tokenizer()
-		case *dir == "":
-			tok, err = tokenizer.Load(*tokPath)
-		default:
-			tok, err = loadTokenizer(*dir, *tokPath, m.Config.VocabSize, stderr)
-		}
+		tok, err := textTokenizer(op, *tokPath, demo, stderr)
 		if err != nil {
 			return err
 		}
@@ -127,15 +104,13 @@ Examples:
 			return err
 		}
 		rows = [][]int{ids}
-	} else if rows, err = readIDs(*idsList, *idsJSON); err != nil {
-		return err
+		if err := m.CheckRows(rows, "--text-file"); err != nil && len(ids) >= 2 {
+			return err
+		}
 	}
 	for r, ids := range rows {
 		if len(ids) < 2 {
 			return fmt.Errorf("row %d has %d tokens: perplexity needs at least 2", r, len(ids))
-		}
-		if err := m.CheckIDs(ids); err != nil {
-			return fmt.Errorf("row %d: %w", r, err)
 		}
 	}
 	// A window's logits are [window, V] float32: refuse what cannot fit.
@@ -144,80 +119,22 @@ Examples:
 		longest = max(longest, len(ids))
 	}
 	need := int64(min(*ctx, longest)) * int64(m.Config.VocabSize) * 4
-	if avail := memAvailable(); avail > 0 && need > avail/2 {
+	if avail := model.AvailableMemory(); avail > 0 && need > avail/2 {
 		return fmt.Errorf("a %d-token window's logits need %.1f GB (vocabulary %d), more than half the available %.1f GB: lower --ctx",
 			min(*ctx, longest), float64(need)/1e9, m.Config.VocabSize, float64(avail)/1e9)
 	}
-	tty := isTerminal(stderr)
-	var reports []*pplReport
-	for _, spec := range specs {
-		be, err := model.NewBackend(spec)
-		if err != nil {
-			return err
-		}
-		rep := &pplReport{Backend: be.Name}
-		start := time.Now()
-		var sum float64
-		for r, ids := range rows {
-			res, err := m.Perplexity(ids, be, *ctx, *stride, func(done, total int) {
-				if tty {
-					fmt.Fprintf(stderr, "\r%s: row %d/%d, window %d/%d", be.Name, r+1, len(rows), done, total)
-				}
-			})
-			if err != nil {
-				be.Close()
-				return fmt.Errorf("%s: %w", be.Name, err)
-			}
-			sum += res.Sum
-			rep.Scored += res.Scored
-			rep.Windows += res.Windows
-			rep.nll = append(rep.nll, res.NLL)
-		}
-		be.Close()
-		if tty {
-			fmt.Fprint(stderr, "\r\033[K")
-		}
-		rep.Seconds = time.Since(start).Seconds()
-		rep.MeanNLL = sum / float64(rep.Scored)
-		rep.Perplexity = math.Exp(rep.MeanNLL)
-		if len(reports) > 0 {
-			ref := reports[0]
-			d := rep.MeanNLL - ref.MeanNLL
-			worst := 0.0
-			for r := range rep.nll {
-				for j, v := range rep.nll[r] {
-					if !math.IsNaN(v) {
-						worst = math.Max(worst, math.Abs(v-ref.nll[r][j]))
-					}
-				}
-			}
-			rep.DeltaMeanNLL, rep.MaxAbsTokenNLL = &d, &worst
-		}
-		reports = append(reports, rep)
+	var tty io.Writer
+	if isTerminal(stderr) {
+		tty = stderr
 	}
-	tokens := 0
-	for _, ids := range rows {
-		tokens += len(ids)
+	run, err := bench.Perplexity(m, specs, rows, *ctx, *stride, tty)
+	if err != nil {
+		return err
 	}
 	if *asJSON {
-		out, _ := json.MarshalIndent(struct {
-			Tokens  int          `json:"tokens"`
-			Rows    int          `json:"rows"`
-			Ctx     int          `json:"ctx"`
-			Stride  int          `json:"stride"`
-			Results []*pplReport `json:"results"`
-		}{tokens, len(rows), *ctx, *stride, reports}, "", "  ")
-		fmt.Fprintln(stdout, string(out))
-		return nil
+		out, _ := json.MarshalIndent(run, "", "  ")
+		_, err := fmt.Fprintln(stdout, string(out))
+		return err
 	}
-	fmt.Fprintf(stdout, "%d tokens in %d row(s), windows of %d advanced by %d\n", tokens, len(rows), *ctx, *stride)
-	for _, r := range reports {
-		fmt.Fprintf(stdout, "%-24s perplexity %.6f · mean NLL %.8f nats over %d tokens · %d windows in %.2fs\n",
-			r.Backend, r.Perplexity, r.MeanNLL, r.Scored, r.Windows, r.Seconds)
-	}
-	for _, r := range reports[1:] {
-		fmt.Fprintf(stdout, "%s vs %s: Δ mean NLL %+.3e nats/token (perplexity ×%.8f), max |Δ NLL| of a token %.3e\n",
-			r.Backend, reports[0].Backend, *r.DeltaMeanNLL, math.Exp(*r.DeltaMeanNLL), *r.MaxAbsTokenNLL)
-	}
-	return nil
+	return run.WriteText(stdout)
 }

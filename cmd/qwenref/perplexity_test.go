@@ -10,13 +10,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/qwenref/qwenref/bench"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/weights"
 )
 
 type pplOutput struct {
 	Tokens, Rows, Ctx, Stride int
-	Results                   []pplReport
+	Results                   []bench.PerplexityResult
 }
 
 // With one window per row, qwenref perplexity equals the perplexity of

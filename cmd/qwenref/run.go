@@ -2,10 +2,9 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -13,23 +12,12 @@ import (
 
 	"github.com/qwenref/qwenref/bundled"
 	"github.com/qwenref/qwenref/chat"
-	"github.com/qwenref/qwenref/internal/cpu"
 	"github.com/qwenref/qwenref/model"
-	"github.com/qwenref/qwenref/tensor"
 	"github.com/qwenref/qwenref/tokenizer"
 )
 
 func init() {
 	register(&command{name: "run", summary: "generate text from a prompt (default command; no flags: the bundled demo)", run: runRun})
-}
-
-// defaultBackend is every command's default: chunked, the fp32 CPU
-// reference path (never a bf16 variant), or naive where chunked is absent.
-func defaultBackend() string {
-	if slices.Contains(model.BackendNames(), "chunked") {
-		return "chunked"
-	}
-	return "naive"
 }
 
 // sampleFlags are the generation flags shared by run and generate.
@@ -41,11 +29,7 @@ type sampleFlags struct {
 	seed        *uint64
 }
 
-func addSampleFlags(fs interface {
-	Int(string, int, string) *int
-	Float64(string, float64, string) *float64
-	Uint64(string, uint64, string) *uint64
-}, maxNew int) sampleFlags {
+func addSampleFlags(fs *flag.FlagSet, maxNew int) sampleFlags {
 	return sampleFlags{
 		maxNew:      fs.Int("max-new-tokens", maxNew, "stop after this many new tokens"),
 		temperature: fs.Float64("temperature", 0, "sampling temperature; 0 = greedy (argmax) (default: generation_config.json's, else 0)"),
@@ -53,75 +37,6 @@ func addSampleFlags(fs interface {
 		topP:        fs.Float64("top-p", 0, "sample only from the smallest set with probability ≥ P (0 = off) (default: generation_config.json's)"),
 		seed:        fs.Uint64("seed", 1, "random seed for sampling"),
 	}
-}
-
-// loadModelAndTokenizer loads --model DIR (and its tokenizer.json unless
-// tokPath overrides it) or, with no dir, the bundled demo. A checkpoint
-// without tokenizer.json gets the embedded Qwen3 tokenizer, with a warning,
-// only when that fits the model's vocabulary.
-func loadModelAndTokenizer(dir, tokPath string, needTok bool, stderr io.Writer) (*model.Model, *tokenizer.Tokenizer, error) {
-	if dir == "" {
-		fmt.Fprintf(stderr, "%s\n\n", bundled.Notice)
-		m, tok, err := bundled.Model()
-		if err == nil && tokPath != "" {
-			tok, err = tokenizer.Load(tokPath)
-		}
-		return m, tok, err
-	}
-	m, err := model.Load(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, w := range m.Warnings {
-		fmt.Fprintf(stderr, "warning: %s\n", w)
-	}
-	if err := prefault(m, stderr); err != nil {
-		m.Close()
-		return nil, nil, err
-	}
-	if !needTok && tokPath == "" {
-		return m, nil, nil
-	}
-	tok, err := loadTokenizer(dir, tokPath, m.Config.VocabSize, stderr)
-	if err != nil {
-		m.Close()
-		return nil, nil, err
-	}
-	return m, tok, nil
-}
-
-// loadTokenizer loads tokPath, else DIR/tokenizer.json, else the embedded
-// Qwen3 tokenizer when it fits a vocabulary of vocab ids; it warns when the
-// tokenizer's ids can fall outside the model's vocabulary.
-func loadTokenizer(dir, tokPath string, vocab int, stderr io.Writer) (*tokenizer.Tokenizer, error) {
-	path := tokPath
-	if path == "" {
-		path = filepath.Join(dir, "tokenizer.json")
-	}
-	tok, err := tokenizer.Load(path)
-	if errors.Is(err, os.ErrNotExist) && tokPath == "" {
-		emb, eerr := bundled.Tokenizer()
-		if eerr != nil {
-			return nil, eerr
-		}
-		if emb.VocabSize() > vocab {
-			return nil, fmt.Errorf("no tokenizer at %s, and the embedded Qwen3 tokenizer (%d tokens) does not fit the model's vocabulary (%d): pass --tokenizer FILE (or use `qwenref generate --ids` to skip text)",
-				path, emb.VocabSize(), vocab)
-		}
-		fmt.Fprintf(stderr, "warning: no tokenizer at %s: using the embedded Qwen3 tokenizer (%d tokens); Qwen3.5/3.6 checkpoints ship their own tokenizer.json, which is the right one for them\n",
-			path, emb.VocabSize())
-		return emb, nil
-	}
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no tokenizer at %s: pass --tokenizer FILE (or use `qwenref generate --ids` to skip text)", path)
-		}
-		return nil, err
-	}
-	if tok.VocabSize() > vocab {
-		fmt.Fprintf(stderr, "warning: the tokenizer %s has %d tokens but the model's vocabulary is %d: text may encode to ids the model does not have\n", path, tok.VocabSize(), vocab)
-	}
-	return tok, nil
 }
 
 func runRun(args []string, stdout, stderr io.Writer) error {
@@ -155,12 +70,12 @@ Examples:
   qwenref run --model DIR --chat --system "Be brief." --no-think --prompt "Hi!"
   echo "Once upon a time" | qwenref run --model DIR --prompt - --quiet > out.txt
   qwenref run --top-probs 3 --max-new-tokens 5   # per-token probabilities`, stderr)
-	dir := fs.String("model", "", "checkpoint directory (default: the bundled random-weight demo)")
+	dir := addModelFlag(fs, demoModel)
 	tokPath := fs.String("tokenizer", "", "tokenizer.json to use instead of DIR/tokenizer.json")
 	promptFlag := fs.String("prompt", "", "prompt text, or - to read it from stdin (default: the bundled sample prompts)")
 	promptFile := fs.String("prompt-file", "", "read the prompt from this file (- for stdin)")
 	cf := addChatFlags(fs)
-	backend := fs.String("backend", defaultBackend(), fmt.Sprintf("kernels to run on: %v", model.BackendNames()))
+	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
 	topProbs := fs.Int("top-probs", 0, "print the K most likely tokens with probabilities for each new token")
 	compare := fs.String("compare", "auto", "compare prompt logits across backends (on stderr): auto (skip when too slow), all, or none")
@@ -188,34 +103,24 @@ Examples:
 	if *quiet {
 		info = io.Discard
 	}
-	if err := loadPlugins(plugins); err != nil {
-		return err
-	}
-	be, err := model.NewBackend(*backend)
+	var demo *tokenizer.Tokenizer
+	op, err := openFlags{dir, backend, plugins, mem, checkW}.open(model.OpenOptions{}, &demo, stderr, info)
 	if err != nil {
 		return err
 	}
-	defer be.Close()
-	if err := resolveModelFlag(dir, info); err != nil {
-		return err
-	}
-	m, tok, err := loadModelAndTokenizer(*dir, *tokPath, true, stderr)
+	defer op.Close()
+	m, be := op.Model, op.Backend
+	tok, err := textTokenizer(op, *tokPath, demo, stderr)
 	if err != nil {
 		return err
 	}
-	defer m.Close()
-	if *checkW {
-		if err := checkWeights(m, info); err != nil {
-			return err
-		}
-	}
-	s, err := sf.resolve(fs, *dir, info)
+	s, err := sf.resolve(fs, op.Dir, info)
 	if err != nil {
 		return err
 	}
 	lin, full := m.Config.CountLayers()
 	fmt.Fprintf(info, "model: %d layers (%d Gated DeltaNet + %d gated attention), hidden %d, vocab %d · backend %s · CPU kernels %s\n",
-		len(m.Config.LayerTypes), lin, full, m.Config.HiddenSize, m.Config.VocabSize, be.Name, cpu.Describe())
+		len(m.Config.LayerTypes), lin, full, m.Config.HiddenSize, m.Config.VocabSize, be.Name, model.CPUKernels().Name)
 
 	prompts := bundled.SamplePrompts
 	if havePrompt {
@@ -225,7 +130,7 @@ Examples:
 	}
 	var tpl *chat.Template
 	if cf.enabled(fs) {
-		if tpl, err = loadTemplate(*dir, stderr); err != nil {
+		if tpl, err = loadTemplate(op.Dir, stderr); err != nil {
 			return err
 		}
 	}
@@ -243,16 +148,16 @@ Examples:
 		if len(ids) == 0 {
 			return errors.New("the prompt encodes to no tokens: give a non-empty --prompt")
 		}
-		if err := m.CheckIDs(ids); err != nil {
-			return fmt.Errorf("the prompt's tokens do not fit this model (wrong --tokenizer?): %w", err)
+		if err := m.CheckRows([][]int{ids}, "the prompt's tokens do not fit this model (wrong --tokenizer?)"); err != nil {
+			return err
 		}
-		if err := checkRun(m.Config, mem, 1, len(ids)+*sf.maxNew, len(ids), "the prompt plus --max-new-tokens"); err != nil {
+		if err := op.CheckRun(1, len(ids)+*sf.maxNew, len(ids), "the prompt plus --max-new-tokens"); err != nil {
 			return err
 		}
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
-		fmt.Fprintf(info, "prompt (%d tokens): %q\n", len(ids), p)
+		fmt.Fprintf(info, "prompt (%s): %q\n", count(len(ids), "token"), p)
 		if err := generateOne(m, tok, be, ids, *sf.maxNew, s, *topProbs, stdout, info); err != nil {
 			return err
 		}
@@ -320,58 +225,27 @@ func timing(res *model.GenerateResult) string {
 }
 
 // compareBackends prints one line: every other backend's prompt logits
-// against this backend's. auto skips backends estimated to take > 20 s.
+// against this backend's (model.CompareBackends).
 func compareBackends(m *model.Model, be *model.Backend, ids []int, all bool, w io.Writer) {
-	ref, err := promptLogits(m, be, ids)
+	as, err := model.CompareBackends(m, be, ids, all)
 	if err != nil {
 		fmt.Fprintf(w, "[compare: %v]\n", err)
 		return
 	}
-	var parts []string
-	// ~1 GFLOP/s is a safe floor for the naive backend on this class of CPU.
-	gflop := 2 * float64(m.Config.TextParams()) * float64(len(ids)) / 1e9
-	for _, name := range model.BackendNames() {
-		if name == be.Name {
-			continue
+	parts := []string{"no other backend registered"}
+	for i, a := range as {
+		if i == 0 {
+			parts = parts[:0]
 		}
-		if name == "naive" && !all && gflop > 20 {
-			parts = append(parts, fmt.Sprintf("naive skipped (~%.0f GFLOP; --compare all forces it)", gflop))
-			continue
-		}
-		other, err := model.NewBackend(name)
-		if err != nil {
-			parts = append(parts, fmt.Sprintf("%s unavailable: %v", name, err))
-			continue
-		}
-		got, err := promptLogits(m, other, ids)
-		other.Close()
-		if err != nil {
-			parts = append(parts, fmt.Sprintf("%s failed: %v", name, err))
-			continue
-		}
-		agree := 0
-		v := m.Config.VocabSize
-		for p := 0; p < len(ids); p++ {
-			if model.Argmax(got.Data[p*v:(p+1)*v]) == model.Argmax(ref.Data[p*v:(p+1)*v]) {
-				agree++
-			}
-		}
-		parts = append(parts, fmt.Sprintf("%s: rel L2 %.1e, max-abs %.1e, argmax %d/%d",
-			name, tensor.RelL2(got.Data, ref.Data), tensor.MaxAbsDiff(got.Data, ref.Data), agree, len(ids)))
-	}
-	if len(parts) == 0 {
-		parts = []string{"no other backend registered"}
+		parts = append(parts, a.String())
 	}
 	fmt.Fprintf(w, "[prompt logits vs %s: %s]\n", be.Name, strings.Join(parts, "; "))
 }
 
-// promptLogits runs ids through a fresh runner on be (the device-resident
-// model on such a backend) and returns every position's logits [1, T, V].
-func promptLogits(m *model.Model, be *model.Backend, ids []int) (*tensor.Tensor, error) {
-	r, err := model.NewRunner(m, be, 1)
-	if err != nil {
-		return nil, err
+// count writes n and the noun, plural unless n is 1: "1 token", "8 tokens".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
 	}
-	defer r.Close()
-	return r.Forward([][]int{ids}, model.RunOptions{Logits: model.AllLogits})
+	return fmt.Sprintf("%d %ss", n, noun)
 }

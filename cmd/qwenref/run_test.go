@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io"
 	"os"
@@ -389,4 +390,39 @@ func TestRunNamesTheKernelLevel(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stderr, "CPU kernels "+cpu.Describe())
 	assert.NotContains(t, stdout, "CPU kernels")
+}
+
+// fullWriter fails every write, as a full disk does.
+type fullWriter struct{}
+
+func (fullWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// Output that does not arrive is a failure (exit 1, naming the error),
+// for every command that writes results to stdout.
+func TestStdoutWriteErrorsFail(t *testing.T) {
+	for _, args := range [][]string{
+		{"tokenize", "--text", "hi"},
+		{"tokenize", "--decode", "9707", "--json"},
+		{"generate", "--ids", "1,2", "--max-new-tokens", "1"},
+		{"run", "--prompt", "hi", "--max-new-tokens", "1", "--compare", "none"},
+		{"perplexity", "--ids", "1,2,3", "--json"},
+		{"trace", "--ids", "1,2"},
+	} {
+		var stderr bytes.Buffer
+		code := Main(args, fullWriter{}, &stderr)
+		assert.Equal(t, 1, code, "%v: %s", args, stderr.String())
+		assert.Contains(t, stderr.String(), "qwenref "+args[0]+": writing stdout: no space left on device", args)
+	}
+}
+
+// --gpu is offered by the commands that run backends, and only by them.
+func TestGPUFlagOnlyWhereBackendsRun(t *testing.T) {
+	for cmd, want := range map[string]bool{"run": true, "forward": true, "generate": true, "perplexity": true, "bench": true,
+		"trace": true, "check": true, "tokenize": false, "synth": false, "golden": false, "doctor": false, "download": false} {
+		_, stdout, _ := runHelp(cmd)
+		assert.Equal(t, want, strings.Contains(stdout, "-gpu"), cmd)
+	}
+	code, _, stderr := runCLI("tokenize", "--gpu", "1", "--text", "x")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "flag provided but not defined: -gpu")
 }

@@ -29,6 +29,7 @@ var forbidden = map[string][]string{
 	"bench":             {"cmd/", "verify"},
 	"cuda":              {"verify"},
 	"verify":            {"bench", "cmd/", "cuda"},
+	"hub":               {"model", "bench", "cmd/", "layers/", "linalg", "weights", "verify"}, // model imports hub (ResolveModel)
 }
 
 func TestForbiddenImports(t *testing.T) {

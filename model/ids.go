@@ -1,4 +1,4 @@
-package main
+package model
 
 import (
 	"bytes"
@@ -8,20 +8,25 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 )
 
-// maxIDs caps how many token ids one input may hold in all rows: far more
+// Token ids come from files and command lines that other people wrote:
+// ParseIDs and ParseIDList read them strictly and within MaxIDs, and
+// CheckRows checks them against a model's vocabulary, for every command.
+
+// MaxIDs caps how many token ids one input may hold in all rows: far more
 // than any model's context (Qwen3.5's is 262,144), few enough that the
 // ids themselves stay small. Longer inputs are refused before any model
 // work (docs/limits.md).
-const maxIDs = 1 << 22
+const MaxIDs = 1 << 22
 
-// parseIDsJSON reads token ids as a JSON array of equal-length arrays of
+// ParseIDs reads token ids as a JSON array of equal-length arrays of
 // non-negative integers, e.g. [[1,2,3],[4,5,6]]. A flat array [1,2,3] is
 // accepted as one row. Only JSON numbers are ids: "2", 2.0, 1e3 and -1 are
-// refused, as are trailing data and more than maxIDs ids. The input is
+// refused, as are trailing data and more than MaxIDs ids. The input is
 // read token by token, so no allocation is sized by it.
-func parseIDsJSON(data []byte) ([][]int, error) {
+func ParseIDs(data []byte) ([][]int, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
 		return nil, fmt.Errorf("empty input: want a JSON array of token-id arrays, e.g. [[1,2,3]]")
@@ -32,7 +37,7 @@ func parseIDsJSON(data []byte) ([][]int, error) {
 	return decodeIDs(data)
 }
 
-// decodeIDs is parseIDsJSON's token-by-token parser, for any input.
+// decodeIDs is ParseIDs' token-by-token parser, for any input.
 func decodeIDs(data []byte) ([][]int, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -71,8 +76,8 @@ func decodeIDs(data []byte) ([][]int, error) {
 			if err != nil {
 				return nil, err
 			}
-			if total++; total > maxIDs {
-				return nil, fmt.Errorf("more than %d token ids (the limit; see docs/limits.md)", maxIDs)
+			if total++; total > MaxIDs {
+				return nil, fmt.Errorf("more than %d token ids (the limit; see docs/limits.md)", MaxIDs)
 			}
 			flat = append(flat, id)
 		}
@@ -104,8 +109,8 @@ func parseRow(dec *json.Decoder, total *int) ([]int, error) {
 		if err != nil {
 			return nil, err
 		}
-		if *total++; *total > maxIDs {
-			return nil, fmt.Errorf("more than %d token ids (the limit; see docs/limits.md)", maxIDs)
+		if *total++; *total > MaxIDs {
+			return nil, fmt.Errorf("more than %d token ids (the limit; see docs/limits.md)", MaxIDs)
 		}
 		row = append(row, id)
 	}
@@ -184,7 +189,7 @@ func scanPlainIDs(data []byte) (rows [][]int, plain bool, err error) {
 				i < len(data) && data[i] >= '0' && data[i] <= '9' {
 				return nil, false
 			}
-			if total++; total > maxIDs {
+			if total++; total > MaxIDs {
 				return nil, true
 			}
 			out = append(out, v)
@@ -200,7 +205,7 @@ func scanPlainIDs(data []byte) (rows [][]int, plain bool, err error) {
 			return nil, false
 		}
 	}
-	tooMany := fmt.Errorf("more than %d token ids (the limit; see docs/limits.md)", maxIDs)
+	tooMany := fmt.Errorf("more than %d token ids (the limit; see docs/limits.md)", MaxIDs)
 	ws()
 	if i >= len(data) || data[i] != '[' {
 		return nil, false, nil
@@ -211,7 +216,7 @@ func scanPlainIDs(data []byte) (rows [][]int, plain bool, err error) {
 		for {
 			i++
 			r, ok := row()
-			if total > maxIDs {
+			if total > MaxIDs {
 				return nil, true, tooMany
 			}
 			if !ok || len(rows) > 0 && len(r) != len(rows[0]) {
@@ -235,7 +240,7 @@ func scanPlainIDs(data []byte) (rows [][]int, plain bool, err error) {
 		i++
 	} else { // one flat row
 		r, ok := row()
-		if total > maxIDs {
+		if total > MaxIDs {
 			return nil, true, tooMany
 		}
 		if !ok {
@@ -247,4 +252,40 @@ func scanPlainIDs(data []byte) (rows [][]int, plain bool, err error) {
 		return nil, false, nil
 	}
 	return rows, true, nil
+}
+
+// ParseIDList parses one row of ids written "1,2,3" (spaces allowed),
+// with the same limits as ParseIDs.
+func ParseIDList(s string) ([]int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, fmt.Errorf("empty id list: want e.g. --ids 1,2,3")
+	}
+	var ids []int
+	for i, f := range strings.Split(s, ",") {
+		if i >= MaxIDs {
+			return nil, fmt.Errorf("more than %d token ids (the limit; see docs/limits.md)", MaxIDs)
+		}
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 0 || !isDigits(strings.TrimSpace(f)) {
+			return nil, fmt.Errorf("id %d (%q) is not a non-negative integer", i, strings.TrimSpace(f))
+		}
+		ids = append(ids, v)
+	}
+	return ids, nil
+}
+
+// CheckRows checks rows of token ids against m's vocabulary before any
+// work, naming the input: "what: ..." for one row, "what row R: ..." for
+// several.
+func (m *Model) CheckRows(rows [][]int, what string) error {
+	for r, ids := range rows {
+		if err := m.CheckIDs(ids); err != nil {
+			if len(rows) > 1 {
+				return fmt.Errorf("%s row %d: %w", what, r, err)
+			}
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	return nil
 }

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/qwenref/qwenref/bundled"
+	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/plugin"
+	"github.com/qwenref/qwenref/tokenizer"
+)
+
+// The flags of the commands that open a model, defined once each, and
+// the one way those commands open it (model.Open).
+
+// addModelFlag adds --model; what says what the command does with it.
+func addModelFlag(fs *flag.FlagSet, what string) *string {
+	return fs.String("model", "", "checkpoint directory, or org/name[@revision] in the Hugging Face cache"+what)
+}
+
+// demoModel is addModelFlag's what for a command whose default is the demo.
+const demoModel = " (default: the bundled random-weight demo)"
+
+// defaultBackend is every command's default: chunked, the fp32 CPU
+// reference path (never a bf16 variant), or naive where chunked is absent.
+func defaultBackend() string {
+	if slices.Contains(model.BackendNames(), "chunked") {
+		return "chunked"
+	}
+	return "naive"
+}
+
+// addBackendFlag adds --backend.
+func addBackendFlag(fs *flag.FlagSet) *string {
+	return fs.String("backend", defaultBackend(), fmt.Sprintf("kernels to run on: %v", model.BackendNames()))
+}
+
+// idFlags are --ids and --ids-json.
+type idFlags struct{ list, file *string }
+
+func addIDFlags(fs *flag.FlagSet) idFlags {
+	return idFlags{
+		list: fs.String("ids", "", "token ids of one row, comma-separated or a JSON array (- reads stdin)"),
+		file: fs.String("ids-json", "", "JSON file with token ids, [[id, ...], ...] or [id, ...] (- reads stdin)"),
+	}
+}
+
+// read reads the rows (readIDs); name is the flag they came from.
+func (f idFlags) read() ([][]int, error) { return readIDs(*f.list, *f.file) }
+func (f idFlags) name() string {
+	if *f.file != "" {
+		return "--ids-json"
+	}
+	return "--ids"
+}
+
+// memoryFlag is --max-memory GiB, one flag for every command: the memory a
+// run may allocate beyond the mapped weights. NaN, infinities, zero and
+// negative values are refused when the flag is parsed.
+type memoryFlag struct {
+	gib float64
+	set bool
+	// fallback gives the default in GiB and says where it comes from.
+	fallback func() (float64, string)
+}
+
+func (m *memoryFlag) String() string {
+	if m == nil || !m.set {
+		return ""
+	}
+	return strconv.FormatFloat(m.gib, 'g', -1, 64)
+}
+
+// Set parses a GiB count.
+func (m *memoryFlag) Set(s string) error {
+	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 || v > 1<<30 {
+		return fmt.Errorf("want a positive number of GiB, got %q", s)
+	}
+	m.gib, m.set = v, true
+	return nil
+}
+
+// addMemoryFlag registers --max-memory with the available-RAM default.
+func addMemoryFlag(fs *flag.FlagSet) *memoryFlag {
+	m := &memoryFlag{fallback: func() (float64, string) {
+		if b := model.AvailableMemory(); b > 0 {
+			return float64(b) / (1 << 30), "available RAM"
+		}
+		return 0, "no limit: /proc/meminfo is unreadable"
+	}}
+	fs.Var(m, "max-memory", "`GiB` this run may allocate beyond the memory-mapped weights (activations, caches, logits); default: the available RAM")
+	return m
+}
+
+// limit returns the limit in bytes (0: none) and how to name it.
+func (m *memoryFlag) limit() (int64, string) {
+	if m.set {
+		return int64(m.gib * (1 << 30)), fmt.Sprintf("--max-memory %g", m.gib)
+	}
+	gib, why := m.fallback()
+	return int64(gib * (1 << 30)), why + "; set --max-memory to change it"
+}
+
+// pluginList collects repeated --plugin NAME=PATH.so flags.
+type pluginList []string
+
+// addPluginFlag adds --plugin, and --gpu, to a command that takes
+// --backend or --backends; the libraries are loaded before the backend is
+// parsed, so the spec can name them.
+func addPluginFlag(fs *flag.FlagSet) *pluginList {
+	addGPUFlag(fs)
+	var l pluginList
+	fs.Func("plugin", "NAME=PATH.so: load a kernel library (plugin/qwenref_plugin.h) and register NAME for each op it exports, e.g. --backend chunked:delta=NAME (repeatable)", func(v string) error {
+		if _, _, err := plugin.ParseFlag(v); err != nil {
+			return err
+		}
+		l = append(l, v)
+		return nil
+	})
+	return &l
+}
+
+// loaders are model.OpenOptions.Plugins: one loader per --plugin, in order.
+func (l *pluginList) loaders() []func() error {
+	var out []func() error
+	for _, v := range *l {
+		out = append(out, func() error {
+			name, path, _ := plugin.ParseFlag(v)
+			if _, err := plugin.Load(name, path); err != nil {
+				return fmt.Errorf("--plugin: %w", err)
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+// loadPlugins loads every --plugin given, in order.
+func loadPlugins(l *pluginList) error {
+	for _, load := range l.loaders() {
+		if err := load(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addCheckWeightsFlag registers --check-weights, the scan that the
+// non-finite-logits error points to.
+func addCheckWeightsFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("check-weights", false, "scan every weight matrix for NaN/Inf before running and name the first bad tensor (reads the whole checkpoint)")
+}
+
+// openFlags are what a command passes to model.Open from its flags; a nil
+// field is a flag the command does not have.
+type openFlags struct {
+	dir, backend *string
+	plugins      *pluginList
+	mem          *memoryFlag
+	checkW       *bool
+}
+
+// open opens --model (or the bundled demo, whose tokenizer goes to *tok
+// when tok is set) on --backend with o's checks, telling stderr and info
+// (what --quiet drops) what happens.
+func (f openFlags) open(o model.OpenOptions, tok **tokenizer.Tokenizer, stderr, info io.Writer) (*model.Opened, error) {
+	o.Model, o.Prefault, o.Log, o.Notices = *f.dir, true, info, stderr
+	if f.backend != nil {
+		o.Backend = *f.backend
+	}
+	if f.plugins != nil {
+		o.Plugins = f.plugins.loaders()
+	}
+	if f.mem != nil {
+		o.MaxMemory, o.MemorySource = f.mem.limit()
+	}
+	o.CheckWeights = f.checkW != nil && *f.checkW
+	o.Default = func() (*model.Model, error) {
+		fmt.Fprintf(stderr, "%s\n\n", bundled.Notice)
+		m, t, err := bundled.Model()
+		if tok != nil {
+			*tok = t
+		}
+		return m, err
+	}
+	return model.Open(o)
+}
+
+// loadTokenizer loads tokPath, else DIR/tokenizer.json, else the embedded
+// Qwen3 tokenizer when it fits a vocabulary of vocab ids; it warns when the
+// tokenizer's ids can fall outside the model's vocabulary.
+func loadTokenizer(dir, tokPath string, vocab int, stderr io.Writer) (*tokenizer.Tokenizer, error) {
+	path := tokPath
+	if path == "" {
+		path = filepath.Join(dir, "tokenizer.json")
+	}
+	tok, err := tokenizer.Load(path)
+	if errors.Is(err, os.ErrNotExist) && tokPath == "" {
+		emb, eerr := bundled.Tokenizer()
+		if eerr != nil {
+			return nil, eerr
+		}
+		if emb.VocabSize() > vocab {
+			return nil, fmt.Errorf("no tokenizer at %s, and the embedded Qwen3 tokenizer (%d tokens) does not fit the model's vocabulary (%d): pass --tokenizer FILE (or use `qwenref generate --ids` to skip text)",
+				path, emb.VocabSize(), vocab)
+		}
+		fmt.Fprintf(stderr, "warning: no tokenizer at %s: using the embedded Qwen3 tokenizer (%d tokens); Qwen3.5/3.6 checkpoints ship their own tokenizer.json, which is the right one for them\n",
+			path, emb.VocabSize())
+		return emb, nil
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no tokenizer at %s: pass --tokenizer FILE (or use `qwenref generate --ids` to skip text)", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if tok.VocabSize() > vocab {
+		fmt.Fprintf(stderr, "warning: the tokenizer %s has %d tokens but the model's vocabulary is %d: text may encode to ids the model does not have\n", path, tok.VocabSize(), vocab)
+	}
+	return tok, nil
+}
+
+// textTokenizer is the tokenizer of an opened model: --tokenizer, the
+// checkpoint's, or the bundled demo's (demo, when the demo is open).
+func textTokenizer(op *model.Opened, tokPath string, demo *tokenizer.Tokenizer, stderr io.Writer) (*tokenizer.Tokenizer, error) {
+	switch {
+	case op.Dir != "":
+		return loadTokenizer(op.Dir, tokPath, op.Model.Config.VocabSize, stderr)
+	case tokPath != "":
+		return tokenizer.Load(tokPath)
+	case demo != nil:
+		return demo, nil
+	}
+	return bundled.Tokenizer()
+}
+
+// isTerminal reports whether w is a character device (a terminal), where
+// progress can rewrite one line.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// resolveModelFlag replaces the --model value *dir with its directory
+// (model.ResolveModel).
+func resolveModelFlag(dir *string, stderr io.Writer) error {
+	d, err := model.ResolveModel(*dir, stderr)
+	*dir = d
+	return err
+}
+
+// loadModelAndTokenizer opens --model DIR (prefaulted) and, when needTok
+// or tokPath asks for it, its tokenizer; with no dir, the bundled demo.
+func loadModelAndTokenizer(dir, tokPath string, needTok bool, stderr io.Writer) (*model.Model, *tokenizer.Tokenizer, error) {
+	var demo *tokenizer.Tokenizer
+	op, err := openFlags{dir: &dir}.open(model.OpenOptions{}, &demo, stderr, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !needTok && tokPath == "" {
+		return op.Model, nil, nil
+	}
+	tok, err := textTokenizer(op, tokPath, demo, stderr)
+	if err != nil {
+		op.Close()
+		return nil, nil, err
+	}
+	return op.Model, tok, nil
+}
