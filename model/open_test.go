@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,10 +135,15 @@ func TestOpenDefaultAndHubReference(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(repo, "refs"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(repo, "refs", "main"), []byte(commit), 0o644))
 	require.NoError(t, os.MkdirAll(snap, 0o755))
-	for _, f := range []string{"config.json", "model.safetensors"} {
-		abs, err := filepath.Abs(filepath.Join(openGolden, f))
+	// As huggingface_hub lays a cache out: the files in blobs/, the
+	// snapshot's entries links into them.
+	require.NoError(t, os.MkdirAll(filepath.Join(repo, "blobs"), 0o755))
+	for i, f := range []string{"config.json", "model.safetensors"} {
+		data, err := os.ReadFile(filepath.Join(openGolden, f))
 		require.NoError(t, err)
-		require.NoError(t, os.Symlink(abs, filepath.Join(snap, f)))
+		blob := fmt.Sprintf("blob%d", i)
+		require.NoError(t, os.WriteFile(filepath.Join(repo, "blobs", blob), data, 0o644))
+		require.NoError(t, os.Symlink(filepath.Join("..", "..", "blobs", blob), filepath.Join(snap, f)))
 	}
 	var log bytes.Buffer
 	op, err = Open(OpenOptions{Model: "org/tiny", Log: &log})
