@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // maxMetadataHeader caps the safetensors header ReadMetadata reads, the
@@ -17,18 +18,12 @@ const maxMetadataHeader = 100_000_000
 // ids. The header length is checked against the cap and the file size
 // before anything is allocated.
 func ReadMetadata(path string) (map[string]string, error) {
-	f, err := os.Open(path)
+	// Opened without blocking: a FIFO or device is refused at once.
+	f, st, err := safeio.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
 	var lenBuf [8]byte
 	if _, err := io.ReadFull(f, lenBuf[:]); err != nil {
 		return nil, fmt.Errorf("%s: too short for a safetensors header: %w", path, err)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/qwenref/qwenref/model"
-	"github.com/qwenref/qwenref/reference"
 	"github.com/qwenref/qwenref/verify"
 )
 
@@ -28,44 +27,8 @@ var goldenOps = map[string][]string{
 	"gdn-layer": {}, "attention-layer": {}, "decoder-layer": {},
 }
 
-// writeLayerGolden writes a layer-level vector with the widths of cfg.
-func writeLayerGolden(stdout io.Writer, op string, cfg *model.Config, attn bool, t int, dtype string, seed uint64, shape, out string, mem *memoryFlag) error {
-	d := verify.LayerGoldenDims(cfg, op, attn, t, dtype)
-	// Weights and activations are held in float32 and float64 (12 bytes),
-	// with a few [T, widest] buffers: refuse what the memory limit cannot take.
-	c := 2*d.NK*d.DK + d.NV*d.DV
-	widest := max(d.H, d.I, c, 2*d.NH*d.D)
-	weightsN, ok1 := mulInts(d.H, c+d.NV*d.DV+2*d.NV+3*d.I+4*d.NH*d.D)
-	actN, ok2 := mulInts(t, widest, 16)
-	limit, source := mem.limit()
-	if total := (weightsN + actN) * 12; !ok1 || !ok2 || t > 1<<16 || (limit > 0 && total > limit) {
-		return fmt.Errorf("%s at shape %s with --seq %d needs more than the memory limit (%s): choose a smaller --shape or --seq", op, shape, t, source)
-	}
-	outOpts, err := outputFor("--out", out)
-	if err != nil {
-		return err
-	}
-	start := time.Now()
-	vec, err := reference.BuildLayerVector(op, d, seed)
-	if err != nil {
-		return err
-	}
-	if err := verify.WriteGolden(out, vec, shape, outOpts); err != nil {
-		return err
-	}
-	what := op
-	if op == "decoder-layer" {
-		what += " (" + vec.Meta["layer_type"] + ")"
-	}
-	fmt.Fprintf(stdout, "golden: %s T=%d H=%d, %s inputs, seed %d → %s (%v)\n", what, t, d.H, dtype, seed, out, time.Since(start).Round(time.Millisecond))
-	for _, t := range vec.Tensors {
-		fmt.Fprintf(stdout, "  %-33s %s %v\n", t.Name, t.DType, t.Shape)
-	}
-	return nil
-}
-
 // Caps on --seqlens, checked before anything is allocated (--seq itself
-// is bounded by goldenMemory).
+// is bounded by verify.BuildGolden).
 const (
 	maxGoldenSeq  = 1 << 20
 	maxGoldenSeqs = 4096
@@ -154,7 +117,7 @@ Examples:
 	if *seq < 1 {
 		return usageErr("--seq must be at least 1, not %d", *seq)
 	}
-	if !slices.Contains(reference.DTypes, *dtype) {
+	if !slices.Contains(verify.DTypes, *dtype) {
 		return usageErr("--dtype must be f32, bf16 or f16, not %q", *dtype)
 	}
 	var lens []int
@@ -196,54 +159,38 @@ Examples:
 	if err != nil {
 		return fmt.Errorf("--shape: %w", err)
 	}
-	if slices.Contains(reference.LayerVectorOps, *op) {
-		if *kind != "gdn" && *kind != "attention" {
-			return usageErr("--kind must be gdn or attention, not %q", *kind)
-		}
-		return writeLayerGolden(stdout, *op, cfg, *kind == "attention", *seq, *dtype, *seed, *shape, *out, mem)
-	}
-	if flagWasSet(fs, "kind") {
+	layer := slices.Contains(verify.LayerOps, *op)
+	switch {
+	case layer && *kind != "gdn" && *kind != "attention":
+		return usageErr("--kind must be gdn or attention, not %q", *kind)
+	case !layer && flagWasSet(fs, "kind"):
 		return usageErr("--kind applies to --op decoder-layer only")
 	}
-	pick := func(name string, def int) int {
-		if v := *over[name]; v != 0 {
-			return v
-		}
-		return def
+	spec := verify.GoldenSpec{Op: *op, Shape: *shape, Config: cfg, Overrides: map[string]int{}, T: *seq, SeqLens: lens, DType: *dtype,
+		Seed: *seed, ZeroState: *zeroState, Attention: *kind == "attention"}
+	for name, v := range over {
+		spec.Overrides[name] = *v
 	}
-	d := reference.VectorDims{
-		T:  *seq,
-		NK: pick("nk", cfg.LinearNumKeyHeads), NV: pick("nv", cfg.LinearNumValueHeads),
-		DK: pick("dk", cfg.LinearKeyHeadDim), DV: pick("dv", cfg.LinearValueHeadDim),
-		C: pick("channels", cfg.ConvDim()), K: pick("kernel", cfg.LinearConvKernel),
-		NH: pick("heads", cfg.NumHeads), NKV: pick("kv-heads", cfg.NumKVHeads),
-		D: pick("head-dim", cfg.HeadDim), P: *over["past"],
-		DType: *dtype, SeqLens: lens,
-	}
-	if err := goldenMemory(*op, d, mem); err != nil {
-		return err
-	}
+	spec.MemLimit, spec.MemSource = mem.limit()
 	outOpts, err := outputFor("--out", *out)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	switch {
-	case *op == "gdn-core" && d.NV%d.NK != 0:
-		return fmt.Errorf("--nv %d must be a multiple of --nk %d", d.NV, d.NK)
-	case *op == "attention" && d.NH%d.NKV != 0:
-		return fmt.Errorf("--heads %d must be a multiple of --kv-heads %d", d.NH, d.NKV)
-	}
-	vec, err := reference.BuildVector(*op, d, *seed, *zeroState)
+	vec, what, err := verify.BuildGolden(spec)
 	if err != nil {
 		return err
 	}
 	if err := verify.WriteGolden(*out, vec, *shape, outOpts); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "golden: %s %s, %s inputs, seed %d → %s (%v)\n", *op, d.Describe(*op), *dtype, *seed, *out, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "golden: %s, %s inputs, seed %d → %s (%v)\n", what, *dtype, *seed, *out, time.Since(start).Round(time.Millisecond))
+	width := 13
+	if layer {
+		width = 33
+	}
 	for _, t := range vec.Tensors {
-		fmt.Fprintf(stdout, "  %-13s %s %v\n", t.Name, t.DType, t.Shape)
+		fmt.Fprintf(stdout, "  %-*s %s %v\n", width, t.Name, t.DType, t.Shape)
 	}
 	return nil
 }

@@ -220,6 +220,11 @@ func TestHostileInputs(t *testing.T) {
 			mkfifo(t, filepath.Join(m, "model.safetensors"))
 			return forward(m, dir)
 		}, []string{"model.safetensors", "FIFO"}},
+		{"FIFO as the golden file of check", func(t *testing.T, dir string) []string {
+			p := filepath.Join(dir, "golden.safetensors")
+			mkfifo(t, p)
+			return []string{"check", p}
+		}, []string{"golden.safetensors", "FIFO"}},
 		{"FIFO as the index", func(t *testing.T, dir string) []string {
 			m := filepath.Join(dir, "m")
 			require.NoError(t, os.Mkdir(m, 0o755))

@@ -24,17 +24,12 @@ const (
 	maxCLIFile    = 300  // lines of one non-test file
 )
 
-// pendingMove lists the files whose checking logic is moving into its own
-// package; until it has, they are left out of the caps. Delete an entry
-// once its file is thin.
-var pendingMove = map[string]bool{"check.go": true, "golden.go": true, "trace.go": true, "tracecompare.go": true}
-
 func TestCLIShape(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
 	lines, imports := 0, map[string]bool{}
 	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") || pendingMove[f] {
+		if strings.HasSuffix(f, "_test.go") {
 			continue
 		}
 		data, err := os.ReadFile(f)
@@ -50,11 +45,6 @@ func TestCLIShape(t *testing.T) {
 			if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, mod) {
 				imports[p] = true
 			}
-		}
-	}
-	for f := range pendingMove {
-		if _, err := os.Stat(f); err != nil {
-			t.Errorf("%s is in pendingMove but gone: drop it from the list", f)
 		}
 	}
 	for pkg, n := range cliOnlyPackages(t, imports) {

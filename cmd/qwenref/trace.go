@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
@@ -23,7 +20,7 @@ func init() {
 
 func runTrace(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("trace", "[--model DIR] --ids 1,2,3 [--layer N | --all] [--backend B] [--plugin NAME=LIB.so] [--compare FILE [--json] [--chained]] [--out FILE.safetensors]", `
-`+traceStagesHelp()+`
+`+verify.StagesHelp()+`
 
 This is the tool for finding the first stage where a kernel goes wrong.
 Write a trace with the trusted naive backend, then trace your backend with
@@ -59,19 +56,19 @@ Examples:
 
   # one layer, in detail
   qwenref trace --model testdata/golden/causal-f16-t130 --ids 5,17,42 --layer 1 --values 8`, stderr)
-	dir := fs.String("model", "", "checkpoint directory (default: the bundled random-weight demo)")
+	dir := addModelFlag(fs, demoModel)
 	idsFlag := fs.String("ids", "", "token ids, comma-separated, e.g. 5,17,42")
 	idsPath := fs.String("ids-json", "", "JSON file with the token ids: [1,2,3], [[1,2,3]] or a golden's inputs.json (row 0 is traced)")
 	layer := fs.Int("layer", 0, "the layer to print")
 	all := fs.Bool("all", false, "print every stage of every layer")
 	nvals := fs.Int("values", 4, "how many leading values to print per stage")
-	backend := fs.String("backend", defaultBackend(), "kernels to run on, in the backend grammar ('qwenref help backends'); naive is the readable reference")
+	backend := addBackendFlag(fs)
 	out := fs.String("out", "", "write every stage to this .safetensors file (atomically)")
 	compare := fs.String("compare", "", "a trace or golden .safetensors to compare every stage with")
 	tol := fs.Float64("tol", 1e-5, "--chained --compare: largest relative L2 error that counts as agreement")
 	chained := fs.Bool("chained", false, "--compare one end-to-end run (drift over depth) instead of teacher-forcing every layer")
 	jsonOut := fs.Bool("json", false, "--compare: print the report as JSON instead of text")
-	precision := fs.String("precision", "auto", "--compare: the error model, f32 or bf16 (auto: bf16 when the backend spec contains bf16 or cuda)")
+	precision := fs.String("precision", "auto", "--compare: the error model, f32 or bf16 (auto: the backend's own precision)")
 	plugins := addPluginFlag(fs)
 	mem := addMemoryFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -94,38 +91,26 @@ Examples:
 	case *chained && *jsonOut:
 		return usageErr("--json reports the teacher-forced comparison; leave out --chained")
 	}
-	if err := loadPlugins(plugins); err != nil {
-		return err
-	}
 	ids, err := traceIDs(*idsFlag, *idsPath, stderr)
 	if err != nil {
 		return err
 	}
-	if err := resolveModelFlag(dir, stderr); err != nil {
-		return err
-	}
-	m, err := traceModel(*dir, stderr)
+	op, err := openFlags{dir: dir, backend: backend, plugins: plugins, mem: mem}.open(model.OpenOptions{IDs: [][]int{ids}, IDsName: "the ids",
+		Check: func(op *model.Opened) error { return checkTrace(op.Model.Config, mem, len(ids)) }}, nil, stderr, stderr)
 	if err != nil {
 		return err
 	}
-	defer m.Close()
+	defer op.Close()
+	m, be := op.Model, op.Backend
 	if *layer < 0 || *layer >= len(m.Blocks) {
 		return usageErr("--layer %d is outside the model's layers 0..%d", *layer, len(m.Blocks)-1)
 	}
-	if err := checkTrace(m.Config, mem, len(ids)); err != nil {
-		return err
-	}
 	var outOpts weights.WriteOptions
 	if *out != "" {
-		if outOpts, err = outputFor("--out", *out, append(modelInputs(*dir, m), *compare, *idsPath)...); err != nil {
+		if outOpts, err = outputFor("--out", *out, append(op.Inputs(), *compare, *idsPath)...); err != nil {
 			return err
 		}
 	}
-	be, err := model.NewBackend(*backend)
-	if err != nil {
-		return err
-	}
-	defer be.Close()
 
 	var ref *weights.Store
 	if *compare != "" {
@@ -137,13 +122,13 @@ Examples:
 			if *out != "" {
 				stages, err := verify.Trace(m, be, ids)
 				if err == nil {
-					err = verify.WriteTrace(*out, stages, m, be.Name, *dir, ids, outOpts)
+					err = verify.WriteTrace(*out, stages, m, be.Name, op.Dir, ids, outOpts)
 				}
 				if err != nil {
 					return err
 				}
 			}
-			bf16 := *precision == "bf16" || (*precision == "auto" && isBF16Backend(be.Name))
+			bf16 := *precision == "bf16" || (*precision == "auto" && be.Precision == model.PrecisionBF16)
 			return reportForced(stdout, m, be, ref, *compare, ids, bf16, *jsonOut, *all, *layer)
 		}
 	}
@@ -185,11 +170,11 @@ Examples:
 			}
 		}
 		if *all || strings.HasPrefix(s.Name, prefix) || s.Name == firstBad {
-			fmt.Fprintf(stdout, "%s%s\n", describeStage(s, *nvals), cmp)
+			fmt.Fprintf(stdout, "%s%s\n", s.Describe(*nvals), cmp)
 		}
 	}
 	if *out != "" {
-		if err := verify.WriteTrace(*out, stages, m, be.Name, *dir, ids, outOpts); err != nil {
+		if err := verify.WriteTrace(*out, stages, m, be.Name, op.Dir, ids, outOpts); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "wrote %d stages to %s\n", len(stages), *out)
@@ -205,22 +190,6 @@ Examples:
 		fmt.Fprintf(stdout, "all compared stages agree with %s within relative L2 %g (%d of %d stages compared)\n", *compare, *tol, compared, len(stages))
 	}
 	return nil
-}
-
-// traceModel opens the model to trace: --model DIR, or the bundled demo.
-func traceModel(dir string, stderr io.Writer) (*model.Model, error) {
-	if dir == "" {
-		m, _, err := loadModelAndTokenizer("", "", false, stderr)
-		return m, err
-	}
-	m, err := model.Load(dir)
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range m.Warnings {
-		fmt.Fprintf(stderr, "warning: %s\n", w)
-	}
-	return m, nil
 }
 
 // traceIDs reads one sequence from --ids "1,2,3" or an --ids-json file
@@ -244,7 +213,7 @@ func traceIDs(list, path string, stderr io.Writer) ([]int, error) {
 		}
 		data = wrapped.IDs
 	}
-	rows, err := parseIDsJSON(data)
+	rows, err := model.ParseIDs(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src, err)
 	}
@@ -252,64 +221,4 @@ func traceIDs(list, path string, stderr io.Writer) ([]int, error) {
 		fmt.Fprintf(stderr, "trace: %s holds %d sequences; tracing row 0\n", src, len(rows))
 	}
 	return rows[0], nil
-}
-
-// traceStagesHelp is the help's first paragraph: what trace prints and
-// the stages of each kind of layer, named from the layers' own lists.
-func traceStagesHelp() string {
-	gdn := model.StageNames(model.LinearAttention, false)
-	attn := model.StageNames(model.FullAttention, false)
-	moe := model.StageNames(model.LinearAttention, true)
-	text := `Runs a short prompt through the model and prints its intermediates in
-execution order: for each stage its name, shape, L2 norm ‖x‖₂, min, max and
-first few values. By default it shows one layer (--layer, default 0); --all
-shows every stage from "embeddings" to "logits". Stage names are those of
-the golden files: "layers.N.<stage>", e.g. for a Gated DeltaNet layer ` +
-		strings.Join(gdn, ", ") + "; for an attention layer " + strings.Join(without(attn, gdn), ", ") +
-		" instead of the GDN stages; a sparse (MoE) layer adds " + strings.Join(without(moe, gdn), ", ") + " after mlp_in."
-	var lines []string
-	line := ""
-	for _, w := range strings.Fields(text) {
-		if line != "" && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) > 75 {
-			lines = append(lines, line)
-			line = ""
-		}
-		if line != "" {
-			line += " "
-		}
-		line += w
-	}
-	return strings.Join(append(lines, line), "\n")
-}
-
-// without is names less those in drop, in order.
-func without(names, drop []string) []string {
-	var out []string
-	for _, n := range names {
-		if !slices.Contains(drop, n) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// describeStage formats one stage: name, shape, ‖x‖₂, min, max and the
-// first n values, each rounded to 4 significant digits.
-func describeStage(s verify.TracedStage, n int) string {
-	var ss float64
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, v := range s.Data {
-		f := float64(v)
-		ss += f * f
-		lo, hi = math.Min(lo, f), math.Max(hi, f)
-	}
-	vals := make([]string, 0, min(n, len(s.Data))+1)
-	for _, v := range s.Data[:min(n, len(s.Data))] {
-		vals = append(vals, strconv.FormatFloat(float64(v), 'g', 4, 32))
-	}
-	if len(s.Data) > n {
-		vals = append(vals, "…")
-	}
-	return fmt.Sprintf("%-26s %-16s ‖x‖₂=%-10.4g min=%-10.4g max=%-10.4g [%s]",
-		s.Name, fmt.Sprint(s.Shape), math.Sqrt(ss), lo, hi, strings.Join(vals, " "))
 }

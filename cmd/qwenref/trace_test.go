@@ -375,6 +375,9 @@ func (bf16Round) MatMulT(y, x []float32, m int, w *tensor.Matrix) error {
 	return linalg.Blocked{}.MatMulT(y, xr, m, wm)
 }
 
+// Precision says what the kernel is: it rounds to bf16.
+func (bf16Round) Precision() model.Precision { return model.PrecisionBF16 }
+
 func init() {
 	if err := model.RegisterKernel("matmul", "testbf16round", "test only: bf16-rounded activations and weights", func() (any, error) { return bf16Round{}, nil }); err != nil {
 		panic(err)
@@ -398,4 +401,30 @@ func TestTraceBF16ErrorModel(t *testing.T) {
 	t.Logf("bf16-rounded matmul vs naive: worst %s %s rel L2 %.2e (bar %.1e)", w.Stage, w.Mode, w.RelL2, w.TolRelL2)
 	code, _, stderr = runCLI("trace", "--model", traceGolden, "--ids", ids, "--backend", "chunked:matmul=testbf16round", "--compare", ref, "--precision", "f32")
 	assert.Equal(t, 4, code, stderr)
+}
+
+// TestTracePrecisionFromTheBackend: --precision auto takes the backend's
+// own precision, which agrees with what its spec says (a bf16 part, or a
+// cuda backend other than cuda-fp32) for every backend this machine can
+// build.
+func TestTracePrecisionFromTheBackend(t *testing.T) {
+	specBF16 := func(spec string) bool {
+		return strings.Contains(spec, "bf16") || strings.Contains(strings.ReplaceAll(spec, "cuda-fp32", ""), "cuda")
+	}
+	specs := append(model.BackendNames(), "chunked:matmul=bf16", "naive:matmul=bf16", "chunked:delta=naive")
+	built := 0
+	for _, spec := range specs {
+		be, err := model.NewBackend(spec)
+		if err != nil {
+			continue // a GPU backend without a GPU
+		}
+		built++
+		if got := be.Precision == model.PrecisionBF16; got != specBF16(spec) {
+			t.Errorf("%s: precision %s, but its spec says bf16=%v", spec, be.Precision, specBF16(spec))
+		}
+		be.Close()
+	}
+	if built < 4 {
+		t.Fatalf("only %d backends could be built", built)
+	}
 }

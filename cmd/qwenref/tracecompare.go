@@ -11,13 +11,6 @@ import (
 	"github.com/qwenref/qwenref/weights"
 )
 
-// isBF16Backend reports whether a backend spec rounds activations to bf16:
-// its name says bf16, or it is a cuda backend (cuBLAS bf16 tensor cores).
-// It is --precision auto's guess; verify takes the answer as a bool.
-func isBF16Backend(spec string) bool {
-	return strings.Contains(spec, "bf16") || strings.Contains(strings.ReplaceAll(spec, "cuda-fp32", ""), "cuda")
-}
-
 // reportForced runs the teacher-forced comparison and prints it: exit 4
 // (via exitStatus) at a failing stage, an error when nothing compared.
 func reportForced(w io.Writer, m *model.Model, be *model.Backend, ref *weights.Store, refPath string, ids []int, bf16, asJSON, all bool, layer int) error {
