@@ -254,10 +254,10 @@ func scanPlainIDs(data []byte) (rows [][]int, plain bool, err error) {
 	return rows, true, nil
 }
 
-// ParseIDList parses one row of ids written "1,2,3" (spaces allowed),
-// with the same limits as ParseIDs.
+// ParseIDList parses one row of ids written "1,2,3": digits and commas
+// only, so a stray space or sign is an error rather than a guess, with
+// the same limits as ParseIDs.
 func ParseIDList(s string) ([]int, error) {
-	s = strings.TrimSpace(s)
 	if s == "" {
 		return nil, fmt.Errorf("empty id list: want e.g. --ids 1,2,3")
 	}
@@ -266,9 +266,9 @@ func ParseIDList(s string) ([]int, error) {
 		if i >= MaxIDs {
 			return nil, fmt.Errorf("more than %d token ids (the limit; see docs/limits.md)", MaxIDs)
 		}
-		v, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || v < 0 || !isDigits(strings.TrimSpace(f)) {
-			return nil, fmt.Errorf("id %d (%q) is not a non-negative integer", i, strings.TrimSpace(f))
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 0 || !isDigits(f) {
+			return nil, fmt.Errorf("id %d (%q) is not a non-negative integer written in digits (no spaces or signs)", i, f)
 		}
 		ids = append(ids, v)
 	}

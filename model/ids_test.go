@@ -42,10 +42,15 @@ func TestParseIDsStrict(t *testing.T) {
 	assert.ErrorContains(t, err, "more than 4194304 token ids")
 	_, err = ParseIDList("1,+5")
 	assert.ErrorContains(t, err, `"+5"`)
-	ids, err := ParseIDList(" 1, 2 ,3")
+	ids, err := ParseIDList("1,2,3")
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 2, 3}, ids)
-	_, err = ParseIDList(" ")
+	// Digits and commas only: a stray space is an error, not a guess.
+	_, err = ParseIDList(" 5")
+	assert.ErrorContains(t, err, `" 5"`)
+	_, err = ParseIDList("1, 2")
+	assert.ErrorContains(t, err, `" 2"`)
+	_, err = ParseIDList("")
 	assert.ErrorContains(t, err, "empty id list")
 }
 

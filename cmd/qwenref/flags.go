@@ -85,6 +85,11 @@ func (m *memoryFlag) Set(s string) error {
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 || v > 1<<30 {
 		return fmt.Errorf("want a positive number of GiB, got %q", s)
 	}
+	// Under a MiB no run fits, and a limit that rounds to 0 bytes would
+	// read as "no limit".
+	if v < 1.0/1024 {
+		return fmt.Errorf("%q GiB is under 1 MiB (0.0009765625): no run fits in it", s)
+	}
 	m.gib, m.set = v, true
 	return nil
 }

@@ -220,6 +220,15 @@ func TestHostileInputs(t *testing.T) {
 			mkfifo(t, filepath.Join(m, "model.safetensors"))
 			return forward(m, dir)
 		}, []string{"model.safetensors", "FIFO"}},
+		{"a space in --ids", func(t *testing.T, dir string) []string {
+			return []string{"generate", "--ids", " 5", "--max-new-tokens", "1"}
+		}, []string{"--ids", `" 5"`, "no spaces"}},
+		{"trace --tol Inf", func(t *testing.T, dir string) []string {
+			return []string{"trace", "--ids", "1,2", "--compare", filepath.Join(dir, "ref.safetensors"), "--chained", "--tol", "Inf"}
+		}, []string{"--tol must be a finite number"}},
+		{"bench --max-memory 1e-12", func(t *testing.T, dir string) []string {
+			return []string{"bench", "--op", "conv", "--seq", "8", "--max-memory", "1e-12"}
+		}, []string{"max-memory", "under 1 MiB"}},
 		{"FIFO as the golden file of check", func(t *testing.T, dir string) []string {
 			p := filepath.Join(dir, "golden.safetensors")
 			mkfifo(t, p)

@@ -70,7 +70,9 @@ func readIDs(list, jsonPath string) ([][]int, error) {
 		if err != nil {
 			return nil, err
 		}
-		text = string(data)
+		// From a pipe or file, ids may be separated by commas or any
+		// whitespace (one per line, say); on the command line, by commas.
+		text = strings.Join(strings.Fields(strings.ReplaceAll(string(data), ",", " ")), ",")
 	}
 	if t := bytes.TrimSpace([]byte(text)); len(t) > 0 && t[0] == '[' {
 		rows, err := model.ParseIDs(t)
@@ -79,7 +81,7 @@ func readIDs(list, jsonPath string) ([][]int, error) {
 		}
 		return rows, nil
 	}
-	ids, err := model.ParseIDList(strings.Join(strings.Fields(strings.ReplaceAll(text, ",", " ")), ","))
+	ids, err := model.ParseIDList(text)
 	if err != nil {
 		return nil, fmt.Errorf("--ids: %w", err)
 	}

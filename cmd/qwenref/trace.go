@@ -80,8 +80,8 @@ Examples:
 		return usageErr("give the token ids with exactly one of --ids or --ids-json")
 	case *nvals < 0 || *nvals > maxTraceValues:
 		return usageErr("--values must be 0 to %d, not %d", maxTraceValues, *nvals)
-	case *tol < 0 || math.IsNaN(*tol):
-		return usageErr("--tol must be ≥ 0, not %v", *tol)
+	case !(*tol >= 0 && *tol < math.Inf(1)):
+		return usageErr("--tol must be a finite number ≥ 0, not %v", *tol)
 	case *precision != "auto" && *precision != "f32" && *precision != "bf16":
 		return usageErr("--precision must be auto, f32 or bf16, not %q", *precision)
 	case (*jsonOut || *chained) && *compare == "":
