@@ -113,9 +113,14 @@ func (g *Golden) Check(be *model.Backend) ([]OutputCheck, error) {
 // Compare measures o against the golden's expected tensor of its name,
 // within the tolerance the file records for it.
 func (g *Golden) Compare(o Output) (OutputCheck, error) {
-	want, _, err := g.store.Float32(o.Name)
+	want, shape, err := g.store.Float32(o.Name)
 	if err != nil {
 		return OutputCheck{}, err
+	}
+	if len(want) != len(o.Data) {
+		// A wrong-size expected tensor is a broken file, not a kernel error.
+		return OutputCheck{}, fmt.Errorf("expected tensor %s has shape %v (%d values), but the op gives %d values for the file's dims: the golden file is inconsistent",
+			o.Name, shape, len(want), len(o.Data))
 	}
 	tol, err := ReadTolerance(g.Meta, o.Name)
 	if err != nil {

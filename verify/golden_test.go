@@ -190,3 +190,25 @@ func TestLayerGoldenDims(t *testing.T) {
 	assert.True(t, LayerGoldenDims(cfg, "attention-layer", false, 16, "f32").Attention)
 	assert.True(t, LayerGoldenDims(cfg, "decoder-layer", true, 16, "f32").Attention)
 }
+
+// An expected tensor of the wrong size is named with its shape: the file
+// is broken, and no error figure is made up for it.
+func TestGoldenWrongSizeExpected(t *testing.T) {
+	vec, err := reference.BuildVector("conv", smallDims, 5, false)
+	require.NoError(t, err)
+	for i, nt := range vec.Tensors {
+		if nt.Name == "y" {
+			vec.Tensors[i].Data = nt.Data[:len(nt.Data)-smallDims.C]
+			vec.Tensors[i].Shape = []int{smallDims.T - 1, smallDims.C}
+		}
+	}
+	path := filepath.Join(t.TempDir(), "short.safetensors")
+	require.NoError(t, WriteGolden(path, vec, "tiny", weights.WriteOptions{}))
+	g, err := OpenGolden(path)
+	require.NoError(t, err)
+	defer g.Close()
+	be, err := model.NewBackend("naive")
+	require.NoError(t, err)
+	_, err = g.Check(be)
+	require.ErrorContains(t, err, "expected tensor y has shape [8 12] (96 values), but the op gives 108 values")
+}
