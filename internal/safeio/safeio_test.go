@@ -342,3 +342,26 @@ func helperWrite(dir string) {
 	}, WriteOptions{})
 	os.Exit(0)
 }
+
+// TestTempDirFollowsTheUmask: the staging directory becomes the output, so
+// it gets mkdir's mode (0777 less the umask), not a private 0700.
+func TestTempDirFollowsTheUmask(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	target := filepath.Join(t.TempDir(), "out")
+	dir, done, err := TempDir(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done(false)
+	st, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Mode().Perm(); got != 0o755 {
+		t.Errorf("staging directory mode %o, want 755 under umask 022", got)
+	}
+	if !strings.HasPrefix(filepath.Base(dir), "."+filepath.Base(target)+tempMarker) {
+		t.Errorf("staging directory %s does not carry the temp marker", dir)
+	}
+}

@@ -1,9 +1,12 @@
 package safeio
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -192,7 +195,7 @@ func TempDir(target string) (dir string, done func(keep bool), err error) {
 		parent = "."
 	}
 	RemoveStale(parent, base)
-	dir, err = os.MkdirTemp(parent, tempPrefix(base)+"*")
+	dir, err = mkdirTemp(parent, tempPrefix(base))
 	if err != nil {
 		return "", nil, fmt.Errorf("output %s: %w", Clean(target), err)
 	}
@@ -203,6 +206,27 @@ func TempDir(target string) (dir string, done func(keep bool), err error) {
 		}
 		untrack()
 	}, nil
+}
+
+// mkdirTemp makes a new directory prefix+random in parent with mode 0777
+// less the umask, as mkdir does: the directory becomes the output, so it
+// must not keep os.MkdirTemp's private 0700.
+func mkdirTemp(parent, prefix string) (string, error) {
+	var b [8]byte
+	for range 100 {
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		dir := filepath.Join(parent, prefix+hex.EncodeToString(b[:]))
+		err := os.Mkdir(dir, 0o777)
+		if err == nil {
+			return dir, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+	}
+	return "", errors.New("no unused temporary name")
 }
 
 // RemoveStale removes temps for base in dir that an earlier qwenref left
