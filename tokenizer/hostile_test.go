@@ -206,7 +206,7 @@ func FuzzAddedMatcher(f *testing.F) {
 				ps = append(ps, matchPattern{p, i})
 			}
 		}
-		m := newMatcher(ps)
+		m := newMatcher(ps, trieNodes(ps))
 		for from := 0; from <= len(text); from++ {
 			s, e, id, ok := m.next(text, from)
 			ws, we, wid, wok := naiveNext(ps, text, from)

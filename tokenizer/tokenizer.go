@@ -145,7 +145,9 @@ func fromJSON(data []byte) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.added = newAddedVocab(added, model, nz)
+	if t.added, err = newAddedVocab(added, model, nz); err != nil {
+		return nil, err
+	}
 	// HF's get_vocab_size(with_added_tokens=true).
 	t.vocabSize = len(vocab) + len(t.added.byContent)
 	for c := range t.added.byContent {
