@@ -225,115 +225,70 @@ func escapeLiteral(s string) string {
 	return sb.String()
 }
 
-// preTokenize splits piece into the words BPE sees, applying the steps in
-// order and dropping empty words after each, as HF's PreTokenizedString
-// does.
-func preTokenize(steps []preStep, piece string) ([]string, error) {
-	words := []string{piece}
-	for i := range steps {
-		st := &steps[i]
-		next := make([]string, 0, len(words))
-		for _, w := range words {
-			var err error
-			if st.byteLevel {
-				next, err = st.applyByteLevel(next, w)
-			} else {
-				next, err = st.re.split(next, w, st.behavior, st.invert)
+// split passes to fn, in order, the non-empty pieces of s that HF's Split
+// keeps, as spans arrive from the pattern: at most one piece is held back,
+// to be merged with the next span.
+func (r *regex) split(e *encoder, step int, s string, b splitBehavior, invert bool, fn func(string) error) error {
+	var pend span // the piece held back
+	havePend := false
+	lastMatch := false // whether the previous span was a match
+	flush := func() error {
+		if !havePend {
+			return nil
+		}
+		havePend = false
+		if pend.end > pend.start {
+			return fn(s[pend.start:pend.end])
+		}
+		return nil
+	}
+	err := r.scan(e, s, e.runeBuf(step), func(sp span) error {
+		if invert {
+			sp.match = !sp.match
+		}
+		defer func() { lastMatch = sp.match }()
+		switch b {
+		case behaviorIsolated:
+			if sp.end > sp.start {
+				return fn(s[sp.start:sp.end])
 			}
-			if err != nil {
-				return nil, err
+		case behaviorRemoved:
+			if !sp.match && sp.end > sp.start {
+				return fn(s[sp.start:sp.end])
+			}
+		case behaviorContiguous:
+			// Runs of matches, and runs of non-matches, are one piece each.
+			if havePend && sp.match == lastMatch {
+				pend.end = sp.end
+				return nil
+			}
+		case behaviorMergedWithPrevious:
+			// A match joins the piece before it unless that ends in a match.
+			if havePend && sp.match && !lastMatch {
+				pend.end = sp.end
+				return nil
+			}
+		case behaviorMergedWithNext:
+			// A match joins the piece after it unless that is a match. HF
+			// folds from the right; the held-back match waits for its
+			// successor.
+			if havePend && pend.match && !sp.match {
+				pend.end = sp.end
+				pend.match = false
+				return flush()
 			}
 		}
-		words = next
-	}
-	return words, nil
-}
-
-// applyByteLevel adds the prefix space, optionally splits with the GPT-2
-// pattern, and maps every byte to its stand-in rune.
-func (st *preStep) applyByteLevel(dst []string, w string) ([]string, error) {
-	if st.addPrefixSpace && !strings.HasPrefix(w, " ") {
-		w = " " + w
-	}
-	if !st.useRegex {
-		return append(dst, byteLevelEncode(w)), nil
-	}
-	start := len(dst)
-	dst, err := gpt2Regex().split(dst, w, behaviorIsolated, false)
+		if b == behaviorIsolated || b == behaviorRemoved {
+			return nil
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		pend, havePend = sp, true
+		return nil
+	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	for i := start; i < len(dst); i++ {
-		dst[i] = byteLevelEncode(dst[i])
-	}
-	return dst, nil
-}
-
-// split appends the non-empty pieces of s that HF's Split keeps.
-func (r *regex) split(dst []string, s string, b splitBehavior, invert bool) ([]string, error) {
-	spans, err := r.findMatches(s)
-	if err != nil {
-		return nil, err
-	}
-	if invert {
-		for i := range spans {
-			spans[i].match = !spans[i].match
-		}
-	}
-	type piece struct {
-		start, end int
-		remove     bool
-	}
-	var pieces []piece
-	switch b {
-	case behaviorIsolated:
-		for _, sp := range spans {
-			pieces = append(pieces, piece{sp.start, sp.end, false})
-		}
-	case behaviorRemoved:
-		for _, sp := range spans {
-			pieces = append(pieces, piece{sp.start, sp.end, sp.match})
-		}
-	case behaviorContiguous:
-		prevMatch := false
-		for _, sp := range spans {
-			if sp.match == prevMatch && len(pieces) > 0 {
-				pieces[len(pieces)-1].end = sp.end
-			} else {
-				pieces = append(pieces, piece{sp.start, sp.end, false})
-			}
-			prevMatch = sp.match
-		}
-	case behaviorMergedWithPrevious:
-		prevMatch := false
-		for _, sp := range spans {
-			if sp.match && !prevMatch && len(pieces) > 0 {
-				pieces[len(pieces)-1].end = sp.end
-			} else {
-				pieces = append(pieces, piece{sp.start, sp.end, false})
-			}
-			prevMatch = sp.match
-		}
-	case behaviorMergedWithNext:
-		// HF folds from the right; build reversed, then restore order.
-		prevMatch := false
-		for i := len(spans) - 1; i >= 0; i-- {
-			sp := spans[i]
-			if sp.match && !prevMatch && len(pieces) > 0 {
-				pieces[len(pieces)-1].start = sp.start
-			} else {
-				pieces = append(pieces, piece{sp.start, sp.end, false})
-			}
-			prevMatch = sp.match
-		}
-		for i, j := 0, len(pieces)-1; i < j; i, j = i+1, j-1 {
-			pieces[i], pieces[j] = pieces[j], pieces[i]
-		}
-	}
-	for _, p := range pieces {
-		if !p.remove && p.end > p.start {
-			dst = append(dst, s[p.start:p.end])
-		}
-	}
-	return dst, nil
+	return flush()
 }

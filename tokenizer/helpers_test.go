@@ -1,0 +1,60 @@
+package tokenizer
+
+// Batch forms of the streaming internals, for tests.
+
+// testEncoder is an encoder with the default time limit and no tokenizer.
+func testEncoder() *encoder {
+	return (&Tokenizer{}).newEncoder(0)
+}
+
+// findMatches collects the spans scan gives for s.
+func (r *regex) findMatches(s string) ([]span, error) {
+	var out []span
+	var buf []rune
+	err := r.scan(testEncoder(), s, &buf, func(sp span) error {
+		out = append(out, sp)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// splitAll appends to dst the pieces split gives for s.
+func (r *regex) splitAll(dst []string, s string, b splitBehavior, invert bool) ([]string, error) {
+	err := r.split(testEncoder(), 0, s, b, invert, func(p string) error {
+		dst = append(dst, p)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return dst, nil
+}
+
+// preTokenize returns the words the steps make of piece, as BPE would see
+// them.
+func preTokenize(steps []preStep, piece string) ([]string, error) {
+	var words []string
+	t := &Tokenizer{pre: steps, model: &bpe{}}
+	e := t.newEncoder(len(piece))
+	e.sink = func(w []byte) error {
+		words = append(words, string(w))
+		return nil
+	}
+	if err := e.pretok(0, piece); err != nil {
+		return nil, err
+	}
+	return words, nil
+}
+
+// tokenize appends the ids of word to dst.
+func (b *bpe) tokenize(dst []int, word string) ([]int, error) {
+	var l idList
+	var sc bpeScratch
+	if err := b.tokenizeWord(&l, []byte(word), &sc); err != nil {
+		return dst, err
+	}
+	return append(dst, l.ints()...), nil
+}
