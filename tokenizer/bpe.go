@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // Cache limits mirror HF's BPE cache: words of 256 bytes or more are never
@@ -26,7 +28,7 @@ type mergeInfo struct {
 // bpe is the byte-pair-encoding model of a tokenizer.json.
 type bpe struct {
 	vocab        map[string]int
-	vocabR       map[int]string
+	vocabR       idTable
 	merges       map[uint64]mergeInfo
 	unkToken     string // "" when the model has none
 	fuseUnk      bool
@@ -41,15 +43,13 @@ type bpe struct {
 	cache map[string][]uint32
 }
 
-// newBPE builds the model and its merge table. Like HF, every merge must
-// name two vocabulary tokens whose concatenation (the second one without
-// the continuing-subword prefix) is itself in the vocabulary. When a pair
-// appears twice, the later rank wins, as in HF's map.
-func newBPE(vocab map[string]int, merges [][2]string, m *modelJSON) (*bpe, error) {
+// newBPE builds the model around a checked vocabulary and its inverse;
+// addMerge then adds the merge rules in order.
+func newBPE(vocab map[string]int, vocabR idTable, m *modelJSON) *bpe {
 	b := &bpe{
 		vocab:        vocab,
-		vocabR:       make(map[int]string, len(vocab)),
-		merges:       make(map[uint64]mergeInfo, len(merges)),
+		vocabR:       vocabR,
+		merges:       make(map[uint64]mergeInfo),
 		fuseUnk:      m.FuseUnk != nil && *m.FuseUnk,
 		byteFallback: m.ByteFallback != nil && *m.ByteFallback,
 		ignoreMerges: m.IgnoreMerges != nil && *m.IgnoreMerges,
@@ -64,9 +64,6 @@ func newBPE(vocab map[string]int, merges [][2]string, m *modelJSON) (*bpe, error
 	if m.EndOfWordSuffix != nil {
 		b.suffix = *m.EndOfWordSuffix
 	}
-	for tok, id := range vocab {
-		b.vocabR[id] = tok
-	}
 	for c := range b.fallbackIDs {
 		id, ok := vocab[fmt.Sprintf("<0x%02X>", c)]
 		if !ok {
@@ -74,27 +71,32 @@ func newBPE(vocab map[string]int, merges [][2]string, m *modelJSON) (*bpe, error
 		}
 		b.fallbackIDs[c] = id
 	}
-	for i, pair := range merges {
-		x, y := pair[0], pair[1]
-		xid, ok := vocab[x]
-		if !ok {
-			return nil, fmt.Errorf("model.merges[%d]: token %q is not in the vocabulary", i, x)
-		}
-		yid, ok := vocab[y]
-		if !ok {
-			return nil, fmt.Errorf("model.merges[%d]: token %q is not in the vocabulary", i, y)
-		}
-		if len(y) < len(b.prefix) {
-			return nil, fmt.Errorf("model.merges[%d]: token %q is shorter than continuing_subword_prefix %q", i, y, b.prefix)
-		}
-		merged := x + y[len(b.prefix):]
-		nid, ok := vocab[merged]
-		if !ok {
-			return nil, fmt.Errorf("model.merges[%d]: merged token %q is not in the vocabulary", i, merged)
-		}
-		b.merges[mergeKey(xid, yid)] = mergeInfo{rank: uint32(i), newID: uint32(nid)}
+	return b
+}
+
+// addMerge adds merge rule i, x+y. Like HF, it must name two vocabulary
+// tokens whose concatenation (the second one without the
+// continuing-subword prefix) is itself in the vocabulary. When a pair
+// appears twice, the later rank wins, as in HF's map.
+func (b *bpe) addMerge(i int, x, y string) error {
+	xid, ok := b.vocab[x]
+	if !ok {
+		return fmt.Errorf("model.merges[%d]: token %s is not in the vocabulary", i, safeio.Quote(x))
 	}
-	return b, nil
+	yid, ok := b.vocab[y]
+	if !ok {
+		return fmt.Errorf("model.merges[%d]: token %s is not in the vocabulary", i, safeio.Quote(y))
+	}
+	if len(y) < len(b.prefix) {
+		return fmt.Errorf("model.merges[%d]: token %s is shorter than continuing_subword_prefix %s", i, safeio.Quote(y), safeio.Quote(b.prefix))
+	}
+	merged := x + y[len(b.prefix):]
+	nid, ok := b.vocab[merged]
+	if !ok {
+		return fmt.Errorf("model.merges[%d]: merged token %s is not in the vocabulary", i, safeio.Quote(merged))
+	}
+	b.merges[mergeKey(xid, yid)] = mergeInfo{rank: uint32(i), newID: uint32(nid)}
+	return nil
 }
 
 // bpeScratch is the working memory of one Encode call, reused from word

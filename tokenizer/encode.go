@@ -54,15 +54,16 @@ func (t *Tokenizer) Encode(text string) ([]int, error) {
 // encoder holds one Encode call's state: the ids so far, scratch space
 // reused from word to word, and the time limit.
 type encoder struct {
-	t        *Tokenizer
-	ids      idList
-	inputLen int
-	limit    time.Duration
-	deadline time.Time
-	runes    [][]rune // one buffer per pre-tokenizer step
-	wordBuf  []byte   // the word BPE reads
-	bpe      bpeScratch
-	sink     func(word []byte) error // if set, takes the words instead of BPE (tests)
+	t         *Tokenizer
+	ids       idList
+	inputLen  int
+	normBytes int // normalized text so far
+	limit     time.Duration
+	deadline  time.Time
+	runes     [][]rune // one buffer per pre-tokenizer step
+	wordBuf   []byte   // the word BPE reads
+	bpe       bpeScratch
+	sink      func(word []byte) error // if set, takes the words instead of BPE (tests)
 }
 
 func (t *Tokenizer) newEncoder(n int) *encoder {
@@ -80,6 +81,10 @@ func (e *encoder) rawPiece(piece string, id int) error {
 	}
 	if e.t.normalize != nil {
 		piece = e.t.normalize.apply(piece)
+		// NFKC can make text 11 times longer: the cap holds for the result.
+		if e.normBytes += len(piece); e.normBytes > MaxEncodeBytes {
+			return fmt.Errorf("the %d-byte text is over the limit of %d MiB once normalized (see docs/limits.md)", e.inputLen, MaxEncodeBytes>>20)
+		}
 	}
 	return e.t.added.split(&e.t.added.norm, piece, e.normPiece)
 }

@@ -1,5 +1,7 @@
 package tokenizer
 
+import "fmt"
+
 // Batch forms of the streaming internals, for tests.
 
 // testEncoder is an encoder with the default time limit and no tokenizer.
@@ -57,4 +59,19 @@ func (b *bpe) tokenize(dst []int, word string) ([]int, error) {
 		return dst, err
 	}
 	return append(dst, l.ints()...), nil
+}
+
+// newBPEFrom builds a model from a vocabulary and a list of merges.
+func newBPEFrom(vocab map[string]int, merges [][2]string, m *modelJSON) (*bpe, error) {
+	vocabR, dups := newIDTable(vocab)
+	if len(dups) > 0 {
+		return nil, fmt.Errorf("duplicate ids: %v", dups)
+	}
+	b := newBPE(vocab, vocabR, m)
+	for i, p := range merges {
+		if err := b.addMerge(i, p[0], p[1]); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }

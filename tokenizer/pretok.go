@@ -28,26 +28,27 @@ func parseNormalizer(raw json.RawMessage, field string) (*normalizer, error) {
 		return nil, nil
 	}
 	n := &normalizer{}
-	if err := n.add(raw, field); err != nil {
+	if err := n.add(raw, field, 0); err != nil {
 		return nil, err
 	}
 	return n, nil
 }
 
-func (n *normalizer) add(raw json.RawMessage, field string) error {
+var normForms = map[string]norm.Form{"NFC": norm.NFC, "NFD": norm.NFD, "NFKC": norm.NFKC, "NFKD": norm.NFKD}
+
+func (n *normalizer) add(raw json.RawMessage, field string, depth int) error {
 	typ, err := typeOf(raw, field)
 	if err != nil {
 		return err
 	}
+	if form, ok := normForms[typ]; ok {
+		if len(n.forms) == MaxNormalizerSteps {
+			return fmt.Errorf("%s: more than %d normalizers in all (see docs/limits.md)", field, MaxNormalizerSteps)
+		}
+		n.forms = append(n.forms, form)
+		return nil
+	}
 	switch typ {
-	case "NFC":
-		n.forms = append(n.forms, norm.NFC)
-	case "NFD":
-		n.forms = append(n.forms, norm.NFD)
-	case "NFKC":
-		n.forms = append(n.forms, norm.NFKC)
-	case "NFKD":
-		n.forms = append(n.forms, norm.NFKD)
 	case "Sequence":
 		var seq struct {
 			Normalizers []json.RawMessage `json:"normalizers"`
@@ -58,8 +59,14 @@ func (n *normalizer) add(raw json.RawMessage, field string) error {
 		if seq.Normalizers == nil {
 			return fmt.Errorf("%s: Sequence without \"normalizers\"", field)
 		}
+		if len(seq.Normalizers) > MaxNormalizerSteps {
+			return fmt.Errorf("%s: %d normalizers, over the limit of %d (see docs/limits.md)", field, len(seq.Normalizers), MaxNormalizerSteps)
+		}
+		if depth == MaxSequenceDepth {
+			return fmt.Errorf("%s: Sequences nested more than %d deep (see docs/limits.md)", field, MaxSequenceDepth)
+		}
 		for i, sub := range seq.Normalizers {
-			if err := n.add(sub, fmt.Sprintf("%s.normalizers[%d]", field, i)); err != nil {
+			if err := n.add(sub, fmt.Sprintf("%s.normalizers[%d]", field, i), depth+1); err != nil {
 				return err
 			}
 		}
@@ -119,23 +126,52 @@ func gpt2Regex() *regex {
 	return gpt2Re
 }
 
+// Limits on the normalizer and pre_tokenizer sections (real tokenizers
+// have at most 3 steps and patterns under 1 KiB): each step is a pass over
+// the text, and compiling patterns takes time and memory. A second
+// ByteLevel step is refused because each doubles the bytes of non-ASCII
+// text.
+const (
+	MaxNormalizerSteps   = 16
+	MaxPreTokenizerSteps = 16
+	MaxPatternBytes      = 8 << 10 // all Split patterns together
+	// MaxSequenceDepth bounds nesting: each level re-reads the JSON below it.
+	MaxSequenceDepth = 4
+)
+
 // parsePreTokenizer flattens the pre_tokenizer section into steps.
 func parsePreTokenizer(raw json.RawMessage, field string) ([]preStep, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
-	var steps []preStep
-	if err := addPreStep(&steps, raw, field); err != nil {
+	var p preParse
+	if err := p.add(raw, field, 0); err != nil {
 		return nil, err
 	}
-	return steps, nil
+	return p.steps, nil
 }
 
-func addPreStep(steps *[]preStep, raw json.RawMessage, field string) error {
+// preParse is the state of flattening a pre_tokenizer section.
+type preParse struct {
+	steps        []preStep
+	patternBytes int
+	byteLevel    bool
+}
+
+// room refuses a step past MaxPreTokenizerSteps.
+func (p *preParse) room(field string) error {
+	if len(p.steps) == MaxPreTokenizerSteps {
+		return fmt.Errorf("%s: more than %d pre-tokenizer steps in all (see docs/limits.md)", field, MaxPreTokenizerSteps)
+	}
+	return nil
+}
+
+func (p *preParse) add(raw json.RawMessage, field string, depth int) error {
 	typ, err := typeOf(raw, field)
 	if err != nil {
 		return err
 	}
+	steps := &p.steps
 	switch typ {
 	case "Sequence":
 		var seq struct {
@@ -147,8 +183,14 @@ func addPreStep(steps *[]preStep, raw json.RawMessage, field string) error {
 		if seq.PreTokenizers == nil {
 			return fmt.Errorf("%s: Sequence without \"pretokenizers\"", field)
 		}
+		if len(seq.PreTokenizers) > MaxPreTokenizerSteps {
+			return fmt.Errorf("%s: %d pre-tokenizers, over the limit of %d (see docs/limits.md)", field, len(seq.PreTokenizers), MaxPreTokenizerSteps)
+		}
+		if depth == MaxSequenceDepth {
+			return fmt.Errorf("%s: Sequences nested more than %d deep (see docs/limits.md)", field, MaxSequenceDepth)
+		}
 		for i, sub := range seq.PreTokenizers {
-			if err := addPreStep(steps, sub, fmt.Sprintf("%s.pretokenizers[%d]", field, i)); err != nil {
+			if err := p.add(sub, fmt.Sprintf("%s.pretokenizers[%d]", field, i), depth+1); err != nil {
 				return err
 			}
 		}
@@ -184,6 +226,12 @@ func addPreStep(steps *[]preStep, raw json.RawMessage, field string) error {
 		} else {
 			pat = escapeLiteral(*sp.Pattern.String)
 		}
+		if err := p.room(field); err != nil {
+			return err
+		}
+		if p.patternBytes += len(pat); p.patternBytes > MaxPatternBytes {
+			return fmt.Errorf("%s.pattern: the patterns hold %d bytes in all, over the limit of %d (see docs/limits.md)", field, p.patternBytes, MaxPatternBytes)
+		}
 		re, err := compileRegex(pat)
 		if err != nil {
 			return fmt.Errorf("%s.pattern: %w", field, err)
@@ -202,6 +250,13 @@ func addPreStep(steps *[]preStep, raw json.RawMessage, field string) error {
 		if err := json.Unmarshal(raw, &bl); err != nil {
 			return fmt.Errorf("%s: %w", field, err)
 		}
+		if err := p.room(field); err != nil {
+			return err
+		}
+		if p.byteLevel {
+			return fmt.Errorf("%s: a second ByteLevel pre-tokenizer (each one doubles the bytes of non-ASCII text)", field)
+		}
+		p.byteLevel = true
 		*steps = append(*steps, preStep{
 			byteLevel:      true,
 			addPrefixSpace: bl.AddPrefixSpace,

@@ -112,14 +112,11 @@ func fromJSON(data []byte) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, vocab, merges, err := parseModel(f.Model)
+	model, err := parseModel(f.Model)
 	if err != nil {
 		return nil, err
 	}
-	model, err := newBPE(vocab, merges, m)
-	if err != nil {
-		return nil, err
-	}
+	f.Model = nil // the model section's copy can go
 	nz, err := parseNormalizer(f.Normalizer, "normalizer")
 	if err != nil {
 		return nil, err
@@ -150,9 +147,9 @@ func fromJSON(data []byte) (*Tokenizer, error) {
 		return nil, err
 	}
 	// HF's get_vocab_size(with_added_tokens=true).
-	t.vocabSize = len(vocab) + len(t.added.byContent)
+	t.vocabSize = len(model.vocab) + len(t.added.byContent)
 	for c := range t.added.byContent {
-		if _, ok := vocab[c]; ok {
+		if _, ok := model.vocab[c]; ok {
 			t.vocabSize--
 		}
 	}
@@ -212,8 +209,7 @@ func (t *Tokenizer) IDToToken(id int) (string, bool) {
 		}
 		return at.Content, true
 	}
-	tok, ok := t.model.vocabR[id]
-	return tok, ok
+	return t.model.vocabR.get(id)
 }
 
 // VocabSize is the number of distinct tokens, added tokens included (HF's
