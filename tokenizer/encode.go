@@ -30,8 +30,8 @@ func EncodeTimeLimit(n int) time.Duration {
 var encodeTimeLimit = EncodeTimeLimit
 
 // segmentBytes is how much text (at least) goes through the pre-tokenizer
-// at once when its pattern can be cut safely; a variable for tests.
-var segmentBytes = 64 << 10
+// at once when its pattern can be cut safely.
+const segmentBytes = 64 << 10
 
 // Encode returns the token ids of text. Added tokens found in the text
 // (special ones like <|im_start|> included) become their ids. text must be

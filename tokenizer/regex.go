@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dlclark/regexp2"
+	"github.com/dlclark/regexp2/syntax"
 
 	"github.com/qwenref/qwenref/internal/safeio"
 )
@@ -17,8 +19,14 @@ import (
 // Oniguruma engine HF uses. Go's regexp cannot be used: tokenizer patterns
 // rely on look-ahead (`\s+(?!\S)`).
 type regex struct {
-	re      *regexp2.Regexp
+	re      matchFinder
 	pattern string // as written in the file, for messages
+}
+
+// matchFinder is what scan needs of a compiled pattern: a *regexp2.Regexp,
+// or in tests a stand-in.
+type matchFinder interface {
+	FindRunesMatchStartingAt(r []rune, startAt int) (*regexp2.Match, error)
 }
 
 // MatchTimeout bounds one regexp match of a pre-tokenizer pattern. A
@@ -29,16 +37,28 @@ type regex struct {
 // bounded as well, by EncodeTimeLimit.
 const MatchTimeout = 2 * time.Second
 
+// matchTimeout is MatchTimeout, lowered by fuzz targets.
+var matchTimeout = MatchTimeout
+
 // compileRegex compiles an Oniguruma-style pattern from a tokenizer.json.
 func compileRegex(pattern string) (*regex, error) {
 	re, err := regexp2.Compile(foldCaseLiterals(pattern), regexp2.None)
 	if err != nil {
-		return nil, err
+		// regexp2's message quotes the whole (rewritten) pattern raw.
+		msg := err.Error()
+		var se *syntax.Error
+		if errors.As(err, &se) {
+			msg = se.Code.String()
+			if len(se.Args) > 0 {
+				msg = fmt.Sprintf(msg, se.Args...)
+			}
+		}
+		return nil, fmt.Errorf("%s: %s", safeio.Quote(pattern), safeio.Clean(msg))
 	}
 	if re.RightToLeft() {
 		return nil, fmt.Errorf("right-to-left matching is not supported")
 	}
-	re.MatchTimeout = MatchTimeout
+	re.MatchTimeout = matchTimeout
 	return &regex{re: re, pattern: pattern}, nil
 }
 
@@ -124,9 +144,9 @@ func (r *regex) find(e *encoder, runes []rune, at int) (*regexp2.Match, error) {
 			return m, nil
 		}
 		switch {
-		case time.Since(start) >= MatchTimeout:
+		case time.Since(start) >= matchTimeout:
 			return nil, fmt.Errorf("pre-tokenizer pattern %s: one match ran for more than %v in the %d-byte text (the pattern backtracks too much; see docs/limits.md)",
-				safeio.Quote(r.pattern), MatchTimeout, e.inputLen)
+				safeio.Quote(r.pattern), matchTimeout, e.inputLen)
 		case early == 3: // a lagging clock does not fire early 4 times running
 			return nil, fmt.Errorf("pre-tokenizer pattern %s: the regexp engine failed on the %d-byte text", safeio.Quote(r.pattern), e.inputLen)
 		}
