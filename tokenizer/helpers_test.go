@@ -1,6 +1,15 @@
 package tokenizer
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
 
 // Batch forms of the streaming internals, for tests.
 
@@ -74,4 +83,26 @@ func newBPEFrom(vocab map[string]int, merges [][2]string, m *modelJSON) (*bpe, e
 		}
 	}
 	return b, nil
+}
+
+// repeatTo repeats unit to n bytes, rounded down to whole units.
+func repeatTo(unit string, n int) string {
+	return strings.Repeat(unit, n/len(unit)+1)[:n-n%len(unit)]
+}
+
+// tinyJSON loads a committed tiny tokenizer.json as a map to edit.
+func tinyJSON(t testing.TB, name string) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testdataDir, "tiny", name))
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(data, &m))
+	return m
+}
+
+func fromMap(t testing.TB, m map[string]any) (*Tokenizer, error) {
+	t.Helper()
+	data, err := json.Marshal(m)
+	require.NoError(t, err)
+	return FromJSON(data)
 }

@@ -5,7 +5,6 @@ package tokenizer
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,10 +35,6 @@ var adversarial = map[string]string{
 	"marks":            "e\u0301",
 	"emoji":            "\U0001F600",
 	"mixed":            "a1!  \n",
-}
-
-func repeatTo(unit string, n int) string {
-	return strings.Repeat(unit, n/len(unit)+1)[:n-n%len(unit)]
 }
 
 // TestQwenPatternLinear encodes each adversarial input at two sizes, 4×
@@ -73,23 +68,6 @@ func TestQwenPatternLinear(t *testing.T) {
 			assert.Less(t, secs[1]/secs[0], 10.0, "%s grows faster than linearly", name)
 		}
 	}
-}
-
-// tinyJSON loads a committed tiny tokenizer.json as a map to edit.
-func tinyJSON(t testing.TB, name string) map[string]any {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testdataDir, "tiny", name))
-	require.NoError(t, err)
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(data, &m))
-	return m
-}
-
-func fromMap(t testing.TB, m map[string]any) (*Tokenizer, error) {
-	t.Helper()
-	data, err := json.Marshal(m)
-	require.NoError(t, err)
-	return FromJSON(data)
 }
 
 func TestHostileTokenizerFiles(t *testing.T) {
