@@ -10,18 +10,21 @@ import (
 	"github.com/qwenref/qwenref/internal/safeio"
 )
 
-// MaxEncodeBytes caps the text one Encode call takes. Encoding needs about
-// 13 bytes per input byte for ordinary text with Qwen's tokenizer (the
-// ids themselves take most of it) and at most about 40 for text built to
-// be one 64 MiB word, so the cap keeps a call within about 2.5 GB
-// (see docs/limits.md). 64 MiB of text is about 16 million tokens.
+// MaxEncodeBytes caps the text one Encode call takes, before and after
+// normalization. With Qwen's tokenizer, encoding needs about 3.5 bytes of
+// memory per input byte for English and 13 for digits (the ids take 12
+// bytes per token while they are collected and returned); text that is
+// one long word needs about 31 (BPE merges the whole word at once, as HF
+// does). At the cap that is at most about 2 GB. 64 MiB of English is
+// about 14 million tokens.
 const MaxEncodeBytes = 64 << 20
 
-// EncodeTimeLimit is the time one Encode call of an n-byte text may take:
+// EncodeTimeLimit is how long one Encode call of an n-byte text may run:
 // 10 seconds plus 20 µs per byte, about twenty times what Qwen's
-// tokenizer needs on its slowest text (digits, 1 µs per byte). Only a
-// pre-tokenizer pattern that backtracks a lot gets near it; the call then
-// fails instead of running for hours.
+// tokenizer needs on its slowest text (digits, 1 µs per byte). It is
+// checked before each match of a pre-tokenizer pattern, so only a pattern
+// that backtracks a lot gets near it; the call then fails instead of
+// running for hours.
 func EncodeTimeLimit(n int) time.Duration {
 	return 10*time.Second + time.Duration(n)*20*time.Microsecond
 }
