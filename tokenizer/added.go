@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"unicode"
@@ -43,8 +44,10 @@ type addedVocab struct {
 
 // newAddedVocab assigns ids and builds the matchers following HF's
 // AddedVocabulary::add_tokens: empty contents are skipped; a repeated
-// content keeps its id and takes the later flags.
-func newAddedVocab(list []addedTokenJSON, model *bpe, nz *normalizer) *addedVocab {
+// content keeps its id and takes the later flags. A normalized form longer
+// than MaxAddedTokenBytes (NFKC can make text 11 times longer) and tries
+// over MaxAddedTrieNodes are refused.
+func newAddedVocab(list []addedTokenJSON, model *bpe, nz *normalizer) (*addedVocab, error) {
 	av := &addedVocab{
 		byContent:  map[string]int{},
 		byID:       map[int]*AddedToken{},
@@ -52,7 +55,7 @@ func newAddedVocab(list []addedTokenJSON, model *bpe, nz *normalizer) *addedVoca
 		special:    map[string]bool{},
 	}
 	next := len(model.vocab)
-	for _, j := range list {
+	for i, j := range list {
 		if j.Content == "" {
 			continue
 		}
@@ -73,6 +76,9 @@ func newAddedVocab(list []addedTokenJSON, model *bpe, nz *normalizer) *addedVoca
 		// duplicate.
 		if t.Normalized && nz != nil {
 			if n := nz.apply(t.Content); n != t.Content {
+				if len(n) > MaxAddedTokenBytes {
+					return nil, fmt.Errorf("added_tokens[%d].content is %d bytes once normalized, over the limit of %d (see docs/limits.md)", i, len(n), MaxAddedTokenBytes)
+				}
 				av.normalForm[id] = n
 			}
 		}
@@ -90,14 +96,18 @@ func newAddedVocab(list []addedTokenJSON, model *bpe, nz *normalizer) *addedVoca
 			if n, ok := av.normalForm[id]; ok {
 				p = n
 			}
-			normd = append(normd, matchPattern{p, id})
+			if p != "" {
+				normd = append(normd, matchPattern{p, id})
+			}
 		} else {
 			raw = append(raw, matchPattern{t.Content, id})
 		}
 	}
-	av.raw = newMatcher(raw)
-	av.norm = newMatcher(normd)
-	return av
+	var err error
+	if av.raw, av.norm, err = buildMatchers(raw, normd); err != nil {
+		return nil, err
+	}
+	return av, nil
 }
 
 // tokens returns the added tokens sorted by id.
@@ -108,94 +118,6 @@ func (av *addedVocab) tokens() []AddedToken {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
-}
-
-// matchPattern is a string to find and the id it stands for.
-type matchPattern struct {
-	text string
-	id   int
-}
-
-// matcher finds non-overlapping leftmost-longest occurrences of a set of
-// strings, like the Aho-Corasick automaton HF uses, with a byte trie: the
-// work at each text position is bounded by the longest token, not by how
-// many tokens share a first byte.
-type matcher struct {
-	nodes []trieNode // nodes[0] is the root
-	first [256]bool  // bytes some token starts with, to skip the rest fast
-	any   bool
-}
-
-// trieNode is one byte-trie state; children are sorted by byte.
-type trieNode struct {
-	keys []byte
-	kids []int32
-	id   int // token ending here, or -1
-}
-
-func (n *trieNode) child(b byte) int32 {
-	lo, hi := 0, len(n.keys)
-	for lo < hi { // binary search without a closure: this is the hot loop
-		mid := int(uint(lo+hi) >> 1)
-		if n.keys[mid] < b {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	if lo < len(n.keys) && n.keys[lo] == b {
-		return n.kids[lo]
-	}
-	return -1
-}
-
-func newMatcher(ps []matchPattern) matcher {
-	m := matcher{nodes: []trieNode{{id: -1}}}
-	for _, p := range ps {
-		cur := int32(0)
-		for i := 0; i < len(p.text); i++ {
-			b := p.text[i]
-			nx := m.nodes[cur].child(b)
-			if nx < 0 {
-				nx = int32(len(m.nodes))
-				m.nodes = append(m.nodes, trieNode{id: -1})
-				n := &m.nodes[cur]
-				j := sort.Search(len(n.keys), func(j int) bool { return n.keys[j] >= b })
-				n.keys = append(n.keys, 0)
-				n.kids = append(n.kids, 0)
-				copy(n.keys[j+1:], n.keys[j:])
-				copy(n.kids[j+1:], n.kids[j:])
-				n.keys[j], n.kids[j] = b, nx
-			}
-			cur = nx
-		}
-		m.nodes[cur].id = p.id
-		m.first[p.text[0]] = true
-		m.any = true
-	}
-	return m
-}
-
-// next finds the leftmost-longest match at or after from.
-func (m *matcher) next(s string, from int) (start, end, id int, ok bool) {
-	for i := from; i < len(s); i++ {
-		if !m.first[s[i]] {
-			continue
-		}
-		cur, best := int32(0), -1
-		for j := i; j < len(s); j++ {
-			if cur = m.nodes[cur].child(s[j]); cur < 0 {
-				break
-			}
-			if tid := m.nodes[cur].id; tid >= 0 {
-				best, id = j+1, tid
-			}
-		}
-		if best >= 0 {
-			return i, best, id, true
-		}
-	}
-	return 0, 0, 0, false
 }
 
 // split walks s, calling emit for every stretch of plain text (id -1) and

@@ -27,7 +27,9 @@ func splitAll(t *testing.T, av *addedVocab, m *matcher, s string) []string {
 func testAddedVocab(t *testing.T, list []addedTokenJSON) *addedVocab {
 	t.Helper()
 	model := newTestBPE(t, []string{"a", "b", "ab"}, nil, modelJSON{})
-	return newAddedVocab(list, model, &normalizer{forms: nil})
+	av, err := newAddedVocab(list, model, &normalizer{forms: nil})
+	require.NoError(t, err)
+	return av
 }
 
 func TestAddedLeftmostLongest(t *testing.T) {
@@ -90,7 +92,8 @@ func TestAddedNormalizedForm(t *testing.T) {
 	model := newTestBPE(t, []string{"a"}, nil, modelJSON{})
 	nz, err := parseNormalizer([]byte(`{"type":"NFC"}`), "normalizer")
 	require.NoError(t, err)
-	av := newAddedVocab([]addedTokenJSON{{Content: "cafe\u0301", Normalized: true}}, model, nz)
+	av, err := newAddedVocab([]addedTokenJSON{{Content: "cafe\u0301", Normalized: true}}, model, nz)
+	require.NoError(t, err)
 	assert.Equal(t, map[int]string{1: "café"}, av.normalForm)
 	assert.Equal(t, []string{"[cafe\u0301]", "!"}, splitAll(t, av, &av.norm, "café!"))
 	assert.Equal(t, []string{"cafe\u0301!"}, splitAll(t, av, &av.raw, "cafe\u0301!"), "normalized tokens are not matched raw")

@@ -17,7 +17,7 @@ func newTestBPE(t *testing.T, toks []string, merges [][2]string, m modelJSON) *b
 			vocab[s] = len(vocab)
 		}
 	}
-	b, err := newBPE(vocab, merges, &m)
+	b, err := newBPEFrom(vocab, merges, &m)
 	require.NoError(t, err)
 	return b
 }
@@ -29,7 +29,7 @@ func words(t *testing.T, b *bpe, w string) []string {
 	require.NoError(t, err)
 	out := make([]string, len(ids))
 	for i, id := range ids {
-		out[i] = b.vocabR[id]
+		out[i], _ = b.vocabR.get(id)
 	}
 	return out
 }
@@ -105,10 +105,10 @@ func TestBPEMergeErrors(t *testing.T) {
 		{[][2]string{{"a", "q"}}, `model.merges[0]: token "q" is not in the vocabulary`},
 		{[][2]string{{"a", "b"}, {"b", "a"}}, `model.merges[1]: merged token "ba" is not in the vocabulary`},
 	} {
-		_, err := newBPE(vocab, c.merges, &modelJSON{})
+		_, err := newBPEFrom(vocab, c.merges, &modelJSON{})
 		assert.EqualError(t, err, c.want)
 	}
-	_, err := newBPE(vocab, [][2]string{{"a", "b"}}, &modelJSON{ContinuingSubwordPrefix: strp("###")})
+	_, err := newBPEFrom(vocab, [][2]string{{"a", "b"}}, &modelJSON{ContinuingSubwordPrefix: strp("###")})
 	assert.ErrorContains(t, err, "shorter than continuing_subword_prefix")
 }
 

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -56,6 +57,19 @@ func byteLevelEncode(s string) string {
 		sb.WriteString(byteToString[s[i]])
 	}
 	return sb.String()
+}
+
+// appendByteLevel appends the stand-in runes of the bytes of s to dst.
+func appendByteLevel(dst []byte, s string) []byte {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		n += len(byteToString[s[i]]) - 1
+	}
+	dst = slices.Grow(dst, n) // exact: a word may be the whole text
+	for i := 0; i < len(s); i++ {
+		dst = append(dst, byteToString[s[i]]...)
+	}
+	return dst
 }
 
 // byteLevelDecodeToken appends the bytes token stands for. As in HF, a token

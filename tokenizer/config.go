@@ -5,10 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sort"
-	"strings"
-
-	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // fileJSON is the subset of HF's tokenizer.json that encoding and decoding
@@ -110,16 +106,16 @@ func requireBools(raw json.RawMessage, field string, names ...string) error {
 
 // modelJSON is the model section; only BPE is supported.
 type modelJSON struct {
-	Type                    *string          `json:"type"`
-	Dropout                 *float64         `json:"dropout"`
-	UnkToken                *string          `json:"unk_token"`
-	ContinuingSubwordPrefix *string          `json:"continuing_subword_prefix"`
-	EndOfWordSuffix         *string          `json:"end_of_word_suffix"`
-	FuseUnk                 *bool            `json:"fuse_unk"`
-	ByteFallback            *bool            `json:"byte_fallback"`
-	IgnoreMerges            *bool            `json:"ignore_merges"`
-	Vocab                   map[string]int64 `json:"vocab"`
-	Merges                  json.RawMessage  `json:"merges"`
+	Type                    *string         `json:"type"`
+	Dropout                 *float64        `json:"dropout"`
+	UnkToken                *string         `json:"unk_token"`
+	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+	FuseUnk                 *bool           `json:"fuse_unk"`
+	ByteFallback            *bool           `json:"byte_fallback"`
+	IgnoreMerges            *bool           `json:"ignore_merges"`
+	Vocab                   map[string]int  `json:"vocab"`
+	Merges                  json.RawMessage `json:"merges"`
 }
 
 // typedJSON reads the "type" tag of a normalizer, pre-tokenizer or decoder.
@@ -146,95 +142,6 @@ func parseFile(data []byte) (*fileJSON, error) {
 		return nil, fmt.Errorf("tokenizer.json: model: missing")
 	}
 	return &f, nil
-}
-
-// parseModel decodes and validates the model section, returning the
-// vocabulary (ids checked to fit u32, like HF) and the merges.
-func parseModel(raw json.RawMessage) (*modelJSON, map[string]int, [][2]string, error) {
-	var m modelJSON
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, nil, nil, fmt.Errorf("model: %w", err)
-	}
-	if m.Type != nil && *m.Type != "BPE" {
-		return nil, nil, nil, fmt.Errorf("model.type %q: only BPE models are supported", *m.Type)
-	}
-	if m.Vocab == nil || isNull(m.Merges) {
-		return nil, nil, nil, fmt.Errorf("model: missing vocab or merges (only BPE models are supported)")
-	}
-	if m.Dropout != nil {
-		if *m.Dropout < 0 || *m.Dropout > 1 || math.IsNaN(*m.Dropout) {
-			return nil, nil, nil, fmt.Errorf("model.dropout %v: must be between 0 and 1", *m.Dropout)
-		}
-		if *m.Dropout != 0 {
-			// Dropout makes encoding random; a reference tokenizer must not be.
-			return nil, nil, nil, fmt.Errorf("model.dropout %v: BPE dropout is not supported", *m.Dropout)
-		}
-	}
-	vocab := make(map[string]int, len(m.Vocab))
-	owner := make(map[int64]string, len(m.Vocab))
-	var dups []string
-	for tok, id := range m.Vocab {
-		if id < 0 || id > math.MaxUint32 {
-			return nil, nil, nil, fmt.Errorf("model.vocab[%s]: id %d is outside 0..2^32-1", safeio.Quote(tok), id)
-		}
-		if other, dup := owner[id]; dup {
-			a, b := min(tok, other), max(tok, other)
-			dups = append(dups, fmt.Sprintf("id %d is given to both %s and %s", id, safeio.Quote(a), safeio.Quote(b)))
-		}
-		owner[id] = tok
-		vocab[tok] = int(id)
-	}
-	if len(dups) > 0 {
-		sort.Strings(dups)
-		return nil, nil, nil, fmt.Errorf("model.vocab: %d duplicate ids: %s", len(dups), safeio.List(dups, 20))
-	}
-	merges, err := parseMerges(m.Merges)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return &m, vocab, merges, nil
-}
-
-// parseMerges accepts both serialisations HF writes: [["a", "b"], ...] and
-// the legacy ["a b", ...] (where "#version" lines are skipped and every
-// other line must have exactly two space-separated parts).
-func parseMerges(raw json.RawMessage) ([][2]string, error) {
-	var pairs [][]string
-	if err := json.Unmarshal(raw, &pairs); err == nil {
-		out := make([][2]string, len(pairs))
-		for i, p := range pairs {
-			if len(p) != 2 {
-				return nil, fmt.Errorf("model.merges[%d]: want a pair of tokens, got %d elements", i, len(p))
-			}
-			out[i] = [2]string{p[0], p[1]}
-		}
-		return out, nil
-	}
-	var lines []string
-	if err := json.Unmarshal(raw, &lines); err != nil {
-		return nil, fmt.Errorf("model.merges: want a list of \"a b\" strings or [a, b] pairs")
-	}
-	out := make([][2]string, 0, len(lines))
-	for _, l := range lines {
-		if strings.HasPrefix(l, "#version") {
-			continue
-		}
-		a, b, ok := splitMergeLine(l)
-		if !ok {
-			return nil, fmt.Errorf("model.merges[%d]: %q is not two tokens separated by one space", len(out), l)
-		}
-		out = append(out, [2]string{a, b})
-	}
-	return out, nil
-}
-
-// splitMergeLine splits "a b" at its only space.
-func splitMergeLine(l string) (string, string, bool) {
-	a, b, ok := strings.Cut(l, " ")
-	if !ok || strings.Contains(b, " ") {
-		return "", "", false
-	}
-	return a, b, true
 }
 
 // typeOf reads the "type" tag of a component, naming field in errors.

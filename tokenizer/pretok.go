@@ -28,26 +28,27 @@ func parseNormalizer(raw json.RawMessage, field string) (*normalizer, error) {
 		return nil, nil
 	}
 	n := &normalizer{}
-	if err := n.add(raw, field); err != nil {
+	if err := n.add(raw, field, 0); err != nil {
 		return nil, err
 	}
 	return n, nil
 }
 
-func (n *normalizer) add(raw json.RawMessage, field string) error {
+var normForms = map[string]norm.Form{"NFC": norm.NFC, "NFD": norm.NFD, "NFKC": norm.NFKC, "NFKD": norm.NFKD}
+
+func (n *normalizer) add(raw json.RawMessage, field string, depth int) error {
 	typ, err := typeOf(raw, field)
 	if err != nil {
 		return err
 	}
+	if form, ok := normForms[typ]; ok {
+		if len(n.forms) == MaxNormalizerSteps {
+			return fmt.Errorf("%s: more than %d normalizers in all (see docs/limits.md)", field, MaxNormalizerSteps)
+		}
+		n.forms = append(n.forms, form)
+		return nil
+	}
 	switch typ {
-	case "NFC":
-		n.forms = append(n.forms, norm.NFC)
-	case "NFD":
-		n.forms = append(n.forms, norm.NFD)
-	case "NFKC":
-		n.forms = append(n.forms, norm.NFKC)
-	case "NFKD":
-		n.forms = append(n.forms, norm.NFKD)
 	case "Sequence":
 		var seq struct {
 			Normalizers []json.RawMessage `json:"normalizers"`
@@ -58,8 +59,14 @@ func (n *normalizer) add(raw json.RawMessage, field string) error {
 		if seq.Normalizers == nil {
 			return fmt.Errorf("%s: Sequence without \"normalizers\"", field)
 		}
+		if len(seq.Normalizers) > MaxNormalizerSteps {
+			return fmt.Errorf("%s: %d normalizers, over the limit of %d (see docs/limits.md)", field, len(seq.Normalizers), MaxNormalizerSteps)
+		}
+		if depth == MaxSequenceDepth {
+			return fmt.Errorf("%s: Sequences nested more than %d deep (see docs/limits.md)", field, MaxSequenceDepth)
+		}
 		for i, sub := range seq.Normalizers {
-			if err := n.add(sub, fmt.Sprintf("%s.normalizers[%d]", field, i)); err != nil {
+			if err := n.add(sub, fmt.Sprintf("%s.normalizers[%d]", field, i), depth+1); err != nil {
 				return err
 			}
 		}
@@ -119,23 +126,52 @@ func gpt2Regex() *regex {
 	return gpt2Re
 }
 
+// Limits on the normalizer and pre_tokenizer sections (real tokenizers
+// have at most 3 steps and patterns under 1 KiB): each step is a pass over
+// the text, and compiling patterns takes time and memory. A second
+// ByteLevel step is refused because each doubles the bytes of non-ASCII
+// text.
+const (
+	MaxNormalizerSteps   = 16
+	MaxPreTokenizerSteps = 16
+	MaxPatternBytes      = 8 << 10 // all Split patterns together
+	// MaxSequenceDepth bounds nesting: each level re-reads the JSON below it.
+	MaxSequenceDepth = 4
+)
+
 // parsePreTokenizer flattens the pre_tokenizer section into steps.
 func parsePreTokenizer(raw json.RawMessage, field string) ([]preStep, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
-	var steps []preStep
-	if err := addPreStep(&steps, raw, field); err != nil {
+	var p preParse
+	if err := p.add(raw, field, 0); err != nil {
 		return nil, err
 	}
-	return steps, nil
+	return p.steps, nil
 }
 
-func addPreStep(steps *[]preStep, raw json.RawMessage, field string) error {
+// preParse is the state of flattening a pre_tokenizer section.
+type preParse struct {
+	steps        []preStep
+	patternBytes int
+	byteLevel    bool
+}
+
+// room refuses a step past MaxPreTokenizerSteps.
+func (p *preParse) room(field string) error {
+	if len(p.steps) == MaxPreTokenizerSteps {
+		return fmt.Errorf("%s: more than %d pre-tokenizer steps in all (see docs/limits.md)", field, MaxPreTokenizerSteps)
+	}
+	return nil
+}
+
+func (p *preParse) add(raw json.RawMessage, field string, depth int) error {
 	typ, err := typeOf(raw, field)
 	if err != nil {
 		return err
 	}
+	steps := &p.steps
 	switch typ {
 	case "Sequence":
 		var seq struct {
@@ -147,8 +183,14 @@ func addPreStep(steps *[]preStep, raw json.RawMessage, field string) error {
 		if seq.PreTokenizers == nil {
 			return fmt.Errorf("%s: Sequence without \"pretokenizers\"", field)
 		}
+		if len(seq.PreTokenizers) > MaxPreTokenizerSteps {
+			return fmt.Errorf("%s: %d pre-tokenizers, over the limit of %d (see docs/limits.md)", field, len(seq.PreTokenizers), MaxPreTokenizerSteps)
+		}
+		if depth == MaxSequenceDepth {
+			return fmt.Errorf("%s: Sequences nested more than %d deep (see docs/limits.md)", field, MaxSequenceDepth)
+		}
 		for i, sub := range seq.PreTokenizers {
-			if err := addPreStep(steps, sub, fmt.Sprintf("%s.pretokenizers[%d]", field, i)); err != nil {
+			if err := p.add(sub, fmt.Sprintf("%s.pretokenizers[%d]", field, i), depth+1); err != nil {
 				return err
 			}
 		}
@@ -184,6 +226,12 @@ func addPreStep(steps *[]preStep, raw json.RawMessage, field string) error {
 		} else {
 			pat = escapeLiteral(*sp.Pattern.String)
 		}
+		if err := p.room(field); err != nil {
+			return err
+		}
+		if p.patternBytes += len(pat); p.patternBytes > MaxPatternBytes {
+			return fmt.Errorf("%s.pattern: the patterns hold %d bytes in all, over the limit of %d (see docs/limits.md)", field, p.patternBytes, MaxPatternBytes)
+		}
 		re, err := compileRegex(pat)
 		if err != nil {
 			return fmt.Errorf("%s.pattern: %w", field, err)
@@ -202,6 +250,13 @@ func addPreStep(steps *[]preStep, raw json.RawMessage, field string) error {
 		if err := json.Unmarshal(raw, &bl); err != nil {
 			return fmt.Errorf("%s: %w", field, err)
 		}
+		if err := p.room(field); err != nil {
+			return err
+		}
+		if p.byteLevel {
+			return fmt.Errorf("%s: a second ByteLevel pre-tokenizer (each one doubles the bytes of non-ASCII text)", field)
+		}
+		p.byteLevel = true
 		*steps = append(*steps, preStep{
 			byteLevel:      true,
 			addPrefixSpace: bl.AddPrefixSpace,
@@ -225,115 +280,70 @@ func escapeLiteral(s string) string {
 	return sb.String()
 }
 
-// preTokenize splits piece into the words BPE sees, applying the steps in
-// order and dropping empty words after each, as HF's PreTokenizedString
-// does.
-func preTokenize(steps []preStep, piece string) ([]string, error) {
-	words := []string{piece}
-	for i := range steps {
-		st := &steps[i]
-		next := make([]string, 0, len(words))
-		for _, w := range words {
-			var err error
-			if st.byteLevel {
-				next, err = st.applyByteLevel(next, w)
-			} else {
-				next, err = st.re.split(next, w, st.behavior, st.invert)
+// split passes to fn, in order, the non-empty pieces of s that HF's Split
+// keeps, as spans arrive from the pattern: at most one piece is held back,
+// to be merged with the next span.
+func (r *regex) split(e *encoder, step int, s string, b splitBehavior, invert bool, fn func(string) error) error {
+	var pend span // the piece held back
+	havePend := false
+	lastMatch := false // whether the previous span was a match
+	flush := func() error {
+		if !havePend {
+			return nil
+		}
+		havePend = false
+		if pend.end > pend.start {
+			return fn(s[pend.start:pend.end])
+		}
+		return nil
+	}
+	err := r.scan(e, s, e.runeBuf(step), func(sp span) error {
+		if invert {
+			sp.match = !sp.match
+		}
+		defer func() { lastMatch = sp.match }()
+		switch b {
+		case behaviorIsolated:
+			if sp.end > sp.start {
+				return fn(s[sp.start:sp.end])
 			}
-			if err != nil {
-				return nil, err
+		case behaviorRemoved:
+			if !sp.match && sp.end > sp.start {
+				return fn(s[sp.start:sp.end])
+			}
+		case behaviorContiguous:
+			// Runs of matches, and runs of non-matches, are one piece each.
+			if havePend && sp.match == lastMatch {
+				pend.end = sp.end
+				return nil
+			}
+		case behaviorMergedWithPrevious:
+			// A match joins the piece before it unless that ends in a match.
+			if havePend && sp.match && !lastMatch {
+				pend.end = sp.end
+				return nil
+			}
+		case behaviorMergedWithNext:
+			// A match joins the piece after it unless that is a match. HF
+			// folds from the right; the held-back match waits for its
+			// successor.
+			if havePend && pend.match && !sp.match {
+				pend.end = sp.end
+				pend.match = false
+				return flush()
 			}
 		}
-		words = next
-	}
-	return words, nil
-}
-
-// applyByteLevel adds the prefix space, optionally splits with the GPT-2
-// pattern, and maps every byte to its stand-in rune.
-func (st *preStep) applyByteLevel(dst []string, w string) ([]string, error) {
-	if st.addPrefixSpace && !strings.HasPrefix(w, " ") {
-		w = " " + w
-	}
-	if !st.useRegex {
-		return append(dst, byteLevelEncode(w)), nil
-	}
-	start := len(dst)
-	dst, err := gpt2Regex().split(dst, w, behaviorIsolated, false)
+		if b == behaviorIsolated || b == behaviorRemoved {
+			return nil
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		pend, havePend = sp, true
+		return nil
+	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	for i := start; i < len(dst); i++ {
-		dst[i] = byteLevelEncode(dst[i])
-	}
-	return dst, nil
-}
-
-// split appends the non-empty pieces of s that HF's Split keeps.
-func (r *regex) split(dst []string, s string, b splitBehavior, invert bool) ([]string, error) {
-	spans, err := r.findMatches(s)
-	if err != nil {
-		return nil, err
-	}
-	if invert {
-		for i := range spans {
-			spans[i].match = !spans[i].match
-		}
-	}
-	type piece struct {
-		start, end int
-		remove     bool
-	}
-	var pieces []piece
-	switch b {
-	case behaviorIsolated:
-		for _, sp := range spans {
-			pieces = append(pieces, piece{sp.start, sp.end, false})
-		}
-	case behaviorRemoved:
-		for _, sp := range spans {
-			pieces = append(pieces, piece{sp.start, sp.end, sp.match})
-		}
-	case behaviorContiguous:
-		prevMatch := false
-		for _, sp := range spans {
-			if sp.match == prevMatch && len(pieces) > 0 {
-				pieces[len(pieces)-1].end = sp.end
-			} else {
-				pieces = append(pieces, piece{sp.start, sp.end, false})
-			}
-			prevMatch = sp.match
-		}
-	case behaviorMergedWithPrevious:
-		prevMatch := false
-		for _, sp := range spans {
-			if sp.match && !prevMatch && len(pieces) > 0 {
-				pieces[len(pieces)-1].end = sp.end
-			} else {
-				pieces = append(pieces, piece{sp.start, sp.end, false})
-			}
-			prevMatch = sp.match
-		}
-	case behaviorMergedWithNext:
-		// HF folds from the right; build reversed, then restore order.
-		prevMatch := false
-		for i := len(spans) - 1; i >= 0; i-- {
-			sp := spans[i]
-			if sp.match && !prevMatch && len(pieces) > 0 {
-				pieces[len(pieces)-1].start = sp.start
-			} else {
-				pieces = append(pieces, piece{sp.start, sp.end, false})
-			}
-			prevMatch = sp.match
-		}
-		for i, j := 0, len(pieces)-1; i < j; i, j = i+1, j-1 {
-			pieces[i], pieces[j] = pieces[j], pieces[i]
-		}
-	}
-	for _, p := range pieces {
-		if !p.remove && p.end > p.start {
-			dst = append(dst, s[p.start:p.end])
-		}
-	}
-	return dst, nil
+	return flush()
 }

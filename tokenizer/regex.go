@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dlclark/regexp2"
+	"github.com/dlclark/regexp2/syntax"
 
 	"github.com/qwenref/qwenref/internal/safeio"
 )
@@ -17,27 +19,46 @@ import (
 // Oniguruma engine HF uses. Go's regexp cannot be used: tokenizer patterns
 // rely on look-ahead (`\s+(?!\S)`).
 type regex struct {
-	re      *regexp2.Regexp
+	re      matchFinder
 	pattern string // as written in the file, for messages
+}
+
+// matchFinder is what scan needs of a compiled pattern: a *regexp2.Regexp,
+// or in tests a stand-in.
+type matchFinder interface {
+	FindRunesMatchStartingAt(r []rune, startAt int) (*regexp2.Match, error)
 }
 
 // MatchTimeout bounds one regexp match of a pre-tokenizer pattern. A
 // tokenizer.json may carry a pattern that backtracks exponentially
 // (`(a+)+$`); regexp2 is a backtracking engine, so without a bound such a
 // pattern hangs Encode. Qwen's pattern takes microseconds per match, even
-// on adversarial input (see docs/limits.md).
+// on adversarial input (see docs/limits.md). The whole Encode call is
+// bounded as well, by EncodeTimeLimit.
 const MatchTimeout = 2 * time.Second
+
+// matchTimeout is MatchTimeout, lowered by fuzz targets.
+var matchTimeout = MatchTimeout
 
 // compileRegex compiles an Oniguruma-style pattern from a tokenizer.json.
 func compileRegex(pattern string) (*regex, error) {
 	re, err := regexp2.Compile(foldCaseLiterals(pattern), regexp2.None)
 	if err != nil {
-		return nil, err
+		// regexp2's message quotes the whole (rewritten) pattern raw.
+		msg := err.Error()
+		var se *syntax.Error
+		if errors.As(err, &se) {
+			msg = se.Code.String()
+			if len(se.Args) > 0 {
+				msg = fmt.Sprintf(msg, se.Args...)
+			}
+		}
+		return nil, fmt.Errorf("%s: %s", safeio.Quote(pattern), safeio.Clean(msg))
 	}
 	if re.RightToLeft() {
 		return nil, fmt.Errorf("right-to-left matching is not supported")
 	}
-	re.MatchTimeout = MatchTimeout
+	re.MatchTimeout = matchTimeout
 	return &regex{re: re, pattern: pattern}, nil
 }
 
@@ -48,26 +69,37 @@ type span struct {
 	match      bool
 }
 
-// findMatches covers s with alternating match and non-match spans, like
-// HF's Pattern::find_matches over the onig crate's find_iter: an empty
-// match is dropped when it ends where the previous match ended (and the
-// search then moves on by one character).
-func (r *regex) findMatches(s string) ([]span, error) {
+// scan covers s with alternating match and non-match spans, passing each
+// to fn in order, like HF's Pattern::find_matches over the onig crate's
+// find_iter: an empty match is dropped when it ends where the previous
+// match ended (and the search then moves on by one character). buf is
+// scratch space for s as runes, which regexp2 matches on.
+func (r *regex) scan(e *encoder, s string, buf *[]rune, fn func(span) error) error {
 	if s == "" {
-		return []span{{0, 0, false}}, nil
+		return fn(span{0, 0, false})
 	}
-	runes := []rune(s)
-	off := make([]int, len(runes)+1)
-	for i, c := range runes {
-		off[i+1] = off[i] + utf8.RuneLen(c)
+	runes := (*buf)[:0]
+	if n := utf8.RuneCountInString(s); cap(runes) < n {
+		runes = make([]rune, 0, n) // exact: a piece may be the whole text
 	}
-	var out []span
+	for _, c := range s {
+		runes = append(runes, c)
+	}
+	*buf = runes
+	// Byte offsets of rune indices, found walking forward: every index
+	// asked for is at least the one before.
+	ri, bi := 0, 0
+	off := func(k int) int {
+		for ; ri < k; ri++ {
+			bi += utf8.RuneLen(runes[ri])
+		}
+		return bi
+	}
 	prev, lastEnd, lastMatchEnd := 0, 0, -1
 	for lastEnd <= len(runes) {
-		m, err := r.re.FindRunesMatchStartingAt(runes, lastEnd)
+		m, err := r.find(e, runes, lastEnd)
 		if err != nil {
-			return nil, fmt.Errorf("pre-tokenizer pattern %s: no match within %v on a %d-byte piece of text (the pattern backtracks too much): %w",
-				safeio.Quote(r.pattern), MatchTimeout, len(s), err)
+			return err
 		}
 		if m == nil {
 			break
@@ -79,15 +111,48 @@ func (r *regex) findMatches(s string) ([]span, error) {
 		}
 		lastEnd, lastMatchEnd = en, en
 		if prev != st {
-			out = append(out, span{off[prev], off[st], false})
+			if err := fn(span{off(prev), off(st), false}); err != nil {
+				return err
+			}
 		}
-		out = append(out, span{off[st], off[en], true})
+		if err := fn(span{off(st), off(en), true}); err != nil {
+			return err
+		}
 		prev = en
 	}
 	if prev != len(runes) {
-		out = append(out, span{off[prev], len(s), false})
+		return fn(span{off(prev), len(s), false})
 	}
-	return out, nil
+	return nil
+}
+
+// find runs one match from rune at, within the Encode call's time limit.
+// regexp2's own timeout is read from a clock that a background goroutine
+// advances, and that clock lags when the goroutine is not scheduled (a
+// loaded machine, a long GC): the timeout can then fire on a match that
+// took microseconds. So a timeout counts only if the match really ran for
+// about MatchTimeout by the wall clock; an early one is retried.
+// (regexp2's errors quote the whole text; none is passed on.)
+func (r *regex) find(e *encoder, runes []rune, at int) (*regexp2.Match, error) {
+	for early := 0; ; early++ {
+		start := time.Now()
+		if start.After(e.deadline) {
+			return nil, e.timeError(r)
+		}
+		m, err := r.re.FindRunesMatchStartingAt(runes, at)
+		if err == nil {
+			return m, nil
+		}
+		switch {
+		// regexp2's clock ticks every 100 ms, so a true timeout can come a
+		// little early; one that a lagging clock fired comes far too early.
+		case time.Since(start) >= matchTimeout/2:
+			return nil, fmt.Errorf("pre-tokenizer pattern %s: one match took longer than its limit of %v in the %d-byte text (the pattern backtracks too much; see docs/limits.md)",
+				safeio.Quote(r.pattern), matchTimeout, e.inputLen)
+		case early == 3: // a lagging clock does not fire early 4 times running
+			return nil, fmt.Errorf("pre-tokenizer pattern %s: the regexp engine failed on the %d-byte text", safeio.Quote(r.pattern), e.inputLen)
+		}
+	}
 }
 
 // foldCaseLiterals rewrites case-insensitive parts ((?i) and (?i:...)) of

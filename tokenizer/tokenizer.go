@@ -36,7 +36,8 @@ type Tokenizer struct {
 	added     *addedVocab
 	normalize *normalizer
 	pre       []preStep
-	byteLevel bool // decoder is ByteLevel (else tokens are joined by spaces)
+	cut       cutFunc // where text may be cut for pre[0]; nil: nowhere
+	byteLevel bool    // decoder is ByteLevel (else tokens are joined by spaces)
 	vocabSize int
 }
 
@@ -111,14 +112,11 @@ func fromJSON(data []byte) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, vocab, merges, err := parseModel(f.Model)
+	model, err := parseModel(f.Model)
 	if err != nil {
 		return nil, err
 	}
-	model, err := newBPE(vocab, merges, m)
-	if err != nil {
-		return nil, err
-	}
+	f.Model = nil // the model section's copy can go
 	nz, err := parseNormalizer(f.Normalizer, "normalizer")
 	if err != nil {
 		return nil, err
@@ -127,7 +125,7 @@ func fromJSON(data []byte) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tokenizer{model: model, normalize: nz, pre: pre}
+	t := &Tokenizer{model: model, normalize: nz, pre: pre, cut: segmenterFor(pre)}
 	if !isNull(f.Decoder) {
 		typ, err := typeOf(f.Decoder, "decoder")
 		if err != nil {
@@ -145,55 +143,17 @@ func fromJSON(data []byte) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.added = newAddedVocab(added, model, nz)
+	if t.added, err = newAddedVocab(added, model, nz); err != nil {
+		return nil, err
+	}
 	// HF's get_vocab_size(with_added_tokens=true).
-	t.vocabSize = len(vocab) + len(t.added.byContent)
+	t.vocabSize = len(model.vocab) + len(t.added.byContent)
 	for c := range t.added.byContent {
-		if _, ok := vocab[c]; ok {
+		if _, ok := model.vocab[c]; ok {
 			t.vocabSize--
 		}
 	}
 	return t, nil
-}
-
-// Encode returns the token ids of text. Added tokens found in the text
-// (special ones like <|im_start|> included) become their ids. text must be
-// valid UTF-8.
-func (t *Tokenizer) Encode(text string) ([]int, error) {
-	if !utf8.ValidString(text) {
-		return nil, fmt.Errorf("tokenizer: encode: text is not valid UTF-8 (first bad byte at offset %d)", firstInvalid(text))
-	}
-	ids := make([]int, 0, len(text)/3+1)
-	emitWords := func(piece string, id int) error {
-		if id >= 0 {
-			ids = append(ids, id)
-			return nil
-		}
-		words, err := preTokenize(t.pre, piece)
-		if err != nil {
-			return err
-		}
-		for _, w := range words {
-			if ids, err = t.model.tokenize(ids, w); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	err := t.added.split(&t.added.raw, text, func(piece string, id int) error {
-		if id >= 0 {
-			ids = append(ids, id)
-			return nil
-		}
-		if t.normalize != nil {
-			piece = t.normalize.apply(piece)
-		}
-		return t.added.split(&t.added.norm, piece, emitWords)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("tokenizer: encode: %w", err)
-	}
-	return ids, nil
 }
 
 func firstInvalid(s string) int {
@@ -249,8 +209,7 @@ func (t *Tokenizer) IDToToken(id int) (string, bool) {
 		}
 		return at.Content, true
 	}
-	tok, ok := t.model.vocabR[id]
-	return tok, ok
+	return t.model.vocabR.get(id)
 }
 
 // VocabSize is the number of distinct tokens, added tokens included (HF's
