@@ -62,7 +62,7 @@ func renderCase(src string, vars map[string]json.RawMessage) (out string, parseE
 func loadJinjaCases(t *testing.T) []jinjaCase {
 	data, err := os.ReadFile("../testdata/chat/jinja_expected.json")
 	if errors.Is(err, os.ErrNotExist) {
-		t.Skip("testdata/chat/jinja_expected.json not generated yet (python3 testdata/gen/gen_chat_jinja.py testdata/chat/jinja_expected.json)")
+		t.Fatal("testdata/chat/jinja_expected.json is missing: regenerate it (python3 testdata/gen/gen_chat_jinja.py testdata/chat/jinja_expected.json)")
 	}
 	require.NoError(t, err)
 	var f struct{ Cases []jinjaCase }
@@ -165,7 +165,7 @@ func renderTemplateCase(tpl *Template, c templateCase) (string, error) {
 func checkTemplateResults(t *testing.T, path, regenerate string, encode func(string) ([]int, error)) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		t.Skipf("%s not generated yet (%s)", path, regenerate)
+		t.Fatalf("%s is missing: regenerate it (%s)", path, regenerate)
 	}
 	require.NoError(t, err)
 	var want struct{ Cases []templateResult }
@@ -211,7 +211,7 @@ func TestStyleTemplatesMatchJinja(t *testing.T) {
 func TestStyleTemplatesMatchTransformers(t *testing.T) {
 	const path = "../testdata/chat/expected_templates.json"
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		t.Skipf("%s not generated yet (python3 testdata/gen/gen_chat_template.py testdata/chat, with transformers)", path)
+		t.Fatalf("%s is missing: regenerate it (python3 testdata/gen/gen_chat_template.py testdata/chat, with transformers)", path)
 	}
 	tok, err := tokenizer.Load("../testdata/tokenizer/qwen3-tokenizer.json.gz")
 	require.NoError(t, err)

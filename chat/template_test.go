@@ -70,7 +70,7 @@ func TestQwen3TemplateMatchesTransformers(t *testing.T) {
 	}
 	data, err := os.ReadFile("../testdata/chat/expected.json")
 	if errors.Is(err, os.ErrNotExist) {
-		t.Skip("testdata/chat/expected.json not generated yet (testdata/gen/gen_chat_template.py)")
+		t.Fatal("testdata/chat/expected.json is missing: regenerate it (testdata/gen/gen_chat_template.py)")
 	}
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, &want))
@@ -95,7 +95,7 @@ func TestQwen3PromptIDsMatchTransformers(t *testing.T) {
 	}
 	data, err := os.ReadFile("../testdata/chat/expected.json")
 	if errors.Is(err, os.ErrNotExist) {
-		t.Skip("testdata/chat/expected.json not generated yet")
+		t.Fatal("testdata/chat/expected.json is missing: regenerate it")
 	}
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, &want))

@@ -136,7 +136,7 @@ const goldenPath = "../testdata/sampling/expected.json"
 func readGoldens(t *testing.T) goldenFile {
 	data, err := os.ReadFile(goldenPath)
 	if errors.Is(err, fs.ErrNotExist) {
-		t.Skip("testdata/sampling/expected.json not generated yet (python3 testdata/gen/gen_sampling.py testdata/sampling/expected.json)")
+		t.Fatal("testdata/sampling/expected.json is missing: regenerate it (python3 testdata/gen/gen_sampling.py testdata/sampling/expected.json)")
 	}
 	require.NoError(t, err)
 	var g goldenFile
