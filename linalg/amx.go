@@ -1,0 +1,113 @@
+package linalg
+
+import (
+	"fmt"
+
+	"github.com/qwenref/qwenref/internal/cpu"
+	"github.com/qwenref/qwenref/tensor"
+)
+
+// BlockedAMX is the bf16-compute product on AMX-BF16 tiles (Sapphire
+// Rapids and later Xeons, on Linux): like BlockedBF16Dot it rounds x to
+// bf16 (nearest, ties to even, as tensor.Float32ToBF16 and VCVTNEPS2BF16
+// do; float32 weights too, bf16 weights are used as they are) and sums the
+// exact bf16×bf16 products in float32, with TDPBF16PS, which does 16×16×32
+// multiply-adds per instruction. The sums are in k order within each K
+// slice of the blocking (512 k), a slice adding onto the partial sums of
+// the slices before it in C, so the error is that of BlockedBF16Dot: x's
+// rounding, 1.1e-3 relative L2 against the float32 product on random data
+// (TestAMXAccuracy). Results do not depend on the thread count or on M.
+//
+// It runs only where internal/cpu allows AMX (cpu.AMX: the CPU, kernel
+// level avx512 and the OS's tile-data permission); elsewhere MatMulT
+// returns that error. The zero value is ready to use and safe for
+// concurrent calls.
+type BlockedAMX struct {
+	// Threads caps the goroutines one call uses; 0 means runtime.GOMAXPROCS.
+	Threads int
+
+	blk *amxBlocks // nil: defaultAMXBlocks
+}
+
+// amxBlocks holds the AMX product's block sizes. Tests shrink them so that
+// small shapes cross every block edge.
+type amxBlocks struct {
+	// kc bounds the K slice: the C tiles stay in registers for a whole
+	// slice, so one as long as K (up to kc) writes C once.
+	kc int
+	// nc bounds the W columns packed at once per goroutine (nc·kc bf16,
+	// 1.25 MiB at 128 × 5120), which stay in L2 while x streams past.
+	nc int
+}
+
+// defaultAMXBlocks was tuned on the 2-core Xeon of docs/perf.md (2 MiB of
+// L2 per core).
+var defaultAMXBlocks = amxBlocks{kc: 5120, nc: 128}
+
+// amxKernelName names the AMX kernel, for KernelInfo and BF16Kernel.
+const amxKernelName = "amxbf16asm32x32"
+
+// MatMulT implements MatMuler.
+func (b BlockedAMX) MatMulT(y, x []float32, m int, w *tensor.Matrix) error {
+	if err := cpu.AMX(); err != nil {
+		return fmt.Errorf("linalg: AMX product: %w", err)
+	}
+	bl := &defaultAMXBlocks
+	if b.blk != nil {
+		bl = b.blk
+	}
+	threads, done, err := prologue(y, x, m, w, b.Threads, &defaultBlocking)
+	if done || err != nil {
+		return err
+	}
+	runAMX(bl, y, x, m, w, threads)
+	return nil
+}
+
+// NewBF16Compute returns the bf16-compute product that `matmul=bf16`
+// selects, with the kernel cpu.BF16Choice picks (QWENREF_BF16, or the best
+// this process runs): BlockedAMX, BlockedBF16Dot with its VDPBF16PS kernel,
+// or, where neither runs, Blocked, which widens the bf16 weights to float32
+// and does not round x. It fails only when QWENREF_BF16 forces a kernel
+// this process cannot run.
+func NewBF16Compute() (MatMuler, error) {
+	k, _, err := cpu.BF16Choice()
+	if err != nil {
+		return nil, err
+	}
+	switch k {
+	case cpu.BF16AMX:
+		return BlockedAMX{}, nil
+	case cpu.BF16AVX512:
+		return BlockedBF16Dot{}, nil
+	}
+	return Blocked{}, nil
+}
+
+// BF16Kernel names the kernel NewBF16Compute's product runs in this
+// process, and why a better one does not run, for the commands to print:
+// e.g. "amx (amxbf16asm32x32)", "avx512bf16 (avx512bf16asm14x32; amx: this
+// CPU has no AMX-BF16)" or "widen (avx2asm6x16; …)". A QWENREF_BF16 that
+// cannot run is named with the kernel used instead.
+func BF16Kernel() string {
+	k, note, err := cpu.BF16Choice()
+	s := k.String() + " (" + bf16KernelName(k)
+	if err != nil {
+		note = err.Error()
+	}
+	if note != "" {
+		s += "; " + note
+	}
+	return s + ")"
+}
+
+// bf16KernelName is the micro-kernel behind a bf16 kernel choice.
+func bf16KernelName(k cpu.BF16Kernel) string {
+	switch k {
+	case cpu.BF16AMX:
+		return amxKernelName
+	case cpu.BF16AVX512:
+		return bf16DotKernels[0].name
+	}
+	return gemmKernels[0].name
+}

@@ -1,0 +1,188 @@
+package linalg
+
+import (
+	"unsafe"
+
+	"github.com/qwenref/qwenref/internal/parallel"
+	"github.com/qwenref/qwenref/tensor"
+)
+
+// The AMX layouts (gen_amx_amd64.go), in steps of 32 k values: a row block
+// of x is 32 rows × 32 bf16 per step (1024 bf16), a W panel 16 pair rows ×
+// 32 columns × 2 bf16 per step (1024 bf16 too).
+const (
+	amxRows = 32   // rows of a block, columns of a panel
+	amxK    = 32   // k values per step
+	amxStep = 1024 // bf16 of A, and of B, per step
+)
+
+// amxTileConfig is the LDTILECFG operand: palette 1, all eight tiles 16
+// rows of 64 bytes (16 float32 of C, 32 bf16 of A, 16 bf16 pairs of B).
+var amxTileConfig = func() (c [64]byte) {
+	c[0] = 1
+	for t := 0; t < 8; t++ {
+		c[16+2*t] = 64
+		c[48+t] = 16
+	}
+	return c
+}()
+
+// asU16 views a packing buffer as the bf16 values it holds.
+func asU16(s []float32) []uint16 {
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(s))), 2*len(s))
+}
+
+// runAMX packs all of x into bf16 row blocks first (every K slice of
+// every row block, shared by the goroutines), then hands out blocks of
+// W's columns: a goroutine packs one K slice of its block (bl.nc columns,
+// about 1 MiB, kept in L2) and runs every x row block against it, one
+// kernel call per row block; the row block's slice (32 KiB per 512 k)
+// streams in once and is reused from L1/L2 across the block's panels.
+// With too few column blocks to share out, each K slice of all of W is
+// packed together and the goroutines take row blocks instead. Every output
+// sees the same kernel calls in the same K order whatever the split, so
+// results do not depend on the thread count.
+func runAMX(bl *amxBlocks, y, x []float32, m int, w *tensor.Matrix, threads int) {
+	n, k := w.Rows, w.Cols
+	slices := ceilDiv(k, bl.kc)
+	kc := ceilDiv(ceilDiv(k, slices), amxK) * amxK // equal slices of whole steps
+	slices = ceilDiv(k, kc)
+	ksFull := kc / amxK
+	ksTotal := (slices-1)*ksFull + ceilDiv(k-(slices-1)*kc, amxK)
+	blocks := ceilDiv(m, amxRows)
+	rowLen := ksTotal * amxStep // bf16 per packed row block
+	sliceOf := func(s int) (k0, kb, ks, off int) {
+		k0 = s * kc
+		kb = min(kc, k-k0)
+		return k0, kb, ceilDiv(kb, amxK), s * ksFull * amxStep
+	}
+
+	aBuf := getBuf(blocks * rowLen / 2)
+	defer putBuf(aBuf)
+	a := asU16(*aBuf)[:blocks*rowLen]
+	parallel.For(blocks*slices, 1, threads, func(_, lo, hi int) {
+		for it := lo; it < hi; it++ {
+			rb, s := it/slices, it%slices
+			k0, kb, ks, off := sliceOf(s)
+			off += rb * rowLen
+			packAAMX(a[off:off+ks*amxStep], x, k, rb*amxRows, min(amxRows, m-rb*amxRows), k0, kb)
+		}
+	})
+
+	nc := max(amxRows, bl.nc/amxRows*amxRows)
+	colBlocks := ceilDiv(n, nc)
+	if colBlocks >= 2*threads {
+		wBufs := make([]*[]float32, threads)
+		for t := range wBufs {
+			wBufs[t] = getBuf(nc * kc / 2)
+			defer putBuf(wBufs[t])
+		}
+		parallel.For(colBlocks, 1, threads, func(t, lo, hi int) {
+			bw := asU16(*wBufs[t])
+			for cb := lo; cb < hi; cb++ {
+				j0 := cb * nc
+				cols := min(nc, n-j0)
+				for s := 0; s < slices; s++ {
+					k0, kb, ks, off := sliceOf(s)
+					step := ks * amxStep
+					for p := 0; p*amxRows < cols; p++ {
+						packBAMX(bw[p*step:(p+1)*step], w, j0+p*amxRows, min(amxRows, cols-p*amxRows), k0, kb)
+					}
+					for rb := 0; rb < blocks; rb++ {
+						ao := rb*rowLen + off
+						amxRow(a[ao:ao+step], bw, y[rb*amxRows*n+j0:], n, min(amxRows, m-rb*amxRows), cols, ks, s > 0)
+					}
+				}
+			}
+		})
+		return
+	}
+	panels := ceilDiv(n, amxRows)
+	bBuf := getBuf(panels * kc / 2 * amxRows)
+	defer putBuf(bBuf)
+	bAll := asU16(*bBuf)
+	for s := 0; s < slices; s++ {
+		k0, kb, ks, off := sliceOf(s)
+		step := ks * amxStep
+		parallel.For(panels, 1, threads, func(_, lo, hi int) {
+			for p := lo; p < hi; p++ {
+				packBAMX(bAll[p*step:(p+1)*step], w, p*amxRows, min(amxRows, n-p*amxRows), k0, kb)
+			}
+		})
+		parallel.For(blocks, 1, threads, func(_, lo, hi int) {
+			for rb := lo; rb < hi; rb++ {
+				ao := rb*rowLen + off
+				amxRow(a[ao:ao+step], bAll, y[rb*amxRows*n:], n, min(amxRows, m-rb*amxRows), n, ks, s > 0)
+			}
+		})
+	}
+}
+
+// amxRow runs one packed x row block (rows ≤ 32 of them, ks steps) against
+// the ⌈cols/32⌉ packed W panels in b, C = y with row stride ldy. Whole
+// 32×32 blocks go to the kernel in one call, straight to y; a block cut by
+// the bottom or right edge goes through a 32×32 scratch tile.
+func amxRow(a, b []uint16, y []float32, ldy, rows, cols, ks int, acc bool) {
+	accFlag := 0
+	if acc {
+		accFlag = 1
+	}
+	step := ks * amxStep
+	panels := ceilDiv(cols, amxRows)
+	_ = a[step-1]
+	_ = b[panels*step-1]
+	full := 0
+	if rows == amxRows {
+		full = cols / amxRows
+	}
+	if full > 0 {
+		_ = y[(amxRows-1)*ldy+full*amxRows-1] // the kernel's last store
+		amxGemm32x32(&amxTileConfig[0], &a[0], &b[0], &y[0], ldy, ks, full, 0, 2*step, 4*amxRows, accFlag)
+	}
+	for p := full; p < panels; p++ {
+		c := min(amxRows, cols-p*amxRows)
+		yb := y[p*amxRows:]
+		var t [amxRows * amxRows]float32
+		if acc {
+			for i := 0; i < rows; i++ {
+				copy(t[i*amxRows:i*amxRows+c], yb[i*ldy:i*ldy+c])
+			}
+		}
+		amxGemm32x32(&amxTileConfig[0], &a[0], &b[p*step], &t[0], amxRows, ks, 1, 0, 0, 0, accFlag)
+		for i := 0; i < rows; i++ {
+			copy(yb[i*ldy:i*ldy+c], t[i*amxRows:i*amxRows+c])
+		}
+	}
+}
+
+// packAAMX rounds rows [i0, i0+rows) × columns [k0, k0+kb) of x to bf16
+// into one AMX row block: dst[s·1024 + i·32 + q] = x[i0+i, k0+32s+q], zero
+// past rows and kb, for the ⌈kb/32⌉ steps dst holds.
+func packAAMX(dst []uint16, x []float32, ldx, i0, rows, k0, kb int) {
+	ks := len(dst) / amxStep
+	for i := 0; i < amxRows; i++ {
+		var src []float32
+		if i < rows {
+			src = x[(i0+i)*ldx+k0 : (i0+i)*ldx+k0+kb]
+		}
+		for s := 0; s < ks; s++ {
+			d := dst[s*amxStep+i*amxK : s*amxStep+(i+1)*amxK]
+			seg := src[min(s*amxK, len(src)):min((s+1)*amxK, len(src))]
+			for q, v := range seg {
+				d[q] = tensor.Float32ToBF16(v)
+			}
+			clear(d[len(seg):])
+		}
+	}
+}
+
+// packBAMX packs W rows [j0, j0+cols) × columns [k0, k0+kb) into one AMX
+// panel: packBPairs' 32-wide panel of bf16 pairs, which is the layout the
+// B tiles load (16 pair rows of 32 columns per step), zero-filled past kb
+// to the ⌈kb/32⌉ steps dst holds.
+func packBAMX(dst []uint16, w *tensor.Matrix, j0, cols, k0, kb int) {
+	words := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(dst))), len(dst)/2)
+	pairs := ceilDiv(kb, 2)
+	packBPairs(words, w, amxRows, j0, cols, k0, kb)
+	clear(words[pairs*amxRows:])
+}
