@@ -60,6 +60,10 @@ func (b BlockedAMX) MatMulT(y, x []float32, m int, w *tensor.Matrix) error {
 	if done || err != nil {
 		return err
 	}
+	if m <= amxSmallMaxM && w.BF16 != nil && w.Cols%amxK == 0 && b.blk == nil {
+		runAMXSmallM(y, x, m, w, threads)
+		return nil
+	}
 	runAMX(bl, y, x, m, w, threads)
 	return nil
 }

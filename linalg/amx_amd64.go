@@ -186,3 +186,70 @@ func packBAMX(dst []uint16, w *tensor.Matrix, j0, cols, k0, kb int) {
 	packBPairs(words, w, amxRows, j0, cols, k0, kb)
 	clear(words[pairs*amxRows:])
 }
+
+// amxSmallRows is the W rows one small-M kernel call covers: two strips
+// of 16 (gen_amx_amd64.go's smallStrips).
+const amxSmallRows = 32
+
+// amxSmallConfigs[m] is the tile configuration of the small-M kernel for
+// M = m: the C' tiles (tmm0, tmm1) and the x tile (tmm7) m columns wide
+// (4·m bytes), the W tiles (tmm4, tmm5) 32 k, all 16 rows.
+var amxSmallConfigs = func() (c [amxSmallMaxM + 1][64]byte) {
+	for m := 1; m <= amxSmallMaxM; m++ {
+		c[m][0] = 1
+		for _, t := range []int{0, 1, 4, 5, 7} {
+			colsb := 4 * m
+			if t == 4 || t == 5 {
+				colsb = 64
+			}
+			c[m][16+2*t] = byte(colsb)
+			c[m][48+t] = 16
+		}
+	}
+	return c
+}()
+
+// amxSmallMaxM is the largest M of the small-M kernel: a tile row holds 16
+// float32.
+const amxSmallMaxM = 16
+
+// runAMXSmallM is the product for M ≤ 16 with bf16 weights and K a
+// multiple of 32: the kernel reads W's rows where they lie, 32 at a time,
+// and multiplies them by x packed once as bf16 pairs, computing y's
+// columns as rows of C' = W·xᵀ, which go to y transposed. Its sums are
+// those of the blocked kernel (the same products, added in the same order
+// by the same instruction), so a row's result does not depend on M. The goroutines
+// take groups of 32 W rows as they come free; the last, short group is
+// copied into a zero-padded buffer first.
+func runAMXSmallM(y, x []float32, m int, w *tensor.Matrix, threads int) {
+	n, k := w.Rows, w.Cols
+	xBuf := getBuf(k / 2 * m)
+	defer putBuf(xBuf)
+	xp := *xBuf
+	packAPairs(xp, x, k, 0, m, 0, k)
+	xw := asU16(xp)
+	cfg := &amxSmallConfigs[m]
+	groups := ceilDiv(n, amxSmallRows)
+	parallel.For(groups, 1, threads, func(_, lo, hi int) {
+		var c [amxSmallRows * amxSmallMaxM]float32
+		for g := lo; g < hi; g++ {
+			j0 := g * amxSmallRows
+			rows := min(amxSmallRows, n-j0)
+			src := w.BF16[j0*k : (j0+rows)*k]
+			if rows < amxSmallRows {
+				pad := getBuf(amxSmallRows * k / 2)
+				defer putBuf(pad)
+				p := asU16(*pad)
+				clear(p[copy(p, src):])
+				src = p
+			}
+			_ = src[amxSmallRows*k-1]
+			amxGemvT(&cfg[0], &src[0], 2*k, &xw[0], &c[0], k/amxK)
+			for r := 0; r < rows; r++ {
+				for i := 0; i < m; i++ {
+					y[i*n+j0+r] = c[r*m+i]
+				}
+			}
+		}
+	})
+}

@@ -37,19 +37,30 @@ amxGemm32x32k:
 	MOVQ AX, SI
 	MOVQ R12, DI
 	MOVQ R13, CX
-amxGemm32x32step:
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd tmm4, [rsi+r9]
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloadd tmm6, [rdi+r10]
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd tmm7, [rdi+r10+64]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0xac; BYTE $0x0e; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tileloadd tmm5, [rsi+r9+1024]
+	DECQ CX
+	JZ amxGemm32x32last
+amxGemm32x32step:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps tmm0, tmm4, tmm6
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps tmm1, tmm4, tmm7
-	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0xac; BYTE $0x0e; BYTE $0x00; BYTE $0x04; BYTE $0x00; BYTE $0x00 // tileloadd tmm5, [rsi+r9+1024]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0xa4; BYTE $0x0e; BYTE $0x00; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tileloadd tmm4, [rsi+r9+2048]
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps tmm2, tmm5, tmm6
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0xb4; BYTE $0x17; BYTE $0x00; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tileloadd tmm6, [rdi+r10+2048]
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps tmm3, tmm5, tmm7
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0xac; BYTE $0x0e; BYTE $0x00; BYTE $0x0c; BYTE $0x00; BYTE $0x00 // tileloadd tmm5, [rsi+r9+3072]
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0xbc; BYTE $0x17; BYTE $0x40; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tileloadd tmm7, [rdi+r10+2112]
 	ADDQ $2048, SI
 	ADDQ $2048, DI
 	DECQ CX
 	JNZ amxGemm32x32step
+amxGemm32x32last:
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps tmm0, tmm4, tmm6
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps tmm1, tmm4, tmm7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps tmm2, tmm5, tmm6
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xdd // tdpbf16ps tmm3, tmm5, tmm7
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x1a // tilestored [rdx+rbx], tmm0
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x7a; BYTE $0x4b; BYTE $0x4c; BYTE $0x1a; BYTE $0x40 // tilestored [rdx+rbx+64], tmm1
 	BYTE $0xc4; BYTE $0xc2; BYTE $0x7a; BYTE $0x4b; BYTE $0x14; BYTE $0x1b // tilestored [r11+rbx], tmm2
@@ -59,6 +70,40 @@ amxGemm32x32step:
 	ADDQ cNext+72(FP), DX
 	DECQ R8
 	JNZ amxGemm32x32block
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+	RET
+
+// func amxGemvT(cfg *byte, w *uint16, ldw int, x *uint16, c *float32, ksteps int)
+TEXT ·amxGemvT(SB), NOSPLIT, $0-48
+	MOVQ cfg+0(FP), AX
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg [rax]
+	MOVWQZX 30(AX), R10
+	MOVQ R10, R12
+	SHLQ $4, R12
+	MOVQ w+8(FP), SI
+	MOVQ ldw+16(FP), BX
+	MOVQ BX, R9
+	SHLQ $4, R9
+	LEAQ (SI)(R9*1), R8
+	MOVQ x+24(FP), DI
+	MOVQ ksteps+40(FP), CX
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc0 // tilezero tmm0
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $0xc8 // tilezero tmm1
+amxGemvTstep:
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x3c; BYTE $0x17 // tileloadd tmm7, [rdi+r10]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x1e // tileloadd tmm4, [rsi+rbx]
+	BYTE $0xc4; BYTE $0xc2; BYTE $0x7b; BYTE $0x4b; BYTE $0x2c; BYTE $0x18 // tileloadd tmm5, [r8+rbx]
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps tmm0, tmm4, tmm7
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcd // tdpbf16ps tmm1, tmm5, tmm7
+	ADDQ $64, SI
+	ADDQ $64, R8
+	ADDQ R12, DI
+	DECQ CX
+	JNZ amxGemvTstep
+	MOVQ c+32(FP), DX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x04; BYTE $0x12 // tilestored [rdx+r10], tmm0
+	ADDQ R12, DX
+	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x0c; BYTE $0x12 // tilestored [rdx+r10], tmm1
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
 	RET
 

@@ -9,3 +9,9 @@ package linalg
 //
 //go:noescape
 func amxGemm32x32(cfg *byte, a, b *uint16, c *float32, ldc, ksteps, blocks, aNext, bNext, cNext, acc int)
+
+// amxGemvT runs the small-M AMX-BF16 kernel (gen_amx_amd64.go) over 32 W
+// rows; cfg is the tile configuration for M.
+//
+//go:noescape
+func amxGemvT(cfg *byte, w *uint16, ldw int, x *uint16, c *float32, ksteps int)

@@ -68,7 +68,12 @@ func amxVariants() map[string]BlockedAMX {
 func TestAMXMatchesRoundedProduct(t *testing.T) {
 	needAMX(t)
 	r := rand.New(rand.NewPCG(41, 42))
-	shapes := append([][3]int{{32, 32, 32}, {64, 96, 64}, {33, 5, 31}, {70, 300, 260}}, raggedShapes...)
+	// Beside the ragged shapes, M ≤ 16 with K a multiple of 32 (the
+	// small-M kernel, for bf16 weights) and whole tiles.
+	shapes := append([][3]int{
+		{32, 32, 32}, {64, 96, 64}, {33, 5, 31}, {70, 300, 260},
+		{1, 64, 100}, {5, 96, 49}, {16, 128, 97}, {3, 32, 48}, {16, 640, 200}, {17, 64, 50},
+	}, raggedShapes...)
 	for _, s := range shapes {
 		m, k, n := s[0], s[1], s[2]
 		for _, bf16 := range []bool{false, true} {
@@ -96,20 +101,25 @@ func TestAMXMatchesRoundedProduct(t *testing.T) {
 }
 
 // TestAMXRowsIndependentOfM: a row's result does not depend on how many
-// rows are computed with it (a prefill chunk and the whole prompt agree),
-// since each row block is packed and multiplied on its own.
+// rows are computed with it (a decode step, a prefill chunk and the whole
+// prompt agree), since each row block is packed and multiplied on its own
+// and the small-M kernel, which swaps the operands (W·xᵀ), sums the same
+// products in the same order. K = 640 takes the small-M kernel up to
+// M = 16, K = 700 (not whole steps of 32) the blocked one throughout.
 func TestAMXRowsIndependentOfM(t *testing.T) {
 	needAMX(t)
 	r := rand.New(rand.NewPCG(43, 44))
-	m, k, n := 100, 700, 300
-	x := randVec(r, m*k)
-	w := randWeights(r, n, k, true)
-	all := make([]float32, m*n)
-	require.NoError(t, BlockedAMX{}.MatMulT(all, x, m, w))
-	for _, sub := range []int{1, 5, 16, 31, 32, 33, 64} {
-		got := make([]float32, sub*n)
-		require.NoError(t, BlockedAMX{}.MatMulT(got, x[:sub*k], sub, w))
-		assert.Equal(t, all[:sub*n], got, "first %d rows", sub)
+	for _, k := range []int{640, 700} {
+		m, n := 100, 300
+		x := randVec(r, m*k)
+		w := randWeights(r, n, k, true)
+		all := make([]float32, m*n)
+		require.NoError(t, BlockedAMX{}.MatMulT(all, x, m, w))
+		for _, sub := range []int{1, 2, 5, 15, 16, 17, 31, 32, 33, 64} {
+			got := make([]float32, sub*n)
+			require.NoError(t, BlockedAMX{}.MatMulT(got, x[:sub*k], sub, w))
+			assert.Equal(t, all[:sub*n], got, "first %d rows, K=%d", sub, k)
+		}
 	}
 }
 
