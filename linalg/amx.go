@@ -42,7 +42,7 @@ type amxBlocks struct {
 
 // defaultAMXBlocks was tuned on the 2-core Xeon of docs/perf.md (2 MiB of
 // L2 per core).
-var defaultAMXBlocks = amxBlocks{kc: 5120, nc: 128}
+var defaultAMXBlocks = amxBlocks{kc: 2560, nc: 128}
 
 // amxKernelName names the AMX kernel, for KernelInfo and BF16Kernel.
 const amxKernelName = "amxbf16asm32x32"

@@ -90,7 +90,7 @@ func runAMX(bl *amxBlocks, y, x []float32, m int, w *tensor.Matrix, threads int)
 					}
 					for rb := 0; rb < blocks; rb++ {
 						ao := rb*rowLen + off
-						amxRow(a[ao:ao+step], bw, y[rb*amxRows*n+j0:], n, min(amxRows, m-rb*amxRows), cols, ks, s > 0)
+						amxRow(a[ao:ao+step], bw, y[rb*amxRows*n+j0:], n, min(amxRows, m-rb*amxRows), cols, ks, s > 0, &a[min(ao+rowLen, len(a)-1)])
 					}
 				}
 			}
@@ -112,7 +112,7 @@ func runAMX(bl *amxBlocks, y, x []float32, m int, w *tensor.Matrix, threads int)
 		parallel.For(blocks, 1, threads, func(_, lo, hi int) {
 			for rb := lo; rb < hi; rb++ {
 				ao := rb*rowLen + off
-				amxRow(a[ao:ao+step], bAll, y[rb*amxRows*n:], n, min(amxRows, m-rb*amxRows), n, ks, s > 0)
+				amxRow(a[ao:ao+step], bAll, y[rb*amxRows*n:], n, min(amxRows, m-rb*amxRows), n, ks, s > 0, &a[min(ao+rowLen, len(a)-1)])
 			}
 		})
 	}
@@ -122,7 +122,7 @@ func runAMX(bl *amxBlocks, y, x []float32, m int, w *tensor.Matrix, threads int)
 // the ⌈cols/32⌉ packed W panels in b, C = y with row stride ldy. Whole
 // 32×32 blocks go to the kernel in one call, straight to y; a block cut by
 // the bottom or right edge goes through a 32×32 scratch tile.
-func amxRow(a, b []uint16, y []float32, ldy, rows, cols, ks int, acc bool) {
+func amxRow(a, b []uint16, y []float32, ldy, rows, cols, ks int, acc bool, pf *uint16) {
 	accFlag := 0
 	if acc {
 		accFlag = 1
@@ -137,7 +137,7 @@ func amxRow(a, b []uint16, y []float32, ldy, rows, cols, ks int, acc bool) {
 	}
 	if full > 0 {
 		_ = y[(amxRows-1)*ldy+full*amxRows-1] // the kernel's last store
-		amxGemm32x32(&amxTileConfig[0], &a[0], &b[0], &y[0], ldy, ks, full, 0, 2*step, 4*amxRows, accFlag)
+		amxGemm32x32(&amxTileConfig[0], &a[0], &b[0], &y[0], ldy, ks, full, 0, 2*step, 4*amxRows, accFlag, pf)
 	}
 	for p := full; p < panels; p++ {
 		c := min(amxRows, cols-p*amxRows)
@@ -148,7 +148,7 @@ func amxRow(a, b []uint16, y []float32, ldy, rows, cols, ks int, acc bool) {
 				copy(t[i*amxRows:i*amxRows+c], yb[i*ldy:i*ldy+c])
 			}
 		}
-		amxGemm32x32(&amxTileConfig[0], &a[0], &b[p*step], &t[0], amxRows, ks, 1, 0, 0, 0, accFlag)
+		amxGemm32x32(&amxTileConfig[0], &a[0], &b[p*step], &t[0], amxRows, ks, 1, 0, 0, 0, accFlag, pf)
 		for i := 0; i < rows; i++ {
 			copy(yb[i*ldy:i*ldy+c], t[i*amxRows:i*amxRows+c])
 		}
@@ -157,15 +157,23 @@ func amxRow(a, b []uint16, y []float32, ldy, rows, cols, ks int, acc bool) {
 
 // packAAMX rounds rows [i0, i0+rows) × columns [k0, k0+kb) of x to bf16
 // into one AMX row block: dst[s·1024 + i·32 + q] = x[i0+i, k0+32s+q], zero
-// past rows and kb, for the ⌈kb/32⌉ steps dst holds.
+// past rows and kb, for the ⌈kb/32⌉ steps dst holds. Whole steps go
+// through amxPackRow; the rounding is tensor.Float32ToBF16's either way.
 func packAAMX(dst []uint16, x []float32, ldx, i0, rows, k0, kb int) {
 	ks := len(dst) / amxStep
+	whole := kb / amxK
 	for i := 0; i < amxRows; i++ {
 		var src []float32
 		if i < rows {
 			src = x[(i0+i)*ldx+k0 : (i0+i)*ldx+k0+kb]
 		}
-		for s := 0; s < ks; s++ {
+		s := 0
+		if len(src) > 0 && whole > 0 {
+			_ = dst[(whole-1)*amxStep+i*amxK+amxK-1]
+			amxPackRow(&dst[i*amxK], &src[0], whole)
+			s = whole
+		}
+		for ; s < ks; s++ {
 			d := dst[s*amxStep+i*amxK : s*amxStep+(i+1)*amxK]
 			seg := src[min(s*amxK, len(src)):min((s+1)*amxK, len(src))]
 			for q, v := range seg {

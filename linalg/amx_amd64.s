@@ -4,8 +4,8 @@
 
 #include "textflag.h"
 
-// func amxGemm32x32(cfg *byte, a, b *uint16, c *float32, ldc, ksteps, blocks, aNext, bNext, cNext, acc int)
-TEXT ·amxGemm32x32(SB), NOSPLIT, $0-88
+// func amxGemm32x32(cfg *byte, a, b *uint16, c *float32, ldc, ksteps, blocks, aNext, bNext, cNext, acc int, pf *uint16)
+TEXT ·amxGemm32x32(SB), NOSPLIT, $0-96
 	MOVQ cfg+0(FP), AX
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0x00 // ldtilecfg [rax]
 	MOVQ a+8(FP), AX
@@ -13,7 +13,7 @@ TEXT ·amxGemm32x32(SB), NOSPLIT, $0-88
 	MOVQ c+24(FP), DX
 	MOVQ ldc+32(FP), BX
 	SHLQ $2, BX
-	MOVQ ksteps+40(FP), R13
+	MOVQ pf+88(FP), R13
 	MOVQ blocks+48(FP), R8
 	MOVQ $64, R9
 	MOVQ $128, R10
@@ -36,7 +36,7 @@ amxGemm32x32zero:
 amxGemm32x32k:
 	MOVQ AX, SI
 	MOVQ R12, DI
-	MOVQ R13, CX
+	MOVQ ksteps+40(FP), CX
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x24; BYTE $0x0e // tileloadd tmm4, [rsi+r9]
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x34; BYTE $0x17 // tileloadd tmm6, [rdi+r10]
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0x7c; BYTE $0x17; BYTE $0x40 // tileloadd tmm7, [rdi+r10+64]
@@ -45,6 +45,15 @@ amxGemm32x32k:
 	JZ amxGemm32x32last
 amxGemm32x32step:
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xc4 // tdpbf16ps tmm0, tmm4, tmm6
+	PREFETCHT1 0(R13)
+	PREFETCHT1 64(R13)
+	PREFETCHT1 128(R13)
+	PREFETCHT1 192(R13)
+	PREFETCHT1 256(R13)
+	PREFETCHT1 320(R13)
+	PREFETCHT1 384(R13)
+	PREFETCHT1 448(R13)
+	ADDQ $512, R13
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x42; BYTE $0x5c; BYTE $0xcc // tdpbf16ps tmm1, tmm4, tmm7
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7b; BYTE $0x4b; BYTE $0xa4; BYTE $0x0e; BYTE $0x00; BYTE $0x08; BYTE $0x00; BYTE $0x00 // tileloadd tmm4, [rsi+r9+2048]
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x4a; BYTE $0x5c; BYTE $0xd5 // tdpbf16ps tmm2, tmm5, tmm6
@@ -105,5 +114,51 @@ amxGemvTstep:
 	ADDQ R12, DX
 	BYTE $0xc4; BYTE $0xa2; BYTE $0x7a; BYTE $0x4b; BYTE $0x0c; BYTE $0x12 // tilestored [rdx+r10], tmm1
 	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0 // tilerelease
+	RET
+
+// func amxPackRow(dst *uint16, src *float32, steps int)
+TEXT ·amxPackRow(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ steps+16(FP), CX
+	MOVL $0x1, AX
+	VPBROADCASTD AX, Z28
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z29
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z30
+	MOVL $0x7f800000, AX
+	VPBROADCASTD AX, Z31
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z27
+	TESTQ CX, CX
+	JZ amxPackRowdone
+amxPackRowstep:
+	VMOVDQU32 0(SI), Z0
+	VPSRLD $16, Z0, Z1
+	VPANDD Z28, Z1, Z2
+	VPADDD Z29, Z0, Z3
+	VPADDD Z2, Z3, Z3
+	VPSRLD $16, Z3, Z3
+	VPANDD Z30, Z0, Z4
+	VPCMPUD $6, Z31, Z4, K1
+	VPORD Z27, Z1, K1, Z3
+	VPMOVDW Z3, 0(DI)
+	VMOVDQU32 64(SI), Z0
+	VPSRLD $16, Z0, Z1
+	VPANDD Z28, Z1, Z2
+	VPADDD Z29, Z0, Z3
+	VPADDD Z2, Z3, Z3
+	VPSRLD $16, Z3, Z3
+	VPANDD Z30, Z0, Z4
+	VPCMPUD $6, Z31, Z4, K1
+	VPORD Z27, Z1, K1, Z3
+	VPMOVDW Z3, 32(DI)
+	ADDQ $128, SI
+	ADDQ $2048, DI
+	DECQ CX
+	JNZ amxPackRowstep
+amxPackRowdone:
+	VZEROUPPER
 	RET
 

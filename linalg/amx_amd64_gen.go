@@ -8,7 +8,13 @@ package linalg
 // 32×32 blocks of C; cfg is the 64-byte tile configuration.
 //
 //go:noescape
-func amxGemm32x32(cfg *byte, a, b *uint16, c *float32, ldc, ksteps, blocks, aNext, bNext, cNext, acc int)
+func amxGemm32x32(cfg *byte, a, b *uint16, c *float32, ldc, ksteps, blocks, aNext, bNext, cNext, acc int, pf *uint16)
+
+// amxPackRow rounds steps·32 float32 of one x row to bf16 into an AMX row
+// block (gen_amx_amd64.go).
+//
+//go:noescape
+func amxPackRow(dst *uint16, src *float32, steps int)
 
 // amxGemvT runs the small-M AMX-BF16 kernel (gen_amx_amd64.go) over 32 W
 // rows; cfg is the tile configuration for M.
