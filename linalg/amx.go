@@ -9,14 +9,24 @@ import (
 
 // BlockedAMX is the bf16-compute product on AMX-BF16 tiles (Sapphire
 // Rapids and later Xeons, on Linux): like BlockedBF16Dot it rounds x to
-// bf16 (nearest, ties to even, as tensor.Float32ToBF16 and VCVTNEPS2BF16
-// do; float32 weights too, bf16 weights are used as they are) and sums the
-// exact bf16×bf16 products in float32, with TDPBF16PS, which does 16×16×32
-// multiply-adds per instruction. The sums are in k order within each K
-// slice of the blocking (512 k), a slice adding onto the partial sums of
-// the slices before it in C, so the error is that of BlockedBF16Dot: x's
-// rounding, 1.1e-3 relative L2 against the float32 product on random data
-// (TestAMXAccuracy). Results do not depend on the thread count or on M.
+// bf16 (nearest, ties to even, with tensor.Float32ToBF16's bits; float32
+// weights too, bf16 weights are used as they are) and sums the exact
+// bf16×bf16 products in float32, here with TDPBF16PS, 16×16×32
+// multiply-adds per instruction.
+//
+// Numerics, per output: each instruction adds 32 products (16 k pairs)
+// into the float32 accumulator in an order and with an intermediate
+// precision that the ISA leaves to the processor (on the Xeon of
+// docs/perf.md neither VDPBF16PS's order nor one rounding of the exact
+// sum); the instructions follow in k order over the whole of K, the
+// accumulator going to y and back exactly between K slices. bf16
+// subnormal inputs read as zero. So the error is dominated by rounding x
+// to 8 significant bits: 1.4e-3 relative L2 against the float32 product
+// on random data, and 2.4e-7 against the exact product of the rounded
+// operands (TestAMXAccuracy). Results do not depend on the blocking, the
+// thread count or M, bit for bit: M ≤ 16 (decode, short prompts) takes a
+// kernel that reads bf16 weights in place and sums the same products in
+// the same order.
 //
 // It runs only where internal/cpu allows AMX (cpu.AMX: the CPU, kernel
 // level avx512 and the OS's tile-data permission); elsewhere MatMulT
@@ -32,16 +42,17 @@ type BlockedAMX struct {
 // amxBlocks holds the AMX product's block sizes. Tests shrink them so that
 // small shapes cross every block edge.
 type amxBlocks struct {
-	// kc bounds the K slice: the C tiles stay in registers for a whole
-	// slice, so one as long as K (up to kc) writes C once.
+	// kc bounds the K slice: a slice of one x row block (32 rows, 160 KiB
+	// at 2560 k) is reused from L1/L2 against every panel of a W block.
 	kc int
-	// nc bounds the W columns packed at once per goroutine (nc·kc bf16,
-	// 1.25 MiB at 128 × 5120), which stay in L2 while x streams past.
+	// nc bounds the W columns one goroutine packs at once (nc·kc bf16,
+	// 640 KiB at 128 × 2560), which stay in L2 while x streams past.
 	nc int
 }
 
 // defaultAMXBlocks was tuned on the 2-core Xeon of docs/perf.md (2 MiB of
-// L2 per core).
+// L2 per core) at 2048×5120×10240: 2560 × 128 beat 1024–5120 × 96–768 by
+// 5–25%.
 var defaultAMXBlocks = amxBlocks{kc: 2560, nc: 128}
 
 // amxKernelName names the AMX kernel, for KernelInfo and BF16Kernel.

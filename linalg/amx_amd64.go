@@ -35,13 +35,12 @@ func asU16(s []float32) []uint16 {
 // runAMX packs all of x into bf16 row blocks first (every K slice of
 // every row block, shared by the goroutines), then hands out blocks of
 // W's columns: a goroutine packs one K slice of its block (bl.nc columns,
-// about 1 MiB, kept in L2) and runs every x row block against it, one
-// kernel call per row block; the row block's slice (32 KiB per 512 k)
-// streams in once and is reused from L1/L2 across the block's panels.
-// With too few column blocks to share out, each K slice of all of W is
-// packed together and the goroutines take row blocks instead. Every output
-// sees the same kernel calls in the same K order whatever the split, so
-// results do not depend on the thread count.
+// kept in L2) and runs every x row block against it, one kernel call per
+// row block, whose slice streams in once (prefetched during the call
+// before) and is reused from L1/L2 across the block's panels. With too few
+// column blocks to share out, each K slice of all of W is packed together
+// and the goroutines take row blocks instead. Every output sees the same
+// kernel calls in the same K order whatever the split.
 func runAMX(bl *amxBlocks, y, x []float32, m int, w *tensor.Matrix, threads int) {
 	n, k := w.Rows, w.Cols
 	slices := ceilDiv(k, bl.kc)
@@ -121,7 +120,9 @@ func runAMX(bl *amxBlocks, y, x []float32, m int, w *tensor.Matrix, threads int)
 // amxRow runs one packed x row block (rows ≤ 32 of them, ks steps) against
 // the ⌈cols/32⌉ packed W panels in b, C = y with row stride ldy. Whole
 // 32×32 blocks go to the kernel in one call, straight to y; a block cut by
-// the bottom or right edge goes through a 32×32 scratch tile.
+// the bottom or right edge goes through a 32×32 scratch tile. pf is the
+// next call's A, which the kernel prefetches (any address will do:
+// prefetches do not fault).
 func amxRow(a, b []uint16, y []float32, ldy, rows, cols, ks int, acc bool, pf *uint16) {
 	accFlag := 0
 	if acc {
