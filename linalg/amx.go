@@ -23,10 +23,11 @@ import (
 // subnormal inputs read as zero. So the error is dominated by rounding x
 // to 8 significant bits: 1.4e-3 relative L2 against the float32 product
 // on random data, and 2.4e-7 against the exact product of the rounded
-// operands (TestAMXAccuracy). Results do not depend on the blocking, the
-// thread count or M, bit for bit: M ≤ 16 (decode, short prompts) takes a
-// kernel that reads bf16 weights in place and sums the same products in
-// the same order.
+// operands (TestAMXAccuracy). Results do not depend on the blocking or
+// the thread count, bit for bit, nor, on the Xeon of docs/perf.md, on M:
+// M ≤ 16 (decode, short prompts) takes a kernel that reads bf16 weights
+// in place and adds the same products in the same order, the operands
+// swapped (TestAMXRowsIndependentOfM).
 //
 // It runs only where internal/cpu allows AMX (cpu.AMX: the CPU, kernel
 // level avx512 and the OS's tile-data permission); elsewhere MatMulT

@@ -225,11 +225,12 @@ const amxSmallMaxM = 16
 // runAMXSmallM is the product for M ≤ 16 with bf16 weights and K a
 // multiple of 32: the kernel reads W's rows where they lie, 32 at a time,
 // and multiplies them by x packed once as bf16 pairs, computing y's
-// columns as rows of C' = W·xᵀ, which go to y transposed. Its sums are
-// those of the blocked kernel (the same products, added in the same order
-// by the same instruction), so a row's result does not depend on M. The goroutines
-// take groups of 32 W rows as they come free; the last, short group is
-// copied into a zero-padded buffer first.
+// columns as rows of C' = W·xᵀ, which go to y transposed. It adds the
+// blocked kernel's products in the same order with the same instruction,
+// only with the operands swapped, which gives the same bits on the Xeon of
+// docs/perf.md (TestAMXRowsIndependentOfM; the ISA does not promise it).
+// The goroutines take groups of 32 W rows as they come free; the last,
+// short group is copied into a zero-padded buffer first.
 func runAMXSmallM(y, x []float32, m int, w *tensor.Matrix, threads int) {
 	n, k := w.Rows, w.Cols
 	xBuf := getBuf(k / 2 * m)

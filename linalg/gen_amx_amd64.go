@@ -1,8 +1,9 @@
 //go:build ignore
 
-// gen_amx_amd64.go writes amx_amd64.s, the AMX-BF16 micro-kernel of
-// BlockedAMX, and amx_amd64_gen.go, its Go declaration. Run it with
-// `go generate ./linalg` (or `go run gen_amx_amd64.go` here).
+// gen_amx_amd64.go writes amx_amd64.s, the assembly of BlockedAMX (the
+// AMX-BF16 GEMM kernel amxGemm32x32, the small-M kernel amxGemvT and x's
+// bf16 rounding amxPackRow), and amx_amd64_gen.go, their Go declarations.
+// Run it with `go generate ./linalg` (or `go run gen_amx_amd64.go` here).
 //
 // The Go assembler knows no AMX instruction, so each one is emitted as
 // BYTE directives by the encoders below, with the instruction in Intel
@@ -20,8 +21,8 @@
 // an x row block against a row of W panels (aNext = 0) or a W panel down a
 // column of x row blocks (bNext = 0).
 //
-// The tiles are configured (LDTILECFG), used and released (TILERELEASE)
-// within the one call: Go does not preempt assembly asynchronously, and
+// Both kernels configure (LDTILECFG), use and release (TILERELEASE) the
+// tiles within the one call: Go does not preempt assembly asynchronously, and
 // nothing between Go calls may keep tile state, which the Go scheduler
 // does not save.
 package main
@@ -94,27 +95,35 @@ const (
 	bStride   = 128
 )
 
-// gemm writes amxGemm32x32(cfg *byte, a, b *uint16, c *float32, ldc,
-// ksteps, blocks, aNext, bNext, cNext, acc int): a and b point at the
-// first block's ksteps·2 KiB of A and B, c at its top-left element of C,
-// ldc floats a row; ksteps and blocks are at least 1. acc = 0 writes C,
-// 1 adds to it.
-func gemm(w *bytes.Buffer) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
-	enc := func(b []byte, asm string) {
+// emitters return the line writer of w and the writer of one encoded
+// instruction (BYTE directives, the instruction as a comment).
+func emitters(w *bytes.Buffer) (p func(format string, args ...any), enc func(b []byte, asm string)) {
+	p = func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	enc = func(b []byte, asm string) {
 		s := make([]string, len(b))
 		for i, v := range b {
 			s[i] = fmt.Sprintf("BYTE $0x%02x", v)
 		}
 		p("%s // %s", strings.Join(s, "; "), asm)
 	}
+	return p, enc
+}
+
+// gemm writes amxGemm32x32(cfg *byte, a, b *uint16, c *float32, ldc,
+// ksteps, blocks, aNext, bNext, cNext, acc int, pf *uint16): a and b
+// point at the first block's ksteps·2 KiB of A and B, c at its top-left
+// element of C, ldc floats a row; ksteps and blocks are at least 1.
+// acc = 0 writes C, 1 adds to it. pf is where the next call's A starts:
+// each step prefetches pfLines lines from there on.
+func gemm(w *bytes.Buffer) {
+	p, enc := emitters(w)
 	const name = "amxGemm32x32"
 	fmt.Fprintf(w, "// func %s(cfg *byte, a, b *uint16, c *float32, ldc, ksteps, blocks, aNext, bNext, cNext, acc int, pf *uint16)\n", name)
 	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-96\n", name)
 	// AX: A of the block, R12: B of the block, DX: C of the block, BX: C's
-	// row stride in bytes, R13: ksteps, R8: blocks left; SI, DI, CX walk
-	// A, B and the steps of one block; R9, R10 hold the A and B tile
-	// strides; R11 is C's rows 16–31.
+	// row stride in bytes, R13: the prefetch pointer, R8: blocks left; SI,
+	// DI, CX walk A, B and the steps of one block; R9, R10 hold the A and B
+	// tile strides; R11 is C's rows 16–31.
 	p("MOVQ cfg+0(FP), AX")
 	enc(ldtilecfg(rAX), "ldtilecfg [rax]")
 	p("MOVQ a+8(FP), AX")
@@ -265,14 +274,7 @@ const smallStrips = 2
 // rows of M floats at c + j·64·M bytes. The tile shapes for M come from
 // cfg: C' tiles tmm0…, W tiles tmm4…, the x tile tmm7.
 func gemvT(w *bytes.Buffer, strips int) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
-	enc := func(b []byte, asm string) {
-		s := make([]string, len(b))
-		for i, v := range b {
-			s[i] = fmt.Sprintf("BYTE $0x%02x", v)
-		}
-		p("%s // %s", strings.Join(s, "; "), asm)
-	}
+	p, enc := emitters(w)
 	const name = "amxGemvT"
 	fmt.Fprintf(w, "// func %s(cfg *byte, w *uint16, ldw int, x *uint16, c *float32, ksteps int)\n", name)
 	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-48\n", name)
@@ -329,7 +331,7 @@ func gemvT(w *bytes.Buffer, strips int) {
 // tensor.Float32ToBF16 does (to nearest, ties to even; a NaN keeps its
 // top bits and is made quiet), 16 values per AVX-512 register.
 func packRow(w *bytes.Buffer) {
-	p := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
+	p, _ := emitters(w)
 	const name = "amxPackRow"
 	fmt.Fprintf(w, "// func %s(dst *uint16, src *float32, steps int)\n", name)
 	fmt.Fprintf(w, "TEXT ·%s(SB), NOSPLIT, $0-24\n", name)
