@@ -7,15 +7,6 @@ import (
 	"github.com/qwenref/qwenref/tensor"
 )
 
-// The AMX layouts (gen_amx_amd64.go), in steps of 32 k values: a row block
-// of x is 32 rows × 32 bf16 per step (1024 bf16), a W panel 16 pair rows ×
-// 32 columns × 2 bf16 per step (1024 bf16 too).
-const (
-	amxRows = 32   // rows of a block, columns of a panel
-	amxK    = 32   // k values per step
-	amxStep = 1024 // bf16 of A, and of B, per step
-)
-
 // amxTileConfig is the LDTILECFG operand: palette 1, all eight tiles 16
 // rows of 64 bytes (16 float32 of C, 32 bf16 of A, 16 bf16 pairs of B).
 var amxTileConfig = func() (c [64]byte) {
