@@ -60,6 +60,41 @@ func BenchmarkBF16Dot(b *testing.B) {
 	}
 }
 
+// BenchmarkBF16Kernels runs every bf16-compute kernel this process can run
+// (QWENREF_BF16's choices: widen is Blocked, avx512bf16 BlockedBF16Dot,
+// amx BlockedAMX) on bf16 weights, at the GEMM, a prefill chunk
+// and the small T of decode and short prompts, in one run so their ratios
+// share the load:
+//
+//	go test ./linalg -run '^$' -bench BF16Kernels -count 5
+func BenchmarkBF16Kernels(b *testing.B) {
+	kernels := []struct {
+		name string
+		mm   MatMuler
+		ok   bool
+	}{
+		{cpu.BF16Widen.String(), Blocked{}, true},
+		{cpu.BF16AVX512.String(), BlockedBF16Dot{}, cpu.HasBF16()},
+		{cpu.BF16AMX.String(), BlockedAMX{}, cpu.AMX() == nil},
+	}
+	r := rand.New(rand.NewPCG(7, 7))
+	shapes := [][3]int{{2048, 5120, 10240}, {512, 5120, 5120}}
+	for _, m := range []int{1, 2, 4, 8, 16, 64} {
+		shapes = append(shapes, [3]int{m, 5120, 17408})
+	}
+	for _, s := range shapes {
+		m, k, n := s[0], s[1], s[2]
+		for _, kn := range kernels {
+			if !kn.ok {
+				continue
+			}
+			b.Run(fmt.Sprintf("%s/%dx%dx%d", kn.name, m, k, n), func(b *testing.B) {
+				benchProduct(b, kn.mm, r, m, k, n, true)
+			})
+		}
+	}
+}
+
 // BenchmarkKernels compares the micro-kernels this build and CPU can run on
 // one mid-size shape, all with the same blocking and threads.
 func BenchmarkKernels(b *testing.B) {

@@ -1,25 +1,11 @@
 package linalg
 
 import (
-	"fmt"
 	"math"
 	"unsafe"
 
-	"github.com/qwenref/qwenref/internal/cpu"
 	"github.com/qwenref/qwenref/tensor"
 )
-
-// NewBF16Compute returns the bf16-compute product that `matmul=bf16`
-// selects: BlockedBF16Dot running its VDPBF16PS kernel. It refuses a CPU,
-// or a QWENREF_CPU level, without AVX512_BF16, where only the pure-Go model
-// of the instruction could run, far slower than the float32 product it is
-// meant to beat.
-func NewBF16Compute() (MatMuler, error) {
-	if !cpu.HasBF16() {
-		return nil, fmt.Errorf("bf16 compute needs AVX512_BF16 (VDPBF16PS); this CPU/level has %s", cpu.Describe())
-	}
-	return BlockedBF16Dot{}, nil
-}
 
 // BlockedBF16Dot is an opt-in, faster and less exact product for CPUs with
 // AVX512_BF16 (Zen 4 and later, Cooper Lake, Sapphire Rapids). It is not

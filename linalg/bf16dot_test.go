@@ -3,6 +3,7 @@ package linalg
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,28 +13,42 @@ import (
 	"github.com/qwenref/qwenref/tensor"
 )
 
-// TestNewBF16Compute: refused with a message naming the missing feature
-// and the level where VDPBF16PS may not run; otherwise the VDPBF16PS
-// product itself, bit for bit.
+// TestNewBF16Compute: the product is the kernel cpu.BF16Choice picks
+// (BlockedAMX, BlockedBF16Dot running VDPBF16PS, or the widening Blocked),
+// BF16Kernel names it, and a QWENREF_BF16 this process cannot run is
+// refused with the reason.
 func TestNewBF16Compute(t *testing.T) {
 	mm, err := NewBF16Compute()
-	if !cpu.HasBF16() {
+	k, _, choiceErr := cpu.BF16Choice()
+	info := BF16Kernel()
+	t.Logf("bf16 kernel: %s", info)
+	assert.True(t, strings.HasPrefix(info, k.String()+" ("), info)
+	if choiceErr != nil {
 		require.Error(t, err)
 		assert.Nil(t, mm)
-		assert.Contains(t, err.Error(), "AVX512_BF16 (VDPBF16PS)")
-		assert.Contains(t, err.Error(), cpu.Selected().String())
-		t.Logf("refused: %v", err)
+		assert.Equal(t, choiceErr.Error(), err.Error())
+		assert.Contains(t, info, choiceErr.Error())
 		return
 	}
 	require.NoError(t, err)
+	switch k {
+	case cpu.BF16AMX:
+		assert.Equal(t, BlockedAMX{}, mm)
+		assert.Contains(t, info, amxKernelName)
+	case cpu.BF16AVX512:
+		assert.Equal(t, BlockedBF16Dot{}, mm)
+		assert.NotEqual(t, goBF16Dot, bf16DotKernels[0], "the VDPBF16PS kernel, not the Go model")
+		assert.Contains(t, info, bf16DotKernels[0].name)
+	default:
+		assert.Equal(t, Blocked{}, mm)
+		assert.Contains(t, info, gemmKernels[0].name)
+	}
 	r := rand.New(rand.NewPCG(25, 26))
-	m, k, n := 19, 300, 70
-	x, w := randVec(r, m*k), randWeights(r, n, k, true)
-	got, want := make([]float32, m*n), make([]float32, m*n)
+	m, kk, n := 19, 300, 70
+	x, w := randVec(r, m*kk), randWeights(r, n, kk, true)
+	got := make([]float32, m*n)
 	require.NoError(t, mm.MatMulT(got, x, m, w))
-	require.NoError(t, BlockedBF16Dot{gemm: bf16DotKernels[0]}.MatMulT(want, x, m, w))
-	assert.Equal(t, want, got)
-	assert.NotEqual(t, goBF16Dot, bf16DotKernels[0], "the VDPBF16PS kernel, not the Go model")
+	assert.LessOrEqual(t, tensor.RelL2(got, roundedProduct(x, m, w)), 1.0/256)
 }
 
 func bf16DotVariants() []variant {

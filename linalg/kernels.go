@@ -55,13 +55,14 @@ var (
 )
 
 // KernelInfo names the kernels that Blocked runs in this process at the
-// level internal/cpu selected, and NewBF16Compute's kernel where it is
-// allowed, e.g. "gemm avx512asm14x32, gemv avx512asm8, pack avx512,
-// bf16 compute avx512bf16asm14x32", for --version and bench records.
+// level internal/cpu selected, and NewBF16Compute's bf16-compute kernel
+// where one runs (see BF16Kernel), e.g. "gemm avx512asm14x32, gemv
+// avx512asm8, pack avx512, bf16 compute amxbf16asm32x32", for --version
+// and bench records.
 func KernelInfo() string {
 	s := fmt.Sprintf("gemm %s, gemv %s, pack %s", gemmKernels[0].name, gemvKernels[0].name, packName)
-	if cpu.HasBF16() {
-		s += ", bf16 compute " + bf16DotKernels[0].name
+	if k, _, _ := cpu.BF16Choice(); k != cpu.BF16Widen {
+		s += ", bf16 compute " + bf16KernelName(k)
 	}
 	return s
 }
@@ -85,6 +86,7 @@ var genericGemm = &gemmKernel{name: "go4x2", mr: 4, nr: 2, prio: 0, tile: goTile
 //go:generate go run gen_portable.go
 //go:generate go run gen_arm64.go
 //go:generate go run gen_amd64.go gen_avx2_amd64.go
+//go:generate go run gen_amx_amd64.go
 
 func goTile4x2(kc int, a, b, c []float32, ldc, rows, cols int, acc bool) {
 	var t [8]float32

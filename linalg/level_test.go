@@ -49,13 +49,19 @@ func TestKernelsMatchLevel(t *testing.T) {
 	assert.Equal(t, level == cpu.AVX512, tposeF32 != nil, "AVX-512 packing at level %s", level)
 	assert.Equal(t, level == cpu.AVX512 || level == cpu.AVX2, tpose8F32 != nil, "AVX2 packing at level %s", level)
 	assert.Equal(t, level == cpu.NEON, tpose4F32 != nil, "NEON packing at level %s", level)
-	// The VDPBF16PS kernel runs exactly when internal/cpu allows it.
+	// The VDPBF16PS kernel runs exactly when internal/cpu allows it, and
+	// neither it nor AMX below avx512.
 	assert.Equal(t, cpu.HasBF16(), bf16DotKernels[0] != goBF16Dot)
+	bk, _, _ := cpu.BF16Choice()
+	if level != cpu.AVX512 {
+		assert.Equal(t, cpu.BF16Widen, bk, "bf16 kernel at level %s", level)
+		assert.Error(t, cpu.AMX(), "AMX at level %s", level)
+	}
 	info := KernelInfo()
 	assert.Contains(t, info, "gemm "+want[0])
 	assert.Contains(t, info, "gemv "+want[1])
-	assert.Equal(t, cpu.HasBF16(), strings.Contains(info, "bf16 compute "), info)
-	t.Logf("level %s: %s", cpu.Describe(), info)
+	assert.Equal(t, bk != cpu.BF16Widen, strings.Contains(info, "bf16 compute "), info)
+	t.Logf("level %s: %s; bf16 kernel %s", cpu.Describe(), info, BF16Kernel())
 }
 
 // TestKernelsSmallM runs every kernel this build and level can run against

@@ -502,6 +502,6 @@ func init() {
 	must(RegisterKernel("moe", "grouped", "mixture of experts: tokens grouped by expert, one GEMM per expert and projection", func() (any, error) {
 		return moe.Grouped{}, nil
 	}))
-	must(registerKernel("matmul", "bf16", "bf16 compute: activations rounded to bf16, AVX512_BF16 dot products (VDPBF16PS) with fp32 accumulation, as ggml and PyTorch run bf16 checkpoints",
-		PrecisionBF16, newBF16MatMul))
+	must(registerKernel("matmul", "bf16", "bf16 compute: activations rounded to bf16, bf16 products summed in fp32 on AMX tiles or with AVX512_BF16 (QWENREF_BF16 picks), as ggml and PyTorch run bf16 checkpoints",
+		bf16Precision(), newBF16MatMul))
 }

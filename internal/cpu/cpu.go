@@ -8,7 +8,8 @@
 //	other: portable
 //
 // Kernel packages ask Selected() in their init and register the kernels of
-// that level; commands call Check() first so that a bad QWENREF_CPU is an
+// that level; commands call Check() first so that a bad QWENREF_CPU (or
+// QWENREF_BF16, which picks the bf16-compute kernel: see BF16Choice) is an
 // error rather than a silent fallback.
 package cpu
 
@@ -59,6 +60,7 @@ var (
 	detected = detect()
 	selected Level
 	checkErr error
+	envBF16  = os.Getenv(BF16EnvVar)
 )
 
 func init() { selected, checkErr = choose(os.Getenv(EnvVar), Supported()) }
@@ -128,8 +130,16 @@ func Supported() []Level {
 // QWENREF_CPU forces.
 func Selected() Level { return selected }
 
-// Check reports a QWENREF_CPU that names no level or one this CPU lacks.
-func Check() error { return checkErr }
+// Check reports a QWENREF_CPU that names no level or one this CPU lacks,
+// and a QWENREF_BF16 that names no bf16 kernel or one this process cannot
+// run (asking the OS for the AMX tile state if it names amx).
+func Check() error {
+	if checkErr != nil || envBF16 == "" {
+		return checkErr
+	}
+	_, _, err := BF16Choice()
+	return err
+}
 
 // HasBF16 reports whether the bf16 dot-product instructions
 // (AVX512_BF16's VDPBF16PS) may be used: the CPU has them and the
@@ -137,12 +147,15 @@ func Check() error { return checkErr }
 func HasBF16() bool { return selected == AVX512 && xcpu.X86.HasAVX512BF16 }
 
 // Describe is the one-line summary the commands print, e.g.
-// "avx512 (AVX512_BF16)" or "avx2 (forced by QWENREF_CPU; detected avx512)".
+// "avx512 (AVX512_BF16; AMX-BF16)" or "avx2 (forced by QWENREF_CPU; detected avx512)".
 func Describe() string {
 	s := selected.String()
 	var extra []string
 	if HasBF16() {
 		extra = append(extra, "AVX512_BF16")
+	}
+	if selected == AVX512 && hasAMXCPU() {
+		extra = append(extra, "AMX-BF16")
 	}
 	if selected != detected {
 		extra = append(extra, fmt.Sprintf("forced by %s; detected %s", EnvVar, detected))
