@@ -63,6 +63,7 @@ type Env struct {
 	Commit     string     `json:"commit"`
 	Build      string     `json:"build"`
 	Kernels    string     `json:"kernels"`
+	BF16       string     `json:"bf16_kernel"` // what matmul=bf16 and chunked-bf16 run
 	CPUModel   string     `json:"cpu_model"`
 	GOMAXPROCS int        `json:"gomaxprocs"`
 	NumCPU     int        `json:"num_cpu"`
@@ -75,7 +76,7 @@ type Env struct {
 // GOEXPERIMENT and build tags), the kernel level (internal/cpu), the CPU
 // model from /proc/cpuinfo, GOMAXPROCS and the load average now.
 func CurrentEnv() Env {
-	e := Env{Commit: "unknown", Build: "default", Kernels: cpu.Describe(), CPUModel: cpuModel(),
+	e := Env{Commit: "unknown", Build: "default", Kernels: cpu.Describe(), BF16: model.CPUKernels().BF16, CPUModel: cpuModel(),
 		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), GoVersion: runtime.Version()}
 	var build []string
 	if _, exp, ok := strings.Cut(runtime.Version(), " X:"); ok {
@@ -229,8 +230,8 @@ func WriteTable(w io.Writer, meta Meta, results []Result) error {
 		fmt.Fprintf(&b, "machine: %s\n", meta.Machine)
 	}
 	if e := meta.Env; e.Kernels != "" {
-		fmt.Fprintf(&b, "build: %s, kernels %s, commit %s, %s; load average %.2f %.2f %.2f at start\n",
-			e.Build, e.Kernels, e.Commit, e.GoVersion, e.Load[0], e.Load[1], e.Load[2])
+		fmt.Fprintf(&b, "build: %s, kernels %s, bf16 %s, commit %s, %s; load average %.2f %.2f %.2f at start\n",
+			e.Build, e.Kernels, e.BF16, e.Commit, e.GoVersion, e.Load[0], e.Load[1], e.Load[2])
 	}
 	cpu, _ := meta.ceiling(Result{})
 	fmt.Fprintf(&b, "ceilings (%%ceil): CPU ≈ %g GFLOP/s fp32 (OpenBLAS sgemm on the project's 2 vCPUs, anchors; not the FMA peak)", cpu)

@@ -486,6 +486,14 @@ func init() {
 	RegisterBackend("chunked", "the fast CPU path, fp32 throughout (the default): packed SIMD GEMM, WY/UT chunked delta rule, streaming conv, tiled online-softmax attention", func() (*Backend, error) {
 		return &Backend{Name: "chunked", MatMul: linalg.Blocked{}, Conv: conv1d.Chunked{}, Delta: gateddelta.Chunked{}, Attn: attention.Chunked{}, MoE: moe.Grouped{}}, nil
 	})
+	RegisterBackend("chunked-bf16", "chunked with bf16 compute in every projection (chunked:matmul=bf16): the fastest bf16 kernel this CPU has (AMX, AVX512_BF16, else the fp32 widening product; QWENREF_BF16 picks), as PyTorch and ggml run bf16 checkpoints", func() (*Backend, error) {
+		mm, err := newBF16MatMul()
+		if err != nil {
+			return nil, err
+		}
+		return &Backend{Name: "chunked-bf16", MatMul: mm.(linalg.MatMuler), Conv: conv1d.Chunked{}, Delta: gateddelta.Chunked{}, Attn: attention.Chunked{}, MoE: moe.Grouped{},
+			Precision: bf16Precision()}, nil
+	})
 	must := func(err error) {
 		if err != nil {
 			panic(err)

@@ -18,7 +18,7 @@ import (
 // to bf16 (the "cuda" backend: cuBLAS bf16 tensor cores); the others compute
 // in float32. The tests hold them to bf16RelL2, the bound measured for one
 // bf16 layer in docs/perf-cuda.md, instead of the float32 bars.
-var bf16Backends = map[string]bool{"cuda": true}
+var bf16Backends = map[string]bool{"cuda": true, "chunked-bf16": true}
 
 const bf16RelL2 = 1e-2
 

@@ -56,7 +56,9 @@ kernels, no CUDA toolkit needed); they start where an NVIDIA driver (580+)
 and cuBLAS 13 are found, and --gpu N picks the GPU.
 
 CPU kernel level: %s (set %s=%s to force a lower one).
-`, k.Name, k.EnvVar, strings.Join(k.Levels, "|"))
+bf16 compute (matmul=bf16, chunked-bf16): %s
+(set %s=amx|avx512bf16|widen to force one).
+`, k.Name, k.EnvVar, strings.Join(k.Levels, "|"), k.BF16, k.BF16EnvVar)
 }
 
 func isBackend(n string) bool {

@@ -157,8 +157,9 @@ func printVersion(w io.Writer) {
 			}
 		}
 	}
-	fmt.Fprintf(w, "qwenref %s\ncommit  %s\ngo      %s %s/%s\nbuild   %s\nkernels %s\n",
-		version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH, buildName(), model.CPUKernels().Name)
+	k := model.CPUKernels()
+	fmt.Fprintf(w, "qwenref %s\ncommit  %s\ngo      %s %s/%s\nbuild   %s\nkernels %s\nbf16    %s\n",
+		version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH, buildName(), k.Name, k.BF16)
 }
 
 // buildName is "default" or the GOEXPERIMENT the binary was built with.

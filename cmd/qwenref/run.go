@@ -119,8 +119,12 @@ Examples:
 		return err
 	}
 	lin, full := m.Config.CountLayers()
+	kernels := model.CPUKernels().Name
+	if be.Precision == model.PrecisionBF16 && be.Device == nil {
+		kernels += " · bf16 " + model.CPUKernels().BF16
+	}
 	fmt.Fprintf(info, "model: %d layers (%d Gated DeltaNet + %d gated attention), hidden %d, vocab %d · backend %s · CPU kernels %s\n",
-		len(m.Config.LayerTypes), lin, full, m.Config.HiddenSize, m.Config.VocabSize, be.Name, model.CPUKernels().Name)
+		len(m.Config.LayerTypes), lin, full, m.Config.HiddenSize, m.Config.VocabSize, be.Name, kernels)
 
 	prompts := bundled.SamplePrompts
 	if havePrompt {
