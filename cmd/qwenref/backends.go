@@ -33,7 +33,7 @@ kernel for that part is taken. Examples:
   chunked:delta=naive:conv=naive   what transformers does without fla and causal-conv1d
   chunked:delta=recurrent          the per-token (decode) kernel over every position
   chunked:delta=chunked16          WY/UT chunks of 16 tokens instead of 64
-  chunked:matmul=bf16              bf16 compute for the projections (AVX512_BF16)
+  chunked:matmul=bf16              bf16 compute for the projections (AMX or AVX512_BF16; = chunked-bf16)
 
 Backends in this build:
 `)
