@@ -208,3 +208,27 @@ func CheckMemory(cfg *Config, rows, tokens, logitRows int, limit int64, flag str
 	}
 	return nil
 }
+
+// CheckGenerationMemory is CheckMemory for a run that computes prefill
+// tokens in one pass and then one token per pass up to tokens: the
+// activations are the prefill's (or one token's), the caches and states
+// those of all tokens. prefill 0 means all tokens at once.
+func CheckGenerationMemory(cfg *Config, rows, prefill, tokens, logitRows int, limit int64, flag string) error {
+	if prefill <= 0 || prefill >= tokens {
+		return CheckMemory(cfg, rows, tokens, logitRows, limit, flag)
+	}
+	est, err := EstimateMemory(cfg, rows, prefill, logitRows)
+	if err != nil {
+		return err
+	}
+	full, err := EstimateMemory(cfg, rows, tokens, 0)
+	if err != nil {
+		return err
+	}
+	est.Caches = full.Caches
+	if limit > 0 && est.Total() > limit {
+		return fmt.Errorf("%d×%d tokens (%d at once) need about %s beyond the weights, over the limit of %.3g GiB (%s): use a shorter prompt or fewer new tokens, or raise --max-memory",
+			rows, tokens, prefill, est, float64(limit)/(1<<30), flag)
+	}
+	return nil
+}

@@ -70,6 +70,10 @@ type OpenOptions struct {
 type RunSize struct {
 	Rows, Tokens, LogitRows int
 	What                    string
+	// Prefill, when set, is how many tokens one forward pass computes at
+	// once (generation: the prompt; the rest are decoded one at a time), so
+	// the activations are sized by it while the caches grow to Tokens.
+	Prefill int
 }
 
 // Opened is what Open returns: the model, the backend (nil when none was
@@ -135,7 +139,7 @@ func (op *Opened) open(o OpenOptions) (err error) {
 		return err
 	}
 	if r := o.Run; r != nil {
-		if err := op.CheckRun(r.Rows, r.Tokens, r.LogitRows, r.What); err != nil {
+		if err := op.CheckGeneration(r.Rows, r.Prefill, r.Tokens, r.LogitRows, r.What); err != nil {
 			return err
 		}
 	}
@@ -183,11 +187,17 @@ func (op *Opened) Close() error {
 // sequence within max_position_embeddings, and EstimateMemory's estimate
 // under OpenOptions.MaxMemory. what names the ids' argument for the message.
 func (op *Opened) CheckRun(rows, tokens, logitRows int, what string) error {
+	return op.CheckGeneration(rows, 0, tokens, logitRows, what)
+}
+
+// CheckGeneration is CheckRun for a run that prefills prefill tokens and
+// decodes the rest one at a time up to tokens (prefill 0: all at once).
+func (op *Opened) CheckGeneration(rows, prefill, tokens, logitRows int, what string) error {
 	cfg := op.Model.Config
 	if err := cfg.CheckLength(tokens, what); err != nil {
 		return err
 	}
-	return CheckMemory(cfg, rows, tokens, logitRows, op.maxMemory, op.memorySource)
+	return CheckGenerationMemory(cfg, rows, prefill, tokens, logitRows, op.maxMemory, op.memorySource)
 }
 
 // Inputs lists the files of the checkpoint that a command reads, so that

@@ -165,3 +165,19 @@ func TestMemoryFromProcMeminfo(t *testing.T) {
 	assert.Greater(t, avail, int64(0))
 	assert.GreaterOrEqual(t, total, avail)
 }
+
+// A long generation from a short prompt is charged one prefill of the
+// prompt and caches of the whole length, not a prefill of the whole
+// length: the T×T attention scores of 100,000 tokens would need 40 GB.
+func TestCheckGenerationMemory(t *testing.T) {
+	cfg, err := ShapeConfig("tiny")
+	require.NoError(t, err)
+	const limit = 1 << 30
+	assert.ErrorContains(t, CheckMemory(cfg, 1, 100_000, 16, limit, "test"), "over the limit")
+	assert.NoError(t, CheckGenerationMemory(cfg, 1, 16, 100_000, 16, limit, "test"))
+	// The caches still count: a long enough generation is refused.
+	err = CheckGenerationMemory(cfg, 1, 16, 200_000_000, 16, limit, "test")
+	assert.ErrorContains(t, err, "16 at once")
+	// prefill 0 or ≥ tokens is the plain check.
+	assert.Equal(t, CheckMemory(cfg, 1, 4096, 4096, limit, "test"), CheckGenerationMemory(cfg, 1, 0, 4096, 4096, limit, "test"))
+}
