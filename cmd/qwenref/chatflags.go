@@ -9,7 +9,6 @@ import (
 	"io"
 
 	"github.com/qwenref/qwenref/chat"
-	"github.com/qwenref/qwenref/model"
 )
 
 // chatFlags are run's conversation flags.
@@ -124,35 +123,4 @@ func (c chatFlags) render(fs *flag.FlagSet, tpl *chat.Template, prompt string, s
 func turn(role, content string) json.RawMessage {
 	b, _ := json.Marshal(chat.Message{Role: role, Content: content})
 	return b
-}
-
-// resolve combines generation_config.json's sampling settings (as
-// transformers applies them: sampling only with do_sample; then
-// temperature 1, top_k 50, top_p 1 unless set) with the flags given, which
-// override.
-func (s sampleFlags) resolve(fs *flag.FlagSet, dir string, info io.Writer) (model.Sampling, error) {
-	out, path, sampled, err := model.GenerationSampling(dir)
-	out.Seed = *s.seed
-	if err != nil {
-		return out, err
-	}
-	if sampled {
-		fmt.Fprintf(info, "sampling: %s: temperature %g, top-k %d, top-p %g (flags override)\n", path, out.Temperature, out.TopK, out.TopP)
-	}
-	if flagWasSet(fs, "temperature") {
-		out.Temperature = *s.temperature
-	}
-	if flagWasSet(fs, "top-k") {
-		out.TopK = *s.topK
-	}
-	if flagWasSet(fs, "top-p") {
-		out.TopP = *s.topP
-	}
-	if err := out.Validate(); err != nil {
-		if flagWasSet(fs, "temperature") || flagWasSet(fs, "top-k") || flagWasSet(fs, "top-p") {
-			return out, usageError(fs, fs.Output(), "%v", err)
-		}
-		return out, fmt.Errorf("%s: %w", path, err)
-	}
-	return out, nil
 }

@@ -36,7 +36,6 @@ Examples:
 	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
 	asJSON := fs.Bool("json", false, "print the new ids as a JSON array (and nothing else on stdout)")
-	greedy := fs.Bool("greedy", false, "force greedy decoding (overrides --temperature)")
 	sf := addSampleFlags(fs, 16)
 	mem := addMemoryFlag(fs)
 	checkW := addCheckWeightsFlag(fs)
@@ -66,14 +65,11 @@ Examples:
 		return err
 	}
 	defer op.Close()
-	s, err := sf.resolve(fs, op.Dir, stderr)
+	g, err := sf.settings(fs, op.Dir, stderr)
 	if err != nil {
 		return err
 	}
-	if *greedy {
-		s.Temperature = 0
-	}
-	res, err := op.Model.Generate(ids, op.Backend, model.GenerateOptions{MaxNewTokens: *sf.maxNew, Sampling: s})
+	res, err := op.Model.Generate(ids, op.Backend, model.GenerateOptions{MaxNewTokens: *sf.maxNew, Sampling: model.Sampling{Seed: g.Seed}, Processing: &g.Config})
 	if err != nil {
 		return err
 	}
@@ -87,6 +83,6 @@ Examples:
 		}
 		fmt.Fprintln(stdout, strings.Join(strs, ","))
 	}
-	fmt.Fprintf(stderr, "[%s · backend %s]\n", timing(res), op.Backend.Name)
+	fmt.Fprintf(stderr, "[%s · backend %s]\n", res, op.Backend.Name)
 	return nil
 }

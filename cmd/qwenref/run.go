@@ -7,8 +7,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"time"
-	"unicode/utf8"
 
 	"github.com/qwenref/qwenref/bundled"
 	"github.com/qwenref/qwenref/chat"
@@ -20,23 +18,54 @@ func init() {
 	register(&command{name: "run", summary: "generate text from a prompt (default command; no flags: the bundled demo)", run: runRun})
 }
 
-// sampleFlags are the generation flags shared by run and generate.
+// sampleFlags are the generation flags shared by run, generate and chat.
 type sampleFlags struct {
-	maxNew      *int
-	temperature *float64
-	topK        *int
-	topP        *float64
-	seed        *uint64
+	maxNew                           *int
+	temperature, topP, minP, penalty *float64
+	topK                             *int
+	seed                             *uint64
+	greedy                           *bool
 }
 
 func addSampleFlags(fs *flag.FlagSet, maxNew int) sampleFlags {
 	return sampleFlags{
 		maxNew:      fs.Int("max-new-tokens", maxNew, "stop after this many new tokens"),
-		temperature: fs.Float64("temperature", 0, "sampling temperature; 0 = greedy (argmax) (default: generation_config.json's, else 0)"),
-		topK:        fs.Int("top-k", 0, "sample only from the K most likely tokens (0 = off) (default: generation_config.json's)"),
-		topP:        fs.Float64("top-p", 0, "sample only from the smallest set with probability ≥ P (0 = off) (default: generation_config.json's)"),
+		temperature: fs.Float64("temperature", 0, "sampling temperature; > 0 samples, 0 = greedy (argmax) (default: generation_config.json's)"),
+		topK:        fs.Int("top-k", 0, "sample only from the K most likely tokens (0 = off) (default: generation_config.json's, 50 when it samples)"),
+		topP:        fs.Float64("top-p", 0, "sample only from the smallest set with probability ≥ P (1 = off) (default: generation_config.json's)"),
+		minP:        fs.Float64("min-p", 0, "drop tokens less likely than P × the most likely (0 = off) (default: generation_config.json's)"),
+		penalty:     fs.Float64("repetition-penalty", 0, "penalize every token already seen, the prompt's too (1 = off) (default: generation_config.json's)"),
 		seed:        fs.Uint64("seed", 1, "random seed for sampling"),
+		greedy:      fs.Bool("greedy", false, "decode greedily (argmax), whatever generation_config.json says"),
 	}
+}
+
+// settings applies the flags given to generation_config.json's sampling;
+// info hears what it is and, once, the file's keys not applied.
+func (s sampleFlags) settings(fs *flag.FlagSet, dir string, info io.Writer) (model.GenerationSettings, error) {
+	o := model.SamplingOverrides{Greedy: *s.greedy, Seed: *s.seed}
+	for name, p := range map[string]**float64{"temperature": &o.Temperature, "top-p": &o.TopP, "min-p": &o.MinP, "repetition-penalty": &o.RepetitionPenalty} {
+		if v := fs.Lookup(name).Value.(flag.Getter).Get().(float64); flagWasSet(fs, name) {
+			*p = &v
+		}
+	}
+	if flagWasSet(fs, "top-k") {
+		o.TopK = s.topK
+	}
+	if err := o.Validate(); err != nil {
+		return model.GenerationSettings{}, usageError(fs, fs.Output(), "%v", err)
+	}
+	g, err := model.LoadGenerationSettings(dir, o)
+	if err != nil {
+		return g, err
+	}
+	if g.Path != "" {
+		fmt.Fprintf(info, "sampling: %s (%s; flags override)\n", g, g.Path)
+	}
+	if !g.Report.Empty() {
+		fmt.Fprintf(info, "warning: %s: %s\n", g.Path, g.Report)
+	}
+	return g, nil
 }
 
 func runRun(args []string, stdout, stderr io.Writer) error {
@@ -114,7 +143,7 @@ Examples:
 	if err != nil {
 		return err
 	}
-	s, err := sf.resolve(fs, op.Dir, info)
+	s, err := sf.settings(fs, op.Dir, info)
 	if err != nil {
 		return err
 	}
@@ -169,36 +198,21 @@ Examples:
 }
 
 // generateOne streams one continuation and prints its timing.
-func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, ids []int, maxNew int, s model.Sampling, topK int, stdout, info io.Writer) error {
-	var newIDs []int
-	printed := ""
-	res, err := m.Generate(ids, be, model.GenerateOptions{
-		MaxNewTokens: maxNew,
-		Sampling:     s,
+func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, ids []int, maxNew int, g model.GenerationSettings, topK int, stdout, info io.Writer) error {
+	text := &model.TextStream{Codec: tok}
+	res, err := m.Generate(ids, be, model.GenerateOptions{MaxNewTokens: maxNew, Sampling: model.Sampling{Seed: g.Seed}, Processing: &g.Config,
 		OnToken: func(id int, logits []float32) bool {
-			newIDs = append(newIDs, id)
-			if topK > 0 {
-				piece, _ := tok.Decode([]int{id})
-				fmt.Fprintf(stdout, "  %-16q", piece)
-				for _, tp := range model.TopProbs(logits, topK) {
-					s, _ := tok.Decode([]int{tp.ID})
-					fmt.Fprintf(stdout, "  %q %.3f", s, tp.Prob)
-				}
-				fmt.Fprintln(stdout)
+			if topK == 0 {
+				fmt.Fprint(stdout, text.Add(id))
 				return true
 			}
-			// Stream the new text, holding back an incomplete UTF-8 tail.
-			text, err := tok.Decode(newIDs)
-			if err != nil {
-				return true
+			piece, _ := tok.Decode([]int{id})
+			fmt.Fprintf(stdout, "  %-16q", piece)
+			for _, tp := range model.TopProbs(logits, topK) {
+				s, _ := tok.Decode([]int{tp.ID})
+				fmt.Fprintf(stdout, "  %q %.3f", s, tp.Prob)
 			}
-			if strings.HasSuffix(text, string(utf8.RuneError)) {
-				return true
-			}
-			if strings.HasPrefix(text, printed) {
-				fmt.Fprint(stdout, text[len(printed):])
-				printed = text
-			}
+			fmt.Fprintln(stdout)
 			return true
 		},
 	})
@@ -206,22 +220,10 @@ func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, id
 		return err
 	}
 	if topK == 0 {
-		if text, err := tok.Decode(newIDs); err == nil && strings.HasPrefix(text, printed) {
-			fmt.Fprint(stdout, text[len(printed):])
-		}
-		fmt.Fprintln(stdout)
+		fmt.Fprintln(stdout, text.Flush())
 	}
-	fmt.Fprintf(info, "[%s]\n", timing(res))
+	fmt.Fprintf(info, "[%s]\n", res)
 	return nil
-}
-
-func timing(res *model.GenerateResult) string {
-	pre := float64(res.PrefillTokens) / res.PrefillTime.Seconds()
-	s := fmt.Sprintf("prefill %d tok in %v (%.1f tok/s)", res.PrefillTokens, res.PrefillTime.Round(time.Microsecond), pre)
-	if steps := len(res.NewIDs) - 1; steps > 0 {
-		s += fmt.Sprintf(" · decode %d tok in %v (%.1f tok/s)", steps, res.DecodeTime.Round(time.Microsecond), float64(steps)/res.DecodeTime.Seconds())
-	}
-	return s + " · stop: " + res.StopReason
 }
 
 // compareBackends prints one line: every other backend's prompt logits
