@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/qwenref/qwenref/tensor"
@@ -321,4 +322,28 @@ func CompareBackends(m *Model, ref *Backend, ids []int, all bool) ([]Agreement, 
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// SplitUnavailable separates the backends CompareBackends could not open
+// from the rest, with one line per reason naming every backend it stopped
+// ("cuda, cuda-fp32, cuda-ops unavailable: …"), so a missing GPU is said
+// once rather than per backend.
+func SplitUnavailable(as []Agreement) (rest []Agreement, notes []string) {
+	var reasons []string
+	names := map[string][]string{}
+	for _, a := range as {
+		why, ok := strings.CutPrefix(a.Why, "unavailable: ")
+		if !ok {
+			rest = append(rest, a)
+			continue
+		}
+		if names[why] == nil {
+			reasons = append(reasons, why)
+		}
+		names[why] = append(names[why], a.Backend)
+	}
+	for _, why := range reasons {
+		notes = append(notes, strings.Join(names[why], ", ")+" unavailable: "+why)
+	}
+	return rest, notes
 }

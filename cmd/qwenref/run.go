@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/qwenref/qwenref/bundled"
-	"github.com/qwenref/qwenref/chat"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tokenizer"
 )
@@ -109,6 +108,7 @@ Examples:
 	topProbs := fs.Int("top-probs", 0, "print the K most likely tokens with probabilities for each new token")
 	compare := fs.String("compare", "auto", "compare prompt logits across backends (on stderr): auto (skip when too slow), all, or none")
 	quiet := fs.Bool("quiet", false, "leave out the model line, speeds and backend comparison (stderr)")
+	verbosePrompt := fs.Bool("verbose-prompt", false, "print the prompt as the model sees it (rendered, and its token ids) on stderr")
 	sf := addSampleFlags(fs, 24)
 	mem := addMemoryFlag(fs)
 	checkW := addCheckWeightsFlag(fs)
@@ -130,7 +130,33 @@ Examples:
 	}
 	info := stderr
 	if *quiet {
-		info = io.Discard
+		info, *compare = io.Discard, "none"
+	}
+	// The template renders before any weight is read: its errors come first.
+	if err := resolveModelFlag(dir, stderr); err != nil {
+		return err
+	}
+	prompts := bundled.SamplePrompts
+	if havePrompt {
+		prompts = []string{prompt}
+	} else if cf.messages() != "" {
+		prompts = []string{""}
+	}
+	texts := slices.Clone(prompts)
+	if cf.enabled(fs) {
+		tpl, err := cf.template(*dir, true, stderr)
+		if err != nil {
+			return err
+		}
+		for i, p := range prompts {
+			if texts[i], err = cf.render(fs, tpl, p, stderr); err != nil {
+				return err
+			}
+		}
+	}
+	g, err := sf.settings(fs, *dir, info)
+	if err != nil {
+		return err
 	}
 	var demo *tokenizer.Tokenizer
 	op, err := openFlags{dir, backend, plugins, mem, checkW}.open(model.OpenOptions{}, &demo, stderr, info)
@@ -143,34 +169,12 @@ Examples:
 	if err != nil {
 		return err
 	}
-	s, err := sf.settings(fs, op.Dir, info)
-	if err != nil {
-		return err
-	}
 	lin, full := m.Config.CountLayers()
 	fmt.Fprintf(info, "model: %d layers (%d Gated DeltaNet + %d gated attention), hidden %d, vocab %d · backend %s · CPU kernels %s\n",
 		len(m.Config.LayerTypes), lin, full, m.Config.HiddenSize, m.Config.VocabSize, be.Name, model.CPUKernels().Name)
-
-	prompts := bundled.SamplePrompts
-	if havePrompt {
-		prompts = []string{prompt}
-	} else if cf.messages() != "" {
-		prompts = []string{""}
-	}
-	var tpl *chat.Template
-	if cf.enabled(fs) {
-		if tpl, err = loadTemplate(op.Dir, stderr); err != nil {
-			return err
-		}
-	}
+	noted := map[string]bool{}
 	for i, p := range prompts {
-		text := p
-		if tpl != nil {
-			if text, err = cf.render(fs, tpl, p, stderr); err != nil {
-				return err
-			}
-		}
-		ids, err := tok.Encode(text)
+		ids, err := tok.Encode(texts[i])
 		if err != nil {
 			return err
 		}
@@ -187,11 +191,14 @@ Examples:
 			fmt.Fprintln(stdout)
 		}
 		fmt.Fprintf(info, "prompt (%s): %q\n", count(len(ids), "token"), p)
-		if err := generateOne(m, tok, be, ids, *sf.maxNew, s, *topProbs, stdout, info); err != nil {
+		if *verbosePrompt {
+			fmt.Fprintf(stderr, "prompt text:\n%s\nprompt ids: %v\n", texts[i], ids)
+		}
+		if err := generateOne(m, tok, be, ids, *sf.maxNew, g, *topProbs, stdout, info); err != nil {
 			return err
 		}
 		if *compare != "none" {
-			compareBackends(m, be, ids, *compare == "all", info)
+			compareBackends(m, be, ids, *compare == "all", noted, info)
 		}
 	}
 	return nil
@@ -227,14 +234,22 @@ func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, id
 }
 
 // compareBackends prints one line: every other backend's prompt logits
-// against this backend's (model.CompareBackends).
-func compareBackends(m *model.Model, be *model.Backend, ids []int, all bool, w io.Writer) {
+// against this backend's (model.CompareBackends); a reason backends could
+// not open (a missing GPU) is a note of its own, once per run.
+func compareBackends(m *model.Model, be *model.Backend, ids []int, all bool, noted map[string]bool, w io.Writer) {
 	as, err := model.CompareBackends(m, be, ids, all)
 	if err != nil {
 		fmt.Fprintf(w, "[compare: %v]\n", err)
 		return
 	}
-	parts := []string{"no other backend registered"}
+	as, notes := model.SplitUnavailable(as)
+	for _, n := range notes {
+		if !noted[n] {
+			noted[n] = true
+			fmt.Fprintf(w, "note: %s\n", n)
+		}
+	}
+	parts := []string{"no other backend to compare"}
 	for i, a := range as {
 		if i == 0 {
 			parts = parts[:0]
