@@ -394,3 +394,10 @@ func commonPrefix(a, b []int) int {
 	}
 	return n
 }
+
+// String is the turn's speed in one line, as GenerateResult's, with the
+// prompt tokens the caches kept.
+func (r *Reply) String() string {
+	g := &GenerateResult{NewIDs: r.IDs, StopReason: r.StopReason, PrefillTokens: r.Prefilled, PrefillTime: r.PrefillTime, DecodeTime: r.DecodeTime}
+	return fmt.Sprintf("%d prompt tokens, %d kept · %s", len(r.Prompt), r.Reused, g)
+}

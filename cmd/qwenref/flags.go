@@ -243,10 +243,10 @@ func textTokenizer(op *model.Opened, tokPath string, demo *tokenizer.Tokenizer, 
 	return bundled.Tokenizer()
 }
 
-// isTerminal reports whether w is a character device (a terminal), where
-// progress can rewrite one line.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+// isTerminal reports whether f (a writer or a reader) is a character
+// device (a terminal), where progress can rewrite one line.
+func isTerminal(v any) bool {
+	f, ok := v.(*os.File)
 	if !ok {
 		return false
 	}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/tokenizer"
+)
+
+func init() {
+	register(&command{name: "chat", summary: "talk with a checkpoint: its chat template, streamed replies, caches kept across turns", run: runChat})
+}
+
+// maxChatLine bounds one typed line.
+const maxChatLine = 1 << 20
+
+func runChat(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("chat", "[--model DIR] [--system S] [--think|--no-think] [--backend B] [--max-new-tokens N]", `
+An interactive conversation, as llama-cli's conversation mode: each line of
+stdin is a user message, rendered with the checkpoint's chat template
+(or --chat-template-file) into the whole conversation, and the reply is
+streamed to stdout. The caches are kept across turns, so a turn prefills
+only the tokens its render adds; where the template rewrites an earlier
+turn (Qwen's drop earlier replies' reasoning), the turn resumes from a
+saved state, or prefills the conversation again, and a line on stderr says
+so. End of input ends the chat.
+
+Commands:
+`+model.ChatCommands+`
+
+Sampling is generation_config.json's, with the flags of run (--temperature,
+--top-k, --top-p, --min-p, --repetition-penalty, --seed, --greedy).
+
+Examples:
+  qwenref chat --model Qwen/Qwen3.5-0.8B --system "Be brief."
+  printf 'Hi!\n/no-think\nWhat is 2+2?\n' | qwenref chat --model DIR --quiet`, stderr)
+	dir := addModelFlag(fs, demoModel)
+	tokPath := fs.String("tokenizer", "", "tokenizer.json to use instead of DIR/tokenizer.json")
+	cf := addChatFlags(fs)
+	backend := addBackendFlag(fs)
+	plugins := addPluginFlag(fs)
+	sf := addSampleFlags(fs, model.DefaultReplyTokens)
+	quiet := fs.Bool("quiet", false, "leave out the speeds and the notes on the caches (stderr)")
+	mem := addMemoryFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *sf.maxNew <= 0 {
+		return usageError(fs, stderr, "--max-new-tokens must be positive, got %d", *sf.maxNew)
+	}
+	if cf.messages() != "" || *cf.noGen {
+		return usageError(fs, stderr, "--messages and --no-generation-prompt do not apply to chat")
+	}
+	info := stderr
+	if *quiet {
+		info = io.Discard
+	}
+	if err := resolveModelFlag(dir, stderr); err != nil {
+		return err
+	}
+	tpl, err := cf.template(*dir, true, stderr)
+	if err != nil {
+		return err
+	}
+	vars, _, err := cf.vars(fs, tpl, stderr)
+	if err != nil {
+		return err
+	}
+	var tools json.RawMessage
+	if *cf.tools != "" {
+		if tools, err = readArg("--tools", *cf.tools); err != nil {
+			return err
+		}
+	}
+	g, err := sf.settings(fs, *dir, info)
+	if err != nil {
+		return err
+	}
+	var demo *tokenizer.Tokenizer
+	op, err := openFlags{dir: dir, backend: backend, plugins: plugins, mem: mem}.open(model.OpenOptions{}, &demo, stderr, info)
+	if err != nil {
+		return err
+	}
+	defer op.Close()
+	tok, err := textTokenizer(op, *tokPath, demo, stderr)
+	if err != nil {
+		return err
+	}
+	conv, err := op.Model.NewConversation(model.ConversationOptions{Template: tpl, Codec: tok, Backend: op.Backend,
+		Sampling: g.Config, Seed: g.Seed, MaxNewTokens: *sf.maxNew, System: *cf.system, Vars: vars, Tools: tools,
+		Check: func(n int) error { return op.CheckRun(1, n, 1, "the conversation plus --max-new-tokens") }})
+	if err != nil {
+		return err
+	}
+	defer conv.Close()
+	fmt.Fprintln(info, "chat: type a message; /help lists the commands; /exit or end of input ends")
+	in := bufio.NewScanner(stdin)
+	in.Buffer(nil, maxChatLine)
+	for prompt(stdin, stderr); in.Scan(); prompt(stdin, stderr) {
+		res, err := conv.Line(in.Text(), func(s string) { fmt.Fprint(stdout, s) })
+		if w, ok := stdout.(*stdoutWriter); ok && w.err != nil {
+			return w.err
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "chat: %v\n", err) // the turn is dropped; the chat goes on
+			continue
+		}
+		if res.Note != "" {
+			fmt.Fprintln(stderr, res.Note)
+		}
+		if r := res.Reply; r != nil {
+			fmt.Fprintln(stdout)
+			if r.Note != "" {
+				fmt.Fprintln(info, r.Note)
+			}
+			fmt.Fprintf(info, "[%s]\n", r)
+		}
+		if res.Exit {
+			return nil
+		}
+	}
+	if err := in.Err(); err != nil {
+		return fmt.Errorf("reading stdin: %w (a line may hold at most %d MiB)", err, maxChatLine>>20)
+	}
+	return nil
+}
+
+// prompt shows "> " when a person types the input.
+func prompt(in io.Reader, stderr io.Writer) {
+	if isTerminal(in) {
+		fmt.Fprint(stderr, "> ")
+	}
+}
