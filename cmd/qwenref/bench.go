@@ -131,7 +131,7 @@ Examples:
 		return err
 	}
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.VisitAll(func(f *flag.Flag) { set[f.Name] = flagWasSet(fs, f.Name) })
 	quick := bench.QuickSweep(set, shape, seqList, naiveMax, maxTime)
 	if *asJSON {
 		if set["format"] && *format != "json" {

@@ -58,8 +58,8 @@ func (s sampleFlags) settings(fs *flag.FlagSet, dir string, info io.Writer) (mod
 	if err != nil {
 		return g, err
 	}
-	if g.Path != "" {
-		fmt.Fprintf(info, "sampling: %s (%s; flags override)\n", g, g.Path)
+	if desc := g.String(); g.Path != "" && desc != "greedy" {
+		fmt.Fprintf(info, "sampling: %s (%s; flags override)\n", desc, g.Path)
 	}
 	if !g.Report.Empty() {
 		fmt.Fprintf(info, "warning: %s: %s\n", g.Path, g.Report)
