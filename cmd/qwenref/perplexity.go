@@ -22,6 +22,11 @@ Scores a text (or token ids) with the model: the negative log-likelihood of
 every token given the ones before it, its mean over the scored tokens
 (nats), and the perplexity exp(mean NLL).
 
+The output is llama-perplexity's: the perplexity so far after each window
+([1]12.3456,[2]11.0543,…) and "Final estimate: PPL = x +/- y", the
+standard error computed as llama.cpp does (of the mean NLL, through exp);
+--json gives the same numbers (perplexity_stderr, mean_nll_stderr).
+
 A sequence longer than --ctx is scored in windows of --ctx tokens whose
 starts advance by --stride, as transformers' perplexity guide does: each
 window is a fresh forward pass and scores only the tokens not scored by an
@@ -127,11 +132,14 @@ Examples:
 		return fmt.Errorf("a %d-token window's logits need %.1f GB (vocabulary %d), more than half the available %.1f GB: lower --ctx",
 			min(*ctx, longest), float64(need)/1e9, m.Config.VocabSize, float64(avail)/1e9)
 	}
-	var tty io.Writer
-	if isTerminal(stderr) {
-		tty = stderr
+	o := bench.PerplexityOptions{Ctx: *ctx, Stride: *stride, Running: stdout}
+	if *asJSON {
+		o.Running = nil
+		if isTerminal(stderr) {
+			o.TTY = stderr
+		}
 	}
-	run, err := bench.Perplexity(m, specs, rows, *ctx, *stride, tty)
+	run, err := bench.Perplexity(m, specs, rows, o)
 	if err != nil {
 		return err
 	}
@@ -140,7 +148,7 @@ Examples:
 		_, err := fmt.Fprintln(stdout, string(out))
 		return err
 	}
-	return run.WriteText(stdout)
+	return run.WriteComparison(stdout)
 }
 
 // scoredText is --text-file, or with the chat template flags the
