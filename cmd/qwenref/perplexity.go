@@ -119,7 +119,7 @@ Examples:
 	}
 	for r, ids := range rows {
 		if len(ids) < 2 {
-			return fmt.Errorf("row %d has %d tokens: perplexity needs at least 2", r, len(ids))
+			return fmt.Errorf("row %d has %s: perplexity needs at least 2", r, count(len(ids), "token"))
 		}
 	}
 	// A window's logits are [window, V] float32: refuse what cannot fit.

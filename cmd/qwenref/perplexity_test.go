@@ -90,7 +90,7 @@ func TestPerplexityCommandTextAndErrors(t *testing.T) {
 		{[]string{"perplexity", "--model", dir, "--ids", "1,2", "--text-file", "x"}, 2, "exactly one of"},
 		{[]string{"perplexity", "--model", dir, "--ids", "1,2,3", "--ctx", "1"}, 2, "--ctx"},
 		{[]string{"perplexity", "--model", dir, "--ids", "1,2,3", "--ctx", "4", "--stride", "5"}, 2, "--stride"},
-		{[]string{"perplexity", "--model", dir, "--ids", "1"}, 1, "at least 2"},
+		{[]string{"perplexity", "--model", dir, "--ids", "1"}, 1, "row 0 has 1 token: perplexity needs at least 2"},
 		{[]string{"perplexity", "--model", dir, "--ids", "1,999"}, 1, "outside the vocabulary"},
 		{[]string{"perplexity", "--model", dir, "--ids", "1,2", "--backends", "chunked,,naive"}, 2, "empty entry"},
 		{[]string{"perplexity", "--model", dir, "--ids", "1,2", "--backends", "tpu"}, 1, `unknown backend "tpu"`},

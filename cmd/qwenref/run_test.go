@@ -42,6 +42,7 @@ func TestRunBundledDefault(t *testing.T) {
 		assert.NotContains(t, stdout, s, "stdout holds only the text")
 	}
 	assert.NotEmpty(t, strings.TrimSpace(stdout))
+	assert.LessOrEqual(t, strings.Count(stderr, "unavailable"), 1, "a missing GPU is one note, once: %s", stderr)
 }
 
 func TestRunQuiet(t *testing.T) {

@@ -93,17 +93,19 @@ Examples:
 	}
 	keep := false
 	defer func() { done(keep) }()
-	start, last := time.Now(), time.Time{}
+	start, last, tty := time.Now(), time.Time{}, isTerminal(stderr) // no \r into files and pipes
 	err = model.WriteSynthetic(staging, cfg, js, model.SynthOptions{Seed: *seed, ShardBytes: int64(*shardGB * 1e9),
 		Progress: func(done, total int64) {
-			if time.Since(last) < 200*time.Millisecond && done < total {
+			if !tty || time.Since(last) < 200*time.Millisecond && done < total {
 				return
 			}
 			last = time.Now()
 			rate := float64(done) / time.Since(start).Seconds()
 			fmt.Fprintf(stderr, "\r  %5.1f%% %.2f/%.2f GB, %.0f MB/s ", 100*float64(done)/float64(total), float64(done)/1e9, float64(total)/1e9, rate/1e6)
 		}})
-	fmt.Fprintln(stderr)
+	if tty {
+		fmt.Fprintln(stderr)
+	}
 	if err != nil {
 		return err
 	}
