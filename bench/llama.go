@@ -17,11 +17,11 @@ import (
 // prefill of Prompt tokens, and tg<Gen>, Gen tokens decoded one at a time
 // from an empty cache, each timed Reps times after Warmup untimed runs.
 type SpeedOptions struct {
-	Prompt, Gen    int
-	Reps, Warmup   int
-	Seed           uint64 // the random token ids
-	Backends       []string
-	Progress       io.Writer // one line per test as it starts (nil: none)
+	Prompt, Gen  int
+	Reps, Warmup int
+	Seed         uint64 // the random token ids
+	Backends     []string
+	Progress     io.Writer // one line per test as it starts (nil: none)
 }
 
 // SpeedResult is one test on one backend, as llama-bench reports it.
