@@ -54,13 +54,22 @@ type PerplexityOptions struct {
 }
 
 // Perplexity scores rows (apart, then pooled) on each backend spec in
-// turn, in windows (model.Perplexity), and measures every backend after
+// turn, in windows (model.Perplexity), after checking that a window's
+// logits fit in half the available memory, and measures every backend after
 // the first against it: the model-level cost of a bf16 or fallback kernel,
 // in nats per token.
 func Perplexity(m *model.Model, specs []string, rows [][]int, o PerplexityOptions) (*PerplexityRun, error) {
 	run := &PerplexityRun{Rows: len(rows), Ctx: o.Ctx, Stride: o.Stride}
+	longest := 0
 	for _, ids := range rows {
 		run.Tokens += len(ids)
+		longest = max(longest, len(ids))
+	}
+	// A window's logits are [window, V] float32: refuse what cannot fit.
+	need := int64(min(o.Ctx, longest)) * int64(m.Config.VocabSize) * 4
+	if avail := model.AvailableMemory(); avail > 0 && need > avail/2 {
+		return nil, fmt.Errorf("a %d-token window's logits need %.1f GB (vocabulary %d), more than half the available %.1f GB: lower --ctx",
+			min(o.Ctx, longest), float64(need)/1e9, m.Config.VocabSize, float64(avail)/1e9)
 	}
 	if o.Running != nil {
 		fmt.Fprintf(o.Running, "%s in %s, windows of %d advanced by %d\n", plural(run.Tokens, "token"), plural(run.Rows, "row"), o.Ctx, o.Stride)

@@ -1,9 +1,11 @@
 package model
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -400,4 +402,81 @@ func commonPrefix(a, b []int) int {
 func (r *Reply) String() string {
 	g := &GenerateResult{NewIDs: r.IDs, StopReason: r.StopReason, PrefillTokens: r.Prefilled, PrefillTime: r.PrefillTime, DecodeTime: r.DecodeTime}
 	return fmt.Sprintf("%d prompt tokens, %d kept · %s", len(r.Prompt), r.Reused, g)
+}
+
+// ChatIO are the streams of Chat.
+type ChatIO struct {
+	In io.Reader
+	// Out receives the replies, streamed, a newline after each.
+	Out io.Writer
+	// Notes receives the commands' notes and the errors of turns.
+	Notes io.Writer
+	// Info, if set, receives how each turn reused the caches and its speed.
+	Info io.Writer
+	// Prompt, if set, is called before each line is read (a terminal's "> ").
+	Prompt func()
+}
+
+// MaxChatLine bounds one line Chat reads.
+const MaxChatLine = 1 << 20
+
+// Chat reads lines until /exit or the end of the input and handles each
+// (Line). A turn that fails is reported on Notes and dropped, and the chat
+// goes on; an error writing Out, or reading In, ends it.
+func (c *Conversation) Chat(s ChatIO) error {
+	out := &firstError{w: s.Out}
+	info := s.Info
+	if info == nil {
+		info = io.Discard
+	}
+	in := bufio.NewScanner(s.In)
+	in.Buffer(nil, MaxChatLine)
+	for {
+		if s.Prompt != nil {
+			s.Prompt()
+		}
+		if !in.Scan() {
+			break
+		}
+		res, err := c.Line(in.Text(), func(text string) { io.WriteString(out, text) })
+		if out.err != nil {
+			return out.err
+		}
+		if err != nil {
+			fmt.Fprintf(s.Notes, "chat: %v\n", err)
+			continue
+		}
+		if res.Note != "" {
+			fmt.Fprintln(s.Notes, res.Note)
+		}
+		if r := res.Reply; r != nil {
+			fmt.Fprintln(out, "")
+			if r.Note != "" {
+				fmt.Fprintln(info, r.Note)
+			}
+			fmt.Fprintf(info, "[%s]\n", r)
+		}
+		if res.Exit {
+			return out.err
+		}
+	}
+	if err := in.Err(); err != nil {
+		return fmt.Errorf("reading the chat's input: %w (a line may hold at most %d MiB)", err, MaxChatLine>>20)
+	}
+	return out.err
+}
+
+// firstError keeps a writer's first error.
+type firstError struct {
+	w   io.Writer
+	err error
+}
+
+func (f *firstError) Write(p []byte) (int, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	n, err := f.w.Write(p)
+	f.err = err
+	return n, err
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,9 +12,6 @@ import (
 func init() {
 	register(&command{name: "chat", summary: "talk with a checkpoint: its chat template, streamed replies, caches kept across turns", run: runChat})
 }
-
-// maxChatLine bounds one typed line.
-const maxChatLine = 1 << 20
 
 func runChat(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("chat", "[--model DIR] [--system S] [--think|--no-think] [--backend B] [--max-new-tokens N]", `
@@ -97,40 +93,9 @@ Examples:
 	}
 	defer conv.Close()
 	fmt.Fprintln(info, "chat: type a message; /help lists the commands; /exit or end of input ends")
-	in := bufio.NewScanner(stdin)
-	in.Buffer(nil, maxChatLine)
-	for prompt(stdin, stderr); in.Scan(); prompt(stdin, stderr) {
-		res, err := conv.Line(in.Text(), func(s string) { fmt.Fprint(stdout, s) })
-		if w, ok := stdout.(*stdoutWriter); ok && w.err != nil {
-			return w.err
+	return conv.Chat(model.ChatIO{In: stdin, Out: stdout, Notes: stderr, Info: info, Prompt: func() {
+		if isTerminal(stdin) {
+			fmt.Fprint(stderr, "> ")
 		}
-		if err != nil {
-			fmt.Fprintf(stderr, "chat: %v\n", err) // the turn is dropped; the chat goes on
-			continue
-		}
-		if res.Note != "" {
-			fmt.Fprintln(stderr, res.Note)
-		}
-		if r := res.Reply; r != nil {
-			fmt.Fprintln(stdout)
-			if r.Note != "" {
-				fmt.Fprintln(info, r.Note)
-			}
-			fmt.Fprintf(info, "[%s]\n", r)
-		}
-		if res.Exit {
-			return nil
-		}
-	}
-	if err := in.Err(); err != nil {
-		return fmt.Errorf("reading stdin: %w (a line may hold at most %d MiB)", err, maxChatLine>>20)
-	}
-	return nil
-}
-
-// prompt shows "> " when a person types the input.
-func prompt(in io.Reader, stderr io.Writer) {
-	if isTerminal(in) {
-		fmt.Fprint(stderr, "> ")
-	}
+	}})
 }

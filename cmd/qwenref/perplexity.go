@@ -122,16 +122,6 @@ Examples:
 			return fmt.Errorf("row %d has %s: perplexity needs at least 2", r, count(len(ids), "token"))
 		}
 	}
-	// A window's logits are [window, V] float32: refuse what cannot fit.
-	longest := 0
-	for _, ids := range rows {
-		longest = max(longest, len(ids))
-	}
-	need := int64(min(*ctx, longest)) * int64(m.Config.VocabSize) * 4
-	if avail := model.AvailableMemory(); avail > 0 && need > avail/2 {
-		return fmt.Errorf("a %d-token window's logits need %.1f GB (vocabulary %d), more than half the available %.1f GB: lower --ctx",
-			min(*ctx, longest), float64(need)/1e9, m.Config.VocabSize, float64(avail)/1e9)
-	}
 	o := bench.PerplexityOptions{Ctx: *ctx, Stride: *stride, Running: stdout}
 	if *asJSON {
 		o.Running = nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 
 	"github.com/qwenref/qwenref/bundled"
 	"github.com/qwenref/qwenref/model"
@@ -172,7 +171,7 @@ Examples:
 	lin, full := m.Config.CountLayers()
 	fmt.Fprintf(info, "model: %d layers (%d Gated DeltaNet + %d gated attention), hidden %d, vocab %d · backend %s · CPU kernels %s\n",
 		len(m.Config.LayerTypes), lin, full, m.Config.HiddenSize, m.Config.VocabSize, be.Name, model.CPUKernels().Name)
-	noted := map[string]bool{}
+	var cmp model.BackendComparer
 	for i, p := range prompts {
 		ids, err := tok.Encode(texts[i])
 		if err != nil {
@@ -198,7 +197,11 @@ Examples:
 			return err
 		}
 		if *compare != "none" {
-			compareBackends(m, be, ids, *compare == "all", noted, info)
+			line, notes := cmp.Compare(m, be, ids, *compare == "all")
+			for _, n := range notes {
+				fmt.Fprintf(info, "note: %s\n", n)
+			}
+			fmt.Fprintln(info, line)
 		}
 	}
 	return nil
@@ -231,32 +234,6 @@ func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, id
 	}
 	fmt.Fprintf(info, "[%s]\n", res)
 	return nil
-}
-
-// compareBackends prints one line: every other backend's prompt logits
-// against this backend's (model.CompareBackends); a reason backends could
-// not open (a missing GPU) is a note of its own, once per run.
-func compareBackends(m *model.Model, be *model.Backend, ids []int, all bool, noted map[string]bool, w io.Writer) {
-	as, err := model.CompareBackends(m, be, ids, all)
-	if err != nil {
-		fmt.Fprintf(w, "[compare: %v]\n", err)
-		return
-	}
-	as, notes := model.SplitUnavailable(as)
-	for _, n := range notes {
-		if !noted[n] {
-			noted[n] = true
-			fmt.Fprintf(w, "note: %s\n", n)
-		}
-	}
-	parts := []string{"no other backend to compare"}
-	for i, a := range as {
-		if i == 0 {
-			parts = parts[:0]
-		}
-		parts = append(parts, a.String())
-	}
-	fmt.Fprintf(w, "[prompt logits vs %s: %s]\n", be.Name, strings.Join(parts, "; "))
 }
 
 // count writes n and the noun, plural unless n is 1: "1 token", "8 tokens".

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/qwenref/qwenref/bundled"
 	"github.com/qwenref/qwenref/chat"
 	"github.com/qwenref/qwenref/internal/cpu"
 	"github.com/qwenref/qwenref/model"
@@ -334,14 +335,14 @@ func runCLIStdin(in string, args ...string) (code int, stdout, stderr string) {
 func TestTokenizerFallbackAndWarnings(t *testing.T) {
 	empty := t.TempDir()
 	var w strings.Builder
-	tok, err := loadTokenizer(empty, "", 151936, &w)
+	tok, err := model.LoadTokenizer(empty, "", 151936, bundled.Tokenizer, &w)
 	require.NoError(t, err)
 	assert.Equal(t, 151669, tok.VocabSize())
 	assert.Contains(t, w.String(), "embedded Qwen3 tokenizer")
-	_, err = loadTokenizer(empty, "", 200, io.Discard)
+	_, err = model.LoadTokenizer(empty, "", 200, bundled.Tokenizer, io.Discard)
 	assert.ErrorContains(t, err, "does not fit")
 	w.Reset()
-	_, err = loadTokenizer(empty, "../../testdata/tokenizer/tiny/bytelevel.json", 200, &w)
+	_, err = model.LoadTokenizer(empty, "../../testdata/tokenizer/tiny/bytelevel.json", 200, bundled.Tokenizer, &w)
 	require.NoError(t, err)
 	assert.Contains(t, w.String(), "the model's vocabulary is 200")
 }
