@@ -432,10 +432,15 @@ func TestStdoutWriteErrorsFail(t *testing.T) {
 		{"generate", "--ids", "1,2", "--max-new-tokens", "1"},
 		{"run", "--prompt", "hi", "--max-new-tokens", "1", "--compare", "none"},
 		{"perplexity", "--ids", "1,2,3", "--json"},
+		{"perplexity", "--ids", "1,2,3"},
 		{"trace", "--ids", "1,2"},
+		{"chat", "--max-new-tokens", "2"},
+		{"prompt", "--chat-template-file", "../../testdata/chat/qwen3-tokenizer_config.json", "--prompt", "hi"},
+		{"bench", "--model", filepath.Join(goldenRoot, "hub-bf16-sharded"), "--pp", "4", "--tg", "0", "--reps", "1"},
 	} {
 		var stderr bytes.Buffer
-		code := Main(args, fullWriter{}, &stderr)
+		var code int
+		withStdin(t, "hi\nho\n", func() { code = Main(args, fullWriter{}, &stderr) })
 		assert.Equal(t, 1, code, "%v: %s", args, stderr.String())
 		assert.Contains(t, stderr.String(), "qwenref "+args[0]+": writing stdout: no space left on device", args)
 	}
