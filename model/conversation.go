@@ -142,9 +142,9 @@ func (c *Conversation) Send(user string, stream func(text string)) (*Reply, erro
 	if err != nil {
 		return nil, err
 	}
-	history, err := c.encode(msgs, false) // the state after it is worth saving
-	if err != nil {
-		return nil, err
+	boundary := 0 // the conversation before the reply's opening: the state there is worth saving
+	if history, err := c.encode(msgs, false); err == nil {
+		boundary = commonPrefix(history, ids)
 	}
 	if c.o.Check != nil {
 		if err := c.o.Check(len(ids) + c.o.MaxNewTokens); err != nil {
@@ -153,7 +153,7 @@ func (c *Conversation) Send(user string, stream func(text string)) (*Reply, erro
 	}
 	rep := &Reply{Prompt: ids}
 	start := time.Now()
-	logits, err := c.prefill(ids, commonPrefix(history, ids), rep)
+	logits, err := c.prefill(ids, boundary, rep)
 	if err != nil {
 		c.forget()
 		return nil, err
@@ -192,7 +192,11 @@ func (c *Conversation) prefill(ids []int, boundary int, rep *Reply) (*tensor.Ten
 				return nil, err
 			}
 			rep.Resume = "prefilled"
-			rep.Note = fmt.Sprintf("chat: the conversation's render departs from the cached tokens at token %d, before any saved state: prefilling all %d tokens again", same, len(ids))
+			why := "before any saved state"
+			if c.rw == nil {
+				why = "and backend " + c.r.Backend() + " cannot return to a saved state"
+			}
+			rep.Note = fmt.Sprintf("chat: the conversation's render departs from the cached tokens at token %d, %s: prefilling all %d tokens again", same, why, len(ids))
 			c.ids, c.snaps = nil, nil
 		}
 	}

@@ -146,6 +146,14 @@ func TestConversationCommands(t *testing.T) {
 	res, _ = conv.Line("/exit", nil)
 	assert.True(t, res.Exit)
 
+	// A template that renders only with the generation prompt still chats
+	// (no state is saved before the reply's opening, then).
+	genOnly := chat.MustParse("{% if not add_generation_prompt %}{{ raise_exception('no') }}{% endif %}"+chat.ChatML, "gen-only")
+	conv3, err := m.NewConversation(model.ConversationOptions{Template: genOnly, Codec: tok, Backend: be, MaxNewTokens: 1})
+	require.NoError(t, err)
+	_, err = conv3.Send("hi", nil)
+	require.NoError(t, err)
+
 	_, err = m.NewConversation(model.ConversationOptions{Codec: tok, Backend: be})
 	assert.ErrorContains(t, err, "needs a template")
 	conv2, err := m.NewConversation(model.ConversationOptions{Template: chat.MustParse(chat.ChatML, "ChatML"), Codec: tok, Backend: be,

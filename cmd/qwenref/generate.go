@@ -23,10 +23,10 @@ the new ids. Generation stops at --max-new-tokens or at an EOS id from
 config.json / generation_config.json (the EOS token is included).
 
 The ids come from --ids 1,2,3 (or a JSON array), --ids-json FILE (one row),
-or stdin with "-". Sampling defaults come from generation_config.json as in
-transformers (greedy without one, or with do_sample false), which decodes
-token for token as transformers' generate does; --temperature, --top-k,
---top-p and --seed override, --greedy forces argmax. No tokenizer is needed.
+or stdin with "-". Sampling is run's: generation_config.json's as
+transformers' generate builds it (greedy without one, or with do_sample
+false, which decodes token for token as transformers does), with the flags
+applied first; --greedy forces argmax. No tokenizer is needed.
 
 Examples:
   qwenref generate --model testdata/golden/hub-bf16-sharded --ids 5,17,42 --max-new-tokens 8 --json

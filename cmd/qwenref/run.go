@@ -87,9 +87,10 @@ conversation (a JSON array of {"role", "content", ...} objects, or
 {"messages": [...], "tools": [...]}), --tools FILE.json tool schemas. A
 checkpoint without a template gets plain ChatML, with a notice.
 
-Sampling defaults come from the checkpoint's generation_config.json as in
-transformers (do_sample, temperature, top_k, top_p; top_k 50 when sampling
-and unset); without one, decoding is greedy. Flags override.
+Sampling is what transformers' generate builds from the checkpoint's
+generation_config.json (repetition_penalty, temperature, top_k, top_p,
+min_p, typical_p, …; top_k 50 when sampling and unset), the flags applied
+first; without the file, decoding is greedy. Keys not applied are named.
 
 Examples:
   qwenref                                   # the bundled demo
