@@ -191,7 +191,8 @@ Commands:
 	fmt.Fprint(w, `
 Run 'qwenref help <command>' or 'qwenref <command> -h' for its flags, and
 'qwenref help backends' for the --backend grammar and kernel variants; every
-command takes --threads N (sets GOMAXPROCS). 'qwenref --version' prints the
+command takes --threads N (sets GOMAXPROCS); -m, -p, -n and -t are short for
+--model, --prompt, --max-new-tokens and --threads. 'qwenref --version' prints the
 version, commit, Go build and kernel level. QWENREF_CPU=avx512|avx2|portable
 (amd64) or neon|portable (arm64) forces a lower kernel level.
 `)
