@@ -183,7 +183,7 @@ func (c *Conversation) prefill(ids []int, boundary int, rep *Reply) (*tensor.Ten
 		}
 		if back != nil && c.rw.Restore(back) == nil {
 			rep.Resume = "restored"
-			rep.Note = fmt.Sprintf("chat: the conversation's render departs from the cached tokens at token %d (the template rewrote an earlier turn): resuming from the state saved at token %d, prefilling %d tokens",
+			rep.Note = fmt.Sprintf("chat: the conversation's render departs from the cached tokens at token %d (an earlier turn renders, or encodes, differently now): resuming from the state saved at token %d, prefilling %d tokens",
 				same, back.Pos(), len(ids)-back.Pos())
 			c.ids = c.ids[:back.Pos()]
 			c.snaps = slices.DeleteFunc(c.snaps, func(sn *Snapshot) bool { return sn.Pos() > back.Pos() })
