@@ -50,15 +50,22 @@ func ShellJoin(args []string) string {
 // build with the cuda backends on a machine without a GPU skips them),
 // telling w which it skips and why.
 func AvailableBackends(names []string, w io.Writer) []string {
-	var ok []string
+	var ok, reasons []string
+	skipped := map[string][]string{} // by reason: a missing GPU is one line
 	for _, n := range names {
 		be, err := model.NewBackend(n)
 		if err != nil {
-			fmt.Fprintf(w, "bench: skipping backend %s: %v\n", n, err)
+			if skipped[err.Error()] == nil {
+				reasons = append(reasons, err.Error())
+			}
+			skipped[err.Error()] = append(skipped[err.Error()], n)
 			continue
 		}
 		be.Close()
 		ok = append(ok, n)
+	}
+	for _, why := range reasons {
+		fmt.Fprintf(w, "bench: skipping %s %s: %s\n", map[bool]string{true: "backend", false: "backends"}[len(skipped[why]) == 1], strings.Join(skipped[why], ", "), why)
 	}
 	return ok
 }

@@ -24,9 +24,14 @@ type PerplexityResult struct {
 	Backend    string  `json:"backend"`
 	Perplexity float64 `json:"perplexity"`
 	MeanNLL    float64 `json:"mean_nll"`
-	Scored     int     `json:"scored"`
-	Windows    int     `json:"windows"`
-	Seconds    float64 `json:"seconds"`
+	// The standard errors as llama-perplexity estimates them: the mean
+	// NLL's is √((E[nll²] − E[nll]²)/(n − 1)) over the n scored tokens, and
+	// the perplexity's that times the perplexity (propagated through exp).
+	MeanNLLStdErr    float64 `json:"mean_nll_stderr"`
+	PerplexityStdErr float64 `json:"perplexity_stderr"`
+	Scored           int     `json:"scored"`
+	Windows          int     `json:"windows"`
+	Seconds          float64 `json:"seconds"`
 	// Against the first backend: mean NLL difference (nats per token) and
 	// the largest per-token |ΔNLL|.
 	DeltaMeanNLL   *float64 `json:"delta_mean_nll,omitempty"`
@@ -34,22 +39,47 @@ type PerplexityResult struct {
 	nll            [][]float64
 }
 
+// PerplexityOptions are how Perplexity scores and what it shows.
+type PerplexityOptions struct {
+	// Ctx and Stride lay out the windows (model.PerplexityWindows).
+	Ctx, Stride int
+	// Running, if set, is told the run as llama-perplexity tells it: a
+	// header, then per backend the perplexity so far after each window
+	// ("[1]12.3456,[2]11.0543,…") as the windows finish, and "Final
+	// estimate: PPL = x +/- y".
+	Running io.Writer
+	// TTY, if set (and Running is not), is a terminal that shows the
+	// windows as they go.
+	TTY io.Writer
+}
+
 // Perplexity scores rows (apart, then pooled) on each backend spec in
-// turn, in windows of ctx tokens advanced by stride (model.Perplexity),
-// and measures every backend after the first against it: the model-level
-// cost of a bf16 or fallback kernel, in nats per token. tty, if set, is a
-// terminal that shows the windows as they go.
-func Perplexity(m *model.Model, specs []string, rows [][]int, ctx, stride int, tty io.Writer) (*PerplexityRun, error) {
-	run := &PerplexityRun{Rows: len(rows), Ctx: ctx, Stride: stride}
+// turn, in windows (model.Perplexity), after checking that a window's
+// logits fit in half the available memory, and measures every backend after
+// the first against it: the model-level cost of a bf16 or fallback kernel,
+// in nats per token.
+func Perplexity(m *model.Model, specs []string, rows [][]int, o PerplexityOptions) (*PerplexityRun, error) {
+	run := &PerplexityRun{Rows: len(rows), Ctx: o.Ctx, Stride: o.Stride}
+	longest := 0
 	for _, ids := range rows {
 		run.Tokens += len(ids)
+		longest = max(longest, len(ids))
+	}
+	// A window's logits are [window, V] float32: refuse what cannot fit.
+	need := int64(min(o.Ctx, longest)) * int64(m.Config.VocabSize) * 4
+	if avail := model.AvailableMemory(); avail > 0 && need > avail/2 {
+		return nil, fmt.Errorf("a %d-token window's logits need %.1f GB (vocabulary %d), more than half the available %.1f GB: lower --ctx",
+			min(o.Ctx, longest), float64(need)/1e9, m.Config.VocabSize, float64(avail)/1e9)
+	}
+	if o.Running != nil {
+		fmt.Fprintf(o.Running, "%s in %s, windows of %d advanced by %d\n", plural(run.Tokens, "token"), plural(run.Rows, "row"), o.Ctx, o.Stride)
 	}
 	for _, spec := range specs {
 		be, err := model.NewBackend(spec)
 		if err != nil {
 			return nil, err
 		}
-		rep, err := perplexityOn(m, be, rows, ctx, stride, tty)
+		rep, err := perplexityOn(m, be, rows, o)
 		be.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", be.Name, err)
@@ -72,18 +102,32 @@ func Perplexity(m *model.Model, specs []string, rows [][]int, ctx, stride int, t
 	return run, nil
 }
 
-func perplexityOn(m *model.Model, be *model.Backend, rows [][]int, ctx, stride int, tty io.Writer) (*PerplexityResult, error) {
+func perplexityOn(m *model.Model, be *model.Backend, rows [][]int, o PerplexityOptions) (*PerplexityResult, error) {
 	rep := &PerplexityResult{Backend: be.Name}
+	tty := o.TTY
+	if o.Running != nil {
+		tty = nil
+		fmt.Fprintf(o.Running, "%s: ", be.Name)
+	}
 	start := time.Now()
-	var sum float64
+	var sum, sum2 float64
+	window := 0
 	for r, ids := range rows {
-		res, err := m.Perplexity(ids, be, ctx, stride, func(done, total int) {
+		res, err := m.Perplexity(ids, be, o.Ctx, o.Stride, func(done, total int, sofar *model.PerplexityResult) {
 			if tty != nil {
 				fmt.Fprintf(tty, "\r%s: row %d/%d, window %d/%d", be.Name, r+1, len(rows), done, total)
+			}
+			if window++; o.Running != nil {
+				fmt.Fprintf(o.Running, "[%d]%.4f,", window, math.Exp((sum+sofar.Sum)/float64(rep.Scored+sofar.Scored)))
 			}
 		})
 		if err != nil {
 			return nil, err
+		}
+		for _, v := range res.NLL {
+			if !math.IsNaN(v) {
+				sum2 += v * v
+			}
 		}
 		sum += res.Sum
 		rep.Scored += res.Scored
@@ -94,19 +138,24 @@ func perplexityOn(m *model.Model, be *model.Backend, rows [][]int, ctx, stride i
 		fmt.Fprint(tty, "\r\033[K")
 	}
 	rep.Seconds = time.Since(start).Seconds()
-	rep.MeanNLL = sum / float64(rep.Scored)
+	n := float64(rep.Scored)
+	rep.MeanNLL = sum / n
 	rep.Perplexity = math.Exp(rep.MeanNLL)
+	if v := sum2/n - rep.MeanNLL*rep.MeanNLL; v > 0 && rep.Scored > 1 {
+		rep.MeanNLLStdErr = math.Sqrt(v / (n - 1))
+	}
+	rep.PerplexityStdErr = rep.MeanNLLStdErr * rep.Perplexity
+	if o.Running != nil {
+		fmt.Fprintf(o.Running, "\nFinal estimate: PPL = %.4f +/- %.5f\n", rep.Perplexity, rep.PerplexityStdErr)
+		fmt.Fprintf(o.Running, "%s: mean NLL %.8f ± %.8f nats over %d tokens · %d windows in %.2fs\n",
+			be.Name, rep.MeanNLL, rep.MeanNLLStdErr, rep.Scored, rep.Windows, rep.Seconds)
+	}
 	return rep, nil
 }
 
-// WriteText prints the run for a person: a line per backend, then each
-// one's difference from the first.
-func (run *PerplexityRun) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "%d tokens in %d row(s), windows of %d advanced by %d\n", run.Tokens, run.Rows, run.Ctx, run.Stride)
-	for _, r := range run.Results {
-		fmt.Fprintf(w, "%-24s perplexity %.6f · mean NLL %.8f nats over %d tokens · %d windows in %.2fs\n",
-			r.Backend, r.Perplexity, r.MeanNLL, r.Scored, r.Windows, r.Seconds)
-	}
+// WriteComparison prints each backend's difference from the first, a line
+// each.
+func (run *PerplexityRun) WriteComparison(w io.Writer) error {
 	for _, r := range run.Results[1:] {
 		_, err := fmt.Fprintf(w, "%s vs %s: Δ mean NLL %+.3e nats/token (perplexity ×%.8f), max |Δ NLL| of a token %.3e\n",
 			r.Backend, run.Results[0].Backend, *r.DeltaMeanNLL, math.Exp(*r.DeltaMeanNLL), *r.MaxAbsTokenNLL)
@@ -115,4 +164,12 @@ func (run *PerplexityRun) WriteText(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// plural writes n and the noun, plural unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -22,6 +22,10 @@ type Session struct {
 	states []*BlockState
 	bufs   BlockBuffers
 	pos    atomic.Int64
+	// epoch counts Resets, and rewinds are the positions Restore went back
+	// to since the last: they tell a stale Snapshot from a valid one.
+	epoch   int
+	rewinds []int
 }
 
 // NewSession returns an empty session (position 0).
@@ -43,6 +47,7 @@ func (s *Session) Reset() {
 	for _, st := range s.states {
 		st.Reset()
 	}
+	s.epoch, s.rewinds = s.epoch+1, nil
 	s.pos.Store(0)
 }
 

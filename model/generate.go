@@ -92,21 +92,31 @@ func TopProbs(logits []float32, k int) []TokenProb {
 	return out
 }
 
-// sampler draws tokens with package sampling: transformers' temperature,
-// top-k and top-p in generate's order; greedy when Temperature is 0. An
-// error is kept in err for Generate to return.
-type sampler struct {
-	s   Sampling
-	sp  *sampling.Sampler
-	err error
+// config is s as package sampling's configuration.
+func (s Sampling) config() sampling.Config {
+	return sampling.Config{DoSample: s.Temperature > 0, Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP}
 }
 
-func newSampler(s Sampling) *sampler { return &sampler{s: s} }
+// sampler draws tokens with package sampling: transformers' processors in
+// generate's order; greedy when the configuration does not sample. The
+// Sampler is made at the first token, when the vocabulary is known, and
+// sees the prompt first (the repetition penalty's history). An error is
+// kept in err for Generate to return.
+type sampler struct {
+	cfg    sampling.Config
+	seed   uint64
+	prompt []int
+	sp     *sampling.Sampler
+	err    error
+}
+
+func newSampler(s Sampling) *sampler { return &sampler{cfg: s.config(), seed: s.Seed} }
 
 func (sp *sampler) next(logits []float32) int {
 	if sp.sp == nil && sp.err == nil {
-		cfg := sampling.Config{DoSample: sp.s.Temperature > 0, Temperature: sp.s.Temperature, TopK: sp.s.TopK, TopP: sp.s.TopP}
-		sp.sp, sp.err = sampling.New(cfg, len(logits), sp.s.Seed)
+		if sp.sp, sp.err = sampling.New(sp.cfg, len(logits), sp.seed); sp.err == nil {
+			sp.err = sp.sp.Observe(sp.prompt...)
+		}
 	}
 	if sp.err != nil {
 		return 0
@@ -120,6 +130,12 @@ func (sp *sampler) next(logits []float32) int {
 type GenerateOptions struct {
 	MaxNewTokens int
 	Sampling     Sampling
+	// Processing, if set, replaces Sampling's temperature, top-k and top-p
+	// with the whole of package sampling's processing (what transformers
+	// builds from a generation_config.json: repetition penalty, min-p,
+	// typical-p, …; LoadGenerationSettings reads one); Sampling.Seed still
+	// seeds the draws.
+	Processing *sampling.Config
 	// EOS ids end generation (the eos token is returned); nil uses the
 	// config's (config.json / generation_config.json).
 	EOS []int
@@ -158,6 +174,13 @@ func (m *Model) Generate(prompt []int, be *Backend, opt GenerateOptions) (*Gener
 		eos = m.Config.EOSTokenIDs
 	}
 	sp := newSampler(opt.Sampling)
+	if opt.Processing != nil {
+		if err := opt.Processing.Validate(); err != nil {
+			return nil, err
+		}
+		sp.cfg = *opt.Processing
+	}
+	sp.prompt = prompt            // transformers penalizes the prompt's tokens too
 	r, err := NewRunner(m, be, 1) // a device-resident backend keeps the caches on its device
 	if err != nil {
 		return nil, err

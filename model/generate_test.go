@@ -2,12 +2,15 @@ package model
 
 import (
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/qwenref/qwenref/sampling"
 )
 
 // Greedy continuations must equal transformers' generate(do_sample=False)
@@ -164,4 +167,74 @@ func TestGenerateStops(t *testing.T) {
 	assert.ErrorContains(t, err, "empty prompt")
 	_, err = m.Generate([]int{1}, be, GenerateOptions{})
 	assert.ErrorContains(t, err, "max new tokens")
+}
+
+// With Processing, Generate chooses each token as package sampling does
+// over the logits of the whole sequence so far, the prompt's ids in the
+// repetition penalty's history: a fresh forward per step, a Sampler that
+// observed the prompt, must give the same ids.
+func TestGenerateAppliesProcessing(t *testing.T) {
+	cfg, err := ShapeConfig("tiny")
+	require.NoError(t, err)
+	cfg.VocabSize = 50
+	m, err := NewRandom(cfg, 1, false)
+	require.NoError(t, err)
+	be, _ := NewBackend("naive")
+	prompt := []int{1, 2, 3, 4, 5}
+	for _, pc := range []sampling.Config{
+		{RepetitionPenalty: 1e6}, // greedy: no seen id can win while an unseen one has a positive logit
+		{DoSample: true, Temperature: 0.7, TopK: 20, MinP: 0.05, RepetitionPenalty: 1.3},
+	} {
+		res, err := m.Generate(prompt, be, GenerateOptions{MaxNewTokens: 8, Sampling: Sampling{Seed: 4}, Processing: &pc})
+		require.NoError(t, err)
+		sp, err := sampling.New(pc, cfg.VocabSize, 4)
+		require.NoError(t, err)
+		require.NoError(t, sp.Observe(prompt...))
+		seq := slices.Clone(prompt)
+		var want []int
+		for range res.NewIDs {
+			logits, err := m.Forward([][]int{seq}, be)
+			require.NoError(t, err)
+			id, err := sp.Next(logits.Data[(len(seq)-1)*cfg.VocabSize:])
+			require.NoError(t, err)
+			want, seq = append(want, id), append(seq, id)
+		}
+		assert.Equal(t, want, res.NewIDs, "%+v", pc)
+		if !pc.DoSample {
+			seen := slices.Clone(prompt)
+			for _, id := range res.NewIDs {
+				assert.NotContains(t, seen, id, "a huge penalty bans every id seen, the prompt's included")
+				seen = append(seen, id)
+			}
+		}
+	}
+	_, err = m.Generate(prompt, be, GenerateOptions{MaxNewTokens: 1, Processing: &sampling.Config{TopP: 2}})
+	assert.ErrorContains(t, err, "top-p")
+}
+
+// LoadGenerationSettings applies the overrides as generate(**kwargs) does
+// and reports the file's keys it cannot apply.
+func TestLoadGenerationSettings(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "generation_config.json"),
+		[]byte(`{"do_sample": false, "temperature": 0.6, "top_p": 0.95, "no_repeat_ngram_size": 3}`), 0o644))
+	g, err := LoadGenerationSettings(dir, SamplingOverrides{Seed: 3})
+	require.NoError(t, err)
+	assert.Equal(t, sampling.Config{}, g.Config, "do_sample false: greedy")
+	assert.Equal(t, []string{"no_repeat_ngram_size"}, g.Report.Unapplied)
+	assert.Equal(t, "greedy", g.String())
+	one, k := 1.0, 7
+	g, err = LoadGenerationSettings(dir, SamplingOverrides{Temperature: &one, TopK: &k, Seed: 3})
+	require.NoError(t, err)
+	assert.Equal(t, sampling.Config{DoSample: true, TopK: 7, TopP: 0.95}, g.Config, "temperature 1 written as 1.0 is accepted, and is no processor")
+	assert.Equal(t, "temperature 1, top-k 7, top-p 0.95, seed 3", g.String())
+	neg := -0.5
+	_, err = LoadGenerationSettings(dir, SamplingOverrides{MinP: &neg})
+	assert.ErrorContains(t, err, "min-p must be in [0, 1]")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(`{"do_sample": true, "top_k": 2.5}`), 0o644))
+	_, err = LoadGenerationSettings(dir, SamplingOverrides{})
+	assert.ErrorContains(t, err, dir+": generation_config.json: top_k")
+	g, err = LoadGenerationSettings("", SamplingOverrides{})
+	require.NoError(t, err)
+	assert.Equal(t, "", g.Path)
 }

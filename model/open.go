@@ -2,7 +2,6 @@ package model
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/qwenref/qwenref/hub"
-	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/weights"
 )
 
@@ -236,45 +234,6 @@ func ResolveModel(arg string, log io.Writer) (string, error) {
 	}
 	fmt.Fprintf(writerOr(log, io.Discard), "model: %s@%s from the Hugging Face cache, %s\n", repo, rev, dir)
 	return dir, nil
-}
-
-// GenerationSampling returns the sampling transformers' generate takes
-// from DIR/generation_config.json: with do_sample true, temperature 1,
-// top_k 50 and top_p 1 unless the file sets them; otherwise (no file, or
-// dir "") greedy. sampled reports the former, and path names the file.
-func GenerationSampling(dir string) (s Sampling, path string, sampled bool, err error) {
-	if dir == "" {
-		return s, "", false, nil
-	}
-	path = filepath.Join(dir, "generation_config.json")
-	st, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return s, path, false, nil
-	}
-	if err != nil {
-		return s, path, false, err
-	}
-	if !st.Mode().IsRegular() || st.Size() > MaxGenerationConfigBytes {
-		return s, path, false, fmt.Errorf("%s: not a regular file of at most 1 MiB", path)
-	}
-	data, err := safeio.ReadCapped(path, MaxGenerationConfigBytes, "generation_config.json")
-	if err != nil {
-		return s, path, false, err
-	}
-	var gc struct {
-		DoSample    *bool    `json:"do_sample"`
-		Temperature *float64 `json:"temperature"`
-		TopK        *int     `json:"top_k"`
-		TopP        *float64 `json:"top_p"`
-	}
-	if err := json.Unmarshal(data, &gc); err != nil {
-		return s, path, false, fmt.Errorf("%s: %w", path, err)
-	}
-	if gc.DoSample == nil || !*gc.DoSample {
-		return s, path, false, nil
-	}
-	s = Sampling{Temperature: deref(gc.Temperature, 1), TopK: deref(gc.TopK, 50), TopP: deref(gc.TopP, 1)}
-	return s, path, true, nil
 }
 
 // AvailableMemory is MemAvailable of /proc/meminfo in bytes (0: unknown).

@@ -85,8 +85,8 @@ func (r *PerplexityResult) ScoreLogits(w PerplexityWindow, ids []int, logits []f
 
 // Perplexity scores ids with windows of ctx tokens advanced by stride (see
 // PerplexityWindows), one fresh session per window. progress, if set, is
-// called after each window.
-func (m *Model) Perplexity(ids []int, be *Backend, ctx, stride int, progress func(done, total int)) (*PerplexityResult, error) {
+// called after each window with the result so far.
+func (m *Model) Perplexity(ids []int, be *Backend, ctx, stride int, progress func(done, total int, sofar *PerplexityResult)) (*PerplexityResult, error) {
 	ws, err := PerplexityWindows(len(ids), ctx, stride)
 	if err != nil {
 		return nil, err
@@ -107,7 +107,7 @@ func (m *Model) Perplexity(ids []int, be *Backend, ctx, stride int, progress fun
 			return nil, err
 		}
 		if progress != nil {
-			progress(i+1, len(ws))
+			progress(i+1, len(ws), r)
 		}
 	}
 	if r.Scored == 0 {

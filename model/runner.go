@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/qwenref/qwenref/tensor"
@@ -321,4 +322,61 @@ func CompareBackends(m *Model, ref *Backend, ids []int, all bool) ([]Agreement, 
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// SplitUnavailable separates the backends CompareBackends could not open
+// from the rest, with one line per reason naming every backend it stopped
+// ("cuda, cuda-fp32, cuda-ops unavailable: …"), so a missing GPU is said
+// once rather than per backend.
+func SplitUnavailable(as []Agreement) (rest []Agreement, notes []string) {
+	var reasons []string
+	names := map[string][]string{}
+	for _, a := range as {
+		why, ok := strings.CutPrefix(a.Why, "unavailable: ")
+		if !ok {
+			rest = append(rest, a)
+			continue
+		}
+		if names[why] == nil {
+			reasons = append(reasons, why)
+		}
+		names[why] = append(names[why], a.Backend)
+	}
+	for _, why := range reasons {
+		notes = append(notes, strings.Join(names[why], ", ")+" unavailable: "+why)
+	}
+	return rest, notes
+}
+
+// BackendComparer compares the prompt logits of a run's prompts across
+// backends (CompareBackends) and says why backends could not open once per
+// run. The zero value is ready.
+type BackendComparer struct{ noted map[string]bool }
+
+// Compare returns the comparison as a line, "[prompt logits vs chunked:
+// naive: rel L2 …]", and the reasons backends could not open not given
+// before ("cuda, cuda-fp32 unavailable: …").
+func (bc *BackendComparer) Compare(m *Model, ref *Backend, ids []int, all bool) (line string, notes []string) {
+	as, err := CompareBackends(m, ref, ids, all)
+	if err != nil {
+		return fmt.Sprintf("[compare: %v]", err), nil
+	}
+	as, why := SplitUnavailable(as)
+	if bc.noted == nil {
+		bc.noted = map[string]bool{}
+	}
+	for _, n := range why {
+		if !bc.noted[n] {
+			bc.noted[n] = true
+			notes = append(notes, n)
+		}
+	}
+	parts := []string{"no other backend to compare"}
+	for i, a := range as {
+		if i == 0 {
+			parts = parts[:0]
+		}
+		parts = append(parts, a.String())
+	}
+	return fmt.Sprintf("[prompt logits vs %s: %s]", ref.Name, strings.Join(parts, "; ")), notes
 }

@@ -83,3 +83,18 @@ func TestCompareBackends(t *testing.T) {
 	assert.True(t, seen["naive"])
 	assert.False(t, seen["chunked"], "the reference is not compared with itself")
 }
+
+// Backends that failed to open for one reason make one note naming them
+// all; the compared and skipped ones stay.
+func TestSplitUnavailable(t *testing.T) {
+	gpu := "unavailable: cuda: missing libcuda.so.1"
+	rest, notes := SplitUnavailable([]Agreement{
+		{Backend: "naive", RelL2: 1e-6, Positions: 3, Argmax: 3},
+		{Backend: "cuda", Why: gpu}, {Backend: "cuda-fp32", Why: gpu},
+		{Backend: "x", Why: "unavailable: other"}, {Backend: "y", Why: "skipped (~30 GFLOP)"},
+	})
+	assert.Equal(t, []string{"cuda, cuda-fp32 unavailable: cuda: missing libcuda.so.1", "x unavailable: other"}, notes)
+	require.Len(t, rest, 2)
+	assert.Equal(t, "naive", rest[0].Backend)
+	assert.Equal(t, "y", rest[1].Backend)
+}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/weights"
 )
 
@@ -152,6 +153,33 @@ func WriteSynthetic(dir string, cfg *Config, configJSON []byte, opt SynthOptions
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, "config.json")); err != nil {
 		return errors.Join(err, os.Remove(tmp))
+	}
+	return nil
+}
+
+// CheckSyntheticOut accepts an output for WriteSynthetic: a new path in
+// an existing directory, or an empty directory (not a link); errors name
+// it as --out.
+func CheckSyntheticOut(out string) error {
+	st, err := os.Lstat(out)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		parent := filepath.Dir(filepath.Clean(out))
+		if pst, err := os.Stat(parent); err != nil || !pst.IsDir() {
+			return fmt.Errorf("--out %s: the parent directory %s does not exist", safeio.Clean(out), safeio.Clean(parent))
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("--out: %w", err)
+	case !st.IsDir():
+		return fmt.Errorf("--out %s: exists and is not a directory", safeio.Clean(out))
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("--out %s: the directory is not empty (it holds %s): choose a new or empty directory", safeio.Clean(out), safeio.Quote(entries[0].Name()))
 	}
 	return nil
 }

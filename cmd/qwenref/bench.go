@@ -72,6 +72,12 @@ token; attention 4·T·S·d_h·heads/2, causal. Ceilings: CPU ≈ 200 GFLOP/s fp
 (OpenBLAS on the project's 2 vCPUs; a good GEMM beats it), H200 694
 TFLOP/s bf16.
 
+With --model DIR and no --op it runs llama-bench's tests on that model:
+pp512 (a prefill of 512 tokens) and tg128 (128 tokens decoded one at a
+time from empty caches; --pp and --tg change the counts), --reps times each
+after --warmup untimed runs, and prints llama-bench's table: model, size,
+params, backend, threads, test, and t/s as mean ± standard deviation.
+
 With none of --op, --seq, --shape, --model and --config the sweep is a
 quick one (under a minute on two cores): the 0.8b shape's layer ops at
 T = 128 and 512 on every backend plus chunked:delta=naive:conv=naive
@@ -94,6 +100,7 @@ machine). Progress goes to stderr.
 
 Examples:
   qwenref bench                             # the quick default sweep
+  qwenref bench --model DIR                 # pp512 and tg128, as llama-bench
   qwenref bench --shape 27b --out bench-27b # the full 27B layer sweep, with charts
   qwenref bench --op gdn-core --seq 512,2048,8192,32768 --backends naive,chunked
   qwenref bench --op layers --seq 512,2048 --out bench-out
@@ -123,6 +130,8 @@ Examples:
 	format := fs.String("format", "table", "output on stdout: "+strings.Join(bench.Formats, ", "))
 	asJSON := fs.Bool("json", false, "the same as --format json")
 	outDir := fs.String("out", "", "directory for results.csv/.json, report.txt and SVG/PNG charts")
+	pp := fs.Int("pp", 512, "--model without --op: the prompt-processing test's tokens (0 = none)")
+	tg := fs.Int("tg", 128, "--model without --op: the text-generation test's tokens (0 = none)")
 	plugins := addPluginFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -131,7 +140,7 @@ Examples:
 		return err
 	}
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.VisitAll(func(f *flag.Flag) { set[f.Name] = flagWasSet(fs, f.Name) })
 	quick := bench.QuickSweep(set, shape, seqList, naiveMax, maxTime)
 	if *asJSON {
 		if set["format"] && *format != "json" {
@@ -143,6 +152,10 @@ Examples:
 		return usageError(fs, stderr, "--format %q: want one of %s", *format, strings.Join(bench.Formats, ", "))
 	}
 	bad := func(format string, a ...any) error { return usageError(fs, stderr, format, a...) }
+	if set["model"] && !set["op"] {
+		return benchSpeed(fs, bench.SpeedOptions{Prompt: *pp, Gen: *tg, Reps: *reps, Warmup: *warmup, Seed: *seed, Progress: stderr},
+			*dir, *beList, *format, maxMem, stdout, stderr)
+	}
 
 	if *states < 1 || *states > 4096 {
 		return bad("--states must be in [1, 4096], not %d", *states)

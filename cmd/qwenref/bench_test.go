@@ -184,7 +184,7 @@ func TestBenchModelAndConfig(t *testing.T) {
 	assert.Equal(t, dir, rows[0]["shape"])
 	assert.Equal(t, "checkpoint", rows[0]["dtype"])
 
-	code, _, stderr = benchCLI(append(fast, "--model", dir, "--layers", "2")...)
+	code, _, stderr = benchCLI(append(fast, "--model", dir, "--op", "model", "--layers", "2")...)
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "not to --model")
 
@@ -263,4 +263,29 @@ func TestBenchQuickDefault(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Contains(t, stdout, bench.QuickFallbackMix)
 	assert.Contains(t, stdout, "under a minute")
+}
+
+// bench --model without --op runs llama-bench's pp and tg tests and prints
+// its table, a row per test and backend; --op keeps the sweep.
+func TestBenchModelSpeed(t *testing.T) {
+	dir := "../../testdata/golden/hub-bf16-sharded"
+	code, stdout, stderr := benchCLI("--model", dir, "--pp", "8", "--tg", "4", "--reps", "2", "--backends", "chunked,naive")
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.Len(t, lines, 6, stdout)
+	assert.Equal(t, "| model                          |       size |     params | backend    | threads |            test |                  t/s |", lines[0])
+	assert.Equal(t, "| ------------------------------ | ---------: | ---------: | ---------- | ------: | --------------: | -------------------: |", lines[1])
+	for i, want := range []string{"chunked | .* pp8 |", "chunked | .* tg4 |", "naive      | .* pp8 |", "naive      | .* tg4 |"} {
+		assert.Regexp(t, `^\| qwen3_5 \S+ BF16 +\| +[0-9.]+ MiB \| +[0-9.]+ M \| `+want+` +[0-9.]+ ± [0-9.]+ \|$`, lines[2+i])
+	}
+	code, stdout, stderr = benchCLI("--model", dir, "--pp", "8", "--tg", "0", "--reps", "3", "--json")
+	require.Equal(t, 0, code, stderr)
+	var rs []bench.SpeedResult
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rs))
+	require.Len(t, rs, 1)
+	assert.Equal(t, "pp8", rs[0].Test)
+	assert.Len(t, rs[0].SamplesTS, 3, "--reps repetitions")
+	code, _, stderr = benchCLI("--model", dir, "--seq", "8")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "add --op for the sweep")
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -9,13 +8,12 @@ import (
 	"io"
 
 	"github.com/qwenref/qwenref/chat"
-	"github.com/qwenref/qwenref/model"
 )
 
-// chatFlags are run's conversation flags.
+// chatFlags are the conversation flags of run, prompt, chat and perplexity.
 type chatFlags struct {
-	chat, think, noThink *bool
-	system, msgs, tools  *string
+	chat, think, noThink, noGen       *bool
+	system, msgs, tools, file, kwargs *string
 }
 
 func addChatFlags(fs *flag.FlagSet) chatFlags {
@@ -26,6 +24,9 @@ func addChatFlags(fs *flag.FlagSet) chatFlags {
 		noThink: fs.Bool("no-think", false, "set the template's enable_thinking to false (implies --chat)"),
 		msgs:    fs.String("messages", "", "conversation JSON file (- for stdin): [{\"role\":…,\"content\":…}, …] or {\"messages\": […], \"tools\": […]} (implies --chat)"),
 		tools:   fs.String("tools", "", "JSON file with an array of tool schemas for the template (implies --chat)"),
+		file:    fs.String("chat-template-file", "", "chat template to use instead of the checkpoint's: a Jinja file, or a tokenizer_config.json or chat_template.json (implies --chat)"),
+		kwargs:  fs.String("chat-template-kwargs", "", "JSON object of template variables, as apply_chat_template's keyword arguments, e.g. '{\"enable_thinking\": false}' (implies --chat)"),
+		noGen:   fs.Bool("no-generation-prompt", false, "leave out the assistant turn's opening (add_generation_prompt=False) (implies --chat)"),
 	}
 }
 
@@ -33,7 +34,7 @@ func (c chatFlags) messages() string { return *c.msgs }
 
 // enabled reports whether any flag asks for the chat template.
 func (c chatFlags) enabled(fs *flag.FlagSet) bool {
-	for _, n := range []string{"chat", "system", "think", "no-think", "messages", "tools"} {
+	for _, n := range []string{"chat", "system", "think", "no-think", "messages", "tools", "chat-template-file", "chat-template-kwargs", "no-generation-prompt"} {
 		if flagWasSet(fs, n) {
 			return true
 		}
@@ -41,28 +42,30 @@ func (c chatFlags) enabled(fs *flag.FlagSet) bool {
 	return false
 }
 
-// loadTemplate loads a checkpoint's chat template, or ChatML with a notice
-// when it has none (or for the bundled demo).
-func loadTemplate(dir string, stderr io.Writer) (*chat.Template, error) {
-	if dir != "" {
-		tpl, err := chat.Load(dir)
-		if err == nil {
-			return tpl, nil
-		}
-		if !errors.Is(err, chat.ErrNoTemplate) {
-			return nil, err
+// template loads --chat-template-file or the checkpoint's chat template; a
+// checkpoint without one (or the bundled demo) gets plain ChatML with a
+// notice when chatML, and is an error otherwise.
+func (c chatFlags) template(dir string, chatML bool, stderr io.Writer) (*chat.Template, error) {
+	if dir != "" || *c.file != "" {
+		tpl, err := chat.LoadOverride(dir, *c.file)
+		if err == nil || *c.file != "" || !errors.Is(err, chat.ErrNoTemplate) {
+			return tpl, err
 		}
 	}
 	where := "the bundled demo has no chat template"
 	if dir != "" {
 		where = dir + " ships no chat template (no chat_template.jinja, none in tokenizer_config.json)"
 	}
+	if !chatML {
+		return nil, fmt.Errorf("%s: pass --chat-template-file", where)
+	}
 	fmt.Fprintf(stderr, "notice: %s: using plain ChatML (<|im_start|>role … <|im_end|>)\n", where)
 	return chat.MustParse(chat.ChatML, "ChatML"), nil
 }
 
-// render builds the conversation (--messages, or --system and the prompt
-// as a user turn) and renders it with the generation prompt appended.
+// render builds the conversation (--messages, --system, and the prompt as
+// a user turn) and renders it as apply_chat_template(tokenize=False) does,
+// with the generation prompt unless --no-generation-prompt.
 func (c chatFlags) render(fs *flag.FlagSet, tpl *chat.Template, prompt string, stderr io.Writer) (string, error) {
 	if *c.think && *c.noThink {
 		return "", usageError(fs, stderr, "give --think or --no-think, not both")
@@ -74,21 +77,8 @@ func (c chatFlags) render(fs *flag.FlagSet, tpl *chat.Template, prompt string, s
 		if err != nil {
 			return "", err
 		}
-		data = bytes.TrimSpace(data)
-		if len(data) > 0 && data[0] == '{' {
-			var conv struct {
-				Messages []json.RawMessage `json:"messages"`
-				Tools    json.RawMessage   `json:"tools"`
-			}
-			if err := json.Unmarshal(data, &conv); err != nil {
-				return "", fmt.Errorf("--messages %s: %w", *c.msgs, err)
-			}
-			msgs, tools = conv.Messages, conv.Tools
-		} else if err := json.Unmarshal(data, &msgs); err != nil {
-			return "", fmt.Errorf("--messages %s: want a JSON array of messages or {\"messages\": [...]}: %w", *c.msgs, err)
-		}
-		if len(msgs) == 0 {
-			return "", fmt.Errorf("--messages %s: the conversation has no messages", *c.msgs)
+		if msgs, tools, err = chat.ParseConversation(data); err != nil {
+			return "", fmt.Errorf("--messages %s: %w", *c.msgs, err)
 		}
 	}
 	if *c.system != "" {
@@ -108,7 +98,27 @@ func (c chatFlags) render(fs *flag.FlagSet, tpl *chat.Template, prompt string, s
 		}
 		tools = data
 	}
-	vars := map[string]any{}
+	vars, gen, err := c.vars(fs, tpl, stderr)
+	if err != nil {
+		return "", err
+	}
+	all, _ := json.Marshal(msgs)
+	return tpl.Render(chat.Input{Messages: all, Tools: tools, AddGenerationPrompt: gen, Vars: vars})
+}
+
+// vars are --chat-template-kwargs with --think / --no-think over them, and
+// whether to add the generation prompt.
+func (c chatFlags) vars(fs *flag.FlagSet, tpl *chat.Template, stderr io.Writer) (map[string]any, bool, error) {
+	vars, gen := map[string]any{}, !*c.noGen
+	if *c.kwargs != "" {
+		v, g, err := chat.ParseVars([]byte(*c.kwargs))
+		if err != nil {
+			return nil, false, usageError(fs, stderr, "--chat-template-kwargs: %v", err)
+		}
+		if vars = v; g != nil && !*c.noGen {
+			gen = *g
+		}
+	}
 	if *c.think || *c.noThink {
 		if tpl.UsesThinking() {
 			vars["enable_thinking"] = *c.think
@@ -116,43 +126,11 @@ func (c chatFlags) render(fs *flag.FlagSet, tpl *chat.Template, prompt string, s
 			fmt.Fprintf(stderr, "warning: %s has no enable_thinking switch: --think/--no-think ignored\n", tpl.Origin)
 		}
 	}
-	all, _ := json.Marshal(msgs)
-	return tpl.Render(chat.Input{Messages: all, Tools: tools, AddGenerationPrompt: true, Vars: vars})
+	return vars, gen, nil
 }
 
 // turn is one message as JSON.
 func turn(role, content string) json.RawMessage {
 	b, _ := json.Marshal(chat.Message{Role: role, Content: content})
 	return b
-}
-
-// resolve combines generation_config.json's sampling settings (as
-// transformers applies them: sampling only with do_sample; then
-// temperature 1, top_k 50, top_p 1 unless set) with the flags given, which
-// override.
-func (s sampleFlags) resolve(fs *flag.FlagSet, dir string, info io.Writer) (model.Sampling, error) {
-	out, path, sampled, err := model.GenerationSampling(dir)
-	out.Seed = *s.seed
-	if err != nil {
-		return out, err
-	}
-	if sampled {
-		fmt.Fprintf(info, "sampling: %s: temperature %g, top-k %d, top-p %g (flags override)\n", path, out.Temperature, out.TopK, out.TopP)
-	}
-	if flagWasSet(fs, "temperature") {
-		out.Temperature = *s.temperature
-	}
-	if flagWasSet(fs, "top-k") {
-		out.TopK = *s.topK
-	}
-	if flagWasSet(fs, "top-p") {
-		out.TopP = *s.topP
-	}
-	if err := out.Validate(); err != nil {
-		if flagWasSet(fs, "temperature") || flagWasSet(fs, "top-k") || flagWasSet(fs, "top-p") {
-			return out, usageError(fs, fs.Output(), "%v", err)
-		}
-		return out, fmt.Errorf("%s: %w", path, err)
-	}
-	return out, nil
 }

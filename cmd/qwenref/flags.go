@@ -1,13 +1,11 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -200,46 +198,12 @@ func (f openFlags) open(o model.OpenOptions, tok **tokenizer.Tokenizer, stderr, 
 	return model.Open(o)
 }
 
-// loadTokenizer loads tokPath, else DIR/tokenizer.json, else the embedded
-// Qwen3 tokenizer when it fits a vocabulary of vocab ids; it warns when the
-// tokenizer's ids can fall outside the model's vocabulary.
-func loadTokenizer(dir, tokPath string, vocab int, stderr io.Writer) (*tokenizer.Tokenizer, error) {
-	path := tokPath
-	if path == "" {
-		path = filepath.Join(dir, "tokenizer.json")
-	}
-	tok, err := tokenizer.Load(path)
-	if errors.Is(err, os.ErrNotExist) && tokPath == "" {
-		emb, eerr := bundled.Tokenizer()
-		if eerr != nil {
-			return nil, eerr
-		}
-		if emb.VocabSize() > vocab {
-			return nil, fmt.Errorf("no tokenizer at %s, and the embedded Qwen3 tokenizer (%d tokens) does not fit the model's vocabulary (%d): pass --tokenizer FILE (or use `qwenref generate --ids` to skip text)",
-				path, emb.VocabSize(), vocab)
-		}
-		fmt.Fprintf(stderr, "warning: no tokenizer at %s: using the embedded Qwen3 tokenizer (%d tokens); Qwen3.5/3.6 checkpoints ship their own tokenizer.json, which is the right one for them\n",
-			path, emb.VocabSize())
-		return emb, nil
-	}
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("no tokenizer at %s: pass --tokenizer FILE (or use `qwenref generate --ids` to skip text)", path)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if tok.VocabSize() > vocab {
-		fmt.Fprintf(stderr, "warning: the tokenizer %s has %d tokens but the model's vocabulary is %d: text may encode to ids the model does not have\n", path, tok.VocabSize(), vocab)
-	}
-	return tok, nil
-}
-
 // textTokenizer is the tokenizer of an opened model: --tokenizer, the
 // checkpoint's, or the bundled demo's (demo, when the demo is open).
 func textTokenizer(op *model.Opened, tokPath string, demo *tokenizer.Tokenizer, stderr io.Writer) (*tokenizer.Tokenizer, error) {
 	switch {
 	case op.Dir != "":
-		return loadTokenizer(op.Dir, tokPath, op.Model.Config.VocabSize, stderr)
+		return model.LoadTokenizer(op.Dir, tokPath, op.Model.Config.VocabSize, bundled.Tokenizer, stderr)
 	case tokPath != "":
 		return tokenizer.Load(tokPath)
 	case demo != nil:
@@ -248,10 +212,10 @@ func textTokenizer(op *model.Opened, tokPath string, demo *tokenizer.Tokenizer, 
 	return bundled.Tokenizer()
 }
 
-// isTerminal reports whether w is a character device (a terminal), where
-// progress can rewrite one line.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+// isTerminal reports whether f (a writer or a reader) is a character
+// device (a terminal), where progress can rewrite one line.
+func isTerminal(v any) bool {
+	f, ok := v.(*os.File)
 	if !ok {
 		return false
 	}

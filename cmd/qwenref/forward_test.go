@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -114,7 +116,31 @@ func TestHelpTeaches(t *testing.T) {
 	code, stdout, _ := runCLI("help")
 	assert.Equal(t, 0, code)
 	assert.Contains(t, stdout, "forward")
-	code, _, stderr := runCLI("forward", "-h")
-	assert.Equal(t, 0, code)
-	assert.Contains(t, stderr, "Example:")
+	for _, cmd := range []string{"forward", "run", "chat", "prompt", "perplexity", "generate"} {
+		for _, h := range []string{"-h", "--help"} {
+			code, stdout, stderr := runCLI(cmd, h)
+			assert.Equal(t, 0, code, cmd)
+			assert.Contains(t, stdout, "Example", "%s %s: help is output, on stdout", cmd, h)
+			assert.Empty(t, stderr, cmd)
+		}
+	}
+}
+
+// The common flags have llama.cpp's one-letter spellings where a command
+// has the long one: -m, -p, -n, -t.
+func TestShortFlags(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	args := []string{"run", "--compare", "none", "--quiet"}
+	_, long, _ := runCLI(append(args, "--prompt", "The gated", "--max-new-tokens", "3")...)
+	code, short, stderr := runCLI(append(args, "-p", "The gated", "-n", "3", "-t", "1")...)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, long, short)
+	assert.Equal(t, 1, runtime.GOMAXPROCS(0))
+	dir := filepath.Join(goldenRoot, "hub-bf16-sharded")
+	code, stdout, stderr := runCLI("generate", "-m", dir, "--ids", "5,17", "-n", "2", "--json")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, 2, strings.Count(stdout, ",")+1)
+	code, _, stderr = runCLI("forward", "-p", "x")
+	assert.Equal(t, 2, code, "forward has no --prompt, so no -p")
+	assert.Contains(t, stderr, "-p")
 }

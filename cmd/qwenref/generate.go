@@ -23,10 +23,10 @@ the new ids. Generation stops at --max-new-tokens or at an EOS id from
 config.json / generation_config.json (the EOS token is included).
 
 The ids come from --ids 1,2,3 (or a JSON array), --ids-json FILE (one row),
-or stdin with "-". Sampling defaults come from generation_config.json as in
-transformers (greedy without one, or with do_sample false), which decodes
-token for token as transformers' generate does; --temperature, --top-k,
---top-p and --seed override, --greedy forces argmax. No tokenizer is needed.
+or stdin with "-". Sampling is run's: generation_config.json's as
+transformers' generate builds it (greedy without one, or with do_sample
+false, which decodes token for token as transformers does), with the flags
+applied first; --greedy forces argmax. No tokenizer is needed.
 
 Examples:
   qwenref generate --model testdata/golden/hub-bf16-sharded --ids 5,17,42 --max-new-tokens 8 --json
@@ -36,7 +36,6 @@ Examples:
 	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
 	asJSON := fs.Bool("json", false, "print the new ids as a JSON array (and nothing else on stdout)")
-	greedy := fs.Bool("greedy", false, "force greedy decoding (overrides --temperature)")
 	sf := addSampleFlags(fs, 16)
 	mem := addMemoryFlag(fs)
 	checkW := addCheckWeightsFlag(fs)
@@ -61,19 +60,16 @@ Examples:
 	}
 	ids := rows[0]
 	op, err := openFlags{dir, backend, plugins, mem, checkW}.open(model.OpenOptions{IDs: rows, IDsName: idf.name(),
-		Run: &model.RunSize{Rows: 1, Tokens: len(ids) + *sf.maxNew, LogitRows: len(ids), What: idf.name() + " plus --max-new-tokens"}}, nil, stderr, stderr)
+		Run: &model.RunSize{Rows: 1, Tokens: len(ids) + *sf.maxNew, LogitRows: len(ids), Prefill: len(ids), What: idf.name() + " plus --max-new-tokens"}}, nil, stderr, stderr)
 	if err != nil {
 		return err
 	}
 	defer op.Close()
-	s, err := sf.resolve(fs, op.Dir, stderr)
+	g, err := sf.settings(fs, op.Dir, stderr)
 	if err != nil {
 		return err
 	}
-	if *greedy {
-		s.Temperature = 0
-	}
-	res, err := op.Model.Generate(ids, op.Backend, model.GenerateOptions{MaxNewTokens: *sf.maxNew, Sampling: s})
+	res, err := op.Model.Generate(ids, op.Backend, model.GenerateOptions{MaxNewTokens: *sf.maxNew, Sampling: model.Sampling{Seed: g.Seed}, Processing: &g.Config})
 	if err != nil {
 		return err
 	}
@@ -87,6 +83,6 @@ Examples:
 		}
 		fmt.Fprintln(stdout, strings.Join(strs, ","))
 	}
-	fmt.Fprintf(stderr, "[%s · backend %s]\n", timing(res), op.Backend.Name)
+	fmt.Fprintf(stderr, "[%s · backend %s]\n", res, op.Backend.Name)
 	return nil
 }

@@ -72,6 +72,8 @@ func Main(args []string, stdout, stderr io.Writer) (code int) {
 		return 2
 	}
 	out := &stdoutWriter{w: stdout}
+	defer func(old io.Writer) { helpOut = old }(helpOut)
+	helpOut = out
 	err := c.run(args, out, stderr)
 	var status exitStatus // the command has reported; only the code is left (doctor.go)
 	if out.err != nil && (err == nil || errors.Is(err, out.err) || errors.As(err, &status)) {
@@ -190,7 +192,8 @@ Commands:
 	fmt.Fprint(w, `
 Run 'qwenref help <command>' or 'qwenref <command> -h' for its flags, and
 'qwenref help backends' for the --backend grammar and kernel variants; every
-command takes --threads N (sets GOMAXPROCS). 'qwenref --version' prints the
+command takes --threads N (sets GOMAXPROCS); -m, -p, -n and -t are short for
+--model, --prompt, --max-new-tokens and --threads. 'qwenref --version' prints the
 version, commit, Go build and kernel level. QWENREF_CPU=avx512|avx2|portable
 (amd64) or neon|portable (arm64) forces a lower kernel level.
 `)
@@ -209,15 +212,32 @@ func newFlags(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// helpOut is where -h prints a command's help: the stdout of the running
+// command (Main sets it), as help is output asked for.
+var helpOut io.Writer
+
+// shortFlags are one-letter spellings of the common flags, as llama.cpp's
+// tools have them, on every command that has the long one.
+var shortFlags = map[string]string{"m": "model", "p": "prompt", "n": "max-new-tokens", "t": "threads"}
+
 // parseFlags parses, applies --threads, and turns a bad flag into a short
-// usage error (exit status 2); -h prints the full help.
+// usage error (exit status 2); -h prints the full help on stdout.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	for short, long := range shortFlags {
+		if f := fs.Lookup(long); f != nil && fs.Lookup(short) == nil {
+			fs.Var(f.Value, short, "short for --"+long)
+		}
+	}
 	out := fs.Output()
 	fs.SetOutput(io.Discard)
 	err := fs.Parse(args)
 	fs.SetOutput(out)
 	if errors.Is(err, flag.ErrHelp) {
+		if helpOut != nil {
+			fs.SetOutput(helpOut)
+		}
 		fs.Usage()
+		fs.SetOutput(out)
 		return err
 	}
 	if err != nil {
@@ -248,9 +268,10 @@ func usageError(fs *flag.FlagSet, stderr io.Writer, format string, a ...any) err
 	return errUsage
 }
 
-// flagWasSet reports whether the command line set the named flag.
+// flagWasSet reports whether the command line set the named flag, under
+// its name or its short one.
 func flagWasSet(fs *flag.FlagSet, name string) bool {
 	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name || shortFlags[f.Name] == name })
 	return set
 }

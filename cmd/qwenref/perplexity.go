@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -20,6 +21,11 @@ func runPerplexity(args []string, stdout, stderr io.Writer) error {
 Scores a text (or token ids) with the model: the negative log-likelihood of
 every token given the ones before it, its mean over the scored tokens
 (nats), and the perplexity exp(mean NLL).
+
+The output is llama-perplexity's: the perplexity so far after each window
+([1]12.3456,[2]11.0543,…) and "Final estimate: PPL = x +/- y", the
+standard error computed as llama.cpp does (of the mean NLL, through exp);
+--json gives the same numbers (perplexity_stderr, mean_nll_stderr).
 
 A sequence longer than --ctx is scored in windows of --ctx tokens whose
 starts advance by --stride, as transformers' perplexity guide does: each
@@ -41,6 +47,7 @@ Examples:
 	tokPath := fs.String("tokenizer", "", "tokenizer.json for --text-file instead of DIR/tokenizer.json")
 	textFile := fs.String("text-file", "", "text to score (- reads stdin); encoded without special tokens")
 	idf := addIDFlags(fs)
+	cf := addChatFlags(fs)
 	ctx := fs.Int("ctx", 512, "window length in tokens")
 	stride := fs.Int("stride", 0, "window start advance in tokens, 1..ctx (0 = ctx/2)")
 	backends := fs.String("backends", defaultBackend(), fmt.Sprintf("comma-separated backends to compare; the first is the reference (%v)", model.BackendNames()))
@@ -57,13 +64,16 @@ Examples:
 		return usageError(fs, stderr, "want --ctx ≥ 2 and 1 ≤ --stride ≤ --ctx, got ctx %d, stride %d", *ctx, *stride)
 	}
 	nIn := 0
-	for _, v := range []string{*textFile, *idf.file, *idf.list} {
+	for _, v := range []string{*textFile, *idf.file, *idf.list, cf.messages()} {
 		if v != "" {
 			nIn++
 		}
 	}
-	if nIn != 1 {
-		return usageError(fs, stderr, "give exactly one of --text-file, --ids-json and --ids")
+	if nIn != 1 && !(nIn == 2 && *textFile != "" && cf.messages() != "") {
+		return usageError(fs, stderr, "give exactly one of --text-file, --ids-json, --ids and --messages")
+	}
+	if cf.enabled(fs) && *textFile == "" && cf.messages() == "" {
+		return usageError(fs, stderr, "the chat template flags need --messages or --text-file (a user turn)")
 	}
 	specs := strings.Split(*backends, ",")
 	for i := range specs {
@@ -77,10 +87,13 @@ Examples:
 	}
 	var rows [][]int
 	var err error
-	if *textFile == "" {
+	text, haveText := "", *textFile != "" || cf.messages() != ""
+	if !haveText {
 		if rows, err = idf.read(); err != nil {
 			return err
 		}
+	} else if text, err = scoredText(fs, cf, *dir, *textFile, stderr); err != nil {
+		return err // a template error comes before any weight is read
 	}
 	var demo *tokenizer.Tokenizer
 	op, err := openFlags{dir: dir, plugins: plugins, mem: mem}.open(model.OpenOptions{IDs: rows, IDsName: idf.name(),
@@ -90,44 +103,33 @@ Examples:
 	}
 	defer op.Close()
 	m := op.Model
-	if *textFile != "" {
-		data, err := readArg("--text-file", *textFile)
-		if err != nil {
-			return err
-		}
+	if haveText {
 		tok, err := textTokenizer(op, *tokPath, demo, stderr)
 		if err != nil {
 			return err
 		}
-		ids, err := tok.Encode(string(data))
+		ids, err := tok.Encode(text)
 		if err != nil {
 			return err
 		}
 		rows = [][]int{ids}
-		if err := m.CheckRows(rows, "--text-file"); err != nil && len(ids) >= 2 {
+		if err := m.CheckRows(rows, "the text's tokens do not fit this model (wrong --tokenizer?)"); err != nil && len(ids) >= 2 {
 			return err
 		}
 	}
 	for r, ids := range rows {
 		if len(ids) < 2 {
-			return fmt.Errorf("row %d has %d tokens: perplexity needs at least 2", r, len(ids))
+			return fmt.Errorf("row %d has %s: perplexity needs at least 2", r, count(len(ids), "token"))
 		}
 	}
-	// A window's logits are [window, V] float32: refuse what cannot fit.
-	longest := 0
-	for _, ids := range rows {
-		longest = max(longest, len(ids))
+	o := bench.PerplexityOptions{Ctx: *ctx, Stride: *stride, Running: stdout}
+	if *asJSON {
+		o.Running = nil
+		if isTerminal(stderr) {
+			o.TTY = stderr
+		}
 	}
-	need := int64(min(*ctx, longest)) * int64(m.Config.VocabSize) * 4
-	if avail := model.AvailableMemory(); avail > 0 && need > avail/2 {
-		return fmt.Errorf("a %d-token window's logits need %.1f GB (vocabulary %d), more than half the available %.1f GB: lower --ctx",
-			min(*ctx, longest), float64(need)/1e9, m.Config.VocabSize, float64(avail)/1e9)
-	}
-	var tty io.Writer
-	if isTerminal(stderr) {
-		tty = stderr
-	}
-	run, err := bench.Perplexity(m, specs, rows, *ctx, *stride, tty)
+	run, err := bench.Perplexity(m, specs, rows, o)
 	if err != nil {
 		return err
 	}
@@ -136,5 +138,26 @@ Examples:
 		_, err := fmt.Fprintln(stdout, string(out))
 		return err
 	}
-	return run.WriteText(stdout)
+	return run.WriteComparison(stdout)
+}
+
+// scoredText is --text-file, or with the chat template flags the
+// conversation it renders (--messages, the text as a user turn).
+func scoredText(fs *flag.FlagSet, cf chatFlags, dir, textFile string, stderr io.Writer) (string, error) {
+	text := ""
+	if textFile != "" {
+		data, err := readArg("--text-file", textFile)
+		if err != nil {
+			return "", err
+		}
+		text = string(data)
+	}
+	if !cf.enabled(fs) {
+		return text, nil
+	}
+	tpl, err := cf.template(dir, true, stderr)
+	if err != nil {
+		return "", err
+	}
+	return cf.render(fs, tpl, text, stderr)
 }

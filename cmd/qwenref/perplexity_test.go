@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -69,8 +70,15 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 func TestPerplexityCommandTextAndErrors(t *testing.T) {
 	code, stdout, stderr := runCLIStdin("The gated delta rule updates its state by a rank-one correction.", "perplexity", "--text-file", "-", "--ctx", "8", "--stride", "4")
 	require.Equal(t, 0, code, stderr)
-	assert.Contains(t, stdout, "windows of 8 advanced by 4")
-	assert.Contains(t, stdout, "perplexity ")
+	assert.Contains(t, stdout, "windows of 8 advanced by 4\nchunked: [1]")
+	code, js, stderr := runCLIStdin("The gated delta rule updates its state by a rank-one correction.", "perplexity", "--text-file", "-", "--ctx", "8", "--stride", "4", "--json")
+	require.Equal(t, 0, code, stderr)
+	var out pplOutput
+	require.NoError(t, json.Unmarshal([]byte(js), &out))
+	r := out.Results[0]
+	assert.Positive(t, r.PerplexityStdErr)
+	assert.InEpsilon(t, r.MeanNLLStdErr*r.Perplexity, r.PerplexityStdErr, 1e-12)
+	assert.Contains(t, stdout, fmt.Sprintf("\nFinal estimate: PPL = %.4f +/- %.5f\n", r.Perplexity, r.PerplexityStdErr), "the text says what --json says, as llama-perplexity prints it")
 
 	dir := filepath.Join(goldenRoot, "hub-bf16-sharded")
 	for _, c := range []struct {
@@ -82,7 +90,7 @@ func TestPerplexityCommandTextAndErrors(t *testing.T) {
 		{[]string{"perplexity", "--model", dir, "--ids", "1,2", "--text-file", "x"}, 2, "exactly one of"},
 		{[]string{"perplexity", "--model", dir, "--ids", "1,2,3", "--ctx", "1"}, 2, "--ctx"},
 		{[]string{"perplexity", "--model", dir, "--ids", "1,2,3", "--ctx", "4", "--stride", "5"}, 2, "--stride"},
-		{[]string{"perplexity", "--model", dir, "--ids", "1"}, 1, "at least 2"},
+		{[]string{"perplexity", "--model", dir, "--ids", "1"}, 1, "row 0 has 1 token: perplexity needs at least 2"},
 		{[]string{"perplexity", "--model", dir, "--ids", "1,999"}, 1, "outside the vocabulary"},
 		{[]string{"perplexity", "--model", dir, "--ids", "1,2", "--backends", "chunked,,naive"}, 2, "empty entry"},
 		{[]string{"perplexity", "--model", dir, "--ids", "1,2", "--backends", "tpu"}, 1, `unknown backend "tpu"`},

@@ -6,12 +6,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
-	"time"
-	"unicode/utf8"
 
 	"github.com/qwenref/qwenref/bundled"
-	"github.com/qwenref/qwenref/chat"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tokenizer"
 )
@@ -20,23 +16,54 @@ func init() {
 	register(&command{name: "run", summary: "generate text from a prompt (default command; no flags: the bundled demo)", run: runRun})
 }
 
-// sampleFlags are the generation flags shared by run and generate.
+// sampleFlags are the generation flags shared by run, generate and chat.
 type sampleFlags struct {
-	maxNew      *int
-	temperature *float64
-	topK        *int
-	topP        *float64
-	seed        *uint64
+	maxNew                           *int
+	temperature, topP, minP, penalty *float64
+	topK                             *int
+	seed                             *uint64
+	greedy                           *bool
 }
 
 func addSampleFlags(fs *flag.FlagSet, maxNew int) sampleFlags {
 	return sampleFlags{
 		maxNew:      fs.Int("max-new-tokens", maxNew, "stop after this many new tokens"),
-		temperature: fs.Float64("temperature", 0, "sampling temperature; 0 = greedy (argmax) (default: generation_config.json's, else 0)"),
-		topK:        fs.Int("top-k", 0, "sample only from the K most likely tokens (0 = off) (default: generation_config.json's)"),
-		topP:        fs.Float64("top-p", 0, "sample only from the smallest set with probability ≥ P (0 = off) (default: generation_config.json's)"),
+		temperature: fs.Float64("temperature", 0, "sampling temperature; > 0 samples, 0 = greedy (argmax) (default: generation_config.json's)"),
+		topK:        fs.Int("top-k", 0, "sample only from the K most likely tokens (0 = off) (default: generation_config.json's, 50 when it samples)"),
+		topP:        fs.Float64("top-p", 0, "sample only from the smallest set with probability ≥ P (1 = off) (default: generation_config.json's)"),
+		minP:        fs.Float64("min-p", 0, "drop tokens less likely than P × the most likely (0 = off) (default: generation_config.json's)"),
+		penalty:     fs.Float64("repetition-penalty", 0, "penalize every token already seen, the prompt's too (1 = off) (default: generation_config.json's)"),
 		seed:        fs.Uint64("seed", 1, "random seed for sampling"),
+		greedy:      fs.Bool("greedy", false, "decode greedily (argmax), whatever generation_config.json says"),
 	}
+}
+
+// settings applies the flags given to generation_config.json's sampling;
+// info hears what it is and, once, the file's keys not applied.
+func (s sampleFlags) settings(fs *flag.FlagSet, dir string, info io.Writer) (model.GenerationSettings, error) {
+	o := model.SamplingOverrides{Greedy: *s.greedy, Seed: *s.seed}
+	for name, p := range map[string]**float64{"temperature": &o.Temperature, "top-p": &o.TopP, "min-p": &o.MinP, "repetition-penalty": &o.RepetitionPenalty} {
+		if v := fs.Lookup(name).Value.(flag.Getter).Get().(float64); flagWasSet(fs, name) {
+			*p = &v
+		}
+	}
+	if flagWasSet(fs, "top-k") {
+		o.TopK = s.topK
+	}
+	if err := o.Validate(); err != nil {
+		return model.GenerationSettings{}, usageError(fs, fs.Output(), "%v", err)
+	}
+	g, err := model.LoadGenerationSettings(dir, o)
+	if err != nil {
+		return g, err
+	}
+	if desc := g.String(); g.Path != "" && desc != "greedy" {
+		fmt.Fprintf(info, "sampling: %s (%s; flags override)\n", desc, g.Path)
+	}
+	if !g.Report.Empty() {
+		fmt.Fprintf(info, "warning: %s: %s\n", g.Path, g.Report)
+	}
+	return g, nil
 }
 
 func runRun(args []string, stdout, stderr io.Writer) error {
@@ -60,9 +87,10 @@ conversation (a JSON array of {"role", "content", ...} objects, or
 {"messages": [...], "tools": [...]}), --tools FILE.json tool schemas. A
 checkpoint without a template gets plain ChatML, with a notice.
 
-Sampling defaults come from the checkpoint's generation_config.json as in
-transformers (do_sample, temperature, top_k, top_p; top_k 50 when sampling
-and unset); without one, decoding is greedy. Flags override.
+Sampling is what transformers' generate builds from the checkpoint's
+generation_config.json (repetition_penalty, temperature, top_k, top_p,
+min_p, typical_p, …; top_k 50 when sampling and unset), the flags applied
+first; without the file, decoding is greedy. Keys not applied are named.
 
 Examples:
   qwenref                                   # the bundled demo
@@ -80,6 +108,7 @@ Examples:
 	topProbs := fs.Int("top-probs", 0, "print the K most likely tokens with probabilities for each new token")
 	compare := fs.String("compare", "auto", "compare prompt logits across backends (on stderr): auto (skip when too slow), all, or none")
 	quiet := fs.Bool("quiet", false, "leave out the model line, speeds and backend comparison (stderr)")
+	verbosePrompt := fs.Bool("verbose-prompt", false, "print the prompt as the model sees it (rendered, and its token ids) on stderr")
 	sf := addSampleFlags(fs, 24)
 	mem := addMemoryFlag(fs)
 	checkW := addCheckWeightsFlag(fs)
@@ -101,7 +130,33 @@ Examples:
 	}
 	info := stderr
 	if *quiet {
-		info = io.Discard
+		info, *compare = io.Discard, "none"
+	}
+	// The template renders before any weight is read: its errors come first.
+	if err := resolveModelFlag(dir, stderr); err != nil {
+		return err
+	}
+	prompts := bundled.SamplePrompts
+	if havePrompt {
+		prompts = []string{prompt}
+	} else if cf.messages() != "" {
+		prompts = []string{""}
+	}
+	texts := slices.Clone(prompts)
+	if cf.enabled(fs) {
+		tpl, err := cf.template(*dir, true, stderr)
+		if err != nil {
+			return err
+		}
+		for i, p := range prompts {
+			if texts[i], err = cf.render(fs, tpl, p, stderr); err != nil {
+				return err
+			}
+		}
+	}
+	g, err := sf.settings(fs, *dir, info)
+	if err != nil {
+		return err
 	}
 	var demo *tokenizer.Tokenizer
 	op, err := openFlags{dir, backend, plugins, mem, checkW}.open(model.OpenOptions{}, &demo, stderr, info)
@@ -114,10 +169,6 @@ Examples:
 	if err != nil {
 		return err
 	}
-	s, err := sf.resolve(fs, op.Dir, info)
-	if err != nil {
-		return err
-	}
 	lin, full := m.Config.CountLayers()
 	kernels := model.CPUKernels().Name
 	if be.Precision == model.PrecisionBF16 && be.Device == nil {
@@ -125,27 +176,9 @@ Examples:
 	}
 	fmt.Fprintf(info, "model: %d layers (%d Gated DeltaNet + %d gated attention), hidden %d, vocab %d · backend %s · CPU kernels %s\n",
 		len(m.Config.LayerTypes), lin, full, m.Config.HiddenSize, m.Config.VocabSize, be.Name, kernels)
-
-	prompts := bundled.SamplePrompts
-	if havePrompt {
-		prompts = []string{prompt}
-	} else if cf.messages() != "" {
-		prompts = []string{""}
-	}
-	var tpl *chat.Template
-	if cf.enabled(fs) {
-		if tpl, err = loadTemplate(op.Dir, stderr); err != nil {
-			return err
-		}
-	}
+	var cmp model.BackendComparer
 	for i, p := range prompts {
-		text := p
-		if tpl != nil {
-			if text, err = cf.render(fs, tpl, p, stderr); err != nil {
-				return err
-			}
-		}
-		ids, err := tok.Encode(text)
+		ids, err := tok.Encode(texts[i])
 		if err != nil {
 			return err
 		}
@@ -155,54 +188,46 @@ Examples:
 		if err := m.CheckRows([][]int{ids}, "the prompt's tokens do not fit this model (wrong --tokenizer?)"); err != nil {
 			return err
 		}
-		if err := op.CheckRun(1, len(ids)+*sf.maxNew, len(ids), "the prompt plus --max-new-tokens"); err != nil {
+		if err := op.CheckGeneration(1, len(ids), len(ids)+*sf.maxNew, len(ids), "the prompt plus --max-new-tokens"); err != nil {
 			return err
 		}
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
 		fmt.Fprintf(info, "prompt (%s): %q\n", count(len(ids), "token"), p)
-		if err := generateOne(m, tok, be, ids, *sf.maxNew, s, *topProbs, stdout, info); err != nil {
+		if *verbosePrompt {
+			fmt.Fprintf(stderr, "prompt text:\n%s\nprompt ids: %v\n", texts[i], ids)
+		}
+		if err := generateOne(m, tok, be, ids, *sf.maxNew, g, *topProbs, stdout, info); err != nil {
 			return err
 		}
 		if *compare != "none" {
-			compareBackends(m, be, ids, *compare == "all", info)
+			line, notes := cmp.Compare(m, be, ids, *compare == "all")
+			for _, n := range notes {
+				fmt.Fprintf(info, "note: %s\n", n)
+			}
+			fmt.Fprintln(info, line)
 		}
 	}
 	return nil
 }
 
 // generateOne streams one continuation and prints its timing.
-func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, ids []int, maxNew int, s model.Sampling, topK int, stdout, info io.Writer) error {
-	var newIDs []int
-	printed := ""
-	res, err := m.Generate(ids, be, model.GenerateOptions{
-		MaxNewTokens: maxNew,
-		Sampling:     s,
+func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, ids []int, maxNew int, g model.GenerationSettings, topK int, stdout, info io.Writer) error {
+	text := &model.TextStream{Codec: tok}
+	res, err := m.Generate(ids, be, model.GenerateOptions{MaxNewTokens: maxNew, Sampling: model.Sampling{Seed: g.Seed}, Processing: &g.Config,
 		OnToken: func(id int, logits []float32) bool {
-			newIDs = append(newIDs, id)
-			if topK > 0 {
-				piece, _ := tok.Decode([]int{id})
-				fmt.Fprintf(stdout, "  %-16q", piece)
-				for _, tp := range model.TopProbs(logits, topK) {
-					s, _ := tok.Decode([]int{tp.ID})
-					fmt.Fprintf(stdout, "  %q %.3f", s, tp.Prob)
-				}
-				fmt.Fprintln(stdout)
+			if topK == 0 {
+				fmt.Fprint(stdout, text.Add(id))
 				return true
 			}
-			// Stream the new text, holding back an incomplete UTF-8 tail.
-			text, err := tok.Decode(newIDs)
-			if err != nil {
-				return true
+			piece, _ := tok.Decode([]int{id})
+			fmt.Fprintf(stdout, "  %-16q", piece)
+			for _, tp := range model.TopProbs(logits, topK) {
+				s, _ := tok.Decode([]int{tp.ID})
+				fmt.Fprintf(stdout, "  %q %.3f", s, tp.Prob)
 			}
-			if strings.HasSuffix(text, string(utf8.RuneError)) {
-				return true
-			}
-			if strings.HasPrefix(text, printed) {
-				fmt.Fprint(stdout, text[len(printed):])
-				printed = text
-			}
+			fmt.Fprintln(stdout)
 			return true
 		},
 	})
@@ -210,40 +235,10 @@ func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, id
 		return err
 	}
 	if topK == 0 {
-		if text, err := tok.Decode(newIDs); err == nil && strings.HasPrefix(text, printed) {
-			fmt.Fprint(stdout, text[len(printed):])
-		}
-		fmt.Fprintln(stdout)
+		fmt.Fprintln(stdout, text.Flush())
 	}
-	fmt.Fprintf(info, "[%s]\n", timing(res))
+	fmt.Fprintf(info, "[%s]\n", res)
 	return nil
-}
-
-func timing(res *model.GenerateResult) string {
-	pre := float64(res.PrefillTokens) / res.PrefillTime.Seconds()
-	s := fmt.Sprintf("prefill %d tok in %v (%.1f tok/s)", res.PrefillTokens, res.PrefillTime.Round(time.Microsecond), pre)
-	if steps := len(res.NewIDs) - 1; steps > 0 {
-		s += fmt.Sprintf(" · decode %d tok in %v (%.1f tok/s)", steps, res.DecodeTime.Round(time.Microsecond), float64(steps)/res.DecodeTime.Seconds())
-	}
-	return s + " · stop: " + res.StopReason
-}
-
-// compareBackends prints one line: every other backend's prompt logits
-// against this backend's (model.CompareBackends).
-func compareBackends(m *model.Model, be *model.Backend, ids []int, all bool, w io.Writer) {
-	as, err := model.CompareBackends(m, be, ids, all)
-	if err != nil {
-		fmt.Fprintf(w, "[compare: %v]\n", err)
-		return
-	}
-	parts := []string{"no other backend registered"}
-	for i, a := range as {
-		if i == 0 {
-			parts = parts[:0]
-		}
-		parts = append(parts, a.String())
-	}
-	fmt.Fprintf(w, "[prompt logits vs %s: %s]\n", be.Name, strings.Join(parts, "; "))
 }
 
 // count writes n and the noun, plural unless n is 1: "1 token", "8 tokens".

@@ -16,8 +16,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/qwenref/qwenref/bundled"
 	"github.com/qwenref/qwenref/chat"
 	"github.com/qwenref/qwenref/internal/cpu"
+	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/sampling"
 )
 
 // withStdin runs f with stdin reading s.
@@ -40,6 +43,7 @@ func TestRunBundledDefault(t *testing.T) {
 		assert.NotContains(t, stdout, s, "stdout holds only the text")
 	}
 	assert.NotEmpty(t, strings.TrimSpace(stdout))
+	assert.LessOrEqual(t, strings.Count(stderr, "unavailable"), 1, "a missing GPU is one note, once: %s", stderr)
 }
 
 func TestRunQuiet(t *testing.T) {
@@ -136,19 +140,41 @@ func TestRunCheckpointTemplateAndSampling(t *testing.T) {
 
 	code, _, stderr = runCLI("run", "--model", dir, "--prompt", "hi", "--temperature", "0", "--max-new-tokens", "2", "--compare", "none")
 	require.Equal(t, 0, code, stderr)
-	var fs flag.FlagSet
-	sf := addSampleFlags(&fs, 1)
-	require.NoError(t, fs.Parse([]string{"--top-k", "5"}))
-	s, err := sf.resolve(&fs, dir, io.Discard)
-	require.NoError(t, err)
-	assert.Equal(t, 0.6, s.Temperature)
-	assert.Equal(t, 5, s.TopK, "a flag overrides generation_config.json")
-	assert.Equal(t, 0.95, s.TopP)
+	settings := func(dir string, args ...string) model.GenerationSettings {
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		sf := addSampleFlags(fs, 1)
+		require.NoError(t, fs.Parse(args))
+		g, err := sf.settings(fs, dir, io.Discard)
+		require.NoError(t, err, args)
+		return g
+	}
+	g := settings(dir, "--top-k", "5", "--min-p", "0.05", "--repetition-penalty", "1.1")
+	assert.Equal(t, sampling.Config{DoSample: true, Temperature: 0.6, TopK: 5, TopP: 0.95, MinP: 0.05, RepetitionPenalty: 1.1}, g.Config,
+		"flags override generation_config.json's keys")
+	assert.Equal(t, sampling.Config{RepetitionPenalty: 1.3}, settings(dir, "--greedy", "--repetition-penalty", "1.3").Config,
+		"--greedy turns sampling off; the penalty applies greedy too")
+	assert.Equal(t, sampling.Config{}, settings(dir, "--temperature", "0").Config)
 
-	// No generation_config.json (or do_sample false): greedy.
-	s, err = sf.resolve(&fs, t.TempDir(), io.Discard)
-	require.NoError(t, err)
-	assert.Zero(t, s.Temperature)
+	// No generation_config.json: greedy; --temperature > 0 samples with
+	// transformers' defaults for the rest (top_k 50).
+	assert.Equal(t, sampling.Config{}, settings(t.TempDir()).Config)
+	assert.Equal(t, sampling.Config{DoSample: true, Temperature: 0.8, TopK: 50}, settings(t.TempDir(), "--temperature", "0.8").Config)
+}
+
+// generation_config.json's keys that qwenref does not apply are named once
+// on stderr, and not with --quiet; its repetition penalty and min-p apply.
+func TestRunReportsUnappliedSampling(t *testing.T) {
+	dir := checkpointWithTemplate(t, `{"do_sample": true, "temperature": 0.7, "min_p": 0.1, "repetition_penalty": 1.05, "num_beams": 4, "presence_penalty": 1.5}`)
+	code, _, stderr := runCLI("run", "--model", dir, "--prompt", "hi", "--max-new-tokens", "2", "--compare", "none")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "sampling: temperature 0.7, top-k 50, min-p 0.1, seed 1, repetition penalty 1.05")
+	assert.Equal(t, 1, strings.Count(stderr, "not applied by qwenref: num_beams; not used by transformers' generate either: presence_penalty"), stderr)
+	code, _, stderr = runCLI("run", "--model", dir, "--prompt", "hi", "--max-new-tokens", "2", "--quiet")
+	require.Equal(t, 0, code, stderr)
+	assert.NotContains(t, stderr, "num_beams")
+	code, _, stderr = runCLI("run", "--model", dir, "--prompt", "hi", "--repetition-penalty", "0")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "repetition penalty must be > 0")
 }
 
 // The chat flags build the conversation transformers renders for the
@@ -309,14 +335,14 @@ func runCLIStdin(in string, args ...string) (code int, stdout, stderr string) {
 func TestTokenizerFallbackAndWarnings(t *testing.T) {
 	empty := t.TempDir()
 	var w strings.Builder
-	tok, err := loadTokenizer(empty, "", 151936, &w)
+	tok, err := model.LoadTokenizer(empty, "", 151936, bundled.Tokenizer, &w)
 	require.NoError(t, err)
 	assert.Equal(t, 151669, tok.VocabSize())
 	assert.Contains(t, w.String(), "embedded Qwen3 tokenizer")
-	_, err = loadTokenizer(empty, "", 200, io.Discard)
+	_, err = model.LoadTokenizer(empty, "", 200, bundled.Tokenizer, io.Discard)
 	assert.ErrorContains(t, err, "does not fit")
 	w.Reset()
-	_, err = loadTokenizer(empty, "../../testdata/tokenizer/tiny/bytelevel.json", 200, &w)
+	_, err = model.LoadTokenizer(empty, "../../testdata/tokenizer/tiny/bytelevel.json", 200, bundled.Tokenizer, &w)
 	require.NoError(t, err)
 	assert.Contains(t, w.String(), "the model's vocabulary is 200")
 }
@@ -406,10 +432,15 @@ func TestStdoutWriteErrorsFail(t *testing.T) {
 		{"generate", "--ids", "1,2", "--max-new-tokens", "1"},
 		{"run", "--prompt", "hi", "--max-new-tokens", "1", "--compare", "none"},
 		{"perplexity", "--ids", "1,2,3", "--json"},
+		{"perplexity", "--ids", "1,2,3"},
 		{"trace", "--ids", "1,2"},
+		{"chat", "--max-new-tokens", "2"},
+		{"prompt", "--chat-template-file", "../../testdata/chat/qwen3-tokenizer_config.json", "--prompt", "hi"},
+		{"bench", "--model", filepath.Join(goldenRoot, "hub-bf16-sharded"), "--pp", "4", "--tg", "0", "--reps", "1"},
 	} {
 		var stderr bytes.Buffer
-		code := Main(args, fullWriter{}, &stderr)
+		var code int
+		withStdin(t, "hi\nho\n", func() { code = Main(args, fullWriter{}, &stderr) })
 		assert.Equal(t, 1, code, "%v: %s", args, stderr.String())
 		assert.Contains(t, stderr.String(), "qwenref "+args[0]+": writing stdout: no space left on device", args)
 	}

@@ -2,11 +2,9 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -58,7 +56,7 @@ Examples:
 	if *layers > model.MaxLayers {
 		return fmt.Errorf("--layers %d: at most %d", *layers, model.MaxLayers)
 	}
-	if err := checkSynthOut(*out); err != nil {
+	if err := model.CheckSyntheticOut(*out); err != nil {
 		return err
 	}
 	if *layers > 0 {
@@ -93,21 +91,23 @@ Examples:
 	}
 	keep := false
 	defer func() { done(keep) }()
-	start, last := time.Now(), time.Time{}
+	start, last, tty := time.Now(), time.Time{}, isTerminal(stderr) // no \r into files and pipes
 	err = model.WriteSynthetic(staging, cfg, js, model.SynthOptions{Seed: *seed, ShardBytes: int64(*shardGB * 1e9),
 		Progress: func(done, total int64) {
-			if time.Since(last) < 200*time.Millisecond && done < total {
+			if !tty || time.Since(last) < 200*time.Millisecond && done < total {
 				return
 			}
 			last = time.Now()
 			rate := float64(done) / time.Since(start).Seconds()
 			fmt.Fprintf(stderr, "\r  %5.1f%% %.2f/%.2f GB, %.0f MB/s ", 100*float64(done)/float64(total), float64(done)/1e9, float64(total)/1e9, rate/1e6)
 		}})
-	fmt.Fprintln(stderr)
+	if tty {
+		fmt.Fprintln(stderr)
+	}
 	if err != nil {
 		return err
 	}
-	if err := checkSynthOut(*out); err != nil { // it may have changed meanwhile
+	if err := model.CheckSyntheticOut(*out); err != nil { // it may have changed meanwhile
 		return err
 	}
 	if _, err := os.Lstat(*out); err == nil {
@@ -120,30 +120,5 @@ Examples:
 	}
 	keep = true
 	fmt.Fprintf(stdout, "wrote %s in %v\n", *out, time.Since(start).Round(time.Second))
-	return nil
-}
-
-// checkSynthOut accepts a new path or an empty directory (not a link).
-func checkSynthOut(out string) error {
-	st, err := os.Lstat(out)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		parent := filepath.Dir(filepath.Clean(out))
-		if pst, err := os.Stat(parent); err != nil || !pst.IsDir() {
-			return fmt.Errorf("--out %s: the parent directory %s does not exist", safeio.Clean(out), safeio.Clean(parent))
-		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("--out: %w", err)
-	case !st.IsDir():
-		return fmt.Errorf("--out %s: exists and is not a directory", safeio.Clean(out))
-	}
-	entries, err := os.ReadDir(out)
-	if err != nil {
-		return fmt.Errorf("--out: %w", err)
-	}
-	if len(entries) > 0 {
-		return fmt.Errorf("--out %s: the directory is not empty (it holds %s): choose a new or empty directory", safeio.Clean(out), safeio.Quote(entries[0].Name()))
-	}
 	return nil
 }

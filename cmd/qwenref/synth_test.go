@@ -14,6 +14,7 @@ func TestSynthTinyThenForward(t *testing.T) {
 	code, stdout, stderr := runCLI("synth", "--shape", "tiny", "--layers", "4", "--out", dir, "--shard-gb", "0.004")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, "wrote")
+	assert.NotContains(t, stderr, "\r", "progress redraws a line on a terminal only, not in files and pipes")
 	code, stdout, stderr = runCLI("generate", "--model", dir, "--ids", "1,2,3", "--max-new-tokens", "2", "--json")
 	require.Equal(t, 0, code, stderr)
 	assert.Regexp(t, `^\[\d+,\d+\]\n$`, stdout)

@@ -84,7 +84,7 @@ Examples:
 		fmt.Fprintln(stdout, string(out))
 		return nil
 	}
-	fmt.Fprintf(stdout, "%d tokens\n", len(ids))
+	fmt.Fprintln(stdout, count(len(ids), "token"))
 	for _, id := range ids {
 		t, _ := tok.IDToToken(id)
 		fmt.Fprintf(stdout, "%8d  %s\n", id, strconv.Quote(t))

@@ -222,11 +222,11 @@ func TestTraceErrors(t *testing.T) {
 }
 
 func TestTraceHelpTeaches(t *testing.T) {
-	code, _, stderr := runCLI("trace", "-h")
+	code, stdout, _ := runCLI("trace", "-h") // help asked for goes to stdout
 	assert.Equal(t, 0, code)
-	assert.Contains(t, stderr, "first stage where a kernel goes wrong")
-	assert.Contains(t, stderr, "Examples:")
-	assert.Contains(t, stderr, "--compare naive.safetensors")
+	assert.Contains(t, stdout, "first stage where a kernel goes wrong")
+	assert.Contains(t, stdout, "Examples:")
+	assert.Contains(t, stdout, "--compare naive.safetensors")
 }
 
 // With no --model, trace runs the bundled demo.
