@@ -83,10 +83,10 @@ func (m *memoryFlag) Set(s string) error {
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 || v > 1<<30 {
 		return fmt.Errorf("want a positive number of GiB, got %q", s)
 	}
-	// Under a MiB no run fits, and a limit that rounds to 0 bytes would
-	// read as "no limit".
-	if v < 1.0/1024 {
-		return fmt.Errorf("%q GiB is under 1 MiB (0.0009765625): no run fits in it", s)
+	// A limit that rounds to 0 bytes would read as "no limit"; under a
+	// KiB no run fits anyway.
+	if v < 1.0/(1<<20) {
+		return fmt.Errorf("%q GiB is under 1 KiB (9.5367431640625e-07): no run fits in it", s)
 	}
 	m.gib, m.set = v, true
 	return nil

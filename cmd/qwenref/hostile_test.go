@@ -228,7 +228,7 @@ func TestHostileInputs(t *testing.T) {
 		}, []string{"--tol must be a finite number"}},
 		{"bench --max-memory 1e-12", func(t *testing.T, dir string) []string {
 			return []string{"bench", "--op", "conv", "--seq", "8", "--max-memory", "1e-12"}
-		}, []string{"max-memory", "under 1 MiB"}},
+		}, []string{"max-memory", "under 1 KiB"}},
 		{"FIFO as the golden file of check", func(t *testing.T, dir string) []string {
 			p := filepath.Join(dir, "golden.safetensors")
 			mkfifo(t, p)
