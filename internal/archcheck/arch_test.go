@@ -30,6 +30,7 @@ var forbidden = map[string][]string{
 	"cuda":              {"verify"},
 	"verify":            {"bench", "cmd/", "cuda"},
 	"hub":               {"model", "bench", "cmd/", "layers/", "linalg", "weights", "verify"}, // model imports hub (ResolveModel)
+	"chat":              {"model", "bench", "cmd/", "layers/", "linalg", "weights", "verify"}, // model imports chat (Conversation)
 }
 
 func TestForbiddenImports(t *testing.T) {
