@@ -124,11 +124,11 @@ type goldenCase struct {
 }
 
 type goldenFile struct {
-	Transformers  string             `json:"transformers_version"`
-	Attributes    []string           `json:"generation_config_attributes"`
-	Defaults      map[string]any     `json:"global_defaults"` // numbers and flags
-	PresenceKnown bool               `json:"presence_penalty_known"`
-	Cases         []goldenCase       `json:"cases"`
+	Transformers  string         `json:"transformers_version"`
+	Attributes    []string       `json:"generation_config_attributes"`
+	Defaults      map[string]any `json:"global_defaults"` // numbers and flags
+	PresenceKnown bool           `json:"presence_penalty_known"`
+	Cases         []goldenCase   `json:"cases"`
 }
 
 const goldenPath = "../testdata/sampling/expected.json"
