@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/tokenizer"
 	"github.com/qwenref/qwenref/weights"
 )
 
@@ -474,4 +475,15 @@ func TestCheckWeightsNamesTheTensor(t *testing.T) {
 	}
 	_, err = os.Stat(filepath.Join(dir, "o.safetensors"))
 	assert.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// A prompt file over what one encode takes is refused as it is read, not
+// after 256 MiB of it were.
+func TestPromptFileCappedAtTheEncodeLimit(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big.txt")
+	require.NoError(t, os.WriteFile(p, bytes.Repeat([]byte("a"), tokenizer.MaxEncodeBytes+1), 0o644))
+	code, _, stderr := runCLI("run", "--prompt-file", p, "--max-new-tokens", "1", "--compare", "none")
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "--prompt-file")
+	assert.Contains(t, stderr, "more than 64 MiB")
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/tokenizer"
 )
 
 // maxInputBytes caps what a prompt, ids or messages file (or stdin) may
@@ -18,6 +19,17 @@ const maxInputBytes = 256 << 20
 
 // readArg reads a file named on the command line; "-" is stdin.
 func readArg(flagName, path string) ([]byte, error) {
+	return readArgCapped(flagName, path, maxInputBytes)
+}
+
+// readText reads a text input (a prompt, a text to score), capped at what
+// the tokenizer encodes, so a larger file is refused before it is read.
+func readText(flagName, path string) ([]byte, error) {
+	return readArgCapped(flagName, path, tokenizer.MaxEncodeBytes)
+}
+
+// readArgCapped is readArg with its own cap in bytes.
+func readArgCapped(flagName, path string, maxBytes int) ([]byte, error) {
 	var r io.Reader
 	name := path
 	if path == "-" {
@@ -31,12 +43,12 @@ func readArg(flagName, path string) ([]byte, error) {
 		defer f.Close()
 		r = f
 	}
-	data, err := io.ReadAll(io.LimitReader(r, maxInputBytes+1))
+	data, err := io.ReadAll(io.LimitReader(r, int64(maxBytes)+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading %s: %w", flagName, name, err)
 	}
-	if len(data) > maxInputBytes {
-		return nil, fmt.Errorf("%s: %s holds more than %d MiB", flagName, name, maxInputBytes>>20)
+	if len(data) > maxBytes {
+		return nil, fmt.Errorf("%s: %s holds more than %d MiB", flagName, name, maxBytes>>20)
 	}
 	return data, nil
 }
@@ -100,7 +112,7 @@ func readPrompt(prompt, file string) (text string, ok bool, err error) {
 	if file == "" {
 		return prompt, prompt != "", nil
 	}
-	data, err := readArg("--prompt-file", file)
+	data, err := readText("--prompt-file", file)
 	if err != nil {
 		return "", false, err
 	}

@@ -146,7 +146,7 @@ Examples:
 func scoredText(fs *flag.FlagSet, cf chatFlags, dir, textFile string, stderr io.Writer) (string, error) {
 	text := ""
 	if textFile != "" {
-		data, err := readArg("--text-file", textFile)
+		data, err := readText("--text-file", textFile)
 		if err != nil {
 			return "", err
 		}
