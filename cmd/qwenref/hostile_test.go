@@ -221,6 +221,9 @@ func TestHostileInputs(t *testing.T) {
 			mkfifo(t, filepath.Join(m, "model.safetensors"))
 			return forward(m, dir)
 		}, []string{"model.safetensors", "FIFO"}},
+		{"run --top-probs -1", func(t *testing.T, dir string) []string {
+			return []string{"run", "--prompt", "hi", "--top-probs", "-1"}
+		}, []string{"--top-probs must be 0 to 100"}},
 		{"a space in --ids", func(t *testing.T, dir string) []string {
 			return []string{"generate", "--ids", " 5", "--max-new-tokens", "1"}
 		}, []string{"--ids", `" 5"`, "no spaces"}},

@@ -19,6 +19,9 @@ func outputFor(flagName, path string, inputs ...string) (weights.WriteOptions, e
 	return opts, nil
 }
 
+// maxTopProbs caps `run --top-probs`: more than a screenful per token.
+const maxTopProbs = 100
+
 // maxTraceValues caps `trace --values`: more than a screenful per stage is
 // what --out is for.
 const maxTraceValues = 1 << 16

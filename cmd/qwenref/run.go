@@ -105,7 +105,7 @@ Examples:
 	cf := addChatFlags(fs)
 	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
-	topProbs := fs.Int("top-probs", 0, "print the K most likely tokens with probabilities for each new token")
+	topProbs := fs.Int("top-probs", 0, "print the K most likely tokens with probabilities for each new token (0 to 100)")
 	compare := fs.String("compare", "auto", "compare prompt logits across backends (on stderr): auto (skip when too slow), all, or none")
 	quiet := fs.Bool("quiet", false, "leave out the model line, speeds and backend comparison (stderr)")
 	verbosePrompt := fs.Bool("verbose-prompt", false, "print the prompt as the model sees it (rendered, and its token ids) on stderr")
@@ -120,6 +120,9 @@ Examples:
 	}
 	if *sf.maxNew <= 0 {
 		return usageError(fs, stderr, "--max-new-tokens must be positive, got %d", *sf.maxNew)
+	}
+	if *topProbs < 0 || *topProbs > maxTopProbs {
+		return usageError(fs, stderr, "--top-probs must be 0 to %d, got %d", maxTopProbs, *topProbs)
 	}
 	prompt, havePrompt, err := readPrompt(*promptFlag, *promptFile)
 	if err != nil {
