@@ -272,6 +272,9 @@ type Agreement struct {
 	// Positions whose most likely token agrees.
 	RelL2, MaxAbs     float64
 	Argmax, Positions int
+	// BF16 marks a backend that computes in bf16: its distance is bf16's
+	// rounding (about 1e-2 relative L2), not a fault.
+	BF16 bool
 }
 
 // String is the comparison as one phrase.
@@ -279,7 +282,11 @@ func (a Agreement) String() string {
 	if a.Why != "" {
 		return a.Backend + " " + a.Why
 	}
-	return fmt.Sprintf("%s: rel L2 %.1e, max-abs %.1e, argmax %d/%d", a.Backend, a.RelL2, a.MaxAbs, a.Argmax, a.Positions)
+	name := a.Backend
+	if a.BF16 {
+		name += " (bf16 compute)"
+	}
+	return fmt.Sprintf("%s: rel L2 %.1e, max-abs %.1e, argmax %d/%d", name, a.RelL2, a.MaxAbs, a.Argmax, a.Positions)
 }
 
 // CompareBackends runs ids through m on ref and on every other registered
@@ -312,7 +319,7 @@ func CompareBackends(m *Model, ref *Backend, ids []int, all bool) ([]Agreement, 
 			out = append(out, Agreement{Backend: name, Why: fmt.Sprintf("failed: %v", err)})
 			continue
 		}
-		a := Agreement{Backend: name, RelL2: tensor.RelL2(got.Data, want.Data), MaxAbs: tensor.MaxAbsDiff(got.Data, want.Data), Positions: len(ids)}
+		a := Agreement{Backend: name, BF16: be.Precision == PrecisionBF16, RelL2: tensor.RelL2(got.Data, want.Data), MaxAbs: tensor.MaxAbsDiff(got.Data, want.Data), Positions: len(ids)}
 		v := m.Config.VocabSize
 		for p := range ids {
 			if Argmax(got.Data[p*v:(p+1)*v]) == Argmax(want.Data[p*v:(p+1)*v]) {
