@@ -23,20 +23,7 @@ func OpenNoFollow(path string, flag int, perm os.FileMode) (*os.File, os.FileInf
 		}
 		return nil, nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, &NotRegularError{Path: path, Kind: kindOf(st.Mode())}
-	}
-	if err := setBlocking(f); err != nil {
-		f.Close()
-		return nil, nil, &os.PathError{Op: "open", Path: Clean(path), Err: err}
-	}
-	return f, st, nil
+	return regularOnly(f, path)
 }
 
 // Links is the number of hard links of the file st describes, or 1 where

@@ -64,6 +64,12 @@ func Open(path string) (*os.File, os.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return regularOnly(f, path)
+}
+
+// regularOnly keeps an opened f only if it is a regular file, switched back
+// to blocking reads; otherwise it closes f and says what path is.
+func regularOnly(f *os.File, path string) (*os.File, os.FileInfo, error) {
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
