@@ -66,21 +66,7 @@ func ensureDir(root, dir string) error {
 }
 
 // kindOf names a file type for messages.
-func kindOf(m os.FileMode) string {
-	switch {
-	case m&os.ModeSymlink != 0:
-		return "symbolic link"
-	case m.IsRegular():
-		return "regular file"
-	case m&os.ModeNamedPipe != 0:
-		return "FIFO (named pipe)"
-	case m&os.ModeDevice != 0:
-		return "device"
-	case m&os.ModeSocket != 0:
-		return "socket"
-	}
-	return "special file"
-}
+func kindOf(m os.FileMode) string { return safeio.Kind(m) }
 
 // openPartial opens a partial download for appending its missing bytes:
 // never through a link, never a FIFO or device. A partial file with a

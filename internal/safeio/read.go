@@ -37,8 +37,14 @@ func (e *NotRegularError) Error() string {
 }
 
 // kindOf describes a non-regular file mode for messages.
-func kindOf(m os.FileMode) string {
+func kindOf(m os.FileMode) string { return Kind(m) }
+
+// Kind names a file type for messages ("directory", "FIFO (named pipe)",
+// "symbolic link", ...).
+func Kind(m os.FileMode) string {
 	switch {
+	case m.IsRegular():
+		return "regular file"
 	case m.IsDir():
 		return "directory"
 	case m&os.ModeNamedPipe != 0:
