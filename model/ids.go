@@ -24,12 +24,22 @@ const MaxIDs = 1 << 22
 // ParseIDs reads token ids as a JSON array of equal-length arrays of
 // non-negative integers, e.g. [[1,2,3],[4,5,6]]. A flat array [1,2,3] is
 // accepted as one row. Only JSON numbers are ids: "2", 2.0, 1e3 and -1 are
-// refused, as are trailing data and more than MaxIDs ids. The input is
-// read token by token, so no allocation is sized by it.
+// refused, as are trailing data and more than MaxIDs ids. A golden's
+// inputs.json, {"ids": [[...], ...]}, gives its rows. The input is read
+// token by token, so no allocation is sized by it.
 func ParseIDs(data []byte) ([][]int, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
 		return nil, fmt.Errorf("empty input: want a JSON array of token-id arrays, e.g. [[1,2,3]]")
+	}
+	if data[0] == '{' {
+		var wrapped struct {
+			IDs json.RawMessage `json:"ids"`
+		}
+		if err := json.Unmarshal(data, &wrapped); err != nil || len(bytes.TrimSpace(wrapped.IDs)) == 0 || bytes.TrimSpace(wrapped.IDs)[0] != '[' {
+			return nil, fmt.Errorf(`want [1,2,3], [[1,2,3]] or {"ids": [[1,2,3]]}`)
+		}
+		data = bytes.TrimSpace(wrapped.IDs)
 	}
 	if rows, plain, err := scanPlainIDs(data); plain {
 		return rows, err

@@ -40,6 +40,12 @@ func TestParseIDsStrict(t *testing.T) {
 	assert.Equal(t, [][]int{{0, 12}, {3, 4}}, got)
 	_, err = ParseIDs([]byte("[" + strings.TrimSuffix(strings.Repeat("7,", MaxIDs+1), ",") + "]"))
 	assert.ErrorContains(t, err, "more than 4194304 token ids")
+	// A golden's inputs.json gives its rows; any other object is refused.
+	got, err = ParseIDs([]byte(`{"ids": [[5, 6], [7, 8]], "attention_mask": [[1, 1], [1, 1]]}`))
+	require.NoError(t, err)
+	assert.Equal(t, [][]int{{5, 6}, {7, 8}}, got)
+	_, err = ParseIDs([]byte(`{"input_ids": [[5]]}`))
+	assert.ErrorContains(t, err, `{"ids": [[1,2,3]]}`)
 	_, err = ParseIDList("1,+5")
 	assert.ErrorContains(t, err, `"+5"`)
 	ids, err := ParseIDList("1,2,3")

@@ -29,7 +29,7 @@ Examples:
   qwenref golden --op gdn-core --dtype bf16 --seqlens 37,300,1 --out packed.safetensors
   qwenref check packed.safetensors --backend chunked
   qwenref check packed.safetensors --plugin mine=./libmine.so --backend chunked:delta=mine`, stderr)
-	backend := fs.String("backend", defaultBackend(), fmt.Sprintf("kernels to run on: %v", model.BackendNames()))
+	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
 	// The file comes first or last: flag parsing stops at a positional.
 	var file string

@@ -26,9 +26,6 @@ const maxTopProbs = 100
 // what --out is for.
 const maxTraceValues = 1 << 16
 
-// maxIDsFileBytes caps an ids JSON file read by trace (docs/limits.md).
-const maxIDsFileBytes = 64 << 20
-
 // checkTrace bounds `trace`, which keeps a copy of every stage of every
 // layer: about one layer's activations per layer, plus the run itself.
 func checkTrace(cfg *model.Config, mem *memoryFlag, tokens int) error {

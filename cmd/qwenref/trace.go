@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"strings"
 
-	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/verify"
 	"github.com/qwenref/qwenref/weights"
@@ -57,8 +54,7 @@ Examples:
   # one layer, in detail
   qwenref trace --model testdata/golden/causal-f16-t130 --ids 5,17,42 --layer 1 --values 8`, stderr)
 	dir := addModelFlag(fs, demoModel)
-	idsFlag := fs.String("ids", "", "token ids, comma-separated, e.g. 5,17,42")
-	idsPath := fs.String("ids-json", "", "JSON file with the token ids: [1,2,3], [[1,2,3]] or a golden's inputs.json (row 0 is traced)")
+	idf := addIDFlags(fs) // a golden's inputs.json too; row 0 is traced
 	layer := fs.Int("layer", 0, "the layer to print")
 	all := fs.Bool("all", false, "print every stage of every layer")
 	nvals := fs.Int("values", 4, "how many leading values to print per stage")
@@ -76,8 +72,6 @@ Examples:
 	}
 	usageErr := func(format string, a ...any) error { return usageError(fs, stderr, format, a...) }
 	switch {
-	case (*idsFlag == "") == (*idsPath == ""):
-		return usageErr("give the token ids with exactly one of --ids or --ids-json")
 	case *nvals < 0 || *nvals > maxTraceValues:
 		return usageErr("--values must be 0 to %d, not %d", maxTraceValues, *nvals)
 	case !(*tol >= 0 && *tol < math.Inf(1)):
@@ -91,10 +85,17 @@ Examples:
 	case *chained && *jsonOut:
 		return usageErr("--json reports the teacher-forced comparison; leave out --chained")
 	}
-	ids, err := traceIDs(*idsFlag, *idsPath, stderr)
+	if (*idf.list == "") == (*idf.file == "") {
+		return usageErr("give the token ids with exactly one of --ids or --ids-json")
+	}
+	rows, err := idf.read()
 	if err != nil {
 		return err
 	}
+	if len(rows) > 1 {
+		fmt.Fprintf(stderr, "trace: %s holds %d sequences; tracing row 0\n", idf.name(), len(rows))
+	}
+	ids := rows[0]
 	op, err := openFlags{dir: dir, backend: backend, plugins: plugins, mem: mem}.open(model.OpenOptions{IDs: [][]int{ids}, IDsName: "the ids",
 		Check: func(op *model.Opened) error { return checkTrace(op.Model.Config, mem, len(ids)) }}, nil, stderr, stderr)
 	if err != nil {
@@ -107,7 +108,7 @@ Examples:
 	}
 	var outOpts weights.WriteOptions
 	if *out != "" {
-		if outOpts, err = outputFor("--out", *out, append(op.Inputs(), *compare, *idsPath)...); err != nil {
+		if outOpts, err = outputFor("--out", *out, append(op.Inputs(), *compare, *idf.file)...); err != nil {
 			return err
 		}
 	}
@@ -190,35 +191,4 @@ Examples:
 		fmt.Fprintf(stdout, "all compared stages agree with %s within relative L2 %g (%d of %d stages compared)\n", *compare, *tol, compared, len(stages))
 	}
 	return nil
-}
-
-// traceIDs reads one sequence from --ids "1,2,3" or an --ids-json file
-// (the first row if the file holds several).
-func traceIDs(list, path string, stderr io.Writer) ([]int, error) {
-	data, src := []byte("["+list+"]"), "--ids"
-	if path != "" {
-		var err error
-		if data, err = safeio.ReadCapped(path, maxIDsFileBytes, "ids JSON"); err != nil {
-			return nil, fmt.Errorf("--ids-json: %w", err)
-		}
-		src = path
-	}
-	// A golden's inputs.json wraps the rows: {"ids": [[...], ...]}.
-	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
-		var wrapped struct {
-			IDs json.RawMessage `json:"ids"`
-		}
-		if err := json.Unmarshal(trimmed, &wrapped); err != nil || wrapped.IDs == nil {
-			return nil, fmt.Errorf("%s: want [1,2,3], [[1,2,3]] or {\"ids\": [[1,2,3]]}", src)
-		}
-		data = wrapped.IDs
-	}
-	rows, err := model.ParseIDs(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", src, err)
-	}
-	if len(rows) > 1 {
-		fmt.Fprintf(stderr, "trace: %s holds %d sequences; tracing row 0\n", src, len(rows))
-	}
-	return rows[0], nil
 }
