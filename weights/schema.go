@@ -12,8 +12,8 @@ import (
 // A weight struct declares the checkpoint tensors it holds in struct tags,
 // so that a tensor's name is written once, beside the field it fills:
 //
-//	InProjQKV *tensor.Matrix `tensor:"in_proj_qkv.weight" shape:"C,H"`
-//	ALog      []float32      `tensor:"A_log" shape:"n_v" init:"log_decay"`
+//	Proj  *tensor.Matrix `tensor:"proj.weight" shape:"2*n_h*d_h,H"`
+//	Decay []float32      `tensor:"decay" shape:"n_v" init:"log_decay"`
 //
 // tensor is the name under the enclosing prefix; shape lists the stored
 // dims as symbols, integers, products (2*n_h*d_h) and sums (C+n_v*d_v),
