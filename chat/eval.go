@@ -161,6 +161,15 @@ func (r *renderer) charge(n, line int) error {
 	return r.work(n, line)
 }
 
+// emitValue prints v as {{ v }} prints it.
+func (r *renderer) emitValue(v value, line int) error {
+	str, err := r.str(v, line)
+	if err != nil {
+		return err
+	}
+	return r.emit(str, line)
+}
+
 // emit writes rendered text.
 func (r *renderer) emit(s string, line int) error {
 	if len(r.out)+len(s) > r.lim.output {
@@ -227,11 +236,7 @@ func (r *renderer) execNode(n node, s *scope) error {
 		if err != nil {
 			return err
 		}
-		str, err := r.str(v, x.line)
-		if err != nil {
-			return err
-		}
-		return r.emit(str, x.line)
+		return r.emitValue(v, x.line)
 	case *ifNode:
 		for i, test := range x.tests {
 			if err := r.step(x.line); err != nil {
@@ -280,11 +285,7 @@ func (r *renderer) execNode(n node, s *scope) error {
 		if err != nil {
 			return err
 		}
-		str, err := r.str(v, x.line)
-		if err != nil {
-			return err
-		}
-		return r.emit(str, x.line)
+		return r.emitValue(v, x.line)
 	case *filterBlockNode:
 		text, err := r.capture(x.body, s)
 		if err != nil {
@@ -294,11 +295,7 @@ func (r *renderer) execNode(n node, s *scope) error {
 		if err != nil {
 			return err
 		}
-		str, err := r.str(v, x.line)
-		if err != nil {
-			return err
-		}
-		return r.emit(str, x.line)
+		return r.emitValue(v, x.line)
 	case *withNode:
 		inner := newScope(s)
 		for i, t := range x.targets {
