@@ -272,6 +272,9 @@ const histBits = 19
 // rule is then applied to them: token j (descending, ties by id) goes when
 // float32((Z − P_j)/Z) ≤ float32(1 − top_p), P_j the mass before it, which
 // is transformers' ascending cumulative sum; the top token always stays.
+// Z sums the collected tokens' exact exponentials and only the tail's
+// float32 ones: Z − P_j is the small mass below, and an approximate Z
+// would put the approximation's whole error into it.
 func (s *Sampler) topPDense(src []float32, topP float64) error {
 	mraw, err := maxRaw(src)
 	if err != nil || mraw == negInf {
@@ -303,13 +306,18 @@ func (s *Sampler) topPDense(src []float32, topP float64) error {
 		low = max(low, 0)
 		eThr := math.Float32frombits(uint32(low) << histBits)
 		c := s.cands[:0]
+		var zExact float64 // the candidates exactly, the rest from the float32 exponentials
 		for i, v := range e {
 			if v >= eThr {
-				c = append(c, cand{int32(i), s.scale(src[i])})
+				t := s.scale(src[i])
+				c = append(c, cand{int32(i), t})
+				zExact += math.Exp(float64(t) - float64(m))
+			} else {
+				zExact += float64(v)
 			}
 		}
 		s.cands = c
-		if s.topPWalk(m, z, thr32) || low == 0 {
+		if s.topPWalk(m, zExact, thr32) || low == 0 {
 			s.cands = finiteByID(s.cands)
 			return nil
 		}

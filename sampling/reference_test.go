@@ -10,8 +10,9 @@ import (
 // class (sorting the whole vocabulary where the class sorts; stable sorts,
 // so ties go by id), with float64 sums and torch's float32 comparisons. It
 // also returns, when top-p is the first truncating warper (the path whose
-// normalizer the Sampler takes from float32 exponentials), the smallest
-// distance of a cumulative probability from the top-p threshold.
+// normalizer the Sampler takes partly from float32 exponentials), the
+// smallest distance of a cumulative probability from the top-p threshold,
+// relative to the threshold.
 func refProcess(c Config, logits []float32, history []int) ([]float32, float64) {
 	s := slices.Clone(logits)
 	margin := math.Inf(1)
@@ -137,7 +138,7 @@ func refTopP(s []float32, topP float64) float64 {
 		cum += probs[i]
 		drop[j] = float32(cum) <= thr
 		if probs[i] > 0 {
-			margin = min(margin, math.Abs(cum-float64(thr)))
+			margin = min(margin, math.Abs(cum-float64(thr))/float64(thr))
 		}
 	}
 	drop[len(idx)-1] = false
@@ -224,10 +225,10 @@ func refTopH(s []float32, topH float64) {
 	keep := map[int]bool{top[0]: true}
 	var cum float64
 	for j, i := range top {
-		if probs[j] > 0 {
+		if float32(probs[j]) > 0 {
 			cum -= probs[j] * math.Log(probs[j])
 		} else {
-			break // −p log p is NaN at p = 0 in torch: the mask ends
+			break // −p log p is NaN at p = 0 (float32) in torch: the mask ends
 		}
 		if float32(cum) <= tau {
 			keep[i] = true

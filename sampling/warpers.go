@@ -147,7 +147,8 @@ func (s *Sampler) dropBelow(m float32, z float64, limit float32) {
 // topHSparse is TopHLogitsWarper: of the 100 highest scores (descending,
 // ties by id) and their renormalized distribution with entropy H, the
 // prefix whose cumulative entropy −Σ p log p stays ≤ top_h·H is kept (the
-// first always), and every other token goes.
+// first always; a probability that underflows float32 ends it, as torch's
+// NaN does), and every other token goes.
 func (s *Sampler) topHSparse(topH float64) {
 	s.spare = append(s.spare[:0], s.cands...)
 	top := s.spare
@@ -172,7 +173,11 @@ func (s *Sampler) topHSparse(topH float64) {
 	n, cum := 1, 0.0
 	for i, t := range top {
 		lp := float64(t.val) - float64(m) - lz
-		cum -= math.Exp(lp) * lp
+		p := math.Exp(lp)
+		if i > 0 && float32(p) == 0 {
+			break // torch's −p·log p is NaN where p underflows float32: the mask ends
+		}
+		cum -= p * lp
 		if i > 0 {
 			if float32(cum) > tau {
 				break
