@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 
+	"github.com/qwenref/qwenref/internal/parallel"
 	"github.com/qwenref/qwenref/layers/attention"
 	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/layers/norm"
@@ -99,8 +100,13 @@ func (b *Block) Forward(x []float32, t int, eps float32, st *BlockState, be *Bac
 	return nil
 }
 
+// addInto is the residual add x += y, split over the cores when long.
 func addInto(x, y []float32) {
-	for i, v := range y {
-		x[i] += v
-	}
+	x = x[:len(y)]
+	parallel.Rows(len(y), 1, func(lo, hi int) {
+		xs := x[lo:hi]
+		for i, v := range y[lo:hi] {
+			xs[i] += v
+		}
+	})
 }

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 
+	"github.com/qwenref/qwenref/internal/bufpool"
 	"github.com/qwenref/qwenref/layers/act"
 	"github.com/qwenref/qwenref/linalg"
 	"github.com/qwenref/qwenref/tensor"
@@ -19,8 +20,10 @@ type MLP struct {
 // Forward maps x [T, H] to out [T, H].
 func (m *MLP) Forward(out, x []float32, t int, mm linalg.MatMuler) error {
 	inter := m.Gate.Rows
-	g := make([]float32, t*inter)
-	u := make([]float32, t*inter)
+	buf := bufpool.New(true) // never recorded, written in full by the products
+	defer buf.Release()
+	g := buf.Get(t * inter)
+	u := buf.Get(t * inter)
 	if err := mm.MatMulT(g, x, t, m.Gate); err != nil {
 		return fmt.Errorf("mlp gate projection: %w", err)
 	}

@@ -155,6 +155,10 @@ func fits(limit int, dims ...int) bool {
 func (in *GDNInputs) Run(k gateddelta.Kernel) (out, state []float32, err error) {
 	d := in.Dims
 	out = make([]float32, d.T*d.NV*d.DV)
+	nan := float32(math.NaN())
+	for i := range out {
+		out[i] = nan // the kernel must write every output (layers lend it unzeroed buffers)
+	}
 	state = append([]float32(nil), in.State...)
 	err = k.Forward(out, in.Q, in.K, in.V, in.G, in.Beta, d, state)
 	return out, state, err

@@ -93,3 +93,19 @@ func Each(n, limit int, body func(worker, i int)) {
 		}
 	})
 }
+
+// RowsMinValues is the least work Rows hands one goroutine: 32K values
+// (128 KiB of float32), about 10 µs of a memory-bound pass, well above
+// what waking a helper costs.
+const RowsMinValues = 1 << 15
+
+// Rows runs body(lo, hi) over the rows [0, rows) of a row-major array of
+// rows × width values, in pieces of whole rows of at least RowsMinValues
+// values, on up to GOMAXPROCS goroutines: the elementwise passes between
+// the products (norms, activations, copies, residual adds), which on one
+// thread take a fixed share of a layer however many cores the products
+// use. One row, or little work, runs inline on the caller.
+func Rows(rows, width int, body func(lo, hi int)) {
+	grain := (RowsMinValues + max(width, 1) - 1) / max(width, 1)
+	For(rows, grain, 0, func(_, lo, hi int) { body(lo, hi) })
+}

@@ -6,6 +6,7 @@ package act
 import (
 	"math"
 
+	"github.com/qwenref/qwenref/internal/parallel"
 	"github.com/qwenref/qwenref/internal/vecmath"
 )
 
@@ -34,10 +35,17 @@ func Softplus(x float32) float32 {
 // SiLUMul sets dst[i] = SiLU(gate[i])·up[i], the gated MLP's product, with
 // internal/vecmath's vector kernels (relative error ≤ 6e-7 against the
 // scalar SiLU's float64-exact value). dst may be gate or up; up must be as
-// long as gate.
-func SiLUMul(dst, gate, up []float32) { vecmath.SiLUMul(dst, gate, up) }
+// long as gate. A long slice is split over the cores (pieces of a multiple
+// of the vector width, so the values do not depend on the thread count).
+func SiLUMul(dst, gate, up []float32) {
+	dst, up = dst[:len(gate)], up[:len(gate)]
+	parallel.Rows(len(gate), 1, func(lo, hi int) { vecmath.SiLUMul(dst[lo:hi], gate[lo:hi], up[lo:hi]) })
+}
 
 // MulSigmoid sets dst[i] = x[i]·σ(gate[i]), the attention output gate, with
 // internal/vecmath's vector kernels (relative error ≤ 6e-7). dst may be x
-// or gate; gate must be as long as x.
-func MulSigmoid(dst, x, gate []float32) { vecmath.MulSigmoid(dst, x, gate) }
+// or gate; gate must be as long as x. Split over the cores as SiLUMul is.
+func MulSigmoid(dst, x, gate []float32) {
+	dst, gate = dst[:len(x)], gate[:len(x)]
+	parallel.Rows(len(x), 1, func(lo, hi int) { vecmath.MulSigmoid(dst[lo:hi], x[lo:hi], gate[lo:hi]) })
+}

@@ -2,6 +2,7 @@ package act
 
 import (
 	"math"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -35,4 +36,27 @@ func TestSliceFormsMatchScalar(t *testing.T) {
 			assert.InDelta(t, want, got[i], sliceTol*math.Abs(want)+1e-30, "MulSigmoid x=%g", x[i])
 		}
 	}
+}
+
+// Long slices are split over the cores in pieces of a multiple of the
+// vector width: the values are the same, bit for bit, on any thread count.
+func TestSliceFormsIndependentOfThreads(t *testing.T) {
+	n := 100003 // several pieces and a ragged tail
+	g, u := make([]float32, n), make([]float32, n)
+	for i := range g {
+		g[i] = float32(math.Sin(float64(i)*0.013)) * 9
+		u[i] = float32(math.Cos(float64(i) * 0.007))
+	}
+	run := func() [][]float32 {
+		a, b := make([]float32, n), make([]float32, n)
+		SiLUMul(a, g, u)
+		MulSigmoid(b, u, g)
+		return [][]float32{a, b}
+	}
+	old := runtime.GOMAXPROCS(1)
+	one := run()
+	runtime.GOMAXPROCS(4)
+	four := run()
+	runtime.GOMAXPROCS(old)
+	assert.Equal(t, one, four)
 }

@@ -19,7 +19,8 @@ type Dims struct {
 //   - k, v [S, NKV, D]: the whole cache, past then new. Query t sits at
 //     absolute position S−T+t and sees keys 0..S−T+t.
 //   - scale multiplies the scores (D^-1/2 for Qwen3.5).
-//   - out [T, NH, D]: softmax(q·kᵀ·scale)·v per head, before the output gate.
+//   - out [T, NH, D]: softmax(q·kᵀ·scale)·v per head, before the output gate;
+//     written in full (its old contents are arbitrary: layers lend pooled buffers).
 //
 // Naive (full score rows), Chunked (tiled, online softmax, O(T) memory) and
 // the CUDA backend satisfy it.

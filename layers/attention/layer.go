@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/qwenref/qwenref/internal/bufpool"
+	"github.com/qwenref/qwenref/internal/parallel"
 	"github.com/qwenref/qwenref/layers/act"
 	"github.com/qwenref/qwenref/layers/norm"
 	"github.com/qwenref/qwenref/linalg"
@@ -65,10 +67,15 @@ func (l *Layer) Forward(out, x []float32, t int, cache *Cache, ops Ops, rec tens
 	}
 	qd, kvd := d.NH*d.D, d.NKV*d.D
 
+	// Every work buffer is written in full before it is read; with nothing
+	// recorded they come from the pool (internal/bufpool).
+	buf := bufpool.New(rec == nil)
+	defer buf.Release()
+
 	// 1. Projections. q_proj rows are per head [query (d_h) | gate (d_h)].
-	qg := make([]float32, t*2*qd)
-	k := make([]float32, t*kvd)
-	v := make([]float32, t*kvd)
+	qg := buf.Get(t * 2 * qd)
+	k := buf.Get(t * kvd)
+	v := buf.Get(t * kvd)
 	for _, p := range []struct {
 		y    []float32
 		w    *tensor.Matrix
@@ -79,15 +86,17 @@ func (l *Layer) Forward(out, x []float32, t int, cache *Cache, ops Ops, rec tens
 		}
 		rec.Record(p.name, p.y, t, p.w.Rows)
 	}
-	q := make([]float32, t*qd)
-	gate := make([]float32, t*qd)
-	for i := 0; i < t; i++ {
-		for h := 0; h < d.NH; h++ {
-			src := qg[(i*d.NH+h)*2*d.D:]
-			copy(q[(i*d.NH+h)*d.D:(i*d.NH+h+1)*d.D], src[:d.D])
-			copy(gate[(i*d.NH+h)*d.D:(i*d.NH+h+1)*d.D], src[d.D:2*d.D])
+	q := buf.Get(t * qd)
+	gate := buf.Get(t * qd)
+	parallel.Rows(t, 2*qd, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			for h := 0; h < d.NH; h++ {
+				src := qg[(i*d.NH+h)*2*d.D:]
+				copy(q[(i*d.NH+h)*d.D:(i*d.NH+h+1)*d.D], src[:d.D])
+				copy(gate[(i*d.NH+h)*d.D:(i*d.NH+h+1)*d.D], src[d.D:2*d.D])
+			}
 		}
-	}
+	})
 
 	// 2. Per-head RMSNorm with (1+w) on q and k; v has no norm.
 	if err := norm.RMSNormOnePlus(q, q, l.W.QNorm, d.Eps); err != nil {
@@ -101,16 +110,18 @@ func (l *Layer) Forward(out, x []float32, t int, cache *Cache, ops Ops, rec tens
 	// The angles depend on the position only, so each token's cos and sin
 	// are computed once for all n_h + n_kv heads.
 	rope := NewRoPE(d.RotaryDim, d.Theta)
-	cos, sin := make([]float32, d.RotaryDim/2), make([]float32, d.RotaryDim/2)
-	for i := 0; i < t; i++ {
-		rope.Angles(cos, sin, cache.Len+i)
-		for h := 0; h < d.NH; h++ {
-			rope.Rotate(q[(i*d.NH+h)*d.D:(i*d.NH+h+1)*d.D], cos, sin)
+	parallel.For(t, 16, 0, func(_, lo, hi int) { // a token's angles cost about 2 µs
+		cos, sin := make([]float32, d.RotaryDim/2), make([]float32, d.RotaryDim/2)
+		for i := lo; i < hi; i++ {
+			rope.Angles(cos, sin, cache.Len+i)
+			for h := 0; h < d.NH; h++ {
+				rope.Rotate(q[(i*d.NH+h)*d.D:(i*d.NH+h+1)*d.D], cos, sin)
+			}
+			for h := 0; h < d.NKV; h++ {
+				rope.Rotate(k[(i*d.NKV+h)*d.D:(i*d.NKV+h+1)*d.D], cos, sin)
+			}
 		}
-		for h := 0; h < d.NKV; h++ {
-			rope.Rotate(k[(i*d.NKV+h)*d.D:(i*d.NKV+h+1)*d.D], cos, sin)
-		}
-	}
+	})
 	rec.Record("q_rope", q, t, d.NH, d.D)
 	rec.Record("k_rope", k, t, d.NKV, d.D)
 
@@ -118,7 +129,7 @@ func (l *Layer) Forward(out, x []float32, t int, cache *Cache, ops Ops, rec tens
 	cache.K = append(cache.K, k...)
 	cache.V = append(cache.V, v...)
 	cache.Len += t
-	o := make([]float32, t*qd)
+	o := buf.Get(t * qd)
 	cd := Dims{T: t, S: cache.Len, NH: d.NH, NKV: d.NKV, D: d.D}
 	if err := ops.Core.Forward(o, q, cache.K, cache.V, cd, float32(1/math.Sqrt(float64(d.D)))); err != nil {
 		return fmt.Errorf("attention core: %w", err)

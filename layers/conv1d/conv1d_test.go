@@ -56,6 +56,9 @@ func randn(rng *rand.Rand, n int) []float32 {
 func (p problem) run(t *testing.T, kern Kernel) (y, state []float32) {
 	t.Helper()
 	y = make([]float32, p.t*p.c)
+	for i := range y {
+		y[i] = float32(math.NaN()) // every output must be written (callers lend unzeroed buffers)
+	}
 	state = append([]float32(nil), p.state...)
 	require.NoError(t, kern.Forward(y, p.x, p.t, p.c, p.w, p.k, state))
 	return y, state

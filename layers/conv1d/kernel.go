@@ -10,7 +10,8 @@ import "fmt"
 //   - state [K, C]: the K inputs that came before x (zeros at the start of a
 //     sequence). On return it holds the last K rows of [state; x], which is
 //     exactly transformers' conv_states transposed.
-//   - y [T, C]: outputs SiLU(Σ_j w[c,j]·m[t−(K−1)+j, c]).
+//   - y [T, C]: outputs SiLU(Σ_j w[c,j]·m[t−(K−1)+j, c]), written in full
+//     (its old contents are arbitrary: layers lend pooled buffers).
 type Kernel interface {
 	Forward(y, x []float32, t, c int, w []float32, k int, state []float32) error
 }

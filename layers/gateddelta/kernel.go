@@ -22,7 +22,8 @@ type Dims struct {
 //   - g [T, NV]: log-decay (≤ 0), α = exp(g). beta [T, NV]: write strength.
 //   - state [NV, DK, DV] float32: the initial state on entry (zeros for a
 //     new sequence) and the final state on return.
-//   - out [T, NV, DV]: o_t = S_tᵀ q̂_t, read after the update.
+//   - out [T, NV, DV]: o_t = S_tᵀ q̂_t, read after the update; written in
+//     full (its old contents are arbitrary: layers lend pooled buffers).
 //
 // Naive (per-position recurrence), Recurrent (the fused recurrence),
 // Chunked (WY/UT chunks) and the CUDA backend satisfy it.

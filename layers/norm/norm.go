@@ -4,13 +4,16 @@
 // All three compute in float32 with the reduction accumulated in float64
 // (vecmath.SumSquares: AVX-512, AVX2 or NEON where the CPU has them), which
 // keeps them within rounding of transformers' float32 results. The scaling
-// loops are plain Go with the bounds checks hoisted.
+// loops are plain Go with the bounds checks hoisted. Rows are independent,
+// so a long input is split over the cores by whole rows (parallel.Rows):
+// the result is the same, bit for bit, on any number of threads.
 package norm
 
 import (
 	"fmt"
 	"math"
 
+	"github.com/qwenref/qwenref/internal/parallel"
 	"github.com/qwenref/qwenref/internal/vecmath"
 )
 
@@ -23,13 +26,15 @@ func RMSNormOnePlus(y, x, w []float32, eps float32) error {
 	if dim == 0 || len(x)%dim != 0 || len(y) != len(x) {
 		return fmt.Errorf("norm: x has %d values, y %d, weight %d", len(x), len(y), dim)
 	}
-	for r := 0; r < len(x); r += dim {
-		xr, yr, w := x[r:r+dim], y[r:r+dim], w[:dim] // equal lengths: no bounds checks below
-		inv := invRMS(xr, eps)
-		for i, v := range xr {
-			yr[i] = v * inv * (1 + w[i])
+	parallel.Rows(len(x)/dim, dim, func(lo, hi int) {
+		for r := lo * dim; r < hi*dim; r += dim {
+			xr, yr, w := x[r:r+dim], y[r:r+dim], w[:dim] // equal lengths: no bounds checks below
+			inv := invRMS(xr, eps)
+			for i, v := range xr {
+				yr[i] = v * inv * (1 + w[i])
+			}
 		}
-	}
+	})
 	return nil
 }
 
@@ -42,13 +47,15 @@ func GatedRMSNorm(y, x, z, w []float32, eps float32, silu func(float32) float32)
 		return err
 	}
 	dim := len(w)
-	for r := 0; r < len(x); r += dim {
-		xr, yr, zr := x[r:r+dim], y[r:r+dim], z[r:r+dim]
-		inv := invRMS(xr, eps)
-		for i, v := range xr {
-			yr[i] = w[i] * (v * inv) * silu(zr[i])
+	parallel.Rows(len(x)/dim, dim, func(lo, hi int) {
+		for r := lo * dim; r < hi*dim; r += dim {
+			xr, yr, zr := x[r:r+dim], y[r:r+dim], z[r:r+dim]
+			inv := invRMS(xr, eps)
+			for i, v := range xr {
+				yr[i] = w[i] * (v * inv) * silu(zr[i])
+			}
 		}
-	}
+	})
 	return nil
 }
 
@@ -60,20 +67,22 @@ func GatedRMSNormSiLU(y, x, z, w []float32, eps float32) error {
 		return err
 	}
 	dim := len(w)
-	var gate [256]float32 // SiLU(z) a piece at a time, so y may alias x or z
-	for r := 0; r < len(x); r += dim {
-		xr, yr, zr := x[r:r+dim], y[r:r+dim], z[r:r+dim]
-		inv := invRMS(xr, eps)
-		for i0 := 0; i0 < dim; i0 += len(gate) {
-			n := min(len(gate), dim-i0)
-			g := gate[:n]
-			vecmath.SiLU(g, zr[i0:i0+n])
-			xs, ys, ws := xr[i0:i0+n], yr[i0:i0+n:i0+n], w[i0:i0+n:i0+n]
-			for i, v := range xs {
-				ys[i] = ws[i] * (v * inv) * g[i]
+	parallel.Rows(len(x)/dim, dim, func(lo, hi int) {
+		var gate [256]float32 // SiLU(z) a piece at a time, so y may alias x or z
+		for r := lo * dim; r < hi*dim; r += dim {
+			xr, yr, zr := x[r:r+dim], y[r:r+dim], z[r:r+dim]
+			inv := invRMS(xr, eps)
+			for i0 := 0; i0 < dim; i0 += len(gate) {
+				n := min(len(gate), dim-i0)
+				g := gate[:n]
+				vecmath.SiLU(g, zr[i0:i0+n])
+				xs, ys, ws := xr[i0:i0+n], yr[i0:i0+n:i0+n], w[i0:i0+n:i0+n]
+				for i, v := range xs {
+					ys[i] = ws[i] * (v * inv) * g[i]
+				}
 			}
 		}
-	}
+	})
 	return nil
 }
 
@@ -92,13 +101,15 @@ func L2Normalize(y, x []float32, dim int, eps float32) error {
 	if dim <= 0 || len(x)%dim != 0 || len(y) != len(x) {
 		return fmt.Errorf("norm: l2 x has %d values, y %d, dim %d", len(x), len(y), dim)
 	}
-	for r := 0; r < len(x); r += dim {
-		xr, yr := x[r:r+dim], y[r:r+dim:r+dim]
-		inv := float32(1 / math.Sqrt(vecmath.SumSquares(xr)+float64(eps)))
-		for i, v := range xr {
-			yr[i] = v * inv
+	parallel.Rows(len(x)/dim, dim, func(lo, hi int) {
+		for r := lo * dim; r < hi*dim; r += dim {
+			xr, yr := x[r:r+dim], y[r:r+dim:r+dim]
+			inv := float32(1 / math.Sqrt(vecmath.SumSquares(xr)+float64(eps)))
+			for i, v := range xr {
+				yr[i] = v * inv
+			}
 		}
-	}
+	})
 	return nil
 }
 

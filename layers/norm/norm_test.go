@@ -2,6 +2,7 @@ package norm
 
 import (
 	"math"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -92,4 +93,31 @@ func TestNormErrors(t *testing.T) {
 	assert.Error(t, GatedRMSNorm(x, x, x, make([]float32, 4), 1e-6, act.SiLU))
 	assert.Error(t, L2Normalize(x, x, 0, 1e-6))
 	assert.Error(t, L2Normalize(x, x, 4, 1e-6))
+}
+
+// Long inputs are split over the cores by whole rows: the values are the
+// same, bit for bit, on one thread and on several.
+func TestNormsIndependentOfThreads(t *testing.T) {
+	const rows, dim = 700, 128 // 89,600 values: several pieces of parallel.Rows
+	x, z, w := make([]float32, rows*dim), make([]float32, rows*dim), make([]float32, dim)
+	for i := range x {
+		x[i] = float32(math.Sin(float64(i) * 0.37))
+		z[i] = float32(math.Cos(float64(i) * 0.11))
+	}
+	for i := range w {
+		w[i] = float32(i%7) * 0.1
+	}
+	run := func() [][]float32 {
+		a, b, c := make([]float32, len(x)), make([]float32, len(x)), make([]float32, len(x))
+		require.NoError(t, RMSNormOnePlus(a, x, w, 1e-6))
+		require.NoError(t, GatedRMSNormSiLU(b, x, z, w, 1e-6))
+		require.NoError(t, L2Normalize(c, x, dim, 1e-6))
+		return [][]float32{a, b, c}
+	}
+	old := runtime.GOMAXPROCS(1)
+	one := run()
+	runtime.GOMAXPROCS(4)
+	four := run()
+	runtime.GOMAXPROCS(old)
+	assert.Equal(t, one, four)
 }
