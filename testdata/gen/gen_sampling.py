@@ -109,6 +109,8 @@ def cases():
         ("epsilon/5000", {"do_sample": True, "top_k": 0, "epsilon_cutoff": 3e-4}, big(5000, 10, peaks=4)),
         ("eta/5000", {"do_sample": True, "top_k": 0, "eta_cutoff": 2e-3}, big(5000, 11, peaks=4)),
         ("top-h/151936", {"do_sample": True, "top_k": 0, "top_h": 0.5}, big(151936, 12)),
+        ("small/top-h tiny temperature", {"do_sample": True, "temperature": 0.05, "top_k": 0, "top_h": 0.4},
+         small([0, 60])),
         ("every warper/151936", {"do_sample": True, "temperature": 0.9, "top_k": 400, "top_p": 0.97, "min_p": 0.01,
                                  "typical_p": 0.95, "epsilon_cutoff": 1e-4, "eta_cutoff": 1e-4,
                                  "repetition_penalty": 1.2}, big(151936, 13, neg_inf=500)),
