@@ -20,6 +20,19 @@ var shapeConfigs = map[string]string{
 	// defaults (the 35B-A3B): 40 layers, 256 experts of width 512, top-8,
 	// one shared expert of width 512 (docs/moe.md).
 	"35b-a3b": moeHubConfig(2048, 40, 16, 2, 256, 16, 32, 128, 128, 256, 8, 512, 512, 248320),
+	// 80b-a3b: Qwen3-Next-80B-A3B as transformers 5.17's Qwen3NextConfig
+	// defaults give it: 48 layers, 512 experts of width 512, top-10,
+	// renormalised, one shared expert of width 512, every layer sparse, the
+	// fused in_proj_qkvz / in_proj_ba layout, RoPE θ 1e4 on a quarter of
+	// each head (the class default; the released checkpoint's config.json
+	// says 1e7). About 80B parameters, 160 GB in bf16: use --layers.
+	"80b-a3b": `{"architectures":["Qwen3NextForCausalLM"],"model_type":"qwen3_next","vocab_size":151936,
+"hidden_size":2048,"intermediate_size":5632,"num_hidden_layers":48,"full_attention_interval":4,
+"num_attention_heads":16,"num_key_value_heads":2,"head_dim":256,"linear_num_key_heads":16,
+"linear_num_value_heads":32,"linear_key_head_dim":128,"linear_value_head_dim":128,"linear_conv_kernel_dim":4,
+"num_experts":512,"num_experts_per_tok":10,"norm_topk_prob":true,"decoder_sparse_step":1,"mlp_only_layers":[],
+"moe_intermediate_size":512,"shared_expert_intermediate_size":512,"rms_norm_eps":1e-6,"hidden_act":"silu",
+"max_position_embeddings":32768,"rope_theta":10000,"partial_rotary_factor":0.25,"tie_word_embeddings":false}`,
 	// tiny-moe: a small qwen3_5_moe for tests and benchmarks.
 	"tiny-moe": moeHubConfig(64, 4, 4, 1, 32, 2, 4, 16, 16, 16, 4, 32, 48, 512),
 }
