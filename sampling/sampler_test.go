@@ -393,6 +393,7 @@ func TestKthLargest(t *testing.T) {
 // TestProcessMatchesReference per input.
 func FuzzProcessMatchesReference(f *testing.F) {
 	f.Add(uint64(1), uint64(2))
+	f.Add(uint64(142), uint64(839)) // top-p 0.999 after temperature 0.6: a normalizer of float32 exponentials misplaced the cut
 	f.Fuzz(func(t *testing.T, a, b uint64) {
 		r := rand.New(rand.NewPCG(a, b))
 		n := 1 + r.IntN(3000)
