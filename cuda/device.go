@@ -46,7 +46,7 @@ type Device struct {
 	mem     int64
 	weights map[*tensor.Matrix]unsafe.Pointer // bf16 copies, keyed by the host matrix
 	wide    map[*tensor.Matrix]unsafe.Pointer // fp32 copies (MatMulF32), likewise
-	models  map[*Model]struct{}               // device-resident models not yet closed
+	models  map[*residentModel]struct{}       // device-resident models not yet closed
 }
 
 // gpu is the device Open selects: SetGPU (--gpu N in the commands), else
@@ -96,7 +96,7 @@ func Open() (*Device, error) {
 	libMu.Lock()
 	defer libMu.Unlock()
 	d := &Device{gpu: gpu, weights: map[*tensor.Matrix]unsafe.Pointer{}, wide: map[*tensor.Matrix]unsafe.Pointer{},
-		models: map[*Model]struct{}{}}
+		models: map[*residentModel]struct{}{}}
 	runtime.LockOSThread() // the library's last error is per OS thread
 	defer runtime.UnlockOSThread()
 	if n, rc := cDeviceCount(); rc != 0 {
@@ -124,7 +124,7 @@ func (d *Device) Name() string {
 	return fmt.Sprintf("GPU %d: %s (sm_%d%d, %d SMs, %d GiB)", d.gpu, d.name, d.cc[0], d.cc[1], d.sms, d.mem>>30)
 }
 
-// Close frees every cached weight and every Model not yet closed and, for
+// Close frees every cached weight and every resident model not yet closed and, for
 // the last open Device, shuts the library down. Calling it twice is harmless.
 func (d *Device) Close() error {
 	d.mu.Lock()

@@ -20,10 +20,11 @@
 //     conv1d.Kernel, gateddelta.Kernel, attention.Kernel and
 //     linalg.MatMuler on host slices;
 //   - (*Device).GDNLayer, a whole Gated DeltaNet layer on the device;
-//   - Model: the whole text model resident on the device (weights
-//     generated there from a seed, or uploaded from a model.Model after a
-//     memory estimate, EstimateMemory), prefill, graph-replayed decode,
-//     greedy decoding, and its benchmarks;
+//   - the whole text model resident on the device (weights generated
+//     there from a seed, or uploaded from a model.Model after a memory
+//     estimate, EstimateMemory), prefill, graph-replayed decode, greedy
+//     decoding and its benchmarks; it is unexported, and model.Runner (the
+//     "cuda" backend) is the way to it;
 //   - the device-resident benchmarks (BenchConv, BenchGDNCore, ...), timed
 //     with CUDA events.
 //

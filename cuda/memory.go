@@ -6,7 +6,7 @@ import (
 	"github.com/qwenref/qwenref/model"
 )
 
-// EstimateMemory is the device memory, in bytes, a Model of cfg's shape
+// EstimateMemory is the device memory, in bytes, a resident model of cfg's shape
 // holds with KV caches for maxTokens positions after a prefill of
 // prefillT tokens that asks for logitRows rows of logits. It mirrors the
 // allocations of csrc/model.cu (DevModel::create, ensure_acts,

@@ -40,13 +40,14 @@ const (
 	wAttKNorm
 )
 
-// Model is a whole Qwen3.5/3.6 text model resident on the GPU: bf16 weights,
+// residentModel is a whole Qwen3.5/3.6 text model resident on the GPU: bf16 weights,
 // an fp32 residual stream, fp32 recurrent states and logits, bf16 conv
 // states and KV caches. It is one sequence at a time (like model.Session):
 // Forward feeds tokens at the current position, Reset starts over. GDN head
 // dims must be 128 and the attention head dim 256 (every Qwen3.5/3.6 size).
-// Its methods hold the Device's lock; Close (or the Device's) frees it.
-type Model struct {
+// Its methods hold the Device's lock; Close (or the Device's) frees it. Callers
+// outside the package reach it only through model.Runner (runner.go).
+type residentModel struct {
 	dev       *Device
 	h         unsafe.Pointer
 	cfg       *model.Config
@@ -78,7 +79,7 @@ func dimsOf(cfg *model.Config, maxTokens int) (modelDims, []int32, error) {
 }
 
 // newModel allocates a model of cfg's shape (weights not yet set).
-func (d *Device) newModel(cfg *model.Config, maxTokens int) (*Model, error) {
+func (d *Device) newModel(cfg *model.Config, maxTokens int) (*residentModel, error) {
 	dims, kinds, err := dimsOf(cfg, maxTokens)
 	if err != nil {
 		return nil, err
@@ -89,18 +90,18 @@ func (d *Device) newModel(cfg *model.Config, maxTokens int) (*Model, error) {
 	if err := d.callLocked("model_create", func() int { return cModelCreate(&h, dims, kinds) }); err != nil {
 		return nil, err
 	}
-	m := &Model{dev: d, h: h, cfg: cfg, maxTokens: maxTokens}
+	m := &residentModel{dev: d, h: h, cfg: cfg, maxTokens: maxTokens}
 	d.models[m] = struct{}{}
 	return m, nil
 }
 
-// NewRandomModel builds a model of cfg's shape whose weights are generated
+// newRandomModel builds a model of cfg's shape whose weights are generated
 // on the GPU from seed (a counter-based hash, so nothing crosses the bus):
 // linear weights N(0, 1/fan_in), embeddings N(0, 1), (1+w) norm weights
 // U(−0.5, 0.5), the GDN norm U(0.5, 1.5), log A = log U(0.05, 8), the dt bias
 // U(−1, 1), conv taps N(0, 0.25), the distributions of model.RandomValues
 // (not its values). maxTokens sizes the KV caches.
-func (d *Device) NewRandomModel(cfg *model.Config, seed uint64, maxTokens int) (*Model, error) {
+func (d *Device) newRandomModel(cfg *model.Config, seed uint64, maxTokens int) (*residentModel, error) {
 	est := EstimateMemory(cfg, maxTokens, 1, 1)
 	if err := d.checkFits(fmt.Sprintf("the model with caches for %d tokens, %s,", maxTokens, est), est.Total()); err != nil {
 		return nil, err
@@ -116,17 +117,17 @@ func (d *Device) NewRandomModel(cfg *model.Config, seed uint64, maxTokens int) (
 	return m, nil
 }
 
-// UploadModel copies a host model's weights to the GPU tensor by tensor
+// uploadModel copies a host model's weights to the GPU tensor by tensor
 // (bf16 matrices as stored, straight from the checkpoint's memory map;
 // float32 matrices rounded to bf16 there; vectors as float32), after
 // checking that the weights, states and caches fit in the free memory.
-func (d *Device) UploadModel(hm *model.Model, maxTokens int) (*Model, error) {
-	return d.UploadModelProgress(hm, maxTokens, nil)
+func (d *Device) uploadModel(hm *model.Model, maxTokens int) (*residentModel, error) {
+	return d.uploadModelProgress(hm, maxTokens, nil)
 }
 
-// UploadModelProgress is UploadModel reporting progress: after each tensor,
+// uploadModelProgress is uploadModel reporting progress: after each tensor,
 // progress(bytes done, bytes in all) when it is not nil.
-func (d *Device) UploadModelProgress(hm *model.Model, maxTokens int, progress func(done, total int64)) (*Model, error) {
+func (d *Device) uploadModelProgress(hm *model.Model, maxTokens int, progress func(done, total int64)) (*residentModel, error) {
 	if maxTokens <= 0 {
 		return nil, fmt.Errorf("cuda: model: maxTokens %d", maxTokens)
 	}
@@ -145,7 +146,7 @@ func (d *Device) UploadModelProgress(hm *model.Model, maxTokens int, progress fu
 	return m, nil
 }
 
-func (m *Model) upload(hm *model.Model, progress func(done, total int64)) error {
+func (m *residentModel) upload(hm *model.Model, progress func(done, total int64)) error {
 	var done, total int64
 	size := func(w *tensor.Matrix) int64 {
 		if w.IsBF16() {
@@ -224,7 +225,7 @@ func (m *Model) upload(hm *model.Model, progress func(done, total int64)) error 
 // Download copies the device weights back into a host model.Model (bf16
 // matrices, float32 vectors): GPU-generated weights can then run on a CPU
 // backend. It needs host memory for the whole model.
-func (m *Model) Download() (*model.Model, error) {
+func (m *residentModel) Download() (*model.Model, error) {
 	cfg := m.cfg
 	h, v, in := cfg.HiddenSize, cfg.VocabSize, cfg.IntermediateSize
 	var first error
@@ -278,14 +279,14 @@ func (m *Model) Download() (*model.Model, error) {
 }
 
 // Config is the model's configuration.
-func (m *Model) Config() *model.Config { return m.cfg }
+func (m *residentModel) Config() *model.Config { return m.cfg }
 
 // Forward feeds ids at the current position and returns fp32 logits
 // [len(ids), vocab], or [1, vocab] with lastOnly. One token takes the decode
 // path (GEMVs, recurrent update, split-key attention) as a CUDA-graph
 // replay, more the prefill path (cuBLAS, chunked tensor-core core, flash
 // attention).
-func (m *Model) Forward(ids []int, lastOnly bool) ([]float32, error) {
+func (m *residentModel) Forward(ids []int, lastOnly bool) ([]float32, error) {
 	rows := len(ids)
 	if lastOnly {
 		rows = 1
@@ -299,14 +300,14 @@ func (m *Model) Forward(ids []int, lastOnly bool) ([]float32, error) {
 
 // Feed runs ids at the current position and copies no logits back (a
 // prefill whose logits nobody reads).
-func (m *Model) Feed(ids []int) error {
+func (m *residentModel) Feed(ids []int) error {
 	return m.forward(ids, 0, nil)
 }
 
 // forward runs ids and writes the logits of the last `rows` positions
 // (rows is len(ids), 1, or 0 for none) into logits, which must hold
 // rows·V values.
-func (m *Model) forward(ids []int, rows int, logits []float32) error {
+func (m *residentModel) forward(ids []int, rows int, logits []float32) error {
 	if len(ids) == 0 {
 		return model.ErrEmpty
 	}
@@ -329,7 +330,7 @@ func (m *Model) forward(ids []int, rows int, logits []float32) error {
 // lastDeviceTime is the device time of the last forward call (CUDA events
 // from its inputs being on the device to its logits being ready there: no
 // host copy inside); ok is false before the first call.
-func (m *Model) lastDeviceTime() (d time.Duration, ok bool, err error) {
+func (m *residentModel) lastDeviceTime() (d time.Duration, ok bool, err error) {
 	var ms float32
 	err = m.dev.call("model_last_ms", func() int {
 		var rc int
@@ -345,7 +346,7 @@ func (m *Model) lastDeviceTime() (d time.Duration, ok bool, err error) {
 // Greedy decodes n tokens on the device, one CUDA-graph replay each (embed,
 // every layer, lm_head, argmax feeding the next step), starting by feeding
 // first at the current position. It returns the n chosen ids.
-func (m *Model) Greedy(first, n int) ([]int, error) {
+func (m *residentModel) Greedy(first, n int) ([]int, error) {
 	if first < 0 || first >= m.cfg.VocabSize || n < 0 {
 		return nil, fmt.Errorf("cuda: model: greedy from id %d for %d steps", first, n)
 	}
@@ -364,7 +365,7 @@ func (m *Model) Greedy(first, n int) ([]int, error) {
 // continuing that block's own state and position, and returns its output;
 // with rec set the block's stages are recorded under "layers.i.<stage>"
 // minus the prefix, as model.Session.Layer records them.
-func (m *Model) Layer(i int, x []float32, t int, rec tensor.Recorder) ([]float32, error) {
+func (m *residentModel) Layer(i int, x []float32, t int, rec tensor.Recorder) ([]float32, error) {
 	h := m.cfg.HiddenSize
 	if i < 0 || i >= m.cfg.NumLayers {
 		return nil, fmt.Errorf("layer %d outside the model's %d layers", i, m.cfg.NumLayers)
@@ -387,12 +388,12 @@ func (m *Model) Layer(i int, x []float32, t int, rec tensor.Recorder) ([]float32
 // forwardTraced runs ids like forward while the device records every
 // stage, and hands each to rec (names and shapes of the CPU recorder)
 // before returning the logits.
-func (m *Model) forwardTraced(ids []int, rows int, logits []float32, rec tensor.Recorder) error {
+func (m *residentModel) forwardTraced(ids []int, rows int, logits []float32, rec tensor.Recorder) error {
 	return m.traced(func() error { return m.forward(ids, rows, logits) }, rec)
 }
 
 // traced runs f with the device recording stages, then hands each to rec.
-func (m *Model) traced(f func() error, rec tensor.Recorder) error {
+func (m *residentModel) traced(f func() error, rec tensor.Recorder) error {
 	if err := m.dev.call("model_trace", func() int { return cModelTrace(m.h, true) }); err != nil {
 		return err
 	}
@@ -442,7 +443,7 @@ func (m *Model) traced(f func() error, rec tensor.Recorder) error {
 }
 
 // Reset empties every state and cache (position 0).
-func (m *Model) Reset() error {
+func (m *residentModel) Reset() error {
 	return m.dev.call("model_reset", func() int { return cModelReset(m.h) })
 }
 
@@ -452,7 +453,7 @@ type ModelMemory struct {
 }
 
 // Info returns the current position and the device memory the model holds.
-func (m *Model) Info() (pos int, mem ModelMemory, err error) {
+func (m *residentModel) Info() (pos int, mem ModelMemory, err error) {
 	err = m.dev.call("model_info", func() int {
 		var rc int
 		pos, mem.Weights, mem.State, mem.Activations, rc = cModelInfo(m.h)
@@ -462,7 +463,7 @@ func (m *Model) Info() (pos int, mem ModelMemory, err error) {
 }
 
 // Close frees the model's device memory. Calling it twice is harmless.
-func (m *Model) Close() error {
+func (m *residentModel) Close() error {
 	d := m.dev
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -496,7 +497,7 @@ func PrefillStages() []string {
 	}
 }
 
-func (m *Model) bench(what, t, variant, reps int) (Timing, error) {
+func (m *residentModel) bench(what, t, variant, reps int) (Timing, error) {
 	out := make([]float64, 24)
 	err := m.dev.call(fmt.Sprintf("model_bench %d", what), func() int {
 		return cModelBench(m.h, what, t, variant, reps, out)
@@ -518,7 +519,7 @@ func (m *Model) bench(what, t, variant, reps int) (Timing, error) {
 // logits for every position, after one warm-up: reps passes, each between
 // two CUDA events. Extra[0] is tokens/s at the median, Extra[1:] the stage
 // times of one profiled pass (PrefillStages). The state is reset.
-func (m *Model) BenchPrefill(t, reps int) (Timing, error) { return m.bench(0, t, 0, reps) }
+func (m *residentModel) BenchPrefill(t, reps int) (Timing, error) { return m.bench(0, t, 0, reps) }
 
 // BenchDecode prefills `prefill` random tokens, then times `steps` greedy
 // decode steps as CUDA-graph replays (each between two events) after 3
@@ -526,7 +527,7 @@ func (m *Model) BenchPrefill(t, reps int) (Timing, error) { return m.bench(0, t,
 // the weight bytes read per step over the graph median (GB/s), Extra[2:]
 // the stage times (ms, PrefillStages' names) of one profiled plain-launch
 // step, an event at every stage boundary.
-func (m *Model) BenchDecode(prefill, steps int) (Timing, error) {
+func (m *residentModel) BenchDecode(prefill, steps int) (Timing, error) {
 	return m.bench(1, prefill, steps, steps)
 }
 
@@ -535,7 +536,7 @@ func (m *Model) BenchDecode(prefill, steps int) (Timing, error) {
 // from an empty cache: reps passes after one warm-up, each between two
 // CUDA events, the caches emptied between passes outside them. Extra[0]
 // is tokens/s at the median. The state is reset.
-func (m *Model) BenchMixer(li, t, reps int) (Timing, error) {
+func (m *residentModel) BenchMixer(li, t, reps int) (Timing, error) {
 	if li < 0 || li >= m.cfg.NumLayers || t <= 0 || t > m.maxTokens || reps <= 0 {
 		return Timing{}, fmt.Errorf("cuda: mixer bench: layer %d of %d, %d tokens (cache %d), %d reps",
 			li, m.cfg.NumLayers, t, m.maxTokens, reps)
@@ -552,7 +553,7 @@ func (d *Device) BenchAttentionLayer(cfg *model.Config, t, reps int) (Timing, er
 	if err := SupportsResident(one); err != nil {
 		return Timing{}, err
 	}
-	m, err := d.NewRandomModel(one, 2026, t)
+	m, err := d.newRandomModel(one, 2026, t)
 	if err != nil {
 		return Timing{}, err
 	}

@@ -74,14 +74,14 @@ func TestModelMatchesCPU(t *testing.T) {
 			cfg := fewLayers(t, c.shape, 4, 1024)
 			start := time.Now()
 			var hm *model.Model
-			var gm *Model
+			var gm *residentModel
 			var err error
 			if c.shape == "27b" {
-				if gm, err = d.NewRandomModel(cfg, 11, 512); err == nil {
+				if gm, err = d.newRandomModel(cfg, 11, 512); err == nil {
 					hm, err = gm.Download()
 				}
 			} else if hm, err = model.NewRandom(cfg, 11, true); err == nil {
-				gm, err = d.UploadModel(hm, 512)
+				gm, err = d.uploadModel(hm, 512)
 			}
 			if gm != nil {
 				defer gm.Close()
@@ -208,7 +208,7 @@ func TestBenchModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	gm, err := d.NewRandomModel(cfg, 2026, 8192+256)
+	gm, err := d.newRandomModel(cfg, 2026, 8192+256)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // The cuda backend offers random-weight runners (what qwenref bench runs
-// without --model): their logits equal NewRandomModel's for the same seed,
+// without --model): their logits equal newRandomModel's for the same seed,
 // prefill and decode, and closing one frees its device memory.
 func TestRandomRunner(t *testing.T) {
 	d := need(t)
@@ -27,7 +27,7 @@ func TestRandomRunner(t *testing.T) {
 	require.NoError(t, err)
 	r, err := model.NewRandomRunner(be, cfg, 7, 1)
 	require.NoError(t, err)
-	gm, err := d.NewRandomModel(cfg, 7, 256)
+	gm, err := d.newRandomModel(cfg, 7, 256)
 	require.NoError(t, err)
 	defer gm.Close()
 	ids := []int{5, 900, 17, 3, 1000, 44, 2, 8}

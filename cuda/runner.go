@@ -23,7 +23,7 @@ const DefaultMaxTokens = 32768
 
 var errBusy = errors.New("cuda runner used from two goroutines at once: make one runner per goroutine")
 
-// deviceRunner is model.Runner on a Model resident on the device. One row
+// deviceRunner is model.Runner on the model resident on the device. One row
 // keeps its caches on the device across calls (prefill, then decode steps
 // as CUDA-graph replays). With RunOptions.Record the device records every
 // stage the CPU recorder names (the prefill path runs for every call then,
@@ -33,7 +33,7 @@ var errBusy = errors.New("cuda runner used from two goroutines at once: make one
 type deviceRunner struct {
 	mu        sync.Mutex
 	hm        *model.Model
-	gm        *Model
+	gm        *residentModel
 	rows      int
 	maxTokens int
 	pos       int
@@ -77,7 +77,7 @@ func newDeviceRunner(d *Device, hm *model.Model, rows int) (model.Runner, error)
 			}
 		}
 	}
-	gm, err := d.UploadModelProgress(hm, maxTok, progress)
+	gm, err := d.uploadModelProgress(hm, maxTok, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func newDeviceRunner(d *Device, hm *model.Model, rows int) (model.Runner, error)
 }
 
 // newRandomDeviceRunner is model.NewRandomRunner on the device: a model of
-// cfg's shape whose weights the GPU generates from seed (NewRandomModel),
+// cfg's shape whose weights the GPU generates from seed (newRandomModel),
 // so a 64-layer 27B runs with no host copy of its 54 GB of weights.
 func newRandomDeviceRunner(d *Device, cfg *model.Config, seed uint64, rows int) (model.Runner, error) {
 	if rows < 1 {
@@ -98,7 +98,7 @@ func newRandomDeviceRunner(d *Device, cfg *model.Config, seed uint64, rows int) 
 	if err != nil {
 		return nil, err
 	}
-	gm, err := d.NewRandomModel(cfg, seed, maxTok)
+	gm, err := d.newRandomModel(cfg, seed, maxTok)
 	if err != nil {
 		return nil, err
 	}
