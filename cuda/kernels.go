@@ -154,6 +154,18 @@ const (
 	gemvSwiGLU = 3 // W = gate over up rows: y = bf16(SiLU(g)·u)
 )
 
+// moeRoute runs the device model's MoE router on host logits [t, e]: each
+// row's k experts (descending probability, exact ties to the lower index)
+// and their weights, renormalised when norm.
+func (d *Device) moeRoute(logits []float32, t, e, k int, norm bool) ([]int32, []float32, error) {
+	if t <= 0 || e <= 0 || k <= 0 || k > e || len(logits) != t*e {
+		return nil, nil, fmt.Errorf("cuda: moe route: t=%d e=%d k=%d with %d logits", t, e, k, len(logits))
+	}
+	ids, w := make([]int32, t*k), make([]float32, t*k)
+	err := d.call("moe_route", func() int { return cMoERoute(ids, w, logits, t, e, k, norm) })
+	return ids, w, err
+}
+
 // gemv runs the device model's decode GEMV on host data, for its check
 // against the CPU: x [k], w [n, k], y [n] ([n/2] for gemvSwiGLU), read
 // first for gemvAddF32.

@@ -13,7 +13,7 @@ import (
 
 // abiVersion is QR_ABI_VERSION of csrc/qwenref_cuda.h: the library must
 // report the same, or its functions may take other arguments.
-const abiVersion = 5
+const abiVersion = 6
 
 // The library's entry points, bound with purego (dlopen and dlsym without
 // cgo), so the package builds with no C compiler and no CUDA toolkit. The
@@ -38,6 +38,7 @@ var lib struct {
 	attnForward     func(out, q, k, v unsafe.Pointer, t, s, nh, nkv, d int32, scale float32) int32
 	attnDecode      func(out, q, k, v, gate unsafe.Pointer, s, cap, nh, nkv int32) int32
 	gemv            func(y, x, w unsafe.Pointer, n, k, mode int32) int32
+	moeRoute        func(ids, w, logits unsafe.Pointer, t, e, k, norm int32) int32
 	rmsnorm         func(y, x unsafe.Pointer, rows, n int32, w unsafe.Pointer, eps float32, onePlus int32) int32
 	gatedRMSNorm    func(y, x, z unsafe.Pointer, rows, n int32, w unsafe.Pointer, eps float32) int32
 	rope            func(x, pos unsafe.Pointer, t, heads, d, rot int32, theta float32) int32
@@ -48,8 +49,8 @@ var lib struct {
 	modelCreate     func(h, d, kinds unsafe.Pointer) int32
 	modelDestroy    func(h unsafe.Pointer) int32
 	modelRandom     func(h unsafe.Pointer, seed uint64) int32
-	modelSet        func(h unsafe.Pointer, layer, which int32, src unsafe.Pointer, n uintptr, bf int32) int32
-	modelGet        func(h unsafe.Pointer, layer, which int32, dst unsafe.Pointer, n uintptr) int32
+	modelSet        func(h unsafe.Pointer, layer, which, part int32, src unsafe.Pointer, n uintptr, bf int32) int32
+	modelGet        func(h unsafe.Pointer, layer, which, part int32, dst unsafe.Pointer, n uintptr) int32
 	modelReset      func(h unsafe.Pointer) int32
 	modelForward    func(h, ids unsafe.Pointer, t, last int32, logits unsafe.Pointer) int32
 	modelLastMs     func(h, ms unsafe.Pointer) int32
@@ -78,7 +79,7 @@ func symbols() []struct {
 		{&l.free, "qr_free"}, {&l.uploadBF16, "qr_upload_bf16"}, {&l.uploadF32AsBF16, "qr_upload_f32_as_bf16"},
 		{&l.uploadF32, "qr_upload_f32"}, {&l.uploadBF16AsF32, "qr_upload_bf16_as_f32"}, {&l.matmulBF16, "qr_matmul_bf16"}, {&l.matmulF32, "qr_matmul_f32"},
 		{&l.convForward, "qr_conv_forward"}, {&l.gdnForward, "qr_gdn_forward"},
-		{&l.attnForward, "qr_attention_forward"}, {&l.attnDecode, "qr_attention_decode"}, {&l.gemv, "qr_gemv"}, {&l.rmsnorm, "qr_rmsnorm"}, {&l.gatedRMSNorm, "qr_gated_rmsnorm"},
+		{&l.attnForward, "qr_attention_forward"}, {&l.attnDecode, "qr_attention_decode"}, {&l.gemv, "qr_gemv"}, {&l.moeRoute, "qr_moe_route"}, {&l.rmsnorm, "qr_rmsnorm"}, {&l.gatedRMSNorm, "qr_gated_rmsnorm"},
 		{&l.rope, "qr_rope"}, {&l.swiglu, "qr_swiglu"}, {&l.gdnLayer, "qr_gdn_layer"}, {&l.bench, "qr_bench"},
 		{&l.memInfo, "qr_mem_info"}, {&l.modelCreate, "qr_model_create"}, {&l.modelDestroy, "qr_model_destroy"},
 		{&l.modelRandom, "qr_model_random"}, {&l.modelSet, "qr_model_set"}, {&l.modelGet, "qr_model_get"},
@@ -228,6 +229,10 @@ func cGEMV(y, x, w []float32, n, k, mode int) int {
 	return int(lib.gemv(fptr(y), fptr(x), fptr(w), int32(n), int32(k), int32(mode)))
 }
 
+func cMoERoute(ids []int32, w, logits []float32, t, e, k int, norm bool) int {
+	return int(lib.moeRoute(i32ptr(ids), fptr(w), fptr(logits), int32(t), int32(e), int32(k), b2i(norm)))
+}
+
 func cRMSNorm(y, x []float32, rows, n int, w []float32, eps float32, onePlus bool) int {
 	return int(lib.rmsnorm(fptr(y), fptr(x), int32(rows), int32(n), fptr(w), eps, b2i(onePlus)))
 }
@@ -287,6 +292,9 @@ type modelDims struct {
 	nh, nkv, hd, rot              int32
 	theta, eps                    float32
 	maxTokens                     int32
+	experts, topk                 int32 // MoE (0: a dense model)
+	moeInter, sharedInter         int32
+	normTopK                      int32
 }
 
 func cModelCreate(h *unsafe.Pointer, d modelDims, kinds []int32) int {
@@ -298,12 +306,12 @@ func cModelDestroy(h unsafe.Pointer) int             { return int(lib.modelDestr
 func cModelRandom(h unsafe.Pointer, seed uint64) int { return int(lib.modelRandom(h, seed)) }
 func cModelReset(h unsafe.Pointer) int               { return int(lib.modelReset(h)) }
 
-func cModelSetF32(h unsafe.Pointer, layer, which int, v []float32) int {
-	return int(lib.modelSet(h, int32(layer), int32(which), fptr(v), uintptr(len(v)), 0))
+func cModelSetF32(h unsafe.Pointer, layer, which, part int, v []float32) int {
+	return int(lib.modelSet(h, int32(layer), int32(which), int32(part), fptr(v), uintptr(len(v)), 0))
 }
 
-func cModelSetBF16(h unsafe.Pointer, layer, which int, v []uint16) int {
-	return int(lib.modelSet(h, int32(layer), int32(which), u16ptr(v), uintptr(len(v)), 1))
+func cModelSetBF16(h unsafe.Pointer, layer, which, part int, v []uint16) int {
+	return int(lib.modelSet(h, int32(layer), int32(which), int32(part), u16ptr(v), uintptr(len(v)), 1))
 }
 
 // cModelForward feeds ids; logits nil asks for none (nothing is copied back).
@@ -335,12 +343,12 @@ func cModelBench(h unsafe.Pointer, what, t, variant, reps int, out []float64) in
 
 func cModelStageName(i int) string { return lib.modelStageName(int32(i)) }
 
-func cModelGetBF16(h unsafe.Pointer, layer, which int, dst []uint16) int {
-	return int(lib.modelGet(h, int32(layer), int32(which), u16ptr(dst), uintptr(len(dst))))
+func cModelGetBF16(h unsafe.Pointer, layer, which, part int, dst []uint16) int {
+	return int(lib.modelGet(h, int32(layer), int32(which), int32(part), u16ptr(dst), uintptr(len(dst))))
 }
 
-func cModelGetF32(h unsafe.Pointer, layer, which int, dst []float32) int {
-	return int(lib.modelGet(h, int32(layer), int32(which), fptr(dst), uintptr(len(dst))))
+func cModelGetF32(h unsafe.Pointer, layer, which, part int, dst []float32) int {
+	return int(lib.modelGet(h, int32(layer), int32(which), int32(part), fptr(dst), uintptr(len(dst))))
 }
 
 func cModelTrace(h unsafe.Pointer, on bool) int { return int(lib.modelTrace(h, b2i(on))) }

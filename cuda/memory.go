@@ -23,8 +23,17 @@ func EstimateMemory(cfg *model.Config, maxTokens, prefillT, logitRows int) Model
 	var m ModelMemory
 	m.Weights = 2*V*H*2 + H*4
 	anyAttn := false
-	for _, k := range cfg.LayerTypes {
-		m.Weights += 2*H*4 + 3*I*H*2
+	mc := cfg.MoE
+	E, IE, IS := int64(mc.NumExperts), int64(mc.IntermediateSize), int64(mc.SharedIntermediate)
+	anyMoE := false
+	for l, k := range cfg.LayerTypes {
+		m.Weights += 2 * H * 4
+		if cfg.SparseLayer(l) {
+			anyMoE = true
+			m.Weights += (E+1)*H*2 + 3*IS*H*2 + E*3*IE*H*2
+		} else {
+			m.Weights += 3 * I * H * 2
+		}
 		if k == model.FullAttention {
 			anyAttn = true
 			m.Weights += NQKV*H*2 + H*nh*hd*2 + 2*hd*4
@@ -41,7 +50,15 @@ func EstimateMemory(cfg *model.Config, maxTokens, prefillT, logitRows int) Model
 	}
 	T := int64(max(prefillT, 1))
 	wbig := max(NQKV, 2*I)
-	m.Activations = T * (4 + H*4 + H*2 + wbig*2 + I*2 + nh*hd*2*2)
+	if anyMoE {
+		wbig = max(wbig, 2*IS)
+		if cfg.SparseLayers() == len(cfg.LayerTypes) {
+			I = 0 // the device sizes the dense buffers by the dense layers alone
+		}
+		n := T * int64(mc.NumExpertsPerTok)
+		m.Activations += T*(E+1)*4 + n*6*4 + (3*E+2)*4 + n*IE*2 + n*H*4 + T*IS*2 + T*H*4
+	}
+	m.Activations += T * (4 + H*4 + H*2 + wbig*2 + I*2 + nh*hd*2*2)
 	const chunk = 64 // GDN_C of csrc/gdn.cu
 	nc := (T + chunk - 1) / chunk
 	m.Activations += T*(NIN*2+C*2+2*nk*dk*2+2*nv*4+2*nv*dv*2) + nv*nc*(2*chunk*chunk*2+chunk*4)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/qwenref/qwenref/layers/attention"
 	"github.com/qwenref/qwenref/layers/gateddelta"
+	"github.com/qwenref/qwenref/layers/moe"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tensor"
 )
@@ -38,11 +39,20 @@ const (
 	wAttO
 	wAttQNorm
 	wAttKNorm
+	wMoERouter
+	wMoESharedProb
+	wMoESharedGate
+	wMoESharedUp
+	wMoESharedDown
+	wMoEGate // per expert (part = expert)
+	wMoEUp
+	wMoEDown
 )
 
 // residentModel is a whole Qwen3.5/3.6 text model resident on the GPU: bf16 weights,
 // an fp32 residual stream, fp32 recurrent states and logits, bf16 conv
-// states and KV caches. It is one sequence at a time (like model.Session):
+// states and KV caches; a sparse layer's MLP is the MoE block (router,
+// top-k, grouped expert GEMMs, gated shared expert). It is one sequence at a time (like model.Session):
 // Forward feeds tokens at the current position, Reset starts over. GDN head
 // dims must be 128 and the attention head dim 256 (every Qwen3.5/3.6 size).
 // Its methods hold the Device's lock; Close (or the Device's) frees it. Callers
@@ -67,15 +77,25 @@ func dimsOf(cfg *model.Config, maxTokens int) (modelDims, []int32, error) {
 		if k == model.FullAttention {
 			kinds[i] = 1
 		}
+		if cfg.SparseLayer(i) {
+			kinds[i] |= 2
+		}
 	}
 	i := func(v int) int32 { return int32(v) }
-	return modelDims{
+	moeDims := func(d modelDims) modelDims {
+		if m := cfg.MoE; cfg.IsMoE() {
+			d.experts, d.topk, d.moeInter, d.sharedInter = i(m.NumExperts), i(m.NumExpertsPerTok), i(m.IntermediateSize), i(m.SharedIntermediate)
+			d.normTopK = b2i(m.NormTopKProb)
+		}
+		return d
+	}
+	return moeDims(modelDims{
 		vocab: i(cfg.VocabSize), hidden: i(cfg.HiddenSize), inter: i(cfg.IntermediateSize), nlayers: i(cfg.NumLayers),
 		nk: i(cfg.LinearNumKeyHeads), nv: i(cfg.LinearNumValueHeads), dk: i(cfg.LinearKeyHeadDim),
 		dv: i(cfg.LinearValueHeadDim), kconv: i(cfg.LinearConvKernel), nh: i(cfg.NumHeads), nkv: i(cfg.NumKVHeads),
 		hd: i(cfg.HeadDim), rot: i(cfg.RotaryDim()), theta: float32(cfg.RopeTheta), eps: float32(cfg.RMSNormEps),
 		maxTokens: i(maxTokens),
-	}, kinds, nil
+	}), kinds, nil
 }
 
 // newModel allocates a model of cfg's shape (weights not yet set).
@@ -157,7 +177,16 @@ func (m *residentModel) upload(hm *model.Model, progress func(done, total int64)
 	total += 2*size(hm.Embed) + int64(len(hm.FinalNorm))*4
 	for l := range hm.Blocks {
 		b := &hm.Blocks[l]
-		total += size(b.MLP.Gate) + size(b.MLP.Up) + size(b.MLP.Down)
+		if b.MLP != nil {
+			total += size(b.MLP.Gate) + size(b.MLP.Up) + size(b.MLP.Down)
+		}
+		if x := b.MoE; x != nil {
+			w := &x.W
+			total += size(w.Router) + size(w.SharedProb) + size(w.SharedGate) + size(w.SharedUp) + size(w.SharedDown)
+			for e := range w.Gate {
+				total += size(w.Gate[e]) + size(w.Up[e]) + size(w.Down[e])
+			}
+		}
 		if g := b.GDN; g != nil {
 			total += size(g.W.InProjQKV) + size(g.W.InProjZ) + size(g.W.InProjB) + size(g.W.InProjA) + size(g.W.OutProj)
 		}
@@ -176,17 +205,18 @@ func (m *residentModel) upload(hm *model.Model, progress func(done, total int64)
 			progress(done, total)
 		}
 	}
-	mat := func(layer, which int, w *tensor.Matrix) {
-		step(size(w), fmt.Sprintf("model_set %d/%d", layer, which), func() int {
+	part := func(layer, which, expert int, w *tensor.Matrix) {
+		step(size(w), fmt.Sprintf("model_set %d/%d/%d", layer, which, expert), func() int {
 			if w.IsBF16() {
-				return cModelSetBF16(m.h, layer, which, w.BF16)
+				return cModelSetBF16(m.h, layer, which, expert, w.BF16)
 			}
-			return cModelSetF32(m.h, layer, which, w.F32)
+			return cModelSetF32(m.h, layer, which, expert, w.F32)
 		})
 	}
+	mat := func(layer, which int, w *tensor.Matrix) { part(layer, which, 0, w) }
 	vec := func(layer, which int, v []float32) {
 		step(int64(len(v))*4, fmt.Sprintf("model_set %d/%d", layer, which), func() int {
-			return cModelSetF32(m.h, layer, which, v)
+			return cModelSetF32(m.h, layer, which, 0, v)
 		})
 	}
 	mat(0, wEmbed, hm.Embed)
@@ -196,9 +226,24 @@ func (m *residentModel) upload(hm *model.Model, progress func(done, total int64)
 		b := &hm.Blocks[l]
 		vec(l, wInputNorm, b.InputNorm)
 		vec(l, wPostNorm, b.PostNorm)
-		mat(l, wMLPGate, b.MLP.Gate)
-		mat(l, wMLPUp, b.MLP.Up)
-		mat(l, wMLPDown, b.MLP.Down)
+		if b.MLP != nil {
+			mat(l, wMLPGate, b.MLP.Gate)
+			mat(l, wMLPUp, b.MLP.Up)
+			mat(l, wMLPDown, b.MLP.Down)
+		}
+		if x := b.MoE; x != nil {
+			w := &x.W
+			mat(l, wMoERouter, w.Router)
+			mat(l, wMoESharedProb, w.SharedProb)
+			mat(l, wMoESharedGate, w.SharedGate)
+			mat(l, wMoESharedUp, w.SharedUp)
+			mat(l, wMoESharedDown, w.SharedDown)
+			for e := range w.Gate {
+				part(l, wMoEGate, e, w.Gate[e])
+				part(l, wMoEUp, e, w.Up[e])
+				part(l, wMoEDown, e, w.Down[e])
+			}
+		}
 		if g := b.GDN; g != nil {
 			mat(l, wGDNQKV, g.W.InProjQKV)
 			mat(l, wGDNZ, g.W.InProjZ)
@@ -235,22 +280,30 @@ func (m *residentModel) Download() (*model.Model, error) {
 		}
 		first = m.dev.call(fmt.Sprintf("model_get %d/%d", layer, which), f)
 	}
+	// into fills dst (rows·cols values at its offset) with one tensor.
+	into := func(layer, which, expert int, dst []uint16) {
+		get(layer, which, func() int { return cModelGetBF16(m.h, layer, which, expert, dst) })
+	}
 	mat := func(layer, which, rows, cols int) *tensor.Matrix {
 		b := make([]uint16, rows*cols)
-		get(layer, which, func() int { return cModelGetBF16(m.h, layer, which, b) })
+		into(layer, which, 0, b)
 		return &tensor.Matrix{Rows: rows, Cols: cols, BF16: b}
 	}
 	vec := func(layer, which, n int) []float32 {
 		x := make([]float32, n)
-		get(layer, which, func() int { return cModelGetF32(m.h, layer, which, x) })
+		get(layer, which, func() int { return cModelGetF32(m.h, layer, which, 0, x) })
 		return x
 	}
 	hm := &model.Model{Config: cfg, Embed: mat(0, wEmbed, v, h), LMHead: mat(0, wLMHead, v, h),
 		FinalNorm: vec(0, wFinalNorm, h)}
 	eps := float32(cfg.RMSNormEps)
 	for l, kind := range cfg.LayerTypes {
-		b := model.Block{Kind: kind, InputNorm: vec(l, wInputNorm, h), PostNorm: vec(l, wPostNorm, h),
-			MLP: &model.MLP{Gate: mat(l, wMLPGate, in, h), Up: mat(l, wMLPUp, in, h), Down: mat(l, wMLPDown, h, in)}}
+		b := model.Block{Kind: kind, InputNorm: vec(l, wInputNorm, h), PostNorm: vec(l, wPostNorm, h)}
+		if cfg.SparseLayer(l) {
+			b.MoE = m.downloadMoE(l, into, mat)
+		} else {
+			b.MLP = &model.MLP{Gate: mat(l, wMLPGate, in, h), Up: mat(l, wMLPUp, in, h), Down: mat(l, wMLPDown, h, in)}
+		}
 		if kind == model.FullAttention {
 			nh, nkv, dh := cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim
 			b.Attn = &attention.Layer{
@@ -276,6 +329,28 @@ func (m *residentModel) Download() (*model.Model, error) {
 		return nil, first
 	}
 	return hm, nil
+}
+
+// downloadMoE reads sparse layer l back in transformers' fused expert
+// layout (gate_up [E·2I, H], down [E·H, I]).
+func (m *residentModel) downloadMoE(l int, into func(layer, which, expert int, dst []uint16),
+	mat func(layer, which, rows, cols int) *tensor.Matrix) *moe.Layer {
+	mc := m.cfg.MoE
+	h, e, in, is := m.cfg.HiddenSize, mc.NumExperts, mc.IntermediateSize, mc.SharedIntermediate
+	x := &moe.Layer{Dims: moe.Dims{Hidden: h, Experts: e, TopK: mc.NumExpertsPerTok, Inter: in, SharedInter: is,
+		NormTopK: mc.NormTopKProb}}
+	gu := &tensor.Matrix{Rows: e * 2 * in, Cols: h, BF16: make([]uint16, e*2*in*h)}
+	down := &tensor.Matrix{Rows: e * h, Cols: in, BF16: make([]uint16, e*h*in)}
+	for ex := range e {
+		into(l, wMoEGate, ex, gu.BF16[ex*2*in*h:(ex*2+1)*in*h])
+		into(l, wMoEUp, ex, gu.BF16[(ex*2+1)*in*h:(ex+1)*2*in*h])
+		into(l, wMoEDown, ex, down.BF16[ex*h*in:(ex+1)*h*in])
+	}
+	x.W = moe.Weights{Router: mat(l, wMoERouter, e, h), SharedProb: mat(l, wMoESharedProb, 1, h),
+		SharedGate: mat(l, wMoESharedGate, is, h), SharedUp: mat(l, wMoESharedUp, is, h),
+		SharedDown: mat(l, wMoESharedDown, h, is), Fused: &moe.FusedExperts{GateUp: gu, Down: down}}
+	x.W.BindExperts(x.Dims)
+	return x
 }
 
 // Config is the model's configuration.

@@ -58,7 +58,9 @@ func randomIDs(r *rand.Rand, n, vocab int) []int {
 // and the figure against plain fp32 is logged (bounded at 3e-2). The
 // 0.8B-width model is built on the host with model.NewRandom and uploaded;
 // the 27B-width one is generated on the GPU and downloaded for the CPU (the
-// host generator takes ~30 s for its 1.5 G values). Then greedy decoding
+// host generator takes ~30 s for its 1.5 G values); the two sparse ones
+// (qwen3_5_moe and qwen3_next at their released widths, a few experts) are
+// built on the host. Then greedy decoding
 // through the captured graph must choose exactly the tokens the plain
 // decode path chooses.
 func TestModelMatchesCPU(t *testing.T) {
@@ -66,12 +68,30 @@ func TestModelMatchesCPU(t *testing.T) {
 	for _, c := range []struct {
 		shape, backend string
 		prompt         int
+		experts        int // >0: cut the MoE to this many experts, every one of them routed (host-built)
 	}{
-		{"0.8b", "chunked", 70}, // hidden 1024: built on the host, uploaded
-		{"27b", "chunked", 100}, // the 27B width: generated on the GPU, downloaded
+		{"0.8b", "chunked", 70, 0},     // hidden 1024: built on the host, uploaded
+		{"27b", "chunked", 100, 0},     // the 27B width: generated on the GPU, downloaded
+		{"35b-a3b", "chunked", 90, 16}, // qwen3_5_moe at the 35B-A3B's widths, 16 experts
+		{"80b-a3b", "chunked", 75, 10}, // qwen3_next: fused projections, 10 experts of width 512, a dense layer
 	} {
 		t.Run(c.shape+"-width", func(t *testing.T) {
 			cfg := fewLayers(t, c.shape, 4, 1024)
+			if c.experts > 0 {
+				// Every expert routed: which experts a token takes is a
+				// discrete choice that bf16 rounding flips at near-ties, and
+				// is held apart (TestMoERouteMatchesHost, the MoE goldens);
+				// here the router's weights, the grouped expert GEMMs, the
+				// shared expert and the combine meet the dense bar.
+				cfg.MoE.NumExperts, cfg.MoE.NumExpertsPerTok = c.experts, c.experts
+				if c.shape == "80b-a3b" {
+					cfg.MoE.MLPOnlyLayers = []int{1} // a dense layer between sparse ones
+					cfg.IntermediateSize = 1024
+				}
+				if err := cfg.Validate(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			start := time.Now()
 			var hm *model.Model
 			var gm *residentModel

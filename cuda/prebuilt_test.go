@@ -88,7 +88,7 @@ func TestPrebuiltArchive(t *testing.T) {
 		t.Fatalf("%s unpacks to sha256 %s, SOURCES says %s", prebuiltGz, got, info.LibSHA256)
 	}
 	notes := strings.Join(info.Notes, "\n")
-	for _, want := range []string{"sm_80", "sm_90", "sm_100", "compute_100", "libcublas.so.13"} {
+	for _, want := range []string{"sm_80", "sm_90", "sm_100", "sm_120", "compute_80", "libcublas.so.13"} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("SOURCES notes do not mention %s:\n%s", want, notes)
 		}

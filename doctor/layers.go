@@ -29,11 +29,8 @@ type Layers struct {
 }
 
 // qwenrefCUDA is Layers.QwenrefCUDA for cfg: the resident backend runs
-// dense models whose head dims its kernels have.
+// the dense and MoE models whose head dims (and router limits) its kernels have.
 func qwenrefCUDA(cfg *model.Config) string {
-	if cfg.IsMoE() {
-		return "the cuda backend runs the dense Qwen3.5/3.6 models only, not mixture-of-experts layers: use --backend chunked (docs/moe.md)"
-	}
 	if err := cuda.SupportsResident(cfg); err != nil {
 		return err.Error()
 	}

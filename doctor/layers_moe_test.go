@@ -13,7 +13,8 @@ import (
 
 // The MoE and Qwen3-Next configs count like the dense ones, plus their
 // sparse layers: the 35B-A3B has 30 GDN and 10 attention layers, all 40 of
-// them MoE; a Qwen3-Next config with decoder_sparse_step 2 has half.
+// them MoE; a Qwen3-Next config with decoder_sparse_step 2 has half. Both
+// have the released head dims, so the resident cuda backend holds them.
 func TestLayersFromMoEConfigs(t *testing.T) {
 	dir := t.TempDir()
 	js, err := model.ShapeConfigJSON("35b-a3b")
@@ -22,8 +23,7 @@ func TestLayersFromMoEConfigs(t *testing.T) {
 	require.NoError(t, os.WriteFile(p, js, 0o644))
 	l, err := LayersFromConfig(p)
 	require.NoError(t, err)
-	assert.Equal(t, Layers{Config: p, Total: 40, Linear: 30, Full: 10, ModelType: "qwen3_5_moe", MoE: 40, Experts: 256, ExpertsPerToken: 8,
-		QwenrefCUDA: moeCUDA}, *l)
+	assert.Equal(t, Layers{Config: p, Total: 40, Linear: 30, Full: 10, ModelType: "qwen3_5_moe", MoE: 40, Experts: 256, ExpertsPerToken: 8}, *l)
 
 	next := `{"model_type":"qwen3_next","vocab_size":151936,"hidden_size":2048,"intermediate_size":5120,
 "num_hidden_layers":48,"full_attention_interval":4,"num_attention_heads":16,"num_key_value_heads":2,"head_dim":256,
@@ -35,10 +35,8 @@ func TestLayersFromMoEConfigs(t *testing.T) {
 	l, err = LayersFromConfig(p)
 	require.NoError(t, err)
 	assert.Equal(t, Layers{Config: p, Total: 48, Linear: 36, Full: 12, ModelType: "qwen3_next", MoE: 24, Experts: 512,
-		ExpertsPerToken: 10, FusedGDNProjections: true, QwenrefCUDA: moeCUDA}, *l)
+		ExpertsPerToken: 10, FusedGDNProjections: true}, *l)
 }
-
-const moeCUDA = "the cuda backend runs the dense Qwen3.5/3.6 models only, not mixture-of-experts layers: use --backend chunked (docs/moe.md)"
 
 // A dense config says why the resident cuda backend would not hold it when
 // its head dims are not the released sizes', and nothing when they are.

@@ -217,7 +217,7 @@ func cudaAdvice(p *Probe) []string {
 
 func qwenrefAdvice(layers *Layers) string {
 	a := "or run the model with qwenref's CUDA backend: qwenref run --backend cuda --model DIR\n" +
-		"the qwenref binary (go install ./cmd/qwenref) carries prebuilt kernels for sm_80, sm_90 and sm_100: it needs " +
+		"the qwenref binary (go install ./cmd/qwenref) carries prebuilt kernels for sm_80, sm_90, sm_100 and sm_120 (PTX for newer GPUs): it needs " +
 		"an NVIDIA driver 580+ and cuBLAS 13 (torch's nvidia wheels provide it), no CUDA compiler (cuda/README.md)"
 	if layers != nil && layers.QwenrefCUDA != "" {
 		a += "; for this model: " + layers.QwenrefCUDA

@@ -122,9 +122,6 @@ type shapeChecker interface{ Supports(cfg *Config) error }
 // silently. A kernel refuses a shape with a Supports(cfg) error method.
 func (b *Backend) Supports(cfg *Config) error {
 	var errs []error
-	if b.Resident() && cfg.IsMoE() {
-		errs = append(errs, UnsupportedShape("backend %s runs the dense Qwen3.5/3.6 models only, not mixture-of-experts layers: use naive or chunked (docs/moe.md)", b.Name))
-	}
 	if b.Device != nil && b.Device.Supports != nil {
 		if err := b.Device.Supports(cfg); err != nil {
 			errs = append(errs, err)

@@ -80,10 +80,23 @@ func checkMoEGoldens(t *testing.T, backend string) {
 func TestMoEGoldensNaive(t *testing.T)   { checkMoEGoldens(t, "naive") }
 func TestMoEGoldensChunked(t *testing.T) { checkMoEGoldens(t, "chunked") }
 
+// TestMoEGoldensCUDAFP32 holds the GPU's fp32 path (op by op, the router
+// on the host) to the CPU backends' bars on every MoE and Qwen3-Next case.
+func TestMoEGoldensCUDAFP32(t *testing.T) {
+	be := cudaOrSkip(t, "cuda-fp32")
+	be.Close()
+	checkMoEGoldens(t, "cuda-fp32")
+}
+
 // Greedy decoding through the caches matches transformers' generate token
 // for token, and cached decoding equals a full forward at the golden bar.
 func TestMoEGreedyAndDecodeMatchTransformers(t *testing.T) {
-	for _, backend := range []string{"naive", "chunked"} {
+	backends := []string{"naive", "chunked"}
+	if be, err := NewBackend("cuda-fp32"); err == nil { // the GPU's fp32 path, where a GPU is
+		be.Close()
+		backends = append(backends, "cuda-fp32")
+	}
+	for _, backend := range backends {
 		be, err := NewBackend(backend)
 		require.NoError(t, err)
 		for _, c := range moeGoldenCases(t) {

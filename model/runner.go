@@ -84,9 +84,6 @@ func NewRunner(m *Model, be *Backend, rows int) (Runner, error) {
 		return nil, fmt.Errorf("a runner needs at least one row, not %d", rows)
 	}
 	if be.Resident() {
-		if m.Config.IsMoE() {
-			return nil, fmt.Errorf("backend %s runs the dense Qwen3.5/3.6 models only; this %s checkpoint has mixture-of-experts layers: use naive or chunked (docs/moe.md)", be.Name, m.Config.ModelType)
-		}
 		return be.Device.NewRunner(m, rows)
 	}
 	r := &sessionRunner{m: m, be: be, rows: make([]*Session, rows)}
@@ -118,9 +115,6 @@ func NewRandomRunner(be *Backend, cfg *Config, seed uint64, rows int) (Runner, e
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if cfg.IsMoE() {
-		return nil, fmt.Errorf("backend %s runs the dense Qwen3.5/3.6 models only, not mixture-of-experts shapes", be.Name)
 	}
 	return be.Device.NewRandomRunner(cfg, seed, rows)
 }

@@ -53,7 +53,8 @@ struct QrState {
 	cudaStream_t stream;
 	cublasHandle_t blas;
 	int sm_count;
-	int pdl; // programmatic dependent launch in use (sm_90+, unless QWENREF_CUDA_PDL=0)
+	int pdl;         // programmatic dependent launch in use (sm_90+ code, unless QWENREF_CUDA_PDL=0)
+	int ptx_version; // the PTX architecture of the loaded kernels (90 for sm_90 code, 80 from compute_80 PTX)
 };
 extern QrState g_qr;
 int qr_require(); // QR_ESTATE unless qr_init succeeded

@@ -93,6 +93,12 @@ static unsigned grid_cap(size_t n, int per) {
 	return (unsigned)(b < 1 ? 1 : (b > cap ? cap : b));
 }
 
+int launch_swiglu_rows(bf16_t *act, const bf16_t *gu, int T, int I, cudaStream_t st) {
+	k_swiglu_rows<<<grid_cap((size_t)T * I / 8, 256), 256, 0, st>>>(act, gu, T, I);
+	QR_CKL("swiglu_rows");
+	return QR_OK;
+}
+
 // ---- setup ----
 
 static int sync_stream() {
@@ -108,8 +114,22 @@ static int mal(DevBuf &b, size_t bytes, size_t &acct) {
 
 int DevModel::create(const qr_model_dims &dd, const int32_t *kinds) {
 	d = dd;
-	QR_ARG(d.vocab > 0 && d.hidden > 0 && d.hidden % 8 == 0 && d.inter > 0 && d.inter % 8 == 0 && d.nlayers > 0,
-	       "model: bad sizes vocab=%d hidden=%d inter=%d layers=%d", d.vocab, d.hidden, d.inter, d.nlayers);
+	QR_ARG(d.vocab > 0 && d.hidden > 0 && d.hidden % 8 == 0 && d.nlayers > 0,
+	       "model: bad sizes vocab=%d hidden=%d layers=%d", d.vocab, d.hidden, d.nlayers);
+	for (int l = 0; l < d.nlayers; l++) {
+		QR_ARG(kinds[l] >= 0 && kinds[l] <= 3, "model: layer %d kind %d", l, kinds[l]);
+		(kinds[l] & 2 ? any_moe : any_dense) = true;
+	}
+	QR_ARG(!any_dense || (d.inter > 0 && d.inter % 8 == 0), "model: dense MLP width %d: want a positive multiple of 8",
+	       d.inter);
+	QR_ARG(!any_moe || (d.experts > 0 && d.experts <= MOE_MAX_EXPERTS && d.topk > 0 && d.topk <= d.experts &&
+	                    d.topk <= MOE_MAX_TOPK && d.moe_inter > 0 && d.moe_inter % 8 == 0 && d.shared_inter > 0 &&
+	                    d.shared_inter % 8 == 0 && d.hidden <= 24576 && d.shared_inter <= 24576),
+	       "model: MoE of %d experts, top-%d, widths %d and %d: the device takes up to %d experts, top-%d, widths "
+	       "that are multiples of 8 (shared and hidden up to 24576)",
+	       d.experts, d.topk, d.moe_inter, d.shared_inter, MOE_MAX_EXPERTS, MOE_MAX_TOPK);
+	if (!any_dense)
+		d.inter = 0;
 	QR_ARG(d.dk == 128 && d.dv == 128 && d.nk > 0 && d.nv % d.nk == 0 && d.kconv > 0 && d.kconv <= 8,
 	       "model: GDN heads need dk = dv = 128 (got %d/%d), nv %% nk == 0, conv <= 8", d.dk, d.dv);
 	QR_ARG(d.hd == 256 && d.nh > 0 && d.nkv > 0 && d.nh % d.nkv == 0 && (d.rot == 64 || d.rot == 128),
@@ -122,13 +142,23 @@ int DevModel::create(const qr_model_dims &dd, const int32_t *kinds) {
 	QR_TRY(mal(final_norm, H * 4, w_bytes));
 	bool any_attn = false;
 	for (int l = 0; l < d.nlayers; l++) {
-		QR_ARG(kinds[l] == 0 || kinds[l] == 1, "model: layer %d kind %d", l, kinds[l]);
 		std::unique_ptr<Block> b(new Block);
-		b->kind = kinds[l];
+		b->kind = kinds[l] & 1;
 		QR_TRY(mal(b->in_norm, H * 4, w_bytes));
 		QR_TRY(mal(b->post_norm, H * 4, w_bytes));
-		QR_TRY(mal(b->w_gu, 2 * I * H * 2, w_bytes));
-		QR_TRY(mal(b->w_down, H * I * 2, w_bytes));
+		if (kinds[l] & 2) {
+			const size_t E = d.experts, IE = d.moe_inter, IS = d.shared_inter;
+			b->moe.reset(new MoeW);
+			MoeW &M = *b->moe;
+			QR_TRY(mal(M.router, (E + 1) * H * 2, w_bytes));
+			QR_TRY(mal(M.shared_gu, 2 * IS * H * 2, w_bytes));
+			QR_TRY(mal(M.shared_down, H * IS * 2, w_bytes));
+			QR_TRY(mal(M.gate_up, E * 2 * IE * H * 2, w_bytes));
+			QR_TRY(mal(M.down, E * H * IE * 2, w_bytes));
+		} else {
+			QR_TRY(mal(b->w_gu, 2 * I * H * 2, w_bytes));
+			QR_TRY(mal(b->w_down, H * I * 2, w_bytes));
+		}
 		if (b->kind == 0) {
 			qr_gdn_dims gd = {d.hidden, d.nk, d.nv, d.dk, d.dv, d.kconv, d.eps};
 			b->gdn.reset(new GdnLayer);
@@ -191,8 +221,17 @@ int DevModel::random(uint64_t seed) {
 		Block &b = *bp;
 		QR_TRY(norm1p(b.in_norm, H));
 		QR_TRY(norm1p(b.post_norm, H));
-		QR_TRY(normal(b.w_gu.p, 2 * I * H, (double)H));
-		QR_TRY(normal(b.w_down.p, H * I, (double)I));
+		if (MoeW *M = b.moe.get()) {
+			const size_t E = d.experts, IE = d.moe_inter, IS = d.shared_inter;
+			QR_TRY(normal(M->router.p, (E + 1) * H, (double)H));
+			QR_TRY(normal(M->shared_gu.p, 2 * IS * H, (double)H));
+			QR_TRY(normal(M->shared_down.p, H * IS, (double)IS));
+			QR_TRY(normal(M->gate_up.p, E * 2 * IE * H, (double)H));
+			QR_TRY(normal(M->down.p, E * H * IE, (double)IE));
+		} else {
+			QR_TRY(normal(b.w_gu.p, 2 * I * H, (double)H));
+			QR_TRY(normal(b.w_down.p, H * I, (double)I));
+		}
 		if (b.gdn) {
 			GdnLayer &L = *b.gdn;
 			QR_TRY(normal(L.w_in.p, (size_t)L.NIN * H, (double)H));
@@ -226,19 +265,26 @@ int DevModel::random(uint64_t seed) {
 
 // Where tensor `which` of `layer` lives: its buffer, offset and element
 // count, and whether it is a bf16 matrix (else an fp32 vector).
-int DevModel::locate(int layer, int which, DevBuf **buf, size_t *off, size_t *count, bool *mat) {
+int DevModel::locate(int layer, int which, int part, DevBuf **buf, size_t *off, size_t *count, bool *mat) {
 	const size_t H = d.hidden, I = d.inter, V = d.vocab;
 	Block *b = nullptr;
+	const bool per_expert = which >= QR_W_MOE_GATE && which <= QR_W_MOE_DOWN;
+	QR_ARG(per_expert ? part >= 0 && part < d.experts : part == 0, "model tensor %d: part %d", which, part);
 	if (which > QR_W_FINAL_NORM) {
 		QR_ARG(layer >= 0 && layer < d.nlayers, "model tensor: layer %d", layer);
 		b = blocks[layer].get();
 		const bool need_gdn = which >= QR_W_GDN_QKV && which <= QR_W_GDN_NORM;
 		const bool need_att = which >= QR_W_ATT_Q && which <= QR_W_ATT_KNORM;
-		QR_ARG(!(need_gdn && !b->gdn) && !(need_att && !b->attn), "model tensor %d on layer %d of kind %d", which,
-		       layer, b->kind);
+		const bool need_moe = which >= QR_W_MOE_ROUTER && which <= QR_W_MOE_DOWN;
+		const bool need_dense = which >= QR_W_MLP_GATE && which <= QR_W_MLP_DOWN;
+		QR_ARG(!(need_gdn && !b->gdn) && !(need_att && !b->attn) && !(need_moe && !b->moe) &&
+		           !(need_dense && b->moe),
+		       "model tensor %d on layer %d of kind %d%s", which, layer, b->kind, b->moe ? " (MoE)" : "");
 	}
 	GdnLayer *L = b ? b->gdn.get() : nullptr;
 	AttnW *A = b ? b->attn.get() : nullptr;
+	MoeW *M = b ? b->moe.get() : nullptr;
+	const size_t E = d.experts, IE = d.moe_inter, IS = d.shared_inter, ex = part;
 	const size_t hv = (size_t)d.nv * d.dv, qd = (size_t)d.nh * d.hd, kvd = (size_t)d.nkv * d.hd;
 	*off = 0;
 	*mat = true;
@@ -266,16 +312,24 @@ int DevModel::locate(int layer, int which, DevBuf **buf, size_t *off, size_t *co
 	case QR_W_ATT_O: *buf = &A->w_o, *count = H * qd; break;
 	case QR_W_ATT_QNORM: *buf = &A->qnorm, *count = d.hd, *mat = false; break;
 	case QR_W_ATT_KNORM: *buf = &A->knorm, *count = d.hd, *mat = false; break;
+	case QR_W_MOE_ROUTER: *buf = &M->router, *count = E * H; break;
+	case QR_W_MOE_SHARED_PROB: *buf = &M->router, *off = E * H, *count = H; break;
+	case QR_W_MOE_SHARED_GATE: *buf = &M->shared_gu, *count = IS * H; break;
+	case QR_W_MOE_SHARED_UP: *buf = &M->shared_gu, *off = IS * H, *count = IS * H; break;
+	case QR_W_MOE_SHARED_DOWN: *buf = &M->shared_down, *count = H * IS; break;
+	case QR_W_MOE_GATE: *buf = &M->gate_up, *off = ex * 2 * IE * H, *count = IE * H; break;
+	case QR_W_MOE_UP: *buf = &M->gate_up, *off = (ex * 2 + 1) * IE * H, *count = IE * H; break;
+	case QR_W_MOE_DOWN: *buf = &M->down, *off = ex * H * IE, *count = H * IE; break;
 	default: QR_ARG(false, "model tensor: unknown tensor %d", which);
 	}
 	return QR_OK;
 }
 
-int DevModel::set(int layer, int which, const void *src, size_t n, int src_bf16) {
+int DevModel::set(int layer, int which, int part, const void *src, size_t n, int src_bf16) {
 	DevBuf *buf;
 	size_t off, want;
 	bool mat;
-	QR_TRY(locate(layer, which, &buf, &off, &want, &mat));
+	QR_TRY(locate(layer, which, part, &buf, &off, &want, &mat));
 	QR_ARG(n == want, "model set: tensor %d of layer %d has %zu values, want %zu", which, layer, n, want);
 	cudaStream_t st = g_qr.stream;
 	if (!mat) {
@@ -292,11 +346,11 @@ int DevModel::set(int layer, int which, const void *src, size_t n, int src_bf16)
 	return sync_stream();
 }
 
-int DevModel::get(int layer, int which, void *dst, size_t n) {
+int DevModel::get(int layer, int which, int part, void *dst, size_t n) {
 	DevBuf *buf;
 	size_t off, want;
 	bool mat;
-	QR_TRY(locate(layer, which, &buf, &off, &want, &mat));
+	QR_TRY(locate(layer, which, part, &buf, &off, &want, &mat));
 	QR_ARG(n == want, "model get: tensor %d of layer %d has %zu values, asked for %zu", which, layer, want, n);
 	const size_t es = mat ? 2 : 4;
 	QR_CK(cudaMemcpyAsync(dst, (const char *)buf->p + off * es, n * es, cudaMemcpyDeviceToHost, g_qr.stream));
@@ -334,7 +388,9 @@ int DevModel::ensure_acts(int T) {
 	}
 	QR_CK(cudaStreamSynchronize(g_qr.stream));
 	const size_t H = d.hidden, I = d.inter, V = d.vocab, qd = (size_t)d.nh * d.hd;
-	const size_t wbig = (size_t)(NQKV > 2 * d.inter ? NQKV : 2 * d.inter);
+	size_t wbig = (size_t)(NQKV > 2 * d.inter ? NQKV : 2 * d.inter);
+	if (any_moe && (size_t)2 * d.shared_inter > wbig)
+		wbig = (size_t)2 * d.shared_inter;
 	DevBuf *b[7] = {&ids, &x, &xn, &big, &act, &qn, &ya};
 	const size_t sz[7] = {(size_t)T * 4, T * H * 4, T * H * 2, T * wbig * 2, T * I * 2, T * qd * 2, T * qd * 2};
 	a_bytes = (size_t)lcap * V * 4;
@@ -352,6 +408,8 @@ int DevModel::ensure_acts(int T) {
 		QR_TRY(gacts.alloc(gd, C, C + d.nv * d.dv + 2 * d.nv, T));
 		a_bytes += gacts.bytes;
 	}
+	if (any_moe)
+		QR_TRY(macts.alloc(d, T, a_bytes));
 	tcap = T;
 	return QR_OK;
 }
@@ -401,6 +459,10 @@ int DevModel::block_forward(int li, int T, cudaStream_t st) {
 	QR_TRY(mark(ST_NORM, st));
 	QR_TRY(launch_rmsnorm(XN, 1, X, 0, T, H, b.post_norm.as<float>(), eps, 1, st));
 	QR_TRY(rec(li, "mlp_in", XN, 1, H, T, H, T, H, 0));
+	if (b.moe) {
+		QR_TRY(moe_forward(li, T, 0, st));
+		return rec(li, "output", X, 0, H, T, H, T, H, 0);
+	}
 	QR_TRY(mark(ST_MLP_GU, st));
 	QR_TRY(qr_gemm_bf16(big.p, 0, 2 * I, XN, H, b.w_gu.as<bf16_t>(), H, T, 2 * I, H, st));
 	QR_TRY(mark(ST_MLP_ACT, st));
@@ -568,6 +630,10 @@ int DevModel::decode_step(int greedy, cudaStream_t st) {
 		}
 		QR_TRY(mark(ST_NORM, st));
 		QR_TRY(launch_rmsnorm(XN, 1, X, 0, 1, H, b.post_norm.as<float>(), eps, 1, st));
+		if (b.moe) {
+			QR_TRY(moe_forward((int)(&bp - &blocks[0]), 1, 1, st));
+			continue;
+		}
 		QR_TRY(mark(ST_MLP_GU, st));
 		QR_TRY(launch_gemv(GEMV_Y_SWIGLU, act.p, XN, b.w_gu.as<bf16_t>(), 2 * I, H, st)); // SwiGLU fused
 		QR_TRY(mark(ST_MLP_DOWN, st));

@@ -23,15 +23,44 @@ struct AttnW {
 	DevBuf kc, vc;       // bf16 [cap, nkv, hd]
 };
 
-// One decoder layer: a mixer and the SwiGLU MLP behind (1+w) RMSNorms.
+// Limits of the device router (moe.cu): experts per layer, experts per token.
+#define MOE_MAX_EXPERTS 8192
+#define MOE_MAX_TOPK 64
+#define MOE_BM 64 // grouped-GEMM rows per tile
+
+// One sparse MoE MLP's weights (E experts of width I, a shared expert of Is).
+struct MoeW {
+	DevBuf router;      // [E + 1, H]: the router's E rows, then the shared expert's gate row
+	DevBuf shared_gu;   // [2Is, H]: gate_proj rows, then up_proj rows
+	DevBuf shared_down; // [H, Is]
+	DevBuf gate_up;     // [E, 2I, H]: per expert its gate rows, then its up rows
+	DevBuf down;        // [E, H, I]
+};
+
+// The MoE block's activations for up to T tokens (n = T·k routed rows),
+// shared by every sparse layer.
+struct MoeActs {
+	DevBuf logits;                 // fp32 [T, E + 1]: router logits, then the shared gate's
+	DevBuf ids, w, idf;            // [n]: chosen experts (int32), their weights, the ids as floats (trace)
+	DevBuf rank, pos, perm;        // int32 [n]: rank within the expert, grouped row of a slot, slot of a row
+	DevBuf cnt, off, tiles;        // int32 [E], [E + 1], [E + 1]: rows per expert, their starts, tile starts
+	DevBuf act;                    // bf16 [n, I]: SwiGLU of the grouped rows
+	DevBuf y;                      // fp32 [n, H]: each grouped row's expert output
+	DevBuf shared_act, shared_out; // bf16 [T, Is], fp32 [T, H]
+	int alloc(const qr_model_dims &d, int T, size_t &bytes);
+};
+
+// One decoder layer: a mixer and an MLP (SwiGLU, or the sparse MoE block)
+// behind (1+w) RMSNorms.
 struct Block {
 	int kind = 0;              // 0 Gated DeltaNet, 1 attention
 	int len = 0;               // tokens this block has consumed (its own position, for qr_model_layer)
 	DevBuf in_norm, post_norm; // fp32 [H]
-	DevBuf w_gu;               // [2I, H]: gate_proj rows, then up_proj rows
-	DevBuf w_down;             // [H, I]
+	DevBuf w_gu;               // dense MLP [2I, H]: gate_proj rows, then up_proj rows
+	DevBuf w_down;             // dense MLP [H, I]
 	std::unique_ptr<GdnLayer> gdn;
 	std::unique_ptr<AttnW> attn;
+	std::unique_ptr<MoeW> moe; // set: the MLP is the MoE block (w_gu, w_down unused)
 };
 
 // Prefill stages timed apart by the profiler (qr_model_stage_name).
@@ -48,6 +77,9 @@ enum {
 	ST_MLP_ACT,
 	ST_MLP_DOWN,
 	ST_LM_HEAD,
+	ST_MOE_ROUTE,   // router product, top-k, grouping
+	ST_MOE_EXPERTS, // the grouped expert GEMMs
+	ST_MOE_SHARED,  // shared expert and the combine
 	ST_COUNT
 };
 
@@ -101,6 +133,7 @@ struct Trace {
 	std::vector<TraceEntry> entries;
 	int cap = 0;      // tokens the buffers below hold
 	DevBuf tmp;       // fp32 [cap, H]: a projection's output before its residual add
+	DevBuf tmp2;      // fp32 [cap, H]: a second one (the MoE block's whole output)
 	DevBuf ones_gate; // bf16 [cap, nh·2hd] of 12672 (σ = 1): attention before its output gate
 };
 
@@ -128,6 +161,9 @@ struct PinnedBuf {
 	template <typename T> T *as() const { return (T *)p; }
 };
 
+// act[t, i] = SiLU(gu[t, i]) · gu[t, I + i] (bf16 rows, I % 8 == 0).
+int launch_swiglu_rows(bf16_t *act, const bf16_t *gu, int T, int I, cudaStream_t st);
+
 // y[m, n] += x[m, k] · Wᵀ (fp32 y: the residual add fused into the GEMM).
 int model_gemm_acc(float *y, const bf16_t *x, const bf16_t *w, int m, int n, int k, cudaStream_t st);
 
@@ -137,6 +173,8 @@ struct DevModel {
 	std::vector<std::unique_ptr<Block>> blocks;
 	DevBuf embed, lm_head, final_norm;
 	GdnActs gacts; // shared by every GDN layer
+	MoeActs macts; // shared by every sparse MLP
+	bool any_moe = false, any_dense = false;
 	int pos = 0;   // position of the next token (host copy)
 	DevBuf d_pos;  // int: the same on the device (decode reads it there)
 	// Activations for up to tcap tokens.
@@ -190,9 +228,9 @@ struct DevModel {
 
 	int create(const qr_model_dims &dd, const int32_t *kinds);
 	int random(uint64_t seed);
-	int locate(int layer, int which, DevBuf **buf, size_t *off, size_t *count, bool *mat);
-	int set(int layer, int which, const void *src, size_t n, int src_bf16);
-	int get(int layer, int which, void *dst, size_t n); // bf16 matrices, fp32 vectors
+	int locate(int layer, int which, int part, DevBuf **buf, size_t *off, size_t *count, bool *mat);
+	int set(int layer, int which, int part, const void *src, size_t n, int src_bf16);
+	int get(int layer, int which, int part, void *dst, size_t n); // bf16 matrices, fp32 vectors
 	int reset();
 	int ensure_acts(int T);
 	int ensure_logits(int rows);
@@ -215,6 +253,9 @@ struct DevModel {
 	// Block li's token mixer alone: X += mixer(XN) at position pos (the
 	// part of block_forward between its two norms).
 	int mixer_forward(int li, int T, cudaStream_t st);
+	// Block li's sparse MLP (moe.cu): X += MoE(XN) for T tokens; decode
+	// takes the GEMV products (T = 1, graph-capturable either way).
+	int moe_forward(int li, int T, int decode, cudaStream_t st);
 	// dst[n] = N(0, 1) bf16 from seed (benchmark inputs).
 	int fill_normal(bf16_t *dst, size_t n, uint64_t seed);
 	// Block li alone on host x [T, H] (teacher forcing), continuing that

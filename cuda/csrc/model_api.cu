@@ -53,16 +53,16 @@ extern "C" int qr_model_random(void *model, uint64_t seed) {
 	return as_model(model)->random(seed);
 }
 
-extern "C" int qr_model_set(void *model, int layer, int which, const void *src, size_t n, int src_bf16) {
+extern "C" int qr_model_set(void *model, int layer, int which, int part, const void *src, size_t n, int src_bf16) {
 	QR_TRY(qr_require());
 	QR_ARG(model && (src || n == 0), "qr_model_set: nil argument");
-	return as_model(model)->set(layer, which, src, n, src_bf16);
+	return as_model(model)->set(layer, which, part, src, n, src_bf16);
 }
 
-extern "C" int qr_model_get(void *model, int layer, int which, void *dst, size_t n) {
+extern "C" int qr_model_get(void *model, int layer, int which, int part, void *dst, size_t n) {
 	QR_TRY(qr_require());
 	QR_ARG(model && (dst || n == 0), "qr_model_get: nil argument");
-	return as_model(model)->get(layer, which, dst, n);
+	return as_model(model)->get(layer, which, part, dst, n);
 }
 
 extern "C" int qr_model_reset(void *model) {
@@ -149,7 +149,8 @@ extern "C" int qr_model_info(void *model, int *pos, size_t *weight_bytes, size_t
 
 static const char *stage_names[ST_COUNT] = {"embed+rmsnorm",  "gdn projections", "gdn conv+gates", "gdn core",
                                             "gdn gated norm", "attn projections", "attn norm+rope", "attn flash core",
-                                            "mlp gate/up",    "mlp swiglu",       "mlp down",       "lm_head"};
+                                            "mlp gate/up",    "mlp swiglu",       "mlp down",       "lm_head",
+                                            "moe router",     "moe experts",      "moe shared+combine"};
 
 extern "C" const char *qr_model_stage_name(int i) { return i >= 0 && i < ST_COUNT ? stage_names[i] : nullptr; }
 
@@ -272,9 +273,13 @@ static int bench_prefill(DevModel &m, int T, int reps, double *out, int nout) {
 }
 
 // Bytes a decode step must read: every weight but the embedding table (one
-// row of it).
+// row of it) and the routed experts a token does not choose.
 static double decode_bytes(const DevModel &m) {
-	return (double)m.w_bytes - (double)m.d.vocab * m.d.hidden * 2;
+	double b = (double)m.w_bytes - (double)m.d.vocab * m.d.hidden * 2;
+	for (auto &bp : m.blocks)
+		if (bp->moe)
+			b -= (double)(m.d.experts - m.d.topk) * 3 * m.d.moe_inter * m.d.hidden * 2;
+	return b;
 }
 
 // Greedy decode after a cached prefill of T tokens: `steps` timed graph

@@ -22,13 +22,14 @@ int DevModel::trace_grow(int T) {
 		return QR_OK;
 	Trace &tr = *trace;
 	QR_CK(cudaStreamSynchronize(g_qr.stream));
-	for (DevBuf *b : {&tr.tmp, &tr.ones_gate})
+	for (DevBuf *b : {&tr.tmp, &tr.tmp2, &tr.ones_gate})
 		if (b->p) {
 			QR_CK(cudaFree(b->p));
 			b->p = nullptr;
 		}
 	const size_t gate = (size_t)(T + 1) * d.nh * 2 * d.hd * 2; // a row spare: the kernel reads at offset hd
 	QR_TRY(tr.tmp.alloc((size_t)T * d.hidden * 4));
+	QR_TRY(tr.tmp2.alloc((size_t)T * d.hidden * 4));
 	QR_TRY(tr.ones_gate.alloc(gate));
 	QR_CK(cudaMemsetAsync(tr.ones_gate.p, 0x46, gate, g_qr.stream)); // bf16 0x4646 = 12672: σ(12672) = 1
 	tr.cap = T;

@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define QR_ABI_VERSION 5
+#define QR_ABI_VERSION 6
 
 enum {
 	QR_OK = 0,
@@ -110,6 +110,12 @@ int qr_gemv(float *y, const float *x, const float *w, int n, int k, int ymode);
 int qr_attention_decode(float *out, const float *q, const float *k, const float *v, const float *gate, int s, int cap,
                         int nh, int nkv);
 
+/* The device model's MoE router on host data: logits [t, e] fp32 -> for
+ * each row its k experts by descending softmax probability, exact ties to
+ * the lower expert index (as torch.topk on CUDA keeps them), ids [t, k] and
+ * weights [t, k] (renormalised to sum 1 when norm). e <= 8192, k <= 64. */
+int qr_moe_route(int32_t *ids, float *w, const float *logits, int t, int e, int k, int norm);
+
 /* RMSNorm over rows of n: y = x * rsqrt(mean(x^2)+eps) * (one_plus ? 1+w : w). */
 int qr_rmsnorm(float *y, const float *x, int rows, int n, const float *w, float eps, int one_plus);
 /* Gated RMSNorm: y = w * (x * rsqrt(mean(x^2)+eps)) * SiLU(z), rows of n. */
@@ -173,10 +179,15 @@ typedef struct {
 	int nh, nkv, hd, rot;         /* gated attention */
 	float theta, eps;             /* rope_theta, rms_norm_eps */
 	int max_tokens;               /* KV-cache capacity (positions) */
+	int experts, topk;            /* MoE: num_experts, num_experts_per_tok (0: dense model) */
+	int moe_inter, shared_inter;  /* moe_intermediate_size, shared_expert_intermediate_size */
+	int norm_topk;                /* norm_topk_prob: renormalise the chosen weights */
 } qr_model_dims;
 
-/* kinds[nlayers]: 0 = Gated DeltaNet, 1 = full attention. Weights are
- * allocated, not set. */
+/* kinds[nlayers]: bit 0 is the mixer (0 = Gated DeltaNet, 1 = full
+ * attention), bit 1 the MLP (0 = dense SwiGLU of width inter, 2 = the
+ * sparse MoE block: router, top-k experts, gated shared expert; up to 8192
+ * experts, top-64). Weights are allocated, not set. */
 int qr_model_create(void **model, const qr_model_dims *d, const int32_t *kinds);
 int qr_model_destroy(void *model);
 /* Every weight from seed, generated on the device with the distributions of
@@ -189,15 +200,21 @@ enum {
 	QR_W_INPUT_NORM, QR_W_POST_NORM, QR_W_MLP_GATE, QR_W_MLP_UP, QR_W_MLP_DOWN,
 	QR_W_GDN_QKV, QR_W_GDN_Z, QR_W_GDN_B, QR_W_GDN_A, QR_W_GDN_OUT,
 	QR_W_GDN_CONV, QR_W_GDN_ALOG, QR_W_GDN_DTBIAS, QR_W_GDN_NORM,
-	QR_W_ATT_Q, QR_W_ATT_K, QR_W_ATT_V, QR_W_ATT_O, QR_W_ATT_QNORM, QR_W_ATT_KNORM
+	QR_W_ATT_Q, QR_W_ATT_K, QR_W_ATT_V, QR_W_ATT_O, QR_W_ATT_QNORM, QR_W_ATT_KNORM,
+	/* the sparse MLP: router [E, H], the shared expert's gate [1, H], its
+	 * gate/up [Is, H] and down [H, Is]; then per expert (part = expert
+	 * index) gate/up [I, H] and down [H, I] */
+	QR_W_MOE_ROUTER, QR_W_MOE_SHARED_PROB, QR_W_MOE_SHARED_GATE, QR_W_MOE_SHARED_UP, QR_W_MOE_SHARED_DOWN,
+	QR_W_MOE_GATE, QR_W_MOE_UP, QR_W_MOE_DOWN
 };
-/* Upload n values of one tensor (layer ignored for the first three):
- * src_bf16 = 1: bf16 bit patterns, else float32 (matrices are rounded to
- * bf16 on the device; vectors stay float32). */
-int qr_model_set(void *model, int layer, int which, const void *src, size_t n, int src_bf16);
+/* Upload n values of one tensor (layer ignored for the first three; part is
+ * the expert for QR_W_MOE_GATE/UP/DOWN, else 0): src_bf16 = 1: bf16 bit
+ * patterns, else float32 (matrices are rounded to bf16 on the device;
+ * vectors stay float32). */
+int qr_model_set(void *model, int layer, int which, int part, const void *src, size_t n, int src_bf16);
 /* Download n values of one tensor as stored: bf16 bit patterns for
  * matrices, float32 for vectors. */
-int qr_model_get(void *model, int layer, int which, void *dst, size_t n);
+int qr_model_get(void *model, int layer, int which, int part, void *dst, size_t n);
 /* Empty every cache and state (position 0). */
 int qr_model_reset(void *model);
 /* Feed t tokens at the current position; logits (host, fp32) get [t, vocab]

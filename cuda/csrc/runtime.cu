@@ -55,6 +55,9 @@ extern "C" int qr_device_count(int *n) {
 	return QR_OK;
 }
 
+// An empty kernel whose attributes say which code the driver loaded.
+__global__ void k_arch_probe() {}
+
 extern "C" int qr_init(int device) {
 	if (g_qr.ready)
 		return QR_OK;
@@ -73,8 +76,15 @@ extern "C" int qr_init(int device) {
 	QR_CKB(cublasSetStream(g_qr.blas, g_qr.stream));
 	g_qr.device = device;
 	g_qr.sm_count = p.multiProcessorCount;
+	// Programmatic dependent launch needs kernels built for sm_90+: their
+	// pdl_wait() compiles to nothing from older PTX (the compute_80 PTX the
+	// driver JIT-compiles for a GPU the library has no machine code for, or
+	// under CUDA_FORCE_PTX_JIT=1), and launching those early would race.
+	cudaFuncAttributes fa;
+	QR_CK(cudaFuncGetAttributes(&fa, k_arch_probe));
+	g_qr.ptx_version = fa.ptxVersion;
 	const char *pdl = getenv("QWENREF_CUDA_PDL");
-	g_qr.pdl = p.major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
+	g_qr.pdl = p.major >= 9 && fa.ptxVersion >= 90 && !(pdl && strcmp(pdl, "0") == 0);
 	g_qr.ready = 1;
 	QR_TRY(qr_kernels_init());
 	return QR_OK;

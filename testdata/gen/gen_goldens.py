@@ -329,6 +329,77 @@ MOE_CASES = [
             rope_parameters=next_rope(1e6, 0.5),
         ),
     ),
+    # The head dims of every released size (GDN 128/128, attention 256,
+    # rotary 64), which the device-resident CUDA model needs, in both sparse
+    # families, bf16 as hub checkpoints are, T=80 (crosses the 64-token
+    # chunk); written with --bf16 so a bf16 backend has transformers' own
+    # bf16 logits to be held to. qwen3_5_moe: every layer sparse, top-2 of 8
+    # renormalised.
+    dict(
+        name="moe-d128",
+        family="qwen3_5_moe",
+        kind="causal",
+        dtype=torch.bfloat16,
+        batch=1,
+        seq=80,
+        gen_new=8,
+        cfg=text_cfg(
+            vocab_size=256,
+            hidden_size=256,
+            num_hidden_layers=2,
+            layer_types=["linear_attention", "full_attention"],
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=256,
+            linear_num_key_heads=1,
+            linear_num_value_heads=2,
+            linear_key_head_dim=128,
+            linear_value_head_dim=128,
+            linear_conv_kernel_dim=4,
+            num_experts=8,
+            num_experts_per_tok=2,
+            moe_intermediate_size=64,
+            shared_expert_intermediate_size=128,
+            tie_word_embeddings=False,
+            rope_parameters=rope(1e7, 0.25, [11, 11, 10]),
+        ),
+    ),
+    # Qwen3-Next at the same head dims: the fused in_proj_qkvz / in_proj_ba
+    # with two value heads per key head, layer 1 dense (mlp_only_layers),
+    # top-3 of 8 without renormalisation.
+    dict(
+        name="next-d128",
+        family="qwen3_next",
+        kind="causal",
+        dtype=torch.bfloat16,
+        batch=1,
+        seq=80,
+        gen_new=8,
+        cfg=text_cfg(
+            vocab_size=256,
+            hidden_size=256,
+            intermediate_size=192,
+            num_hidden_layers=3,
+            layer_types=["linear_attention", "linear_attention", "full_attention"],
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=256,
+            linear_num_key_heads=1,
+            linear_num_value_heads=2,
+            linear_key_head_dim=128,
+            linear_value_head_dim=128,
+            linear_conv_kernel_dim=4,
+            num_experts=8,
+            num_experts_per_tok=3,
+            norm_topk_prob=False,
+            decoder_sparse_step=1,
+            mlp_only_layers=[1],
+            moe_intermediate_size=64,
+            shared_expert_intermediate_size=96,
+            tie_word_embeddings=False,
+            rope_parameters=next_rope(1e7, 0.25),
+        ),
+    ),
 ]
 
 
@@ -820,13 +891,20 @@ def run_case(case, root, seed):
     return entry
 
 
-def write_bf16(case_dir, kind):
+def write_bf16(case_dir, kind, fam=None):
     """transformers in bf16 on the same checkpoint and ids: the logits a
     bf16 run gets (expected_bf16.safetensors), beside the fp32 goldens,
-    which this does not touch. It bounds what a bf16 backend may be off."""
-    cls = mq.Qwen3_5ForCausalLM if kind == "causal" else mq.Qwen3_5ForConditionalGeneration
+    which this does not touch. It bounds what a bf16 backend may be off.
+    fam (the sparse families) names the model classes."""
+    if fam:
+        mod = fam["module"]()
+        cls = getattr(mod, fam["causal"] if kind == "causal" else fam["vlm"])
+    else:
+        cls = mq.Qwen3_5ForCausalLM if kind == "causal" else mq.Qwen3_5ForConditionalGeneration
     m = cls.from_pretrained(case_dir, dtype=torch.bfloat16, attn_implementation="eager")
     m.eval()
+    if fam:
+        force_reference_paths(m, fam)
     with open(os.path.join(case_dir, "inputs.json")) as f:
         ids = torch.tensor(json.load(f)["ids"])
     with torch.no_grad():
@@ -906,6 +984,8 @@ def main_moe(a):
             continue
         manifest["cases"] = [c for c in manifest["cases"] if c["name"] != case["name"]] + [entry]
         print(f"wrote {os.path.join(a.out, case['name'])}")
+        if a.bf16:
+            write_bf16(os.path.join(a.out, case["name"]), case["kind"], FAMILIES[case["family"]])
     with open(man_path, "w") as f:
         json.dump(manifest, f, indent=2)
     print(f"wrote {man_path} ({len(manifest['cases'])} cases)")

@@ -112,6 +112,14 @@ __host__ cudaError_t cudaLaunchKernel(const void *, dim3, dim3, void **, size_t,
 template <class T> static __host__ inline cudaError_t cudaFuncSetAttribute(T *f, cudaFuncAttribute a, int v) {
 	return cudaFuncSetAttributeRaw((const void *)f, a, v);
 }
+struct cudaFuncAttributes {
+	size_t sharedSizeBytes, constSizeBytes, localSizeBytes;
+	int maxThreadsPerBlock, numRegs, ptxVersion, binaryVersion;
+};
+__host__ cudaError_t cudaFuncGetAttributesRaw(cudaFuncAttributes *, const void *);
+template <class T> static __host__ inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, T *f) {
+	return cudaFuncGetAttributesRaw(a, (const void *)f);
+}
 
 // Launch configuration with attributes (programmatic dependent launch).
 enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 5 };
