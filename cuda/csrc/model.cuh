@@ -26,7 +26,7 @@ struct AttnW {
 // Limits of the device router (moe.cu): experts per layer, experts per token.
 #define MOE_MAX_EXPERTS 8192
 #define MOE_MAX_TOPK 64
-#define MOE_BM 64 // grouped-GEMM rows per tile
+#define MOE_BM 128 // grouped-GEMM rows per tile
 
 // One sparse MoE MLP's weights (E experts of width I, a shared expert of Is).
 struct MoeW {
@@ -256,6 +256,8 @@ struct DevModel {
 	// Block li's sparse MLP (moe.cu): X += MoE(XN) for T tokens; decode
 	// takes the GEMV products (T = 1, graph-capturable either way).
 	int moe_forward(int li, int T, int decode, cudaStream_t st);
+	// Its second half: the shared expert, then the combine into X.
+	int moe_shared_combine(int li, int T, int decode, cudaStream_t st);
 	// dst[n] = N(0, 1) bf16 from seed (benchmark inputs).
 	int fill_normal(bf16_t *dst, size_t n, uint64_t seed);
 	// Block li alone on host x [T, H] (teacher forcing), continuing that

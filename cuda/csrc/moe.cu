@@ -12,10 +12,11 @@
 // deterministic counting sort (rank, scan, place), and each projection of
 // every expert is one grouped GEMM launch over all of them: a block takes
 // one 64-row tile of one expert's rows, found from the scan's tile starts
-// on the device, so nothing waits for the host and the same kernels serve
-// the prefill and the graph-captured decode step. The gate/up GEMM applies
+// on the device, so nothing waits for the host. The gate/up GEMM applies
 // SwiGLU in its epilogue; the combine adds the weighted expert rows, the
-// gated shared expert and the residual in one pass.
+// gated shared expert and the residual in one pass. The decode step (one
+// token, captured in a CUDA graph) skips the sort: its k experts are
+// gathered GEMVs that read the chosen ids on the device.
 #include <math.h>
 
 #include "model.cuh"
@@ -33,48 +34,37 @@ __device__ __forceinline__ bool route_better(float v, int i, float bv, int bi) {
 	return i < bi;
 }
 
-// One block per token: p = softmax(logits[t, 0:E]) in fp32, its k largest
-// in descending order, renormalised when norm. ids/w [T, k]; idf (may be
-// null) gets the ids as floats for tracing.
-__global__ void __launch_bounds__(256) k_moe_route(const float *__restrict__ logits, int ld, int E, int k, int norm,
-                                                   int32_t *__restrict__ ids, float *__restrict__ w,
+// One warp per token (8 per block): p = softmax(logits[t, 0:E]) in fp32,
+// its k largest in descending order, renormalised when norm. ids/w [T, k];
+// idf (may be null) gets the ids as floats for tracing. Warp shuffles
+// only: each of the k rounds is a warp argmax over the experts not yet taken.
+__global__ void __launch_bounds__(256) k_moe_route(const float *__restrict__ logits, int ld, int T, int E, int k,
+                                                   int norm, int32_t *__restrict__ ids, float *__restrict__ w,
                                                    float *__restrict__ idf) {
-	__shared__ unsigned char taken[MOE_MAX_EXPERTS];
-	__shared__ float red_v[32];
-	__shared__ int red_i[32];
-	__shared__ float chosen_w[MOE_MAX_TOPK];
-	__shared__ int chosen_i[MOE_MAX_TOPK];
-	const int t = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, nw = blockDim.x >> 5;
+	__shared__ unsigned taken_all[8][MOE_MAX_EXPERTS / 32];
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = blockIdx.x * 8 + warp;
+	if (t >= T)
+		return;
+	unsigned *taken = taken_all[warp];
 	const float *l = logits + (size_t)t * ld;
 	float m = -INFINITY;
-	for (int i = tid; i < E; i += blockDim.x) {
+	for (int i = lane; i < E; i += 32)
 		m = fmaxf(m, l[i]);
-		taken[i] = 0;
-	}
+	for (int q = lane; q < (E + 31) / 32; q += 32)
+		taken[q] = 0;
 	m = warp_max(m);
-	if (lane == 0)
-		red_v[wid] = m;
-	__syncthreads();
-	m = red_v[0];
-	for (int j = 1; j < nw; j++)
-		m = fmaxf(m, red_v[j]);
-	__syncthreads();
 	float s = 0;
-	for (int i = tid; i < E; i += blockDim.x)
+	for (int i = lane; i < E; i += 32)
 		s += expf(l[i] - m);
 	s = warp_sum(s);
-	if (lane == 0)
-		red_v[wid] = s;
-	__syncthreads();
-	s = 0;
-	for (int j = 0; j < nw; j++)
-		s += red_v[j];
-	__syncthreads();
+	__syncwarp();
+	float w0 = 0, w1 = 0; // lane holds the choices of rounds lane (w0, i0) and lane + 32 (w1, i1)
+	int i0 = 0, i1 = 0;
 	for (int j = 0; j < k; j++) {
 		float bv = -INFINITY;
 		int bi = 0x7fffffff;
-		for (int i = tid; i < E; i += blockDim.x) {
-			if (taken[i])
+		for (int i = lane; i < E; i += 32) {
+			if (taken[i >> 5] >> (i & 31) & 1)
 				continue;
 			const float p = expf(l[i] - m) / s;
 			if (route_better(p, i, bv, bi))
@@ -87,62 +77,68 @@ __global__ void __launch_bounds__(256) k_moe_route(const float *__restrict__ log
 			if (route_better(ov, oi, bv, bi))
 				bv = ov, bi = oi;
 		}
+		if (bi < 0 || bi >= E) // every value compared false: the first free expert
+			for (bi = 0; taken[bi >> 5] >> (bi & 31) & 1; bi++) {
+			}
+		__syncwarp();
 		if (lane == 0)
-			red_v[wid] = bv, red_i[wid] = bi;
-		__syncthreads();
-		if (tid == 0) {
-			for (int q = 1; q < nw; q++)
-				if (route_better(red_v[q], red_i[q], bv, bi))
-					bv = red_v[q], bi = red_i[q];
-			if (bi < 0 || bi >= E) // every value compared false: take the first free expert
-				for (bi = 0; taken[bi]; bi++) {
-				}
-			taken[bi] = 1;
-			chosen_i[j] = bi;
-			chosen_w[j] = bv;
+			taken[bi >> 5] |= 1u << (bi & 31);
+		__syncwarp();
+		if (lane == (j & 31)) {
+			if (j < 32)
+				w0 = bv, i0 = bi;
+			else
+				w1 = bv, i1 = bi;
 		}
-		__syncthreads();
 	}
-	if (tid == 0) {
-		float sum = 0;
-		for (int j = 0; j < k; j++)
-			sum += chosen_w[j];
-		for (int j = 0; j < k; j++) {
-			ids[(size_t)t * k + j] = chosen_i[j];
-			w[(size_t)t * k + j] = norm ? chosen_w[j] / sum : chosen_w[j];
-			if (idf)
-				idf[(size_t)t * k + j] = (float)chosen_i[j];
-		}
+	float sum = 0;
+	for (int j = 0; j < k; j++) // in round order, as a sequential sum
+		sum += __shfl_sync(0xffffffffu, j < 32 ? w0 : w1, j & 31);
+	const size_t o = (size_t)t * k;
+	if (lane < k) {
+		ids[o + lane] = i0;
+		w[o + lane] = norm ? w0 / sum : w0;
+		if (idf)
+			idf[o + lane] = (float)i0;
+	}
+	if (lane + 32 < k) {
+		ids[o + lane + 32] = i1;
+		w[o + lane + 32] = norm ? w1 / sum : w1;
+		if (idf)
+			idf[o + lane + 32] = (float)i1;
 	}
 }
 
 // Block e: the rank of each routed slot of expert e among that expert's
 // slots, in slot order (so the grouping is deterministic), and their count.
+// Each thread counts a contiguous run of slots, a block scan of the counts
+// gives each run its first rank, and a second pass hands them out.
 __global__ void __launch_bounds__(256) k_moe_rank(const int32_t *__restrict__ ids, int n, int32_t *__restrict__ rank,
                                                   int32_t *__restrict__ cnt) {
 	__shared__ int wsum[8];
 	const int e = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
-	int running = 0;
-	for (int base = 0; base < n; base += 256) {
-		const int s = base + tid;
-		const bool hit = s < n && ids[s] == e;
-		const unsigned b = __ballot_sync(0xffffffffu, hit);
-		if (lane == 0)
-			wsum[wid] = __popc(b);
-		__syncthreads();
-		int before = running, total = running;
-		for (int q = 0; q < 8; q++) {
-			if (q < wid)
-				before += wsum[q];
-			total += wsum[q];
-		}
-		if (hit)
-			rank[s] = before + __popc(b & ((1u << lane) - 1));
-		running = total;
-		__syncthreads();
+	const int per = (n + 255) / 256, lo = min(n, tid * per), hi = min(n, lo + per);
+	int c = 0;
+	for (int s = lo; s < hi; s++)
+		c += ids[s] == e;
+	int inc = c; // inclusive scan over the warp, then the warps' totals
+#pragma unroll
+	for (int o = 1; o < 32; o <<= 1) {
+		const int a = __shfl_up_sync(0xffffffffu, inc, o);
+		if (lane >= o)
+			inc += a;
 	}
-	if (tid == 0)
-		cnt[e] = running;
+	if (lane == 31)
+		wsum[wid] = inc;
+	__syncthreads();
+	int r = inc - c;
+	for (int q = 0; q < wid; q++)
+		r += wsum[q];
+	for (int s = lo; s < hi; s++)
+		if (ids[s] == e)
+			rank[s] = r++;
+	if (tid == 255)
+		cnt[e] = r;
 }
 
 // One block: off[e] = Σ_{e'<e} cnt[e'] (off[E] = all rows) and tiles[e] =
@@ -209,23 +205,35 @@ __global__ void k_moe_place(const int32_t *__restrict__ ids, const int32_t *__re
 //
 // C[r, :] = A[src(r), :] · W_e(r)ᵀ over the grouped rows r, W_e = W + e·n_w·K
 // ([n_w, K] row-major). Block (x, y): tile x of the scan's tile list (an
-// expert's 64 rows), output columns y·64… (GATEUP) or y·128… (DOWN).
+// expert's MOE_BM rows), output columns y·64… (GATEUP) or y·128… (DOWN).
 //  GATEUP: A rows are XN[perm[r] / k]; W_e = [gate (I rows) | up (I rows)];
 //          out bf16 [rows, I] = bf16(SiLU(bf16(g)) · bf16(u)).
 //  DOWN:   A rows are act[r]; W_e = [H, I]; out fp32 [rows, H].
-// Tiles: 64 rows × 128 weight rows × 32 of K, double-buffered with cp.async;
-// 4 warps of 32 × 64. K % 8 == 0.
+// Tiles: 128 rows × 128 weight rows × 64 of K in a 3-stage cp.async
+// pipeline (110 KB of dynamic shared memory, two blocks per SM; 2 stages,
+// 74 KB, where a block may have less, as on sm_120); 8 warps of
+// 32 × 64 (4 along the rows, 2 along the columns), fragments by ldmatrix. A GATEUP block's 128 weight rows are 64 gate rows
+// and the 64 up rows of the same outputs, so each thread holds g and u of
+// its outputs. K % 8 == 0.
 enum { MOE_GATEUP = 0, MOE_DOWN = 1 };
-#define MOE_BK 32
-#define MOE_LDS (MOE_BK + 8) // smem row stride: 80 bytes, conflict-free fragments
+#define MOE_BK 64
+#define MOE_LDS (MOE_BK + 8) // smem row stride: 144 bytes, conflict-free ldmatrix rows
+#define MOE_GEMM_SMEM(stages) ((stages) * (MOE_BM + 128) * MOE_LDS * 2)
 
-template <int MODE>
-__global__ void __launch_bounds__(128)
+__device__ __forceinline__ void moe_ldsm_x4(unsigned r[4], const bf16_t *p) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(smem_addr(p)));
+}
+
+template <int MODE, int MOE_STAGES>
+__global__ void __launch_bounds__(256)
     k_moe_gemm(void *__restrict__ out, const bf16_t *__restrict__ A, const bf16_t *__restrict__ W,
                const int32_t *__restrict__ perm, int topk, const int32_t *__restrict__ off,
                const int32_t *__restrict__ tiles, int E, int N, int K) {
-	__shared__ __align__(16) bf16_t As[2][MOE_BM][MOE_LDS];
-	__shared__ __align__(16) bf16_t Ws[2][128][MOE_LDS];
+	extern __shared__ __align__(16) unsigned char moe_smem[];
+	bf16_t(*As)[MOE_BM][MOE_LDS] = (bf16_t(*)[MOE_BM][MOE_LDS])moe_smem;
+	bf16_t(*Ws)[128][MOE_LDS] = (bf16_t(*)[128][MOE_LDS])(moe_smem + MOE_STAGES * MOE_BM * MOE_LDS * 2);
 	const int b = blockIdx.x;
 	if (b >= tiles[E])
 		return;
@@ -239,23 +247,19 @@ __global__ void __launch_bounds__(128)
 	}
 	const int e = lo;
 	const int row0 = off[e] + (b - tiles[e]) * MOE_BM, rend = off[e + 1];
-	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 1, wn = warp >> 1;
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 3, wn = warp >> 2;
 	const int n0 = blockIdx.y * (MODE == MOE_GATEUP ? 64 : 128);
 	const size_t wrows = MODE == MOE_GATEUP ? 2 * (size_t)N : (size_t)N;
 	const bf16_t *We = W + (size_t)e * wrows * K;
-	// Source rows of this thread's A chunks (fixed over K).
-	const bf16_t *arow[2];
-#pragma unroll
-	for (int i = 0; i < 2; i++) {
-		const int r = row0 + (tid + 128 * i) / 4;
-		arow[i] = nullptr;
-		if (r < rend)
-			arow[i] = MODE == MOE_GATEUP ? A + (size_t)(perm[r] / topk) * K : A + (size_t)r * K;
-	}
-	const bf16_t *wrow[4];
+	// This thread's A and W chunks per stage: rows tid/8 + 32·i, 8 of K at (tid%8)·8.
+	const int crow = tid >> 3, kc = (tid & 7) * 8;
+	const bf16_t *arow[4], *wrow[4];
 #pragma unroll
 	for (int i = 0; i < 4; i++) {
-		const int r = (tid + 128 * i) / 4;
+		const int r = crow + 32 * i, gr = row0 + r;
+		arow[i] = nullptr;
+		if (gr < rend)
+			arow[i] = MODE == MOE_GATEUP ? A + (size_t)(perm[gr] / topk) * K : A + (size_t)gr * K;
 		int src = -1;
 		if (MODE == MOE_GATEUP) {
 			const int c = n0 + (r & 63);
@@ -267,23 +271,18 @@ __global__ void __launch_bounds__(128)
 		wrow[i] = src >= 0 ? We + (size_t)src * K : nullptr;
 	}
 	auto load = [&](int buf, int k0) {
-#pragma unroll
-		for (int i = 0; i < 2; i++) {
-			const int c = tid + 128 * i, r = c / 4, kc = (c & 3) * 8;
-			bf16_t *dst = &As[buf][r][kc];
-			if (arow[i] && k0 + kc < K)
-				cp_async16(dst, arow[i] + k0 + kc);
-			else
-				*(uint4 *)dst = make_uint4(0, 0, 0, 0);
-		}
+		const bool kin = k0 + kc < K;
 #pragma unroll
 		for (int i = 0; i < 4; i++) {
-			const int c = tid + 128 * i, r = c / 4, kc = (c & 3) * 8;
-			bf16_t *dst = &Ws[buf][r][kc];
-			if (wrow[i] && k0 + kc < K)
-				cp_async16(dst, wrow[i] + k0 + kc);
+			bf16_t *da = &As[buf][crow + 32 * i][kc], *dw = &Ws[buf][crow + 32 * i][kc];
+			if (arow[i] && kin)
+				cp_async16(da, arow[i] + k0 + kc);
 			else
-				*(uint4 *)dst = make_uint4(0, 0, 0, 0);
+				*(uint4 *)da = make_uint4(0, 0, 0, 0);
+			if (wrow[i] && kin)
+				cp_async16(dw, wrow[i] + k0 + kc);
+			else
+				*(uint4 *)dw = make_uint4(0, 0, 0, 0);
 		}
 		cp_async_commit();
 	};
@@ -295,37 +294,48 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
 			for (int q = 0; q < 4; q++)
 				acc[mi][ni][q] = 0.0f;
-	// The warp's eight n8 tiles: rows of Ws.
-	int wr[8];
+	// The warp's four pairs of n8 tiles: their first row in Ws.
+	int wr[4];
 #pragma unroll
-	for (int ni = 0; ni < 8; ni++)
-		wr[ni] = MODE == MOE_GATEUP ? (ni < 4 ? wn * 32 + 8 * ni : 64 + wn * 32 + 8 * (ni - 4)) : wn * 64 + 8 * ni;
+	for (int np = 0; np < 4; np++)
+		wr[np] = MODE == MOE_GATEUP ? (np < 2 ? wn * 32 + 16 * np : 64 + wn * 32 + 16 * (np - 2)) : wn * 64 + 16 * np;
+	// ldmatrix lane addresses: A rows lane%16 at k + (lane/16)·8; W rows
+	// (lane%8) + (lane/16)·8 at k + ((lane/8)%2)·8.
+	const int a_r = lane & 15, a_k = (lane >> 4) * 8;
+	const int b_r = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
 	const int nk = (K + MOE_BK - 1) / MOE_BK;
-	load(0, 0);
+#pragma unroll
+	for (int st = 0; st < MOE_STAGES - 1; st++) { // a group per stage, empty past K, so the waits count alike
+		if (st < nk)
+			load(st, st * MOE_BK);
+		else
+			cp_async_commit();
+	}
 	for (int kt = 0; kt < nk; kt++) {
-		const int buf = kt & 1;
-		if (kt + 1 < nk) {
-			load(buf ^ 1, (kt + 1) * MOE_BK);
-			cp_async_wait<1>();
-		} else {
-			cp_async_wait<0>();
-		}
-		__syncthreads();
+		const int buf = kt % MOE_STAGES;
+		cp_async_wait<MOE_STAGES - 2>();
+		__syncthreads(); // stage kt landed for every thread; stage kt−1's buffer is free
+		if (kt + MOE_STAGES - 1 < nk)
+			load((kt + MOE_STAGES - 1) % MOE_STAGES, (kt + MOE_STAGES - 1) * MOE_BK);
+		else
+			cp_async_commit();
 #pragma unroll
 		for (int ks = 0; ks < MOE_BK; ks += 16) {
 			unsigned a[2][4];
 #pragma unroll
 			for (int mi = 0; mi < 2; mi++)
-				lda_frag(a[mi], &As[buf][wm * 32 + 16 * mi][ks], MOE_LDS, lane);
+				moe_ldsm_x4(a[mi], &As[buf][wm * 32 + 16 * mi + a_r][ks + a_k]);
 #pragma unroll
-			for (int ni = 0; ni < 8; ni++) {
-				unsigned bb[2];
-				ldb_frag(bb, &Ws[buf][wr[ni]][ks], MOE_LDS, lane);
-				mma_bf16(acc[0][ni], a[0], bb);
-				mma_bf16(acc[1][ni], a[1], bb);
+			for (int np = 0; np < 4; np++) {
+				unsigned bb[4];
+				moe_ldsm_x4(bb, &Ws[buf][wr[np] + b_r][ks + b_k]);
+#pragma unroll
+				for (int mi = 0; mi < 2; mi++) {
+					mma_bf16(acc[mi][2 * np], a[mi], bb);
+					mma_bf16(acc[mi][2 * np + 1], a[mi], bb + 2);
+				}
 			}
 		}
-		__syncthreads();
 	}
 	const int g = lane >> 2, c2 = 2 * (lane & 3);
 #pragma unroll
@@ -362,8 +372,60 @@ __global__ void __launch_bounds__(128)
 		}
 }
 
-// X[t] += Σ_j w[t, j] · Y[pos[t·k + j]] + σ(gate logit) · S[t]; eo and mo
-// (tracing; may be null) get the routed sum and the whole MLP output.
+// ---- decode: one token's k experts as gathered GEMVs ----
+//
+// Block (x, j): 8 warps, one output row each, of expert ids[j] (slot j of
+// the one token). GATEUP: x is XN [K = H]; act[j, i] = bf16(SiLU(bf16(g_i)) ·
+// bf16(u_i)) for gate row i and up row I + i (i < N = I). DOWN: x is act[j]
+// [K = I]; y[j, h] = Down_e[h] · x (h < N = H), fp32. 16-byte loads; K % 8 == 0.
+template <int MODE>
+__global__ void __launch_bounds__(256)
+    k_moe_gemv(void *__restrict__ out, const bf16_t *__restrict__ x, const bf16_t *__restrict__ W,
+               const int32_t *__restrict__ ids, int N, int K) {
+	const int j = blockIdx.y, lane = threadIdx.x & 31, row = blockIdx.x * 8 + (threadIdx.x >> 5);
+	if (row >= N)
+		return;
+	const int e = ids[j];
+	const size_t wrows = MODE == MOE_GATEUP ? 2 * (size_t)N : (size_t)N;
+	const bf16_t *We = W + (size_t)e * wrows * K;
+	const uint4 *xv = (const uint4 *)(MODE == MOE_GATEUP ? x : x + (size_t)j * K);
+	const uint4 *w0 = (const uint4 *)(We + (size_t)row * K);
+	const uint4 *w1 = (const uint4 *)(We + (size_t)(N + row) * K); // up row (GATEUP only)
+	float a0 = 0, a1 = 0;
+	const int nc = K / 8;
+#pragma unroll 4
+	for (int c = lane; c < nc; c += 32) {
+		const uint4 xq = xv[c], wq = w0[c];
+		const unsigned xs[4] = {xq.x, xq.y, xq.z, xq.w}, ws[4] = {wq.x, wq.y, wq.z, wq.w};
+#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			a0 += __uint_as_float(xs[q] << 16) * __uint_as_float(ws[q] << 16);
+			a0 += __uint_as_float(xs[q] & 0xffff0000u) * __uint_as_float(ws[q] & 0xffff0000u);
+		}
+		if (MODE == MOE_GATEUP) {
+			const uint4 uq = w1[c];
+			const unsigned us[4] = {uq.x, uq.y, uq.z, uq.w};
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				a1 += __uint_as_float(xs[q] << 16) * __uint_as_float(us[q] << 16);
+				a1 += __uint_as_float(xs[q] & 0xffff0000u) * __uint_as_float(us[q] & 0xffff0000u);
+			}
+		}
+	}
+	a0 = warp_sum(a0);
+	if (MODE == MOE_GATEUP)
+		a1 = warp_sum(a1);
+	if (lane == 0) {
+		if (MODE == MOE_GATEUP)
+			((bf16_t *)out)[(size_t)j * N + row] = f2bf(silu(bf2f(f2bf(a0))) * bf2f(f2bf(a1)));
+		else
+			((float *)out)[(size_t)j * N + row] = a0;
+	}
+}
+
+// X[t] += Σ_j w[t, j] · Y[pos[t·k + j]] + σ(gate logit) · S[t] (pos null:
+// slot t·k + j is row t·k + j, as decode leaves them); eo and mo (tracing;
+// may be null) get the routed sum and the whole MLP output.
 __global__ void k_moe_combine(float *__restrict__ X, const float *__restrict__ Y, const int32_t *__restrict__ pos,
                               const float *__restrict__ w, const float *__restrict__ S,
                               const float *__restrict__ gate_logit, int ldg, int H, int k, float *__restrict__ eo,
@@ -373,7 +435,7 @@ __global__ void k_moe_combine(float *__restrict__ X, const float *__restrict__ Y
 	for (int h = threadIdx.x; h < H; h += blockDim.x) {
 		float acc = 0;
 		for (int j = 0; j < k; j++)
-			acc += w[(size_t)t * k + j] * Y[(size_t)pos[(size_t)t * k + j] * H + h];
+			acc += w[(size_t)t * k + j] * Y[(size_t)(pos ? pos[(size_t)t * k + j] : t * k + j) * H + h];
 		const float m = acc + sg * S[(size_t)t * H + h];
 		X[(size_t)t * H + h] += m;
 		if (eo)
@@ -414,12 +476,43 @@ int MoeActs::alloc(const qr_model_dims &d, int T, size_t &bytes) {
 	return QR_OK;
 }
 
+// The two grouped GEMMs: gate/up with SwiGLU into act [n, I], then down
+// into y [n, H]; 3 pipeline stages where the GPU gives a block the shared
+// memory, else 2.
+static int moe_gemm_launch(unsigned max_tiles, void *act, const bf16_t *XN, const bf16_t *gate_up, const bf16_t *down,
+                           void *y, const int32_t *perm, int k, const int32_t *off, const int32_t *tiles, int E, int I,
+                           int H, cudaStream_t st) {
+	static int stages = 0; // chosen, and the kernels' shared-memory limit raised, once per process
+	if (!stages) {
+		int optin = 0;
+		QR_CK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, g_qr.device));
+		const int s = optin >= MOE_GEMM_SMEM(3) ? 3 : 2;
+		QR_ARG(optin >= MOE_GEMM_SMEM(2), "moe: the grouped GEMM needs %d bytes of shared memory per block, this GPU "
+		                                  "gives %d", MOE_GEMM_SMEM(2), optin);
+		if (s == 3) {
+			QR_CK(cudaFuncSetAttribute(k_moe_gemm<MOE_GATEUP, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, MOE_GEMM_SMEM(3)));
+			QR_CK(cudaFuncSetAttribute(k_moe_gemm<MOE_DOWN, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize, MOE_GEMM_SMEM(3)));
+		} else {
+			QR_CK(cudaFuncSetAttribute(k_moe_gemm<MOE_GATEUP, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, MOE_GEMM_SMEM(2)));
+			QR_CK(cudaFuncSetAttribute(k_moe_gemm<MOE_DOWN, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, MOE_GEMM_SMEM(2)));
+		}
+		stages = s;
+	}
+	auto gu = stages == 3 ? k_moe_gemm<MOE_GATEUP, 3> : k_moe_gemm<MOE_GATEUP, 2>;
+	auto dn = stages == 3 ? k_moe_gemm<MOE_DOWN, 3> : k_moe_gemm<MOE_DOWN, 2>;
+	gu<<<dim3(max_tiles, cdiv(I, 64)), 256, MOE_GEMM_SMEM(stages), st>>>(act, XN, gate_up, perm, k, off, tiles, E, I, H);
+	QR_CKL("moe_gemm_gateup");
+	dn<<<dim3(max_tiles, cdiv(H, 128)), 256, MOE_GEMM_SMEM(stages), st>>>(y, (const bf16_t *)act, down, nullptr, k, off,
+	                                                                        tiles, E, H, I);
+	QR_CKL("moe_gemm_down");
+	return QR_OK;
+}
+
 int DevModel::moe_forward(int li, int T, int decode, cudaStream_t st) {
 	MoeW &M = *blocks[li]->moe;
 	MoeActs &A = macts;
-	const int H = d.hidden, E = d.experts, k = d.topk, I = d.moe_inter, Is = d.shared_inter;
+	const int H = d.hidden, E = d.experts, k = d.topk, I = d.moe_inter;
 	const int n = T * k;
-	float *X = x.as<float>();
 	bf16_t *XN = xn.as<bf16_t>();
 	float *RL = A.logits.as<float>();
 	QR_TRY(mark(ST_MOE_ROUTE, st));
@@ -428,11 +521,21 @@ int DevModel::moe_forward(int li, int T, int decode, cudaStream_t st) {
 	else
 		QR_TRY(qr_gemm_bf16(RL, 1, E + 1, XN, H, M.router.as<bf16_t>(), H, T, E + 1, H, st));
 	QR_TRY(rec(li, "router_logits", RL, 0, E + 1, T, E, T, E, 0));
-	k_moe_route<<<T, 256, 0, st>>>(RL, E + 1, E, k, d.norm_topk, A.ids.as<int32_t>(), A.w.as<float>(),
-	                               trace ? A.idf.as<float>() : nullptr);
+	k_moe_route<<<cdiv(T, 8), 256, 0, st>>>(RL, E + 1, T, E, k, d.norm_topk, A.ids.as<int32_t>(), A.w.as<float>(),
+	                                        trace ? A.idf.as<float>() : nullptr);
 	QR_CKL("moe_route");
 	QR_TRY(rec(li, "router_weights", A.w.p, 0, k, T, k, T, k, 0));
 	QR_TRY(rec(li, "router_experts", A.idf.p, 0, k, T, k, T, k, 0));
+	if (decode) {
+		QR_TRY(mark(ST_MOE_EXPERTS, st));
+		k_moe_gemv<MOE_GATEUP><<<dim3(cdiv(I, 8), k), 256, 0, st>>>(A.act.p, XN, M.gate_up.as<bf16_t>(),
+		                                                            A.ids.as<int32_t>(), I, H);
+		QR_CKL("moe_gemv_gateup");
+		k_moe_gemv<MOE_DOWN><<<dim3(cdiv(H, 8), k), 256, 0, st>>>(A.y.p, A.act.as<bf16_t>(), M.down.as<bf16_t>(),
+		                                                          A.ids.as<int32_t>(), H, I);
+		QR_CKL("moe_gemv_down");
+		return moe_shared_combine(li, T, decode, st);
+	}
 	k_moe_rank<<<E, 256, 0, st>>>(A.ids.as<int32_t>(), n, A.rank.as<int32_t>(), A.cnt.as<int32_t>());
 	QR_CKL("moe_rank");
 	k_moe_scan<<<1, 1024, 0, st>>>(A.cnt.as<int32_t>(), E, A.off.as<int32_t>(), A.tiles.as<int32_t>());
@@ -443,14 +546,18 @@ int DevModel::moe_forward(int li, int T, int decode, cudaStream_t st) {
 	// Tiles: at most one partial tile per expert that has rows.
 	const unsigned max_tiles = cdiv(n, MOE_BM) + (unsigned)(n < E ? n : E);
 	QR_TRY(mark(ST_MOE_EXPERTS, st));
-	k_moe_gemm<MOE_GATEUP><<<dim3(max_tiles, cdiv(I, 64)), 128, 0, st>>>(
-	    A.act.p, XN, M.gate_up.as<bf16_t>(), A.perm.as<int32_t>(), k, A.off.as<int32_t>(), A.tiles.as<int32_t>(), E,
-	    I, H);
-	QR_CKL("moe_gemm_gateup");
-	k_moe_gemm<MOE_DOWN><<<dim3(max_tiles, cdiv(H, 128)), 128, 0, st>>>(
-	    A.y.p, A.act.as<bf16_t>(), M.down.as<bf16_t>(), nullptr, k, A.off.as<int32_t>(), A.tiles.as<int32_t>(), E, H,
-	    I);
-	QR_CKL("moe_gemm_down");
+	QR_TRY(moe_gemm_launch(max_tiles, A.act.p, XN, M.gate_up.as<bf16_t>(), M.down.as<bf16_t>(), A.y.p, A.perm.as<int32_t>(),
+	                       k, A.off.as<int32_t>(), A.tiles.as<int32_t>(), E, I, H, st));
+	return moe_shared_combine(li, T, decode, st);
+}
+
+int DevModel::moe_shared_combine(int li, int T, int decode, cudaStream_t st) {
+	MoeW &M = *blocks[li]->moe;
+	MoeActs &A = macts;
+	const int H = d.hidden, E = d.experts, k = d.topk, Is = d.shared_inter;
+	float *X = x.as<float>();
+	bf16_t *XN = xn.as<bf16_t>();
+	float *RL = A.logits.as<float>();
 	QR_TRY(mark(ST_MOE_SHARED, st));
 	float *SO = A.shared_out.as<float>();
 	if (decode) {
@@ -467,8 +574,8 @@ int DevModel::moe_forward(int li, int T, int decode, cudaStream_t st) {
 		eo = trace->tmp.as<float>();
 		mo = trace->tmp2.as<float>();
 	}
-	k_moe_combine<<<T, 256, 0, st>>>(X, A.y.as<float>(), A.pos.as<int32_t>(), A.w.as<float>(), SO, RL + E, E + 1, H,
-	                                 k, eo, mo);
+	k_moe_combine<<<T, 256, 0, st>>>(X, A.y.as<float>(), decode ? nullptr : A.pos.as<int32_t>(), A.w.as<float>(), SO,
+	                                 RL + E, E + 1, H, k, eo, mo);
 	QR_CKL("moe_combine");
 	if (trace) {
 		QR_TRY(rec(li, "experts_out", eo, 0, H, T, H, T, H, 0));
@@ -490,7 +597,8 @@ extern "C" int qr_moe_route(int32_t *ids, float *w, const float *logits, int t, 
 	QR_TRY(upload(dl, logits, (size_t)t * e));
 	QR_TRY(di.alloc((size_t)t * k * 4));
 	QR_TRY(dw.alloc((size_t)t * k * 4));
-	k_moe_route<<<t, 256, 0, st>>>(dl.as<float>(), e, e, k, norm, di.as<int32_t>(), dw.as<float>(), nullptr);
+	k_moe_route<<<cdiv(t, 8), 256, 0, st>>>(dl.as<float>(), e, t, e, k, norm, di.as<int32_t>(), dw.as<float>(),
+	                                        nullptr);
 	QR_CKL("moe_route");
 	QR_CK(cudaStreamSynchronize(st));
 	QR_TRY(download(ids, di, (size_t)t * k));
