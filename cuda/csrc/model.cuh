@@ -45,7 +45,7 @@ struct MoeActs {
 	DevBuf rank, pos, perm;        // int32 [n]: rank within the expert, grouped row of a slot, slot of a row
 	DevBuf cnt, off, tiles;        // int32 [E], [E + 1], [E + 1]: rows per expert, their starts, tile starts
 	DevBuf act;                    // bf16 [n, I]: SwiGLU of the grouped rows
-	DevBuf y;                      // fp32 [n, H]: each grouped row's expert output
+	DevBuf y;                      // bf16 [n, H]: each grouped row's expert output
 	DevBuf shared_act, shared_out; // bf16 [T, Is], fp32 [T, H]
 	int alloc(const qr_model_dims &d, int T, size_t &bytes);
 };
@@ -160,6 +160,11 @@ struct PinnedBuf {
 	}
 	template <typename T> T *as() const { return (T *)p; }
 };
+
+// The MoE router (moe_route.cu) for T rows of logits [T, ld ≥ E]: ids, w
+// [T, k]; idf (may be null) the ids as floats.
+int launch_moe_route(const float *logits, int ld, int T, int E, int k, int norm, int32_t *ids, float *w, float *idf,
+                     cudaStream_t st);
 
 // act[t, i] = SiLU(gu[t, i]) · gu[t, I + i] (bf16 rows, I % 8 == 0).
 int launch_swiglu_rows(bf16_t *act, const bf16_t *gu, int T, int I, cudaStream_t st);

@@ -15,99 +15,14 @@
 // on the device, so nothing waits for the host. The gate/up GEMM applies
 // SwiGLU in its epilogue; the combine adds the weighted expert rows, the
 // gated shared expert and the residual in one pass. The decode step (one
-// token, captured in a CUDA graph) skips the sort: its k experts are
-// gathered GEMVs that read the chosen ids on the device.
+// token, captured in a CUDA graph) skips the sort: its k experts and the
+// shared expert are gathered GEMVs that read the chosen ids on the device.
+// The router itself is moe_route.cu's.
 #include <math.h>
 
 #include "model.cuh"
 
-// ---- routing ----
-
-// NaN counts as the largest value (torch.topk's comparator); among equals
-// the lower index wins.
-__device__ __forceinline__ bool route_better(float v, int i, float bv, int bi) {
-	const bool vn = v != v, bn = bv != bv;
-	if (vn != bn)
-		return vn;
-	if (!vn && v != bv)
-		return v > bv;
-	return i < bi;
-}
-
-// One warp per token (8 per block): p = softmax(logits[t, 0:E]) in fp32,
-// its k largest in descending order, renormalised when norm. ids/w [T, k];
-// idf (may be null) gets the ids as floats for tracing. Warp shuffles
-// only: each of the k rounds is a warp argmax over the experts not yet taken.
-__global__ void __launch_bounds__(256) k_moe_route(const float *__restrict__ logits, int ld, int T, int E, int k,
-                                                   int norm, int32_t *__restrict__ ids, float *__restrict__ w,
-                                                   float *__restrict__ idf) {
-	__shared__ unsigned taken_all[8][MOE_MAX_EXPERTS / 32];
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = blockIdx.x * 8 + warp;
-	if (t >= T)
-		return;
-	unsigned *taken = taken_all[warp];
-	const float *l = logits + (size_t)t * ld;
-	float m = -INFINITY;
-	for (int i = lane; i < E; i += 32)
-		m = fmaxf(m, l[i]);
-	for (int q = lane; q < (E + 31) / 32; q += 32)
-		taken[q] = 0;
-	m = warp_max(m);
-	float s = 0;
-	for (int i = lane; i < E; i += 32)
-		s += expf(l[i] - m);
-	s = warp_sum(s);
-	__syncwarp();
-	float w0 = 0, w1 = 0; // lane holds the choices of rounds lane (w0, i0) and lane + 32 (w1, i1)
-	int i0 = 0, i1 = 0;
-	for (int j = 0; j < k; j++) {
-		float bv = -INFINITY;
-		int bi = 0x7fffffff;
-		for (int i = lane; i < E; i += 32) {
-			if (taken[i >> 5] >> (i & 31) & 1)
-				continue;
-			const float p = expf(l[i] - m) / s;
-			if (route_better(p, i, bv, bi))
-				bv = p, bi = i;
-		}
-#pragma unroll
-		for (int o = 16; o > 0; o >>= 1) {
-			const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-			const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-			if (route_better(ov, oi, bv, bi))
-				bv = ov, bi = oi;
-		}
-		if (bi < 0 || bi >= E) // every value compared false: the first free expert
-			for (bi = 0; taken[bi >> 5] >> (bi & 31) & 1; bi++) {
-			}
-		__syncwarp();
-		if (lane == 0)
-			taken[bi >> 5] |= 1u << (bi & 31);
-		__syncwarp();
-		if (lane == (j & 31)) {
-			if (j < 32)
-				w0 = bv, i0 = bi;
-			else
-				w1 = bv, i1 = bi;
-		}
-	}
-	float sum = 0;
-	for (int j = 0; j < k; j++) // in round order, as a sequential sum
-		sum += __shfl_sync(0xffffffffu, j < 32 ? w0 : w1, j & 31);
-	const size_t o = (size_t)t * k;
-	if (lane < k) {
-		ids[o + lane] = i0;
-		w[o + lane] = norm ? w0 / sum : w0;
-		if (idf)
-			idf[o + lane] = (float)i0;
-	}
-	if (lane + 32 < k) {
-		ids[o + lane + 32] = i1;
-		w[o + lane + 32] = norm ? w1 / sum : w1;
-		if (idf)
-			idf[o + lane + 32] = (float)i1;
-	}
-}
+// ---- grouping the routed rows by expert ----
 
 // Block e: the rank of each routed slot of expert e among that expert's
 // slots, in slot order (so the grouping is deterministic), and their count.
@@ -208,7 +123,7 @@ __global__ void k_moe_place(const int32_t *__restrict__ ids, const int32_t *__re
 // expert's MOE_BM rows), output columns y·64… (GATEUP) or y·128… (DOWN).
 //  GATEUP: A rows are XN[perm[r] / k]; W_e = [gate (I rows) | up (I rows)];
 //          out bf16 [rows, I] = bf16(SiLU(bf16(g)) · bf16(u)).
-//  DOWN:   A rows are act[r]; W_e = [H, I]; out fp32 [rows, H].
+//  DOWN:   A rows are act[r]; W_e = [H, I]; out bf16 [rows, H].
 // Tiles: 128 rows × 128 weight rows × 64 of K in a 3-stage cp.async
 // pipeline (110 KB of dynamic shared memory, two blocks per SM; 2 stages,
 // 74 KB, where a block may have less, as on sm_120); 8 warps of
@@ -359,40 +274,44 @@ __global__ void __launch_bounds__(256)
 						}
 				}
 			} else {
-				float *o = (float *)out + (size_t)r * N;
+				bf16_t *o = (bf16_t *)out + (size_t)r * N;
 #pragma unroll
 				for (int ni = 0; ni < 8; ni++) {
 					const int col = n0 + wn * 64 + 8 * ni + c2;
-#pragma unroll
-					for (int q = 0; q < 2; q++)
-						if (col + q < N)
-							o[col + q] = acc[mi][ni][2 * h + q];
+					if (col + 1 < N) // N % 8 == 0 in practice: both columns, one 4-byte store
+						*(unsigned *)(o + col) = pack_bf2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+					else if (col < N)
+						o[col] = f2bf(acc[mi][ni][2 * h]);
 				}
 			}
 		}
 }
 
-// ---- decode: one token's k experts as gathered GEMVs ----
+// ---- decode: one token's k experts and the shared expert as gathered GEMVs ----
 //
-// Block (x, j): 8 warps, one output row each, of expert ids[j] (slot j of
-// the one token). GATEUP: x is XN [K = H]; act[j, i] = bf16(SiLU(bf16(g_i)) ·
-// bf16(u_i)) for gate row i and up row I + i (i < N = I). DOWN: x is act[j]
-// [K = I]; y[j, h] = Down_e[h] · x (h < N = H), fp32. 16-byte loads; K % 8 == 0.
+// Block (x, j): 8 warps, one output row each. Slots j < k are expert
+// ids[j]; slot k is the shared expert (its own weights and width Ns).
+// GATEUP: x is XN [K = H]; act[j, i] = bf16(SiLU(bf16(g_i)) · bf16(u_i)) for
+// gate row i and up row N + i (N = I; the shared expert's to sact). DOWN:
+// x is act[j] [K = I] (the shared expert: sact [Ks = Is]); y[j, h] bf16 (the
+// shared expert: fp32 sout[h]), h < N = H. 16-byte loads; K % 8 == 0.
 template <int MODE>
 __global__ void __launch_bounds__(256)
     k_moe_gemv(void *__restrict__ out, const bf16_t *__restrict__ x, const bf16_t *__restrict__ W,
-               const int32_t *__restrict__ ids, int N, int K) {
+               const int32_t *__restrict__ ids, int k, int N, int K, const bf16_t *__restrict__ Ws, int Ns, int Ks,
+               void *__restrict__ sact, float *__restrict__ sout) {
 	const int j = blockIdx.y, lane = threadIdx.x & 31, row = blockIdx.x * 8 + (threadIdx.x >> 5);
-	if (row >= N)
+	const bool shared = j == k;
+	const int n = shared && MODE == MOE_GATEUP ? Ns : N, kk = shared && MODE == MOE_DOWN ? Ks : K;
+	if (row >= n)
 		return;
-	const int e = ids[j];
-	const size_t wrows = MODE == MOE_GATEUP ? 2 * (size_t)N : (size_t)N;
-	const bf16_t *We = W + (size_t)e * wrows * K;
-	const uint4 *xv = (const uint4 *)(MODE == MOE_GATEUP ? x : x + (size_t)j * K);
-	const uint4 *w0 = (const uint4 *)(We + (size_t)row * K);
-	const uint4 *w1 = (const uint4 *)(We + (size_t)(N + row) * K); // up row (GATEUP only)
+	const bf16_t *We = shared ? Ws : W + (size_t)ids[j] * (MODE == MOE_GATEUP ? 2 * (size_t)N : (size_t)N) * K;
+	const bf16_t *xr = MODE == MOE_GATEUP ? x : shared ? (const bf16_t *)sact : x + (size_t)j * K;
+	const uint4 *xv = (const uint4 *)xr;
+	const uint4 *w0 = (const uint4 *)(We + (size_t)row * kk);
+	const uint4 *w1 = (const uint4 *)(We + (size_t)(n + row) * kk); // up row (GATEUP only)
 	float a0 = 0, a1 = 0;
-	const int nc = K / 8;
+	const int nc = kk / 8;
 #pragma unroll 4
 	for (int c = lane; c < nc; c += 32) {
 		const uint4 xq = xv[c], wq = w0[c];
@@ -416,17 +335,21 @@ __global__ void __launch_bounds__(256)
 	if (MODE == MOE_GATEUP)
 		a1 = warp_sum(a1);
 	if (lane == 0) {
-		if (MODE == MOE_GATEUP)
-			((bf16_t *)out)[(size_t)j * N + row] = f2bf(silu(bf2f(f2bf(a0))) * bf2f(f2bf(a1)));
-		else
-			((float *)out)[(size_t)j * N + row] = a0;
+		if (MODE == MOE_GATEUP) {
+			bf16_t *o = shared ? (bf16_t *)sact : (bf16_t *)out + (size_t)j * N;
+			o[row] = f2bf(silu(bf2f(f2bf(a0))) * bf2f(f2bf(a1)));
+		} else if (shared) {
+			sout[row] = a0;
+		} else {
+			((bf16_t *)out)[(size_t)j * N + row] = f2bf(a0);
+		}
 	}
 }
 
 // X[t] += Σ_j w[t, j] · Y[pos[t·k + j]] + σ(gate logit) · S[t] (pos null:
 // slot t·k + j is row t·k + j, as decode leaves them); eo and mo (tracing;
 // may be null) get the routed sum and the whole MLP output.
-__global__ void k_moe_combine(float *__restrict__ X, const float *__restrict__ Y, const int32_t *__restrict__ pos,
+__global__ void k_moe_combine(float *__restrict__ X, const bf16_t *__restrict__ Y, const int32_t *__restrict__ pos,
                               const float *__restrict__ w, const float *__restrict__ S,
                               const float *__restrict__ gate_logit, int ldg, int H, int k, float *__restrict__ eo,
                               float *__restrict__ mo) {
@@ -435,7 +358,7 @@ __global__ void k_moe_combine(float *__restrict__ X, const float *__restrict__ Y
 	for (int h = threadIdx.x; h < H; h += blockDim.x) {
 		float acc = 0;
 		for (int j = 0; j < k; j++)
-			acc += w[(size_t)t * k + j] * Y[(size_t)(pos ? pos[(size_t)t * k + j] : t * k + j) * H + h];
+			acc += w[(size_t)t * k + j] * bf2f(Y[(size_t)(pos ? pos[(size_t)t * k + j] : t * k + j) * H + h]);
 		const float m = acc + sg * S[(size_t)t * H + h];
 		X[(size_t)t * H + h] += m;
 		if (eo)
@@ -461,7 +384,7 @@ int MoeActs::alloc(const qr_model_dims &d, int T, size_t &bytes) {
 	                       (size_t)(d.experts + 1) * 4,
 	                       (size_t)(d.experts + 1) * 4,
 	                       n * d.moe_inter * 2,
-	                       n * H * 4};
+	                       n * H * 2};
 	DevBuf *b2[2] = {&shared_act, &shared_out};
 	const size_t sz2[2] = {(size_t)T * d.shared_inter * 2, (size_t)T * H * 4};
 	for (int i = 0; i < 14; i++) {
@@ -521,18 +444,20 @@ int DevModel::moe_forward(int li, int T, int decode, cudaStream_t st) {
 	else
 		QR_TRY(qr_gemm_bf16(RL, 1, E + 1, XN, H, M.router.as<bf16_t>(), H, T, E + 1, H, st));
 	QR_TRY(rec(li, "router_logits", RL, 0, E + 1, T, E, T, E, 0));
-	k_moe_route<<<cdiv(T, 8), 256, 0, st>>>(RL, E + 1, T, E, k, d.norm_topk, A.ids.as<int32_t>(), A.w.as<float>(),
-	                                        trace ? A.idf.as<float>() : nullptr);
-	QR_CKL("moe_route");
+	QR_TRY(launch_moe_route(RL, E + 1, T, E, k, d.norm_topk, A.ids.as<int32_t>(), A.w.as<float>(),
+	                    trace ? A.idf.as<float>() : nullptr, st));
 	QR_TRY(rec(li, "router_weights", A.w.p, 0, k, T, k, T, k, 0));
 	QR_TRY(rec(li, "router_experts", A.idf.p, 0, k, T, k, T, k, 0));
-	if (decode) {
+	if (decode) { // the shared expert rides along as slot k
+		const int Is = d.shared_inter;
 		QR_TRY(mark(ST_MOE_EXPERTS, st));
-		k_moe_gemv<MOE_GATEUP><<<dim3(cdiv(I, 8), k), 256, 0, st>>>(A.act.p, XN, M.gate_up.as<bf16_t>(),
-		                                                            A.ids.as<int32_t>(), I, H);
+		k_moe_gemv<MOE_GATEUP><<<dim3(cdiv(I > Is ? I : Is, 8), k + 1), 256, 0, st>>>(
+		    A.act.p, XN, M.gate_up.as<bf16_t>(), A.ids.as<int32_t>(), k, I, H, M.shared_gu.as<bf16_t>(), Is, H,
+		    A.shared_act.p, nullptr);
 		QR_CKL("moe_gemv_gateup");
-		k_moe_gemv<MOE_DOWN><<<dim3(cdiv(H, 8), k), 256, 0, st>>>(A.y.p, A.act.as<bf16_t>(), M.down.as<bf16_t>(),
-		                                                          A.ids.as<int32_t>(), H, I);
+		k_moe_gemv<MOE_DOWN><<<dim3(cdiv(H, 8), k + 1), 256, 0, st>>>(
+		    A.y.p, A.act.as<bf16_t>(), M.down.as<bf16_t>(), A.ids.as<int32_t>(), k, H, I, M.shared_down.as<bf16_t>(),
+		    H, Is, A.shared_act.p, A.shared_out.as<float>());
 		QR_CKL("moe_gemv_down");
 		return moe_shared_combine(li, T, decode, st);
 	}
@@ -560,10 +485,7 @@ int DevModel::moe_shared_combine(int li, int T, int decode, cudaStream_t st) {
 	float *RL = A.logits.as<float>();
 	QR_TRY(mark(ST_MOE_SHARED, st));
 	float *SO = A.shared_out.as<float>();
-	if (decode) {
-		QR_TRY(launch_gemv(GEMV_Y_SWIGLU, A.shared_act.p, XN, M.shared_gu.as<bf16_t>(), 2 * Is, H, st));
-		QR_TRY(launch_gemv(GEMV_Y_F32, SO, A.shared_act.as<bf16_t>(), M.shared_down.as<bf16_t>(), H, Is, st));
-	} else {
+	if (!decode) { // (decode computed the shared expert with the routed ones)
 		QR_TRY(qr_gemm_bf16(big.p, 0, 2 * Is, XN, H, M.shared_gu.as<bf16_t>(), H, T, 2 * Is, H, st));
 		QR_TRY(launch_swiglu_rows(A.shared_act.as<bf16_t>(), big.as<bf16_t>(), T, Is, st));
 		QR_TRY(qr_gemm_bf16(SO, 1, H, A.shared_act.as<bf16_t>(), Is, M.shared_down.as<bf16_t>(), Is, T, H, Is, st));
@@ -574,7 +496,7 @@ int DevModel::moe_shared_combine(int li, int T, int decode, cudaStream_t st) {
 		eo = trace->tmp.as<float>();
 		mo = trace->tmp2.as<float>();
 	}
-	k_moe_combine<<<T, 256, 0, st>>>(X, A.y.as<float>(), decode ? nullptr : A.pos.as<int32_t>(), A.w.as<float>(), SO,
+	k_moe_combine<<<T, 256, 0, st>>>(X, A.y.as<bf16_t>(), decode ? nullptr : A.pos.as<int32_t>(), A.w.as<float>(), SO,
 	                                 RL + E, E + 1, H, k, eo, mo);
 	QR_CKL("moe_combine");
 	if (trace) {
@@ -584,23 +506,4 @@ int DevModel::moe_shared_combine(int li, int T, int decode, cudaStream_t st) {
 		QR_TRY(rec(li, "mlp_out", mo, 0, H, T, H, T, H, 0));
 	}
 	return QR_OK;
-}
-
-// ---- host API ----
-
-extern "C" int qr_moe_route(int32_t *ids, float *w, const float *logits, int t, int e, int k, int norm) {
-	QR_TRY(qr_require());
-	QR_ARG(ids && w && logits && t > 0 && e > 0 && e <= MOE_MAX_EXPERTS && k > 0 && k <= e && k <= MOE_MAX_TOPK,
-	       "qr_moe_route: bad arguments (t=%d e=%d k=%d)", t, e, k);
-	cudaStream_t st = g_qr.stream;
-	DevBuf dl, di, dw;
-	QR_TRY(upload(dl, logits, (size_t)t * e));
-	QR_TRY(di.alloc((size_t)t * k * 4));
-	QR_TRY(dw.alloc((size_t)t * k * 4));
-	k_moe_route<<<cdiv(t, 8), 256, 0, st>>>(dl.as<float>(), e, t, e, k, norm, di.as<int32_t>(), dw.as<float>(),
-	                                        nullptr);
-	QR_CKL("moe_route");
-	QR_CK(cudaStreamSynchronize(st));
-	QR_TRY(download(ids, di, (size_t)t * k));
-	return download(w, dw, (size_t)t * k);
 }
