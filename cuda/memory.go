@@ -30,7 +30,7 @@ func EstimateMemory(cfg *model.Config, maxTokens, prefillT, logitRows int) Model
 		m.Weights += 2 * H * 4
 		if cfg.SparseLayer(l) {
 			anyMoE = true
-			m.Weights += (E+1)*H*2 + 3*IS*H*2 + E*3*IE*H*2
+			m.Weights += (E+8)/8*8*H*2 + 3*IS*H*2 + E*3*IE*H*2 // the router padded to 8 rows (moe_router_rows)
 		} else {
 			m.Weights += 3 * I * H * 2
 		}
@@ -56,7 +56,7 @@ func EstimateMemory(cfg *model.Config, maxTokens, prefillT, logitRows int) Model
 			I = 0 // the device sizes the dense buffers by the dense layers alone
 		}
 		n := T * int64(mc.NumExpertsPerTok)
-		m.Activations += T*(E+1)*4 + n*6*4 + (3*E+2)*4 + n*IE*2 + n*H*2 + T*IS*2 + T*H*4
+		m.Activations += T*((E+8)/8*8)*4 + n*6*4 + (3*E+2)*4 + n*IE*2 + n*H*2 + T*IS*2 + T*H*4
 	}
 	m.Activations += T * (4 + H*4 + H*2 + wbig*2 + I*2 + nh*hd*2*2)
 	const chunk = 64 // GDN_C of csrc/gdn.cu

@@ -150,7 +150,8 @@ int DevModel::create(const qr_model_dims &dd, const int32_t *kinds) {
 			const size_t E = d.experts, IE = d.moe_inter, IS = d.shared_inter;
 			b->moe.reset(new MoeW);
 			MoeW &M = *b->moe;
-			QR_TRY(mal(M.router, (E + 1) * H * 2, w_bytes));
+			QR_TRY(mal(M.router, (size_t)moe_router_rows(d.experts) * H * 2, w_bytes));
+			QR_CK(cudaMemsetAsync(M.router.p, 0, (size_t)moe_router_rows(d.experts) * H * 2, g_qr.stream));
 			QR_TRY(mal(M.shared_gu, 2 * IS * H * 2, w_bytes));
 			QR_TRY(mal(M.shared_down, H * IS * 2, w_bytes));
 			QR_TRY(mal(M.gate_up, E * 2 * IE * H * 2, w_bytes));

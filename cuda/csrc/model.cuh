@@ -27,10 +27,14 @@ struct AttnW {
 #define MOE_MAX_EXPERTS 8192
 #define MOE_MAX_TOPK 64
 #define MOE_BM 128 // grouped-GEMM rows per tile
+// Rows of the router matrix and columns of its logits: E experts, the shared
+// gate, zero rows up to a multiple of 8 (an aligned leading dimension keeps
+// cuBLAS on its tensor-core kernels).
+static inline int moe_router_rows(int E) { return (E + 1 + 7) / 8 * 8; }
 
 // One sparse MoE MLP's weights (E experts of width I, a shared expert of Is).
 struct MoeW {
-	DevBuf router;      // [E + 1, H]: the router's E rows, then the shared expert's gate row
+	DevBuf router;      // [moe_router_rows(E), H]: the router's E rows, the shared expert's gate row, zeros
 	DevBuf shared_gu;   // [2Is, H]: gate_proj rows, then up_proj rows
 	DevBuf shared_down; // [H, Is]
 	DevBuf gate_up;     // [E, 2I, H]: per expert its gate rows, then its up rows
@@ -40,7 +44,7 @@ struct MoeW {
 // The MoE block's activations for up to T tokens (n = T·k routed rows),
 // shared by every sparse layer.
 struct MoeActs {
-	DevBuf logits;                 // fp32 [T, E + 1]: router logits, then the shared gate's
+	DevBuf logits;                 // fp32 [T, moe_router_rows(E)]: router logits, the shared gate's, zeros
 	DevBuf ids, w, idf;            // [n]: chosen experts (int32), their weights, the ids as floats (trace)
 	DevBuf rank, pos, perm;        // int32 [n]: rank within the expert, grouped row of a slot, slot of a row
 	DevBuf cnt, off, tiles;        // int32 [E], [E + 1], [E + 1]: rows per expert, their starts, tile starts

@@ -373,7 +373,7 @@ __global__ void k_moe_combine(float *__restrict__ X, const bf16_t *__restrict__ 
 int MoeActs::alloc(const qr_model_dims &d, int T, size_t &bytes) {
 	const size_t n = (size_t)T * d.topk, H = d.hidden;
 	DevBuf *b[12] = {&logits, &ids, &w, &idf, &rank, &pos, &perm, &cnt, &off, &tiles, &act, &y};
-	const size_t sz[12] = {(size_t)T * (d.experts + 1) * 4,
+	const size_t sz[12] = {(size_t)T * moe_router_rows(d.experts) * 4,
 	                       n * 4,
 	                       n * 4,
 	                       n * 4,
@@ -436,15 +436,16 @@ int DevModel::moe_forward(int li, int T, int decode, cudaStream_t st) {
 	MoeActs &A = macts;
 	const int H = d.hidden, E = d.experts, k = d.topk, I = d.moe_inter;
 	const int n = T * k;
+	const int RR = moe_router_rows(E);
 	bf16_t *XN = xn.as<bf16_t>();
 	float *RL = A.logits.as<float>();
 	QR_TRY(mark(ST_MOE_ROUTE, st));
 	if (decode)
-		QR_TRY(launch_gemv(GEMV_Y_F32, RL, XN, M.router.as<bf16_t>(), E + 1, H, st));
+		QR_TRY(launch_gemv(GEMV_Y_F32, RL, XN, M.router.as<bf16_t>(), RR, H, st));
 	else
-		QR_TRY(qr_gemm_bf16(RL, 1, E + 1, XN, H, M.router.as<bf16_t>(), H, T, E + 1, H, st));
-	QR_TRY(rec(li, "router_logits", RL, 0, E + 1, T, E, T, E, 0));
-	QR_TRY(launch_moe_route(RL, E + 1, T, E, k, d.norm_topk, A.ids.as<int32_t>(), A.w.as<float>(),
+		QR_TRY(qr_gemm_bf16(RL, 1, RR, XN, H, M.router.as<bf16_t>(), H, T, RR, H, st));
+	QR_TRY(rec(li, "router_logits", RL, 0, RR, T, E, T, E, 0));
+	QR_TRY(launch_moe_route(RL, RR, T, E, k, d.norm_topk, A.ids.as<int32_t>(), A.w.as<float>(),
 	                    trace ? A.idf.as<float>() : nullptr, st));
 	QR_TRY(rec(li, "router_weights", A.w.p, 0, k, T, k, T, k, 0));
 	QR_TRY(rec(li, "router_experts", A.idf.p, 0, k, T, k, T, k, 0));
@@ -497,12 +498,12 @@ int DevModel::moe_shared_combine(int li, int T, int decode, cudaStream_t st) {
 		mo = trace->tmp2.as<float>();
 	}
 	k_moe_combine<<<T, 256, 0, st>>>(X, A.y.as<bf16_t>(), decode ? nullptr : A.pos.as<int32_t>(), A.w.as<float>(), SO,
-	                                 RL + E, E + 1, H, k, eo, mo);
+	                                 RL + E, moe_router_rows(E), H, k, eo, mo);
 	QR_CKL("moe_combine");
 	if (trace) {
 		QR_TRY(rec(li, "experts_out", eo, 0, H, T, H, T, H, 0));
 		QR_TRY(rec(li, "shared_out", SO, 0, H, T, H, T, H, 0));
-		QR_TRY(rec(li, "shared_gate", RL + E, 0, E + 1, T, 1, T, 1, 0));
+		QR_TRY(rec(li, "shared_gate", RL + E, 0, moe_router_rows(E), T, 1, T, 1, 0));
 		QR_TRY(rec(li, "mlp_out", mo, 0, H, T, H, T, H, 0));
 	}
 	return QR_OK;
