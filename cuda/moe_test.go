@@ -5,9 +5,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/qwenref/qwenref/layers/moe"
+	"github.com/qwenref/qwenref/model"
 )
 
 // TestMoERouteMatchesHost holds the device router (softmax, top-k,
@@ -94,4 +96,58 @@ func sameSet(a, b []int32) bool {
 	slices.Sort(x)
 	slices.Sort(y)
 	return slices.Equal(x, y)
+}
+
+// The resident backend holds the released sparse shapes and names what it
+// cannot hold (no GPU needed).
+func TestSupportsResidentMoE(t *testing.T) {
+	for _, shape := range []string{"35b-a3b", "80b-a3b"} {
+		cfg, err := model.ShapeConfig(shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := SupportsResident(cfg); err != nil {
+			t.Errorf("%s: %v", shape, err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*model.Config)
+		want string
+	}{
+		{"too many experts", func(c *model.Config) { c.MoE.NumExperts = 9000 }, "up to 8192 experts"},
+		{"top-k over 64", func(c *model.Config) { c.MoE.NumExperts, c.MoE.NumExpertsPerTok = 512, 65 }, "top-64"},
+		{"odd expert width", func(c *model.Config) { c.MoE.IntermediateSize = 500 }, "multiples of 8"},
+		{"odd shared width", func(c *model.Config) { c.MoE.SharedIntermediate = 20 }, "shared_expert_intermediate_size 20"},
+	} {
+		cfg, err := model.ShapeConfig("35b-a3b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.edit(cfg)
+		err = SupportsResident(cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error naming %q", c.name, err, c.want)
+		}
+	}
+}
+
+// The memory estimate counts a sparse model's weights as its parameters in
+// bf16 (the small fp32 vectors and the router's padding aside).
+func TestEstimateMemoryMoE(t *testing.T) {
+	for _, shape := range []string{"35b-a3b", "80b-a3b"} {
+		cfg, err := model.ShapeConfig(shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		est := EstimateMemory(cfg, 8192, 8192, 1)
+		params := 2 * cfg.TextParams()
+		if rel := math.Abs(float64(est.Weights-params)) / float64(params); rel > 2e-3 {
+			t.Errorf("%s: weights %d bytes, parameters in bf16 %d (%.2g apart)", shape, est.Weights, params, rel)
+		}
+		if est.Activations <= 0 || est.State <= 0 {
+			t.Errorf("%s: %s", shape, est)
+		}
+		t.Logf("%s: %s", shape, est)
+	}
 }
