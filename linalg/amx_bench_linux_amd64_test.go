@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/qwenref/qwenref/tensor"
 )
 
 // BenchmarkAMXKernel is the AMX micro-kernel alone, its operands in L2 (one
@@ -44,4 +46,44 @@ func BenchmarkAMXKernel(b *testing.B) {
 			b.ReportMetric(flops/(float64(t1.Nano()-t0.Nano())/1e9)/1e9, "GFLOP/s")
 		})
 	}
+}
+
+// BenchmarkAMXPackShare measures, on one thread, the AMX product
+// 2048×5120×10240's shape at m = 512 and 2048 beside the packing of its W
+// alone (what every call does whatever m): the share of a call that does
+// not grow with m (docs/perf.md, the 16-core clock check).
+func BenchmarkAMXPackShare(b *testing.B) {
+	needAMX(b)
+	n, k := 10240, 5120
+	r := rand.New(rand.NewPCG(1, 2))
+	wb := make([]uint16, n*k)
+	for i := range wb {
+		wb[i] = tensor.Float32ToBF16(float32(r.NormFloat64() * 0.02))
+	}
+	w := &tensor.Matrix{Rows: n, Cols: k, BF16: wb}
+	for _, m := range []int{512, 2048} {
+		x := make([]float32, m*k)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		y := make([]float32, m*n)
+		b.Run(fmt.Sprintf("gemm-m=%d", m), func(b *testing.B) {
+			for b.Loop() {
+				runAMX(&defaultAMXBlocks, y, x, m, w, 1)
+			}
+			b.ReportMetric(2*float64(m)*float64(n)*float64(k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+	b.Run("pack-w", func(b *testing.B) {
+		kc := defaultAMXBlocks.kc
+		buf := make([]uint16, ceilDiv(kc, amxK)*amxStep)
+		for b.Loop() {
+			for j0 := 0; j0 < n; j0 += amxRows {
+				for k0 := 0; k0 < k; k0 += kc {
+					kb := min(kc, k-k0)
+					packBAMX(buf[:ceilDiv(kb, amxK)*amxStep], w, j0, min(amxRows, n-j0), k0, kb)
+				}
+			}
+		}
+	})
 }
