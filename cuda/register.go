@@ -18,7 +18,8 @@ func init() {
 	model.RegisterBackend(BackendName,
 		"NVIDIA GPU, the whole model resident on the device: the checkpoint's weights uploaded once as bf16, "+
 			"bf16 tensor-core GEMMs with fp32 accumulation, fp32 residual stream and recurrent states, bf16 KV "+
-			"cache; prefill on the device, decode as CUDA-graph replays. Needs GDN head dims 128 and attention "+
+			"cache; prefill on the device, decode as CUDA-graph replays; dense, MoE (qwen3_5_moe: router, grouped "+
+			"expert GEMMs and the shared expert on the device) and Qwen3-Next checkpoints. Needs GDN head dims 128 and attention "+
 			"head dim 256 (every released Qwen3.5/3.6 size; other checkpoints run op by op, as cuda-ops); "+
 			"takes no part swaps",
 		NewBackend)
