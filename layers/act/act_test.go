@@ -2,10 +2,11 @@ package act
 
 import (
 	"math"
-	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/qwenref/qwenref/internal/parallel/paralleltest"
 )
 
 // sliceTol is vecmath's bound for SiLU and sigmoid (6e-7 relative) plus the
@@ -53,10 +54,6 @@ func TestSliceFormsIndependentOfThreads(t *testing.T) {
 		MulSigmoid(b, u, g)
 		return [][]float32{a, b}
 	}
-	old := runtime.GOMAXPROCS(1)
-	one := run()
-	runtime.GOMAXPROCS(4)
-	four := run()
-	runtime.GOMAXPROCS(old)
+	one, four := paralleltest.OneAndFour(run)
 	assert.Equal(t, one, four)
 }

@@ -2,12 +2,12 @@ package norm
 
 import (
 	"math"
-	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/qwenref/qwenref/internal/parallel/paralleltest"
 	"github.com/qwenref/qwenref/layers/act"
 )
 
@@ -114,10 +114,6 @@ func TestNormsIndependentOfThreads(t *testing.T) {
 		require.NoError(t, L2Normalize(c, x, dim, 1e-6))
 		return [][]float32{a, b, c}
 	}
-	old := runtime.GOMAXPROCS(1)
-	one := run()
-	runtime.GOMAXPROCS(4)
-	four := run()
-	runtime.GOMAXPROCS(old)
+	one, four := paralleltest.OneAndFour(run)
 	assert.Equal(t, one, four)
 }
