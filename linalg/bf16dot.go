@@ -32,7 +32,7 @@ type BlockedBF16Dot struct {
 	Threads int
 
 	gemm *gemmKernel // nil: bf16DotKernels[0]
-	blk  *blocking   // nil: defaultBlocking
+	blk  *blocking   // nil: bf16DotBlocking
 }
 
 // bf16DotKernels lists the kernels for BlockedBF16Dot, best first.
@@ -40,7 +40,7 @@ var bf16DotKernels = []*gemmKernel{goBF16Dot}
 
 // MatMulT implements MatMuler.
 func (b BlockedBF16Dot) MatMulT(y, x []float32, m int, w *tensor.Matrix) error {
-	blk := &defaultBlocking
+	blk := &bf16DotBlocking
 	if b.blk != nil {
 		blk = b.blk
 	}

@@ -57,6 +57,7 @@ func bf16DotVariants() []variant {
 	for _, gk := range bf16DotKernels {
 		vs = append(vs,
 			variant{gk.name + "-tiny", Blocked{Threads: 3, gemm: gk, blk: tiny}},
+			variant{gk.name + "-mid", Blocked{Threads: 3, gemm: gk, blk: &midBlocking}},
 			variant{gk.name + "-default", Blocked{gemm: gk}},
 		)
 	}
@@ -77,7 +78,7 @@ func TestBF16DotKernelsAgree(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(21, 22))
 	vs := bf16DotVariants()
-	blks := []*blocking{{kc: 40, mc: 30}, &defaultBlocking}
+	blks := []*blocking{{kc: 40, mc: 30}, &midBlocking, &defaultBlocking, &bf16DotBlocking}
 	if testing.Short() {
 		blks = blks[:1] // the pure-Go model is slow under -race
 	}

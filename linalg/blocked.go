@@ -2,6 +2,7 @@ package linalg
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 
@@ -38,12 +39,21 @@ type Blocked struct {
 // blocking holds the tile sizes of one call. Tests shrink them so that
 // small shapes cross every block edge.
 type blocking struct {
-	// kc bounds the K slice: one 32-wide W panel of kc floats (64 KiB at
-	// 512) is reused against every packed row panel of x.
+	// kc bounds the K slice in packed steps (k values, or k pairs for the
+	// bf16-pair kernels): a 32-wide W micro-panel of 512 steps is 64 KiB
+	// either way, reused against every row panel of an x group.
 	kc int
-	// mc bounds the rows of x packed at once (mc·kc floats, 4 MiB at
-	// 2048×512), so the shared x block stays in L3.
+	// mc bounds the rows of x packed at once (mc·kc values, 4 MiB of
+	// float32 at 2048×512); it only caps the packing buffer.
 	mc int
+	// l2Bytes bounds the packed x rows one work item reuses from its
+	// core's L2 against each W micro-panel (0: no bound, one group of all
+	// rows). With more than one group, W is packed once into a block that
+	// the items share; with one, each item packs its own micro-panels.
+	l2Bytes int
+	// ncBytes bounds the packed W block of one round (the columns of a K
+	// slice that are packed, then multiplied, between two barriers).
+	ncBytes int
 	// gemvMaxM caps the M that takes the streaming path; below the cap the
 	// kernel's own maxM decides (unless a test forces the kernel).
 	gemvMaxM int
@@ -53,8 +63,15 @@ type blocking struct {
 }
 
 // defaultBlocking was tuned on a 2-core Zen 5 (48 KiB L1d and 1 MiB L2 per
-// core, 32 MiB shared L3); see docs/perf-linalg.md.
-var defaultBlocking = blocking{kc: 512, mc: 2048, gemvMaxM: 8, minParallel: 1 << 17}
+// core, 32 MiB shared L3); see docs/perf-linalg.md. The float32 kernels
+// take x in one group: a widened W micro-panel is twice its bf16 source,
+// so packing it where it is used, in L1/L2, beats sharing a packed block
+// through L3 (7% at 512×5120×10240).
+var defaultBlocking = blocking{kc: 512, mc: 2048, ncBytes: 8 << 20, gemvMaxM: 8, minParallel: 1 << 17}
+
+// bf16DotBlocking is BlockedBF16Dot's: x groups of 256 KiB, W shared
+// through L3 (12–20% over one group at 2048×5120×10240 on the Zen 5).
+var bf16DotBlocking = blocking{kc: 512, mc: 2048, l2Bytes: 256 << 10, ncBytes: 8 << 20, minParallel: 1 << 17}
 
 // MatMulT implements MatMuler.
 func (b Blocked) MatMulT(y, x []float32, m int, w *tensor.Matrix) error {
@@ -132,14 +149,15 @@ func runGemv(gv *gemvKernel, y, x []float32, m int, w *tensor.Matrix, threads in
 	})
 }
 
-// runGemm is the blocked path. For each block of at most blk.mc rows and
-// each K slice of at most blk.kc, the goroutines first pack the x block
-// together (one k-major panel per mr rows), then take nr-wide column panels
-// one at a time: pack the W panel (widening bf16) and run the micro-kernel
-// down every row panel. The W panel stays in L1/L2 while the packed x block
-// streams past it from L3, and the first K slice writes y, later ones add.
-// When W has too few panels to share out, all of them are packed in the
-// first phase and the goroutines take groups of row panels instead.
+// runGemm is the blocked path. For each block of at most blk.mc rows, each
+// K slice of at most blk.kc steps and each block of W columns that fits
+// blk.ncBytes packed, the goroutines first pack the x rows (with the first
+// W block of the slice), one k-major panel per mr rows, and, where x is
+// split into groups, the W block. Then they take work items, a group of
+// row panels and a run of W micro-panels, and run the micro-kernel down
+// the group for each micro-panel, packing it first where W is not shared.
+// The x group stays in the core's L2 and the W micro-panel in L1/L2 while
+// the tiles stream past; the first K slice writes y, later ones add.
 //
 // Work is handed out dynamically (internal/parallel), which keeps both cores
 // busy when the machine is shared, and the result bit-identical whatever
@@ -154,30 +172,34 @@ func runGemm(gk *gemmKernel, blk *blocking, y, x []float32, m int, w *tensor.Mat
 	if pB == nil {
 		pB = packB
 	}
-	kc := ceilDiv(k, ceilDiv(k, blk.kc))
+	kc := ceilDiv(k, ceilDiv(k, blk.kc*ks))
 	kc = ceilDiv(kc, ks) * ks // whole pairs, so every K slice but the last is even
+	kuMax := kc / ks          // packed steps of a full slice: 4 bytes each
 	mc := min(m, blk.mc)
 	mc = ceilDiv(m, ceilDiv(m, mc)) // equal blocks rather than a ragged last one
 	colPanels := ceilDiv(n, nr)
-	// Share out column panels when there are enough of them; otherwise
-	// pack W once per slice and share out row panels.
-	byCols := colPanels >= 4*threads
+	// W block: whole micro-panels within ncBytes, equal blocks.
+	blockPanels := max(1, min(colPanels, blk.ncBytes/(4*kuMax*nr)))
+	blockPanels = ceilDiv(colPanels, ceilDiv(colPanels, blockPanels))
+	groupPanels := math.MaxInt
+	if blk.l2Bytes > 0 {
+		groupPanels = max(1, blk.l2Bytes/(4*kuMax*mr))
+	}
 
-	aBuf := getBuf(ceilDiv(mc, mr) * mr * kc)
+	aBuf := getBuf(ceilDiv(mc, mr) * mr * kuMax)
 	defer putBuf(aBuf)
 	a := *aBuf
-	var bShared []float32
-	bBufs := make([]*[]float32, threads)
-	if byCols {
-		for t := range bBufs {
-			bBufs[t] = getBuf(kc * nr)
-			defer putBuf(bBufs[t])
+	bBuf := getBuf(blockPanels * kuMax * nr) // the shared W block
+	defer putBuf(bBuf)
+	bShared := *bBuf
+	bOwn := make([]*[]float32, threads) // each worker's micro-panel, when W is not shared
+	defer func() {
+		for _, p := range bOwn {
+			if p != nil {
+				putBuf(p)
+			}
 		}
-	} else {
-		p := getBuf(colPanels * kc * nr)
-		defer putBuf(p)
-		bShared = *p
-	}
+	}()
 
 	for i0 := 0; i0 < m; i0 += mc {
 		rows := min(mc, m-i0)
@@ -186,44 +208,71 @@ func runGemm(gk *gemmKernel, blk *blocking, y, x []float32, m int, w *tensor.Mat
 			kb := min(kc, k-k0)
 			ku := ceilDiv(kb, ks) // packed steps in this slice
 			acc := k0 > 0
-			packItems := rowPanels
-			if !byCols {
-				packItems += colPanels // all of this K slice of W
-			}
-			parallel.For(packItems, 1, threads, func(_, lo, hi int) {
-				for p := lo; p < hi; p++ {
-					if p < rowPanels {
-						r := min(mr, rows-p*mr)
-						pA(a[p*mr*ku:], x, k, i0+p*mr, r, k0, kb)
-						continue
-					}
-					c := p - rowPanels
-					pB(bShared[c*ku*nr:], w, nr, c*nr, min(nr, n-c*nr), k0, kb)
+			for c0 := 0; c0 < colPanels; c0 += blockPanels {
+				cn := min(blockPanels, colPanels-c0)
+				// Items: groups of row panels (within l2Bytes) × runs of
+				// micro-panels. With one group an item is one micro-panel;
+				// with several, a run is long enough to pay for loading its
+				// group. Rows are split further where items are too few.
+				groups := ceilDiv(rowPanels, min(groupPanels, rowPanels))
+				runs := cn
+				if groups > 1 {
+					runs = max(1, min(cn/8, ceilDiv(4*threads, groups)))
 				}
-			})
-			if byCols {
-				parallel.For(colPanels, 1, threads, func(t, lo, hi int) {
-					bp := *bBufs[t]
-					for c := lo; c < hi; c++ {
-						cols := min(nr, n-c*nr)
-						pB(bp, w, nr, c*nr, cols, k0, kb)
-						for p := 0; p < rowPanels; p++ {
-							r := min(mr, rows-p*mr)
-							gk.tile(ku, a[p*mr*ku:], bp, y[(i0+p*mr)*n+c*nr:], n, r, cols, acc)
+				if groups*runs < 4*threads {
+					groups = min(rowPanels, ceilDiv(4*threads, runs))
+				}
+				gp := ceilDiv(rowPanels, groups)
+				groups = ceilDiv(rowPanels, gp)
+				rp := ceilDiv(cn, runs)
+				runs = ceilDiv(cn, rp)
+				shareW := groups > 1
+
+				packX, packW := 0, 0
+				if c0 == 0 {
+					packX = rowPanels
+				}
+				if shareW {
+					packW = cn
+				}
+				if packX+packW > 0 {
+					parallel.For(packX+packW, 1, threads, func(_, lo, hi int) {
+						for p := lo; p < hi; p++ {
+							if p < packX {
+								r := min(mr, rows-p*mr)
+								pA(a[p*mr*ku:], x, k, i0+p*mr, r, k0, kb)
+								continue
+							}
+							c := c0 + p - packX
+							pB(bShared[(c-c0)*ku*nr:], w, nr, c*nr, min(nr, n-c*nr), k0, kb)
+						}
+					})
+				}
+				parallel.For(groups*runs, 1, threads, func(t, lo, hi int) {
+					for it := lo; it < hi; it++ {
+						g, r := it/runs, it%runs
+						p0, p1 := g*gp, min(rowPanels, (g+1)*gp)
+						for c := r * rp; c < min(cn, (r+1)*rp); c++ {
+							col := (c0 + c) * nr
+							cols := min(nr, n-col)
+							var bp []float32
+							if shareW {
+								bp = bShared[c*ku*nr:]
+							} else {
+								if bOwn[t] == nil {
+									bOwn[t] = getBuf(kuMax * nr)
+								}
+								bp = *bOwn[t]
+								pB(bp, w, nr, col, cols, k0, kb)
+							}
+							for p := p0; p < p1; p++ {
+								rr := min(mr, rows-p*mr)
+								gk.tile(ku, a[p*mr*ku:], bp, y[(i0+p*mr)*n+col:], n, rr, cols, acc)
+							}
 						}
 					}
 				})
-				continue
 			}
-			parallel.For(rowPanels, 4, threads, func(_, lo, hi int) {
-				for c := 0; c < colPanels; c++ {
-					cols := min(nr, n-c*nr)
-					for p := lo; p < hi; p++ {
-						r := min(mr, rows-p*mr)
-						gk.tile(ku, a[p*mr*ku:], bShared[c*ku*nr:], y[(i0+p*mr)*n+c*nr:], n, r, cols, acc)
-					}
-				}
-			})
 		}
 	}
 }

@@ -33,16 +33,25 @@ type variant struct {
 	b    Blocked
 }
 
+// midBlocking has K slices of 40 and x groups and W blocks of a few
+// panels each (2–7, by the kernel's tile), none of which divide the ragged
+// shapes evenly: the group and block edges that tiny's one-panel groups
+// and blocks do not reach.
+var midBlocking = blocking{kc: 40, mc: 60, l2Bytes: 5000, ncBytes: 16000}
+
 // variants lists every kernel this build and CPU can run, each with tiny
 // blocks (so small shapes cross every K-slice, row-block, panel and thread
-// edge) and, for GEMM kernels, with the default blocks too.
+// edge), mid-size blocks and, for GEMM kernels, the default blocks too.
 func variants() []variant {
 	var vs []variant
 	tiny := &blocking{kc: 40, mc: 30, gemvMaxM: 0, minParallel: 0}
+	def := defaultBlocking
+	def.gemvMaxM = 0 // the GEMM kernel at every M
 	for _, gk := range gemmKernels {
 		vs = append(vs,
 			variant{"gemm-" + gk.name + "-tiny", Blocked{Threads: 3, gemm: gk, blk: tiny}},
-			variant{"gemm-" + gk.name + "-default", Blocked{gemm: gk, blk: &blocking{kc: defaultBlocking.kc, mc: defaultBlocking.mc}}},
+			variant{"gemm-" + gk.name + "-mid", Blocked{Threads: 3, gemm: gk, blk: &midBlocking}},
+			variant{"gemm-" + gk.name + "-default", Blocked{gemm: gk, blk: &def}},
 		)
 	}
 	for _, gv := range gemvKernels {
