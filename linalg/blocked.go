@@ -3,6 +3,7 @@ package linalg
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"runtime"
 	"sync"
 
@@ -189,9 +190,12 @@ func runGemm(gk *gemmKernel, blk *blocking, y, x []float32, m int, w *tensor.Mat
 	aBuf := getBuf(ceilDiv(mc, mr) * mr * kuMax)
 	defer putBuf(aBuf)
 	a := *aBuf
-	bBuf := getBuf(blockPanels * kuMax * nr) // the shared W block
-	defer putBuf(bBuf)
-	bShared := *bBuf
+	var bShared []float32 // the shared W block, taken when first needed
+	defer func() {
+		if bShared != nil {
+			putBuf(&bShared)
+		}
+	}()
 	bOwn := make([]*[]float32, threads) // each worker's micro-panel, when W is not shared
 	defer func() {
 		for _, p := range bOwn {
@@ -204,29 +208,38 @@ func runGemm(gk *gemmKernel, blk *blocking, y, x []float32, m int, w *tensor.Mat
 	for i0 := 0; i0 < m; i0 += mc {
 		rows := min(mc, m-i0)
 		rowPanels := ceilDiv(rows, mr)
+		groups0 := ceilDiv(rowPanels, min(groupPanels, rowPanels))
+		// One group and panels enough for every goroutine: each item is
+		// one micro-panel that its goroutine packs, all of W in one round
+		// (no barrier between W blocks). Otherwise W is shared.
+		shareW := groups0 > 1 || colPanels < 4*threads
+		roundPanels := blockPanels
+		if !shareW {
+			roundPanels = colPanels
+		} else if bShared == nil {
+			bShared = *getBuf(blockPanels * kuMax * nr)
+		}
 		for k0 := 0; k0 < k; k0 += kc {
 			kb := min(kc, k-k0)
 			ku := ceilDiv(kb, ks) // packed steps in this slice
 			acc := k0 > 0
-			for c0 := 0; c0 < colPanels; c0 += blockPanels {
-				cn := min(blockPanels, colPanels-c0)
+			for c0 := 0; c0 < colPanels; c0 += roundPanels {
+				cn := min(roundPanels, colPanels-c0)
 				// Items: groups of row panels (within l2Bytes) × runs of
-				// micro-panels. With one group an item is one micro-panel;
-				// with several, a run is long enough to pay for loading its
-				// group. Rows are split further where items are too few.
-				groups := ceilDiv(rowPanels, min(groupPanels, rowPanels))
-				runs := cn
-				if groups > 1 {
+				// micro-panels, a run long enough to pay for loading its
+				// group; rows are split further where items are too few.
+				groups, runs := 1, cn
+				if shareW {
+					groups = groups0
 					runs = max(1, min(cn/8, ceilDiv(4*threads, groups)))
-				}
-				if groups*runs < 4*threads {
-					groups = min(rowPanels, ceilDiv(4*threads, runs))
+					if groups*runs < 4*threads {
+						groups = min(rowPanels, ceilDiv(4*threads, runs))
+					}
 				}
 				gp := ceilDiv(rowPanels, groups)
 				groups = ceilDiv(rowPanels, gp)
 				rp := ceilDiv(cn, runs)
 				runs = ceilDiv(cn, rp)
-				shareW := groups > 1
 
 				packX, packW := 0, 0
 				if c0 == 0 {
@@ -279,17 +292,25 @@ func runGemm(gk *gemmKernel, blk *blocking, y, x []float32, m int, w *tensor.Mat
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-// bufPool recycles packing buffers between calls (and between concurrent
-// callers: each call takes its own).
-var bufPool sync.Pool
+// bufPools recycle packing buffers between calls (and between concurrent
+// callers: each call takes its own), one pool per power-of-two size, so a
+// call that needs an 8 MiB W block and one that needs a 64 KiB panel do not
+// keep trading each other's buffers for fresh, zeroed allocations.
+var bufPools [48]sync.Pool
 
 func getBuf(n int) *[]float32 {
-	if p, ok := bufPool.Get().(*[]float32); ok && cap(*p) >= n {
+	c := bits.Len(uint(max(n, 1) - 1)) // 1<<c ≥ n
+	if p, ok := bufPools[c].Get().(*[]float32); ok {
 		*p = (*p)[:n]
 		return p
 	}
-	s := make([]float32, n)
+	s := make([]float32, n, 1<<c)
 	return &s
 }
 
-func putBuf(p *[]float32) { bufPool.Put(p) }
+func putBuf(p *[]float32) {
+	c := bits.Len(uint(cap(*p) - 1))
+	if cap(*p) == 1<<c && c < len(bufPools) {
+		bufPools[c].Put(p)
+	}
+}

@@ -107,6 +107,10 @@ func (ks *kernels) gemm(m, n, k int, alpha float32, a []float32, lda, aks int, b
 	}
 	m4 := m &^ 3
 	j0 := 0
+	// One α row for every tile of the call: passed to the tiles through a
+	// func value, it escapes, and one allocation per tile was 80k per
+	// 27B core call at T = 512.
+	al := new([4]float32)
 	for _, t := range ks.tiles {
 		if tri == triLowerC && t.cols > 32 {
 			continue // wide tiles would compute too much right of the diagonal
@@ -121,11 +125,11 @@ func (ks *kernels) gemm(m, n, k int, alpha float32, a []float32, lda, aks int, b
 				if tri == triLowerA {
 					kk = min(k, i0+4)
 				}
-				al := [4]float32{alpha, alpha, alpha, alpha}
+				*al = [4]float32{alpha, alpha, alpha, alpha}
 				if rs != nil {
-					al = [4]float32{alpha * rs[i0], alpha * rs[i0+1], alpha * rs[i0+2], alpha * rs[i0+3]}
+					*al = [4]float32{alpha * rs[i0], alpha * rs[i0+1], alpha * rs[i0+2], alpha * rs[i0+3]}
 				}
-				t.run(kk, &a[i0*lda], lda, aks, &b[j0], ldb, &c[i0*ldc+j0], ldc, &al, beta)
+				t.run(kk, &a[i0*lda], lda, aks, &b[j0], ldb, &c[i0*ldc+j0], ldc, al, beta)
 			}
 		}
 	}
