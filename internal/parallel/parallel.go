@@ -4,7 +4,9 @@
 //
 // The caller works from the start because a woken thread can take tens of
 // microseconds to join, which is the whole of a decode step; with dynamic
-// hand-out a late helper simply does less.
+// hand-out a late helper simply does less. The helpers are persistent
+// goroutines that poll for the next loop for a while before they park
+// (pool.go), so back-to-back loops do not pay for waking them.
 package parallel
 
 import (
@@ -48,17 +50,25 @@ func For(n, grain, limit int, body func(worker, lo, hi int)) {
 			body(w, lo, min(n, lo+grain))
 		}
 	}
-	var wg sync.WaitGroup
 	var fault atomic.Value // the first memory fault a helper goroutine hit
-	for w := 1; w < workers; w++ {
-		wg.Go(func() {
+	helped := workerPool.run(workers, func(w int) {
+		if w > 0 {
 			defer catchFault(&fault, &next, n)
-			debug.SetPanicOnFault(true)
-			work(w)
-		})
+		}
+		work(w)
+	})
+	if !helped { // the pool is busy (a nested or concurrent loop)
+		var wg sync.WaitGroup
+		for w := 1; w < workers; w++ {
+			wg.Go(func() {
+				defer catchFault(&fault, &next, n)
+				debug.SetPanicOnFault(true)
+				work(w)
+			})
+		}
+		work(0)
+		wg.Wait()
 	}
-	work(0)
-	wg.Wait()
 	if f := fault.Load(); f != nil {
 		panic(f.(faultBox).v)
 	}

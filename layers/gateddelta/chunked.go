@@ -15,8 +15,8 @@ import (
 // Recurrent is the faster of the two at every length; see
 // docs/perf-gateddelta.md.) Work is spread over GOMAXPROCS goroutines by
 // key head (value heads sharing a key head share the chunk's K Kᵀ and
-// Q Kᵀ products) or by value head when there are too few key heads to
-// keep every core busy.
+// Q Kᵀ products) or by value head when there are fewer than two key heads
+// per core.
 type Chunked struct {
 	// ChunkSize is the chunk length C: 16, 32, 64 or 128; 0 means 64.
 	ChunkSize int
@@ -61,12 +61,15 @@ func (c Chunked) Forward(out, q, k, v, g, beta []float32, d Dims, state []float3
 }
 
 // forEachGroup runs body for every key head kh with its value heads
-// [h0,h1) in parallel; when there are fewer key heads than cores it
-// splits the groups into single value heads instead (each then redoes
-// the per-key-head work, but every core is busy).
+// [h0,h1) in parallel; when there are fewer than two key heads per core it
+// splits the groups into single value heads instead. Each then redoes the
+// per-key-head work (10–20% more CPU time), but the dynamic hand-out has
+// units to balance: on the 16-vCPU Xeon of docs/perf.md, one key head per
+// core left most cores idle behind the slowest unit (the 27B's core at
+// T = 2048 took 71 ms by key head, 44 ms by value head).
 func (p *problem) forEachGroup(body func(w *scratch, kh, h0, h1 int)) {
 	r := p.d.NV / p.d.NK
-	if p.d.NK >= runtime.GOMAXPROCS(0) {
+	if p.d.NK >= 2*runtime.GOMAXPROCS(0) {
 		forEachScratch(p.d.NK, func(w *scratch, kh int) { body(w, kh, kh*r, (kh+1)*r) })
 	} else {
 		forEachScratch(p.d.NV, func(w *scratch, h int) { body(w, h/r, h, h+1) })
