@@ -56,25 +56,42 @@ func (c Chunked) Forward(out, q, k, v, g, beta []float32, d Dims, state []float3
 		p.recurrentAll()
 		return nil
 	}
-	p.forEachGroup(func(w *scratch, kh, h0, h1 int) { p.chunkGroup(w, kh, h0, h1, nFull) })
+	p.forEachGroup(func(w *scratch, kh, h0, h1, c0, c1 int) { p.chunkGroup(w, kh, h0, h1, c0, c1, nFull) })
 	return nil
 }
 
 // forEachGroup runs body for every key head kh with its value heads
-// [h0,h1) in parallel; when there are fewer than two key heads per core it
-// splits the groups into single value heads instead. Each then redoes the
-// per-key-head work (10–20% more CPU time), but the dynamic hand-out has
-// units to balance: on the 16-vCPU Xeon of docs/perf.md, one key head per
-// core left most cores idle behind the slowest unit (the 27B's core at
-// T = 2048 took 71 ms by key head, 44 ms by value head).
-func (p *problem) forEachGroup(body func(w *scratch, kh, h0, h1 int)) {
-	r := p.d.NV / p.d.NK
-	if p.d.NK >= 2*runtime.GOMAXPROCS(0) {
-		forEachScratch(p.d.NK, func(w *scratch, kh int) { body(w, kh, kh*r, (kh+1)*r) })
-	} else {
-		forEachScratch(p.d.NV, func(w *scratch, h int) { body(w, h/r, h, h+1) })
+// [h0,h1) and value columns [c0,c1) in parallel. With two key heads or more
+// per core a unit is a key head, all its value heads and columns. Below
+// that a unit is one value head, which redoes the per-key-head work (10–20%
+// more CPU time), and, below four value heads per core, a block of its
+// state's columns, which redoes the chunk's transforms (a few percent):
+// the state's value columns evolve independently. The dynamic hand-out
+// then has units to balance. On the 16-vCPU Xeon of docs/perf.md, one key
+// head per core left most cores idle behind the slowest unit (the 27B's
+// core at T = 2048 took 71 ms by key head, 44 ms by value head).
+func (p *problem) forEachGroup(body func(w *scratch, kh, h0, h1, c0, c1 int)) {
+	d := p.d
+	r := d.NV / d.NK
+	procs := runtime.GOMAXPROCS(0)
+	if d.NK >= 2*procs {
+		forEachScratch(d.NK, func(w *scratch, kh int) { body(w, kh, kh*r, (kh+1)*r, 0, d.DV) })
+		return
 	}
+	width := d.DV
+	if d.NV < 4*procs {
+		// Blocks of at least 32 columns, whole 16-column vectors.
+		blocks := max(1, min(ceilDiv(4*procs, d.NV), d.DV/32))
+		width = ceilDiv(ceilDiv(d.DV, blocks), 16) * 16
+	}
+	blocks := ceilDiv(d.DV, width)
+	forEachScratch(d.NV*blocks, func(w *scratch, u int) {
+		h, c0 := u/blocks, (u%blocks)*width
+		body(w, h/r, h, h+1, c0, min(d.DV, c0+width))
+	})
 }
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // problem bundles one Forward call's arguments for the workers.
 type problem struct {
@@ -137,10 +154,11 @@ func forEachScratch(n int, body func(w *scratch, i int)) {
 	}
 }
 
-// chunkGroup runs value heads [h0,h1), all reading key head kh, over the
-// nFull whole chunks, then the ragged tail with the fused recurrence.
-// chunkStep reads the chunk's K and Q from w.kc and w.qc.
-func (p *problem) chunkGroup(w *scratch, kh, h0, h1, nFull int) {
+// chunkGroup runs value columns [c0,c1) of value heads [h0,h1), all
+// reading key head kh, over the nFull whole chunks, then the ragged tail
+// with the fused recurrence. chunkStep reads the chunk's K and Q from w.kc
+// and w.qc.
+func (p *problem) chunkGroup(w *scratch, kh, h0, h1, c0, c1, nFull int) {
 	d, C := p.d, p.C
 	dk := d.DK
 	ldqk := d.NK * dk
@@ -168,10 +186,10 @@ func (p *problem) chunkGroup(w *scratch, kh, h0, h1, nFull int) {
 		p.ks.gemm(C, C, dk, 1, w.kc, dk, 1, w.kTr, C, 0, w.kk, C, triLowerC, nil)
 		p.ks.gemm(C, C, dk, 1, w.qc, dk, 1, w.kTr, C, 0, w.qk, C, triLowerC, nil)
 		for h := h0; h < h1; h++ {
-			p.chunkStep(w, h, t0)
+			p.chunkStep(w, h, t0, c0, c1)
 		}
 	}
 	if t0 := nFull * C; t0 < d.T {
-		p.recurrentGroup(w, kh, h0, h1, t0, d.T)
+		p.recurrentGroup(w, kh, h0, h1, c0, c1, t0, d.T)
 	}
 }

@@ -5,7 +5,7 @@ package gateddelta
 // w.kc, w.qc = the chunk's K and Q rows (contiguous), w.kk = K Kᵀ and
 // w.qk = Q Kᵀ (chunkGroup prepares them once per key head), and updates
 // the head's state in place.
-func (p *problem) chunkStep(w *scratch, h, t0 int) {
+func (p *problem) chunkStep(w *scratch, h, t0, c0, c1 int) {
 	d, C, ks := p.d, p.C, p.ks
 	dk, dv := d.DK, d.DV
 	ldv, nv := d.NV*dv, d.NV
@@ -61,21 +61,25 @@ func (p *problem) chunkStep(w *scratch, h, t0 int) {
 		t := t0 + r
 		br := p.beta[t*nv+h]
 		w.betaEGam[r] = br * w.eGam[r]
-		ks.scaleCopy(w.r[r*dv:(r+1)*dv], p.v[t*ldv+h*dv:][:dv], br)
+		ks.scaleCopy(w.r[r*dv+c0:r*dv+c1], p.v[t*ldv+h*dv+c0:][:c1-c0], br)
 		ks.scaleCopy(w.kTail[r*dk:(r+1)*dk], w.kc[r*dk:(r+1)*dk], w.eTail[r])
 	}
-	S := p.state[h*dk*dv : (h+1)*dk*dv]
+	// Everything below is column by column of the state: only the value
+	// columns [c0,c1) (nc of them) are computed, read and written.
+	nc := c1 - c0
+	S := p.state[h*dk*dv+c0 : (h+1)*dk*dv]
+	rc, dc := w.r[c0:], w.delta[c0:]
 	// R = V_β − diag(β e^γ) K S, in place over V_β; then Δ = M R (the
 	// regrouped U − W S of doc.go, which never forms W).
-	ks.gemm(C, dv, dk, -1, w.kc, dk, 1, S, dv, 1, w.r, dv, triNone, w.betaEGam)
-	ks.gemm(C, dv, C, 1, w.m, C, 1, w.r, dv, 0, w.delta, dv, triLowerA, nil)
+	ks.gemm(C, nc, dk, -1, w.kc, dk, 1, S, dv, 1, rc, dv, triNone, w.betaEGam)
+	ks.gemm(C, nc, C, 1, w.m, C, 1, rc, dv, 0, dc, dv, triLowerA, nil)
 	// O = diag(e^γ) Q S + P Δ, written straight into this head's output
 	// rows.
-	o := p.out[t0*ldv+h*dv:]
-	ks.gemm(C, dv, dk, 1, w.qc, dk, 1, S, dv, 0, o, ldv, triNone, w.eGam)
-	ks.gemm(C, dv, C, 1, w.p, C, 1, w.delta, dv, 1, o, ldv, triLowerA, nil)
+	o := p.out[t0*ldv+h*dv+c0:]
+	ks.gemm(C, nc, dk, 1, w.qc, dk, 1, S, dv, 0, o, ldv, triNone, w.eGam)
+	ks.gemm(C, nc, C, 1, w.p, C, 1, dc, dv, 1, o, ldv, triLowerA, nil)
 	// S ← λ S + K̃ᵀ Δ (K̃ read transposed: lda = 1, aks = dk).
-	ks.gemm(dk, dv, C, 1, w.kTail, 1, dk, w.delta, dv, lambda, S, dv, triNone, nil)
+	ks.gemm(dk, nc, C, 1, w.kTail, 1, dk, dc, dv, lambda, S, dv, triNone, nil)
 }
 
 // unitLowerInverse overwrites the strictly lower n×n matrix A (row-major,

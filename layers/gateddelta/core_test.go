@@ -230,28 +230,33 @@ func TestKernelsContinuation(t *testing.T) {
 }
 
 // TestKernelsIndependentOfGOMAXPROCS checks that how the work is split
-// (by key-head group when there are at least as many key heads as cores,
-// else by value head, and by value head for decode) does not change a
-// single bit: every head's arithmetic is the same whichever way it runs.
+// (by key-head group with two key heads or more per core, else by value
+// head, and then by blocks of the state's value columns; by value head for
+// decode) does not change a single bit: every head's and column's
+// arithmetic is the same whichever way it runs. DV = 80 and 128 reach the
+// column blocks (80 in a ragged pair of 48 and 32), T = 100 a whole chunk
+// and a recurrent tail.
 func TestKernelsIndependentOfGOMAXPROCS(t *testing.T) {
-	d := gateddelta.Dims{T: 100, NK: 2, NV: 6, DK: 32, DV: 32}
-	in := newInputs(t, 13, d, true)
-	d.T = 1
-	dec := newInputs(t, 14, d, true)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	for _, kern := range []gateddelta.Kernel{gateddelta.Chunked{}, gateddelta.Recurrent{}} {
-		var wantOut, wantSt, wantDec []float32
-		for _, procs := range []int{1, 2, 3} {
-			runtime.GOMAXPROCS(procs)
-			out, st := run(t, in, kern)
-			o1, _ := run(t, dec, kern)
-			if wantOut == nil {
-				wantOut, wantSt, wantDec = out, st, o1
-				continue
+	for _, dv := range []int{32, 80, 128} {
+		d := gateddelta.Dims{T: 100, NK: 2, NV: 6, DK: 32, DV: dv}
+		in := newInputs(t, 13, d, true)
+		d.T = 1
+		dec := newInputs(t, 14, d, true)
+		for _, kern := range []gateddelta.Kernel{gateddelta.Chunked{}, gateddelta.Recurrent{}} {
+			var wantOut, wantSt, wantDec []float32
+			for _, procs := range []int{1, 2, 3, 16} {
+				runtime.GOMAXPROCS(procs)
+				out, st := run(t, in, kern)
+				o1, _ := run(t, dec, kern)
+				if wantOut == nil {
+					wantOut, wantSt, wantDec = out, st, o1
+					continue
+				}
+				require.Equal(t, wantOut, out, "%T DV=%d GOMAXPROCS=%d", kern, dv, procs)
+				require.Equal(t, wantSt, st, "%T DV=%d GOMAXPROCS=%d", kern, dv, procs)
+				require.Equal(t, wantDec, o1, "%T DV=%d GOMAXPROCS=%d decode", kern, dv, procs)
 			}
-			require.Equal(t, wantOut, out, "%T GOMAXPROCS=%d", kern, procs)
-			require.Equal(t, wantSt, st, "%T GOMAXPROCS=%d", kern, procs)
-			require.Equal(t, wantDec, o1, "%T GOMAXPROCS=%d decode", kern, procs)
 		}
 	}
 }

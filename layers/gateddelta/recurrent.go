@@ -31,10 +31,10 @@ func (Recurrent) Forward(out, q, k, v, g, beta []float32, d Dims, state []float3
 func (p *problem) recurrentAll() {
 	if p.d.T < copyMinTokens {
 		r := p.d.NV / p.d.NK
-		forEachScratch(p.d.NV, func(w *scratch, h int) { p.recurrentGroup(w, h/r, h, h+1, 0, p.d.T) })
+		forEachScratch(p.d.NV, func(w *scratch, h int) { p.recurrentGroup(w, h/r, h, h+1, 0, p.d.DV, 0, p.d.T) })
 		return
 	}
-	p.forEachGroup(func(w *scratch, kh, h0, h1 int) { p.recurrentGroup(w, kh, h0, h1, 0, p.d.T) })
+	p.forEachGroup(func(w *scratch, kh, h0, h1, c0, c1 int) { p.recurrentGroup(w, kh, h0, h1, c0, c1, 0, p.d.T) })
 }
 
 // The fused recurrence keeps the state as S = c·S̃, with c the product of
@@ -112,7 +112,7 @@ func (sc *tokScalars) window(a, b int) tokScalars {
 // recurrentGroup runs tokens [t0,t1) of value heads [h0,h1), which all
 // read key head kh, with the fused recurrence, updating their states in
 // place. The heads share each window's staged q̂ and k̂.
-func (p *problem) recurrentGroup(w *scratch, kh, h0, h1, t0, t1 int) {
+func (p *problem) recurrentGroup(w *scratch, kh, h0, h1, c0, c1, t0, t1 int) {
 	d, ks := p.d, p.ks
 	dk, dv, n, nh := d.DK, d.DV, t1-t0, h1-h0
 	ldqk, ldv := d.NK*dk, d.NV*dv
@@ -126,8 +126,8 @@ func (p *problem) recurrentGroup(w *scratch, kh, h0, h1, t0, t1 int) {
 		// Decode: work on each state in place, one pass per block.
 		for h := h0; h < h1; h++ {
 			S := p.state[h*dk*dv : (h+1)*dk*dv]
-			for j0 := 0; j0 < dv; {
-				bw := ks.recBlockWidth(dv - j0)
+			for j0 := c0; j0 < c1; {
+				bw := ks.recBlockWidth(c1 - j0)
 				ks.recBlock(S[j0:], dv, bw, dk, p.q[t0*ldqk+kh*dk:], p.k[t0*ldqk+kh*dk:], ldqk,
 					p.v[t0*ldv+h*dv+j0:], p.out[t0*ldv+h*dv+j0:], ldv, &w.toks[h-h0], n)
 				j0 += bw
@@ -140,8 +140,8 @@ func (p *problem) recurrentGroup(w *scratch, kh, h0, h1, t0, t1 int) {
 	w.blk = grow(w.blk, nh*dk*dv)
 	for h := h0; h < h1; h++ {
 		S, B := p.state[h*dk*dv:(h+1)*dk*dv], w.blk[(h-h0)*dk*dv:]
-		for j0 := 0; j0 < dv; {
-			bw := ks.recBlockWidth(dv - j0)
+		for j0 := c0; j0 < c1; {
+			bw := ks.recBlockWidth(c1 - j0)
 			for i := 0; i < dk; i++ {
 				copy(B[j0*dk+i*bw:j0*dk+(i+1)*bw], S[i*dv+j0:])
 			}
@@ -160,24 +160,24 @@ func (p *problem) recurrentGroup(w *scratch, kh, h0, h1, t0, t1 int) {
 		}
 		for h := h0; h < h1; h++ {
 			for t := a; t < b; t++ {
-				copy(w.wv[(t-a)*dv:(t-a+1)*dv], p.v[(t0+t)*ldv+h*dv:])
+				copy(w.wv[(t-a)*dv+c0:(t-a)*dv+c1], p.v[(t0+t)*ldv+h*dv+c0:])
 			}
 			sc := w.toks[h-h0].window(a, b)
 			B := w.blk[(h-h0)*dk*dv:]
-			for j0 := 0; j0 < dv; {
-				bw := ks.recBlockWidth(dv - j0)
+			for j0 := c0; j0 < c1; {
+				bw := ks.recBlockWidth(c1 - j0)
 				ks.recBlock(B[j0*dk:], bw, bw, dk, w.wq, w.wk, dk, w.wv[j0:], w.wo[j0:], dv, &sc, b-a)
 				j0 += bw
 			}
 			for t := a; t < b; t++ {
-				copy(p.out[(t0+t)*ldv+h*dv:(t0+t)*ldv+(h+1)*dv], w.wo[(t-a)*dv:])
+				copy(p.out[(t0+t)*ldv+h*dv+c0:(t0+t)*ldv+h*dv+c1], w.wo[(t-a)*dv+c0:])
 			}
 		}
 	}
 	for h := h0; h < h1; h++ {
 		S, B := p.state[h*dk*dv:(h+1)*dk*dv], w.blk[(h-h0)*dk*dv:]
-		for j0 := 0; j0 < dv; {
-			bw := ks.recBlockWidth(dv - j0)
+		for j0 := c0; j0 < c1; {
+			bw := ks.recBlockWidth(c1 - j0)
 			for i := 0; i < dk; i++ {
 				copy(S[i*dv+j0:i*dv+j0+bw], B[j0*dk+i*bw:])
 			}
