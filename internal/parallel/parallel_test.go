@@ -158,3 +158,30 @@ func TestForParkedHelpers(t *testing.T) {
 		}
 	}
 }
+
+// TestHelperJoinsEachLoopOnce alternates loops that leave most helpers out
+// with loops that need them all. A helper that saw a small loop late must
+// not mistake the next big loop for it and join that one twice: two
+// goroutines would then run one worker number (each body's per-worker
+// scratch shared) and the loop's count would go negative.
+func TestHelperJoinsEachLoopOnce(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(16))
+	var active [16]atomic.Int32
+	var twice atomic.Int64
+	body := func(w, lo, hi int) {
+		if !active[w].CompareAndSwap(0, 1) {
+			twice.Add(1)
+			return
+		}
+		for i := lo; i < hi; i++ {
+			spinWork(20)
+		}
+		active[w].Store(0)
+	}
+	for i := range 20000 {
+		For(64, 1, 2+14*(i%2), body)
+		if n := twice.Load(); n > 0 {
+			t.Fatalf("loop %d: a worker number ran on two goroutines at once (%d times)", i, n)
+		}
+	}
+}

@@ -32,8 +32,11 @@ func SetSpin(d time.Duration) time.Duration {
 // pieces to. One loop owns it at a time; a loop that finds it taken (a
 // nested or a concurrent For) starts goroutines of its own instead.
 type pool struct {
-	owner   sync.Mutex    // held by the loop running on the pool
-	gen     atomic.Uint64 // bumped for each loop; helpers wait for a change
+	owner sync.Mutex // held by the loop running on the pool
+	// job is the latest loop, a new one each time: a helper waits for it to
+	// differ from the last one it saw, so it takes part in each loop once
+	// (a count of loops beside the job could be read a loop late, and the
+	// helper would join the newer job twice).
 	job     atomic.Pointer[poolJob]
 	mu      sync.Mutex // guards helpers
 	helpers []*helper
@@ -49,7 +52,7 @@ type poolJob struct {
 type helper struct {
 	index  int           // worker number: 1, 2, …
 	parked atomic.Bool   // waiting on wake rather than polling
-	wake   chan struct{} // buffered(1): a token means "look at gen"
+	wake   chan struct{} // buffered(1): a token means "look at job"
 }
 
 var workerPool pool
@@ -66,7 +69,6 @@ func (p *pool) run(workers int, work func(w int)) bool {
 	j := &poolJob{workers: workers, work: work}
 	j.done.Add(workers - 1)
 	p.job.Store(j)
-	p.gen.Add(1)
 	for _, h := range p.helpers[:workers-1] {
 		if h.parked.Load() {
 			select {
@@ -87,17 +89,17 @@ func (p *pool) ensure(n int) {
 	for len(p.helpers) < n {
 		h := &helper{index: len(p.helpers) + 1, wake: make(chan struct{}, 1)}
 		p.helpers = append(p.helpers, h)
-		go h.loop(p, p.gen.Load())
+		go h.loop(p, p.job.Load())
 	}
 }
 
 // loop is a helper's life: wait for a new loop, take part if the loop has
 // a worker number for it, repeat.
-func (h *helper) loop(p *pool, seen uint64) {
+func (h *helper) loop(p *pool, seen *poolJob) {
 	debug.SetPanicOnFault(true)
 	for {
-		seen = h.await(p, seen)
-		j := p.job.Load()
+		j := h.await(p, seen)
+		seen = j
 		if h.index < j.workers {
 			j.work(h.index)
 			j.done.Done()
@@ -105,17 +107,17 @@ func (h *helper) loop(p *pool, seen uint64) {
 	}
 }
 
-// await returns the next generation after seen: polling (and yielding the
+// await returns the first job after seen: polling (and yielding the
 // processor) for the spin time, then parked until run sends a token.
-func (h *helper) await(p *pool, seen uint64) uint64 {
+func (h *helper) await(p *pool, seen *poolJob) *poolJob {
 	spin := time.Duration(spinNanos.Load())
 	if h.index >= runtime.GOMAXPROCS(0) {
 		spin = 0 // more helpers than processors now: do not compete for them
 	}
 	deadline := time.Now().Add(spin)
 	for i := 0; spin > 0; i++ {
-		if g := p.gen.Load(); g != seen {
-			return g
+		if j := p.job.Load(); j != seen {
+			return j
 		}
 		if i%64 == 63 {
 			if time.Now().After(deadline) {
@@ -126,16 +128,16 @@ func (h *helper) await(p *pool, seen uint64) uint64 {
 	}
 	for {
 		h.parked.Store(true)
-		// Check again after announcing the park: run may have bumped gen
-		// before it could see the flag.
-		if g := p.gen.Load(); g != seen {
+		// Check again after announcing the park: run may have stored the
+		// job before it could see the flag.
+		if j := p.job.Load(); j != seen {
 			h.parked.Store(false)
-			return g
+			return j
 		}
 		<-h.wake
 		h.parked.Store(false)
-		if g := p.gen.Load(); g != seen {
-			return g
+		if j := p.job.Load(); j != seen {
+			return j
 		}
 	}
 }
