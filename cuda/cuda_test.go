@@ -387,10 +387,13 @@ func TestMatMulMatchesCPU(t *testing.T) {
 func TestNormsRoPESwiGLU(t *testing.T) {
 	d := need(t)
 	r := rand.New(rand.NewPCG(11, 12))
-	// Many rows (one block of 256 per row), then single rows: the decode
-	// form (1024 threads, float4 loads) up to its n = 16384 limit, and the
-	// widths that fall back (n not a multiple of 4, n past the limit).
-	for _, sh := range [][2]int{{37, 256}, {1, 5120}, {1, 1024}, {1, 16384}, {1, 5122}, {1, 20000}} {
+	// Many rows: the prefill form (a block per row, the row in registers as
+	// float4) at full and partial float4 counts up to its n = 8192 limit,
+	// and the element-wise form past it or for n not a multiple of 4. Then
+	// single rows: the decode form (1024 threads, float4 loads) up to its
+	// n = 16384 limit, and the widths that fall back.
+	for _, sh := range [][2]int{{37, 256}, {64, 2048}, {9, 5120}, {5, 2560}, {4, 1000}, {3, 8192}, {3, 8196}, {6, 5122},
+		{1, 5120}, {1, 1024}, {1, 16384}, {1, 5122}, {1, 20000}} {
 		rows, n := sh[0], sh[1]
 		x := uniform(r, rows*n, -3, 3)
 		w := uniform(r, n, -0.5, 0.5)

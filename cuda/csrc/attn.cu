@@ -23,6 +23,8 @@ __global__ void __launch_bounds__(256) k_attn_prep(bf16_t *__restrict__ qn, bf16
                                                    const float *__restrict__ qw, const float *__restrict__ kw,
                                                    float eps, const int *__restrict__ pos_dev) {
 	constexpr int HD = 32 * E;
+	pdl_trigger();
+	pdl_wait(); // qkv and the position are the kernels before's outputs
 	const int row = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
 	const int per = nh + 2 * nkv;
 	if (row >= T * per)
@@ -85,15 +87,16 @@ int launch_attn_prep(bf16_t *qn, bf16_t *kc, bf16_t *vc, const bf16_t *qkv, int 
 		return QR_OK;
 	const unsigned nb = cdiv((size_t)t * (nh + 2 * nkv), 8);
 	if (hd == 256 && rot == 64)
-		k_attn_prep<8, 1><<<nb, 256, 0, st>>>(qn, kc, vc, qkv, ld, t, nh, nkv, theta, qw, kw, eps, pos_dev);
-	else if (hd == 256)
-		k_attn_prep<8, 2><<<nb, 256, 0, st>>>(qn, kc, vc, qkv, ld, t, nh, nkv, theta, qw, kw, eps, pos_dev);
-	else if (rot == 64)
-		k_attn_prep<4, 1><<<nb, 256, 0, st>>>(qn, kc, vc, qkv, ld, t, nh, nkv, theta, qw, kw, eps, pos_dev);
-	else
-		k_attn_prep<4, 2><<<nb, 256, 0, st>>>(qn, kc, vc, qkv, ld, t, nh, nkv, theta, qw, kw, eps, pos_dev);
-	QR_CKL("attn_prep");
-	return QR_OK;
+		return launch_pdl(k_attn_prep<8, 1>, dim3(nb), dim3(256), 0, st, qn, kc, vc, qkv, ld, t, nh, nkv, theta,
+		                  qw, kw, eps, pos_dev);
+	if (hd == 256)
+		return launch_pdl(k_attn_prep<8, 2>, dim3(nb), dim3(256), 0, st, qn, kc, vc, qkv, ld, t, nh, nkv, theta,
+		                  qw, kw, eps, pos_dev);
+	if (rot == 64)
+		return launch_pdl(k_attn_prep<4, 1>, dim3(nb), dim3(256), 0, st, qn, kc, vc, qkv, ld, t, nh, nkv, theta,
+		                  qw, kw, eps, pos_dev);
+	return launch_pdl(k_attn_prep<4, 2>, dim3(nb), dim3(256), 0, st, qn, kc, vc, qkv, ld, t, nh, nkv, theta,
+	                  qw, kw, eps, pos_dev);
 }
 
 // ---- flash attention, bf16 mma.sync, head dim 256 ----
@@ -317,6 +320,8 @@ __global__ void __launch_bounds__(128) k_attn_decode(float *__restrict__ part, c
                                                      int nh, int nkv, int nsp_cap, float scale_log2,
                                                      const int *__restrict__ pos_dev) {
 	__shared__ float sm_m[4], sm_l[4], sm_acc[4][256];
+	pdl_trigger();
+	pdl_wait(); // q, the cache and the position are the kernels before's outputs
 	const int h = blockIdx.x;
 	const int hk = h / (nh / nkv), lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 	const int S = *pos_dev + 1;
@@ -384,25 +389,52 @@ __global__ void __launch_bounds__(128) k_attn_decode(float *__restrict__ part, c
 }
 
 // Combine the partials of each head's splits below S and apply the output
-// gate: one block of 256 threads (one per dim) per head.
-__global__ void __launch_bounds__(256) k_attn_combine(bf16_t *__restrict__ y, const float *__restrict__ part,
-                                                      int nsp_cap, const bf16_t *__restrict__ gate,
-                                                      const int *__restrict__ pos_dev) {
+// gate: one block of 1024 threads per head, four groups of 256 (one thread
+// per dim), group g summing splits g, g + 4, …; the four partial sums are
+// then added in group order. One group over every split was a chain of 3·S/64
+// loads per thread, 12 µs a layer at S = 2048.
+#define COMB_G 4
+__global__ void __launch_bounds__(256 * COMB_G) k_attn_combine(bf16_t *__restrict__ y, const float *__restrict__ part,
+                                                               int nsp_cap, const bf16_t *__restrict__ gate,
+                                                               const int *__restrict__ pos_dev) {
+	__shared__ float red[8 * COMB_G], sacc[COMB_G][256], sl[COMB_G];
 	pdl_trigger(); // the o_proj GEMV after it may start streaming its weights
-	const int h = blockIdx.x, d = threadIdx.x;
+	pdl_wait();    // the partials are the kernel before's output
+	const int h = blockIdx.x, d = threadIdx.x & 255, g = threadIdx.x >> 8;
 	const int nsp = min(nsp_cap, (*pos_dev + 1 + DEC_SPL - 1) / DEC_SPL);
 	const float *ph = part + (size_t)h * nsp_cap * (256 + 2);
-	float M = -INFINITY;
-	for (int s = 0; s < nsp; s++)
+	float M = -INFINITY; // the splits' maximum, every thread taking some
+	for (int s = threadIdx.x; s < nsp; s += 256 * COMB_G)
 		M = fmaxf(M, ph[(size_t)s * 258]);
+	M = warp_max(M);
+	if ((threadIdx.x & 31) == 0)
+		red[threadIdx.x >> 5] = M;
+	__syncthreads();
+#pragma unroll
+	for (int i = 0; i < 8 * COMB_G; i++)
+		M = fmaxf(M, red[i]);
 	float L = 0.0f, acc = 0.0f;
-	for (int s = 0; s < nsp; s++) {
+#pragma unroll 4
+	for (int s = g; s < nsp; s += COMB_G) {
 		const float ms = ph[(size_t)s * 258];
 		if (ms == -INFINITY)
 			continue;
 		const float f = exp2f(ms - M);
 		L += f * ph[(size_t)s * 258 + 1];
 		acc += f * ph[(size_t)s * 258 + 2 + d];
+	}
+	sacc[g][d] = acc;
+	if (d == 0)
+		sl[g] = L;
+	__syncthreads();
+	if (g)
+		return;
+	acc = sacc[0][d];
+	L = sl[0];
+#pragma unroll
+	for (int q = 1; q < COMB_G; q++) {
+		acc += sacc[q][d];
+		L += sl[q];
 	}
 	const float gv = bf2f(gate[(size_t)h * 512 + 256 + d]);
 	y[(size_t)h * 256 + d] = f2bf(acc / L / (1.0f + __expf(-gv)));
@@ -419,12 +451,9 @@ int launch_attn_decode(bf16_t *y, float *part, const bf16_t *q, const bf16_t *kc
 	// positions, and each block loops over its splits at long ones.
 	const int sms = g_qr.sm_count > 0 ? g_qr.sm_count : 132;
 	const int want = (int)cdiv(sms * 8, nh), g = want < 1 ? 1 : (want > nsp_cap ? nsp_cap : want);
-	k_attn_decode<<<dim3(nh, g), 128, 0, st>>>(part, q, kc, vc, nh, nkv, nsp_cap, scale * 1.4426950408889634f,
-	                                           pos_dev);
-	QR_CKL("attn_decode");
-	k_attn_combine<<<nh, 256, 0, st>>>(y, part, nsp_cap, gate, pos_dev);
-	QR_CKL("attn_combine");
-	return QR_OK;
+	QR_TRY(launch_pdl(k_attn_decode, dim3(nh, g), dim3(128), 0, st, part, q, kc, vc, nh, nkv, nsp_cap,
+	                  scale * 1.4426950408889634f, pos_dev));
+	return launch_pdl(k_attn_combine, dim3(nh), dim3(256 * COMB_G), 0, st, y, (const float *)part, nsp_cap, gate, pos_dev);
 }
 
 int qr_attn_init() {

@@ -160,6 +160,24 @@ __device__ __forceinline__ uint4 ld_cg(const uint4 *p) {
 	asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
 	return r;
 }
+// The same for four floats.
+__device__ __forceinline__ float4 ld_cg4f(const float4 *p) {
+	float4 r;
+	asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w) : "l"(p));
+	return r;
+}
+// The 16-byte step of a bf16 dot product: acc += Σ w_i·x_i over the eight
+// bf16 pairs of w and x, low half of each word first (the order every
+// GEMV keeps, so their sums agree bit for bit).
+__device__ __forceinline__ float dot8_bf16(float acc, uint4 w, uint4 x) {
+	const unsigned ww[4] = {w.x, w.y, w.z, w.w}, xw[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		acc = fmaf(__uint_as_float(ww[j] << 16), __uint_as_float(xw[j] << 16), acc);
+		acc = fmaf(__uint_as_float(ww[j] & 0xffff0000u), __uint_as_float(xw[j] & 0xffff0000u), acc);
+	}
+	return acc;
+}
 // kernel<<<grid, block, smem, st>>>(args…), allowed to overlap the kernel
 // before it (when g_qr.pdl): every block of it must call pdl_wait() before
 // touching that kernel's outputs.

@@ -127,6 +127,8 @@ __global__ void k_conv_state(T *__restrict__ so, const T *__restrict__ si, const
 // and the kernel replays in a graph.
 __global__ void k_conv_decode(bf16_t *__restrict__ u, bf16_t *__restrict__ state, const bf16_t *__restrict__ x,
                               const float *__restrict__ w, int C, int K) {
+	pdl_trigger();
+	pdl_wait(); // x is the kernel before's output
 	const int c = blockIdx.x * blockDim.x + threadIdx.x;
 	if (c >= C)
 		return;
@@ -148,9 +150,7 @@ __global__ void k_conv_decode(bf16_t *__restrict__ u, bf16_t *__restrict__ state
 
 int launch_conv_decode(bf16_t *u, bf16_t *state, const bf16_t *x, const float *w, int C, int K, cudaStream_t st) {
 	QR_ARG(K > 0 && K <= 8, "conv decode: %d taps (at most 8)", K);
-	k_conv_decode<<<cdiv(C, 128), 128, 0, st>>>(u, state, x, w, C, K);
-	QR_CKL("conv_decode");
-	return QR_OK;
+	return launch_pdl(k_conv_decode, dim3(cdiv(C, 128)), dim3(128), 0, st, u, state, x, w, C, K);
 }
 
 int g_conv_u = 0, g_conv_tt = 0;

@@ -125,6 +125,8 @@ __global__ void __launch_bounds__(128) k_gdn_decode128(bf16_t *__restrict__ out,
                                                        const float *__restrict__ a_log,
                                                        const float *__restrict__ dt_bias) {
 	__shared__ float kq[256], red[2][4][32], nrm[2][4];
+	pdl_trigger();
+	pdl_wait(); // u and ba are the kernels before's outputs
 	const int h = blockIdx.y, vb = blockIdx.x * 32, hk = h / (NV / NK);
 	const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
 	const int col = vb + lane;
@@ -174,9 +176,7 @@ __global__ void __launch_bounds__(128) k_gdn_decode128(bf16_t *__restrict__ out,
 int launch_gdn_decode128(bf16_t *out, const bf16_t *u, const bf16_t *ba, float *state, int nk, int nv,
                          const float *a_log, const float *dt_bias, cudaStream_t st) {
 	QR_ARG(nv % nk == 0, "gdn decode: nv %% nk != 0");
-	k_gdn_decode128<<<dim3(4, nv), 128, 0, st>>>(out, u, ba, state, nk, nv, a_log, dt_bias);
-	QR_CKL("gdn_decode128");
-	return QR_OK;
+	return launch_pdl(k_gdn_decode128, dim3(4, nv), dim3(128), 0, st, out, u, ba, state, nk, nv, a_log, dt_bias);
 }
 
 int gdn_recurrent(const GdnArgs &a, int in_bf16, int out_bf16, cudaStream_t st) {

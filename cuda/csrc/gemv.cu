@@ -58,16 +58,9 @@ __global__ void __launch_bounds__(256) k_gemv_m(void *__restrict__ y, const bf16
 			if (base + 32 * u >= n8)
 				break;
 			const uint4 b = xs[base + 32 * u];
-			const unsigned bw[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
-			for (int r = 0; r < ROWS; r++) {
-				const unsigned aw[4] = {a[r][u].x, a[r][u].y, a[r][u].z, a[r][u].w};
-#pragma unroll
-				for (int j = 0; j < 4; j++) {
-					acc[r] = fmaf(__uint_as_float(aw[j] << 16), __uint_as_float(bw[j] << 16), acc[r]);
-					acc[r] = fmaf(__uint_as_float(aw[j] & 0xffff0000u), __uint_as_float(bw[j] & 0xffff0000u), acc[r]);
-				}
-			}
+			for (int r = 0; r < ROWS; r++)
+				acc[r] = dot8_bf16(acc[r], a[r][u], b);
 		}
 	}
 	float s[ROWS];

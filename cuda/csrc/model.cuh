@@ -197,6 +197,7 @@ struct DevModel {
 	DevBuf logits; // fp32 [lcap, V]
 	int lcap = 0;
 	DevBuf part;   // decode attention partials
+	DevBuf amax;   // the greedy step's argmax candidates: fp32 values, then int32 indices
 	size_t w_bytes = 0, s_bytes = 0, a_bytes = 0;
 	cudaGraphExec_t graph = nullptr;      // the greedy decode step, captured on first use
 	cudaGraphExec_t step_graph = nullptr; // the plain decode step (logits, no argmax), likewise

@@ -11,7 +11,7 @@
 // of the router matrix). The k·T routed rows are grouped by expert with a
 // deterministic counting sort (rank, scan, place), and each projection of
 // every expert is one grouped GEMM launch over all of them: a block takes
-// one 64-row tile of one expert's rows, found from the scan's tile starts
+// one MOE_BM-row tile of one expert's rows, found from the scan's tile starts
 // on the device, so nothing waits for the host. The gate/up GEMM applies
 // SwiGLU in its epilogue; the combine adds the weighted expert rows, the
 // gated shared expert and the residual in one pass. The decode step (one
@@ -26,15 +26,20 @@
 
 // Block e: the rank of each routed slot of expert e among that expert's
 // slots, in slot order (so the grouping is deterministic), and their count.
-// Each thread counts a contiguous run of slots, a block scan of the counts
-// gives each run its first rank, and a second pass hands them out.
+// Each thread counts a contiguous run of slots (a multiple of 4, read as
+// int4), a block scan of the counts gives each run its first rank, and a
+// second pass hands them out.
 __global__ void __launch_bounds__(256) k_moe_rank(const int32_t *__restrict__ ids, int n, int32_t *__restrict__ rank,
                                                   int32_t *__restrict__ cnt) {
 	__shared__ int wsum[8];
 	const int e = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
-	const int per = (n + 255) / 256, lo = min(n, tid * per), hi = min(n, lo + per);
-	int c = 0;
-	for (int s = lo; s < hi; s++)
+	const int per = ((n + 255) / 256 + 3) & ~3, lo = min(n, tid * per), hi = min(n, lo + per);
+	int c = 0, s = lo;
+	for (; s + 4 <= hi; s += 4) { // lo is a multiple of 4: aligned
+		const int4 q = *(const int4 *)(ids + s);
+		c += (q.x == e) + (q.y == e) + (q.z == e) + (q.w == e);
+	}
+	for (; s < hi; s++)
 		c += ids[s] == e;
 	int inc = c; // inclusive scan over the warp, then the warps' totals
 #pragma unroll
@@ -49,7 +54,19 @@ __global__ void __launch_bounds__(256) k_moe_rank(const int32_t *__restrict__ id
 	int r = inc - c;
 	for (int q = 0; q < wid; q++)
 		r += wsum[q];
-	for (int s = lo; s < hi; s++)
+	s = c ? lo : hi; // a run without expert e's slots has nothing to hand out
+	for (; s + 4 <= hi; s += 4) {
+		const int4 q = *(const int4 *)(ids + s);
+		if (q.x == e)
+			rank[s] = r++;
+		if (q.y == e)
+			rank[s + 1] = r++;
+		if (q.z == e)
+			rank[s + 2] = r++;
+		if (q.w == e)
+			rank[s + 3] = r++;
+	}
+	for (; s < hi; s++)
 		if (ids[s] == e)
 			rank[s] = r++;
 	if (tid == 255)
@@ -289,59 +306,68 @@ __global__ void __launch_bounds__(256)
 
 // ---- decode: one token's k experts and the shared expert as gathered GEMVs ----
 //
-// Block (x, j): 8 warps, one output row each. Slots j < k are expert
+// Block (x, j): 8 warps, R output rows each (each x chunk is loaded once for
+// the R rows, and R rows of loads are in flight). Slots j < k are expert
 // ids[j]; slot k is the shared expert (its own weights and width Ns).
 // GATEUP: x is XN [K = H]; act[j, i] = bf16(SiLU(bf16(g_i)) · bf16(u_i)) for
 // gate row i and up row N + i (N = I; the shared expert's to sact). DOWN:
 // x is act[j] [K = I] (the shared expert: sact [Ks = Is]); y[j, h] bf16 (the
 // shared expert: fp32 sout[h]), h < N = H. 16-byte loads; K % 8 == 0.
-template <int MODE>
+template <int MODE, int R>
 __global__ void __launch_bounds__(256)
     k_moe_gemv(void *__restrict__ out, const bf16_t *__restrict__ x, const bf16_t *__restrict__ W,
                const int32_t *__restrict__ ids, int k, int N, int K, const bf16_t *__restrict__ Ws, int Ns, int Ks,
                void *__restrict__ sact, float *__restrict__ sout) {
-	const int j = blockIdx.y, lane = threadIdx.x & 31, row = blockIdx.x * 8 + (threadIdx.x >> 5);
+	constexpr int NW = MODE == MOE_GATEUP ? 2 * R : R; // weight rows per warp
+	pdl_trigger();
+	pdl_wait(); // ids, x and act are the kernels before's outputs
+	const int j = blockIdx.y, lane = threadIdx.x & 31, row0 = (blockIdx.x * 8 + (threadIdx.x >> 5)) * R;
 	const bool shared = j == k;
 	const int n = shared && MODE == MOE_GATEUP ? Ns : N, kk = shared && MODE == MOE_DOWN ? Ks : K;
-	if (row >= n)
+	if (row0 >= n)
 		return;
 	const bf16_t *We = shared ? Ws : W + (size_t)ids[j] * (MODE == MOE_GATEUP ? 2 * (size_t)N : (size_t)N) * K;
 	const bf16_t *xr = MODE == MOE_GATEUP ? x : shared ? (const bf16_t *)sact : x + (size_t)j * K;
 	const uint4 *xv = (const uint4 *)xr;
-	const uint4 *w0 = (const uint4 *)(We + (size_t)row * kk);
-	const uint4 *w1 = (const uint4 *)(We + (size_t)(n + row) * kk); // up row (GATEUP only)
-	float a0 = 0, a1 = 0;
-	const int nc = kk / 8;
-#pragma unroll 4
-	for (int c = lane; c < nc; c += 32) {
-		const uint4 xq = xv[c], wq = w0[c];
-		const unsigned xs[4] = {xq.x, xq.y, xq.z, xq.w}, ws[4] = {wq.x, wq.y, wq.z, wq.w};
+	const uint4 *wr[NW]; // gate rows, then (GATEUP) their up rows; past n, the last row again
 #pragma unroll
-		for (int q = 0; q < 4; q++) {
-			a0 += __uint_as_float(xs[q] << 16) * __uint_as_float(ws[q] << 16);
-			a0 += __uint_as_float(xs[q] & 0xffff0000u) * __uint_as_float(ws[q] & 0xffff0000u);
-		}
-		if (MODE == MOE_GATEUP) {
-			const uint4 uq = w1[c];
-			const unsigned us[4] = {uq.x, uq.y, uq.z, uq.w};
-#pragma unroll
-			for (int q = 0; q < 4; q++) {
-				a1 += __uint_as_float(xs[q] << 16) * __uint_as_float(us[q] << 16);
-				a1 += __uint_as_float(xs[q] & 0xffff0000u) * __uint_as_float(us[q] & 0xffff0000u);
-			}
-		}
+	for (int r = 0; r < NW; r++) {
+		const int row = min(row0 + r % R, n - 1) + (r >= R ? n : 0);
+		wr[r] = (const uint4 *)(We + (size_t)row * kk);
 	}
-	a0 = warp_sum(a0);
-	if (MODE == MOE_GATEUP)
-		a1 = warp_sum(a1);
-	if (lane == 0) {
+	float a[NW];
+#pragma unroll
+	for (int r = 0; r < NW; r++)
+		a[r] = 0.0f;
+	const int nc = kk / 8;
+#pragma unroll 2
+	for (int c = lane; c < nc; c += 32) {
+		const uint4 xq = ld_cg(xv + c);
+		uint4 wq[NW];
+#pragma unroll
+		for (int r = 0; r < NW; r++)
+			wq[r] = __ldg(wr[r] + c);
+#pragma unroll
+		for (int r = 0; r < NW; r++)
+			a[r] = dot8_bf16(a[r], wq[r], xq);
+	}
+#pragma unroll
+	for (int r = 0; r < NW; r++)
+		a[r] = warp_sum(a[r]);
+	if (lane != 0)
+		return;
+#pragma unroll
+	for (int r = 0; r < R; r++) {
+		const int row = row0 + r;
+		if (row >= n)
+			break;
 		if (MODE == MOE_GATEUP) {
 			bf16_t *o = shared ? (bf16_t *)sact : (bf16_t *)out + (size_t)j * N;
-			o[row] = f2bf(silu(bf2f(f2bf(a0))) * bf2f(f2bf(a1)));
+			o[row] = f2bf(silu(bf2f(f2bf(a[r]))) * bf2f(f2bf(a[R + r])));
 		} else if (shared) {
-			sout[row] = a0;
+			sout[row] = a[r];
 		} else {
-			((bf16_t *)out)[(size_t)j * N + row] = f2bf(a0);
+			((bf16_t *)out)[(size_t)j * N + row] = f2bf(a[r]);
 		}
 	}
 }
@@ -349,13 +375,17 @@ __global__ void __launch_bounds__(256)
 // X[t] += Σ_j w[t, j] · Y[pos[t·k + j]] + σ(gate logit) · S[t] (pos null:
 // slot t·k + j is row t·k + j, as decode leaves them); eo and mo (tracing;
 // may be null) get the routed sum and the whole MLP output.
-__global__ void k_moe_combine(float *__restrict__ X, const bf16_t *__restrict__ Y, const int32_t *__restrict__ pos,
-                              const float *__restrict__ w, const float *__restrict__ S,
-                              const float *__restrict__ gate_logit, int ldg, int H, int k, float *__restrict__ eo,
-                              float *__restrict__ mo) {
+// Block (t, y): token t, columns y·256 + thread, + gridDim.y·256, …: a
+// prefill takes one block per token, decode's one token spreads over H/256.
+__global__ void __launch_bounds__(256)
+    k_moe_combine(float *__restrict__ X, const bf16_t *__restrict__ Y, const int32_t *__restrict__ pos,
+                  const float *__restrict__ w, const float *__restrict__ S, const float *__restrict__ gate_logit,
+                  int ldg, int H, int k, float *__restrict__ eo, float *__restrict__ mo) {
+	pdl_trigger();
+	pdl_wait(); // every input is a kernel before's output
 	const int t = blockIdx.x;
 	const float sg = 1.0f / (1.0f + expf(-gate_logit[(size_t)t * ldg]));
-	for (int h = threadIdx.x; h < H; h += blockDim.x) {
+	for (int h = blockIdx.y * 256 + threadIdx.x; h < H; h += gridDim.y * 256) {
 		float acc = 0;
 		for (int j = 0; j < k; j++)
 			acc += w[(size_t)t * k + j] * bf2f(Y[(size_t)(pos ? pos[(size_t)t * k + j] : t * k + j) * H + h]);
@@ -452,14 +482,12 @@ int DevModel::moe_forward(int li, int T, int decode, cudaStream_t st) {
 	if (decode) { // the shared expert rides along as slot k
 		const int Is = d.shared_inter;
 		QR_TRY(mark(ST_MOE_EXPERTS, st));
-		k_moe_gemv<MOE_GATEUP><<<dim3(cdiv(I > Is ? I : Is, 8), k + 1), 256, 0, st>>>(
-		    A.act.p, XN, M.gate_up.as<bf16_t>(), A.ids.as<int32_t>(), k, I, H, M.shared_gu.as<bf16_t>(), Is, H,
-		    A.shared_act.p, nullptr);
-		QR_CKL("moe_gemv_gateup");
-		k_moe_gemv<MOE_DOWN><<<dim3(cdiv(H, 8), k + 1), 256, 0, st>>>(
-		    A.y.p, A.act.as<bf16_t>(), M.down.as<bf16_t>(), A.ids.as<int32_t>(), k, H, I, M.shared_down.as<bf16_t>(),
-		    H, Is, A.shared_act.p, A.shared_out.as<float>());
-		QR_CKL("moe_gemv_down");
+		QR_TRY(launch_pdl(k_moe_gemv<MOE_GATEUP, 2>, dim3(cdiv(I > Is ? I : Is, 16), k + 1), dim3(256), 0, st, A.act.p,
+		                  (const bf16_t *)XN, M.gate_up.as<const bf16_t>(), A.ids.as<const int32_t>(), k, I, H,
+		                  M.shared_gu.as<const bf16_t>(), Is, H, A.shared_act.p, (float *)nullptr));
+		QR_TRY(launch_pdl(k_moe_gemv<MOE_DOWN, 4>, dim3(cdiv(H, 32), k + 1), dim3(256), 0, st, A.y.p,
+		                  A.act.as<const bf16_t>(), M.down.as<const bf16_t>(), A.ids.as<const int32_t>(), k, H, I,
+		                  M.shared_down.as<const bf16_t>(), H, Is, A.shared_act.p, A.shared_out.as<float>()));
 		return moe_shared_combine(li, T, decode, st);
 	}
 	k_moe_rank<<<E, 256, 0, st>>>(A.ids.as<int32_t>(), n, A.rank.as<int32_t>(), A.cnt.as<int32_t>());
@@ -497,9 +525,9 @@ int DevModel::moe_shared_combine(int li, int T, int decode, cudaStream_t st) {
 		eo = trace->tmp.as<float>();
 		mo = trace->tmp2.as<float>();
 	}
-	k_moe_combine<<<T, 256, 0, st>>>(X, A.y.as<bf16_t>(), decode ? nullptr : A.pos.as<int32_t>(), A.w.as<float>(), SO,
-	                                 RL + E, moe_router_rows(E), H, k, eo, mo);
-	QR_CKL("moe_combine");
+	QR_TRY(launch_pdl(k_moe_combine, dim3(T, decode ? cdiv(H, 256) : 1), dim3(256), 0, st, X, A.y.as<const bf16_t>(),
+	                  decode ? (const int32_t *)nullptr : A.pos.as<const int32_t>(), A.w.as<const float>(),
+	                  (const float *)SO, (const float *)(RL + E), moe_router_rows(E), H, k, eo, mo));
 	if (trace) {
 		QR_TRY(rec(li, "experts_out", eo, 0, H, T, H, T, H, 0));
 		QR_TRY(rec(li, "shared_out", SO, 0, H, T, H, T, H, 0));

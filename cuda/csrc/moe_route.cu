@@ -30,6 +30,8 @@ __global__ void __launch_bounds__(256) k_moe_route(const float *__restrict__ log
                                                    int norm, int32_t *__restrict__ ids, float *__restrict__ w,
                                                    float *__restrict__ idf) {
 	__shared__ unsigned taken_all[PER ? 1 : 8][PER ? 1 : MOE_MAX_EXPERTS / 32];
+	pdl_trigger();
+	pdl_wait(); // the logits are the kernel before's output
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = blockIdx.x * 8 + warp;
 	if (t >= T)
 		return;
@@ -139,19 +141,16 @@ int launch_moe_route(const float *logits, int ld, int T, int E, int k, int norm,
                         cudaStream_t st) {
 	const unsigned g = cdiv(T, 8);
 	if (E <= 32)
-		k_moe_route<1><<<g, 256, 0, st>>>(logits, ld, T, E, k, norm, ids, w, idf);
-	else if (E <= 128)
-		k_moe_route<4><<<g, 256, 0, st>>>(logits, ld, T, E, k, norm, ids, w, idf);
-	else if (E <= 256)
-		k_moe_route<8><<<g, 256, 0, st>>>(logits, ld, T, E, k, norm, ids, w, idf);
-	else if (E <= 512)
-		k_moe_route<16><<<g, 256, 0, st>>>(logits, ld, T, E, k, norm, ids, w, idf);
-	else if (E <= 1024)
-		k_moe_route<32><<<g, 256, 0, st>>>(logits, ld, T, E, k, norm, ids, w, idf);
-	else
-		k_moe_route<0><<<g, 256, 0, st>>>(logits, ld, T, E, k, norm, ids, w, idf);
-	QR_CKL("moe_route");
-	return QR_OK;
+		return launch_pdl(k_moe_route<1>, dim3(g), dim3(256), 0, st, logits, ld, T, E, k, norm, ids, w, idf);
+	if (E <= 128)
+		return launch_pdl(k_moe_route<4>, dim3(g), dim3(256), 0, st, logits, ld, T, E, k, norm, ids, w, idf);
+	if (E <= 256)
+		return launch_pdl(k_moe_route<8>, dim3(g), dim3(256), 0, st, logits, ld, T, E, k, norm, ids, w, idf);
+	if (E <= 512)
+		return launch_pdl(k_moe_route<16>, dim3(g), dim3(256), 0, st, logits, ld, T, E, k, norm, ids, w, idf);
+	if (E <= 1024)
+		return launch_pdl(k_moe_route<32>, dim3(g), dim3(256), 0, st, logits, ld, T, E, k, norm, ids, w, idf);
+	return launch_pdl(k_moe_route<0>, dim3(g), dim3(256), 0, st, logits, ld, T, E, k, norm, ids, w, idf);
 }
 
 // ---- host API ----

@@ -34,6 +34,8 @@ struct short2 { short x, y; }; struct short4 { short x, y, z, w; };
 struct ushort2 { unsigned short x, y; }; struct ushort4 { unsigned short x, y, z, w; };
 static __host__ __device__ inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { uint4 r = {x, y, z, w}; return r; }
 static __host__ __device__ inline float2 make_float2(float x, float y) { float2 r = {x, y}; return r; }
+static __host__ __device__ inline uint2 make_uint2(unsigned x, unsigned y) { uint2 r = {x, y}; return r; }
+static __host__ __device__ inline float4 make_float4(float x, float y, float z, float w) { float4 r = {x, y, z, w}; return r; }
 struct dim3 {
 	unsigned x, y, z;
 	__host__ __device__ dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
