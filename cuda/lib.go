@@ -13,7 +13,7 @@ import (
 
 // abiVersion is QR_ABI_VERSION of csrc/qwenref_cuda.h: the library must
 // report the same, or its functions may take other arguments.
-const abiVersion = 6
+const abiVersion = 7
 
 // The library's entry points, bound with purego (dlopen and dlsym without
 // cgo), so the package builds with no C compiler and no CUDA toolkit. The
@@ -62,6 +62,7 @@ var lib struct {
 	modelLayer      func(h unsafe.Pointer, layer int32, x unsafe.Pointer, t int32, out unsafe.Pointer) int32
 	modelTraceCount func(h, n unsafe.Pointer) int32
 	modelTraceEntry func(h unsafe.Pointer, i int32, name unsafe.Pointer, nameLen int32, dims, dst unsafe.Pointer, n uintptr) int32
+	modelPlan       func(h, steps unsafe.Pointer, n int32, names unsafe.Pointer, namesLen uintptr) int32
 }
 
 // symbols pairs each binding with its C name.
@@ -87,6 +88,7 @@ func symbols() []struct {
 		{&l.modelGreedy, "qr_model_greedy"}, {&l.modelInfo, "qr_model_info"}, {&l.modelBench, "qr_model_bench"},
 		{&l.modelStageName, "qr_model_stage_name"}, {&l.modelTrace, "qr_model_trace"}, {&l.modelLayer, "qr_model_layer"},
 		{&l.modelTraceCount, "qr_model_trace_count"}, {&l.modelTraceEntry, "qr_model_trace_entry"},
+		{&l.modelPlan, "qr_model_plan"},
 	}
 }
 
@@ -349,6 +351,28 @@ func cModelGetBF16(h unsafe.Pointer, layer, which, part int, dst []uint16) int {
 
 func cModelGetF32(h unsafe.Pointer, layer, which, part int, dst []float32) int {
 	return int(lib.modelGet(h, int32(layer), int32(which), int32(part), fptr(dst), uintptr(len(dst))))
+}
+
+// stepRecords is QR_STEP_RECORDS: the most stages one step records.
+const stepRecords = 6
+
+// cStep mirrors qr_step: rec holds byte offsets into the plan's names, -1
+// where a record slot is unused.
+type cStep struct {
+	op, layer, arg int32
+	rec            [stepRecords]int32
+}
+
+func cModelPlan(h unsafe.Pointer, steps []cStep, names []byte) int {
+	var sp unsafe.Pointer
+	if len(steps) > 0 {
+		sp = unsafe.Pointer(&steps[0])
+	}
+	var np unsafe.Pointer
+	if len(names) > 0 {
+		np = unsafe.Pointer(&names[0])
+	}
+	return int(lib.modelPlan(h, sp, int32(len(steps)), np, uintptr(len(names))))
 }
 
 func cModelTrace(h unsafe.Pointer, on bool) int { return int(lib.modelTrace(h, b2i(on))) }

@@ -112,7 +112,43 @@ func (d *Device) newModel(cfg *model.Config, maxTokens int) (*residentModel, err
 	}
 	m := &residentModel{dev: d, h: h, cfg: cfg, maxTokens: maxTokens}
 	d.models[m] = struct{}{}
+	steps, names, err := cPlan(cfg)
+	if err == nil {
+		err = d.callLocked("model_plan", func() int { return cModelPlan(h, steps, names) })
+	}
+	if err != nil {
+		delete(d.models, m)
+		_ = d.callLocked("model_destroy", func() int { return cModelDestroy(h) })
+		return nil, err
+	}
 	return m, nil
+}
+
+// cPlan is cfg's block plan (model.Plan) in the library's form: the steps,
+// and their stage names packed NUL-terminated.
+func cPlan(cfg *model.Config) ([]cStep, []byte, error) {
+	plan, err := model.Plan(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	normSlot := map[model.NormWeight]int32{model.NormInput: wInputNorm, model.NormPost: wPostNorm, model.NormFinal: wFinalNorm}
+	steps := make([]cStep, len(plan))
+	var names []byte
+	for i, p := range plan {
+		if len(p.Stages) > stepRecords {
+			return nil, nil, fmt.Errorf("cuda: plan step %d (%s) records %d stages, the library takes %d", i, p.Op, len(p.Stages), stepRecords)
+		}
+		s := cStep{op: int32(p.Op), layer: int32(p.Layer), arg: normSlot[p.Norm]}
+		for r := range s.rec {
+			s.rec[r] = -1
+		}
+		for r, name := range p.Stages {
+			s.rec[r] = int32(len(names))
+			names = append(append(names, name...), 0)
+		}
+		steps[i] = s
+	}
+	return steps, names, nil
 }
 
 // newRandomModel builds a model of cfg's shape whose weights are generated

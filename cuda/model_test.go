@@ -3,6 +3,7 @@ package cuda
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -325,5 +326,50 @@ func TestBenchModel(t *testing.T) {
 		if err := os.WriteFile(p, []byte(table), 0o644); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// The library checks a plan before it keeps one: an op on a layer of the
+// wrong kind, a layer out of range, a name offset past the names or a plan
+// that does not end in the head is refused with a message that says so,
+// and the model keeps its old plan (a forward after the refusals works).
+func TestModelRefusesBadPlan(t *testing.T) {
+	d := need(t)
+	cfg := fewLayers(t, "0.8b", 4, 1024)
+	gm, err := d.newRandomModel(cfg, 5, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gm.Close()
+	good, names, err := cPlan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attnLayer := slices.Index(cfg.LayerTypes, model.FullAttention)
+	gdnLayer := slices.Index(cfg.LayerTypes, model.LinearAttention)
+	for name, c := range map[string]struct {
+		edit func(s []cStep) []cStep
+		want string
+	}{
+		"gdn op on attention": {func(s []cStep) []cStep {
+			return append(s[:1:1], append([]cStep{{op: int32(model.OpGDNCore), layer: int32(attnLayer), rec: [stepRecords]int32{-1, -1, -1, -1, -1, -1}}}, s[1:]...)...)
+		}, "of kind 1"},
+		"moe op on dense": {func(s []cStep) []cStep {
+			return append(s[:1:1], append([]cStep{{op: int32(model.OpMoERoute), layer: int32(gdnLayer), rec: [stepRecords]int32{-1, -1, -1, -1, -1, -1}}}, s[1:]...)...)
+		}, "op 15 on layer"},
+		"layer out of range": {func(s []cStep) []cStep { s[1].layer = 99; return s }, "outside"},
+		"name past the end":  {func(s []cStep) []cStep { s[0].rec[0] = int32(len(names)); return s }, "outside the"},
+		"no head":            {func(s []cStep) []cStep { return s[:len(s)-1] }, "head last"},
+		"unknown op":         {func(s []cStep) []cStep { s[2].op = 77; return s }, "unknown op 77"},
+	} {
+		bad := c.edit(slices.Clone(good))
+		err := d.call("model_plan", func() int { return cModelPlan(gm.h, bad, names) })
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error containing %q", name, err, c.want)
+		}
+	}
+	logits := make([]float32, cfg.VocabSize)
+	if err := gm.forward([]int{1, 2, 3}, 1, logits); err != nil || math.IsNaN(float64(logits[0])) {
+		t.Fatalf("forward after the refused plans: %v", err)
 	}
 }

@@ -119,7 +119,7 @@ func (s *Session) forward(ids []int, be *Backend, opt Options) (*tensor.Tensor, 
 	for i, id := range ids {
 		m.Embed.Row(id, x[i*h:(i+1)*h])
 	}
-	rec.Record("embeddings", x, t, h)
+	rec.Record(stageEmbeddings, x, t, h)
 	for li := range m.Blocks {
 		if err := m.Blocks[li].Forward(x, t, eps, s.states[li], be, &s.bufs, prefixed(rec, li)); err != nil {
 			return nil, fmt.Errorf("layer %d (%s): %w", li, m.Blocks[li].Kind, err)
@@ -133,7 +133,7 @@ func (s *Session) forward(ids []int, be *Backend, opt Options) (*tensor.Tensor, 
 	if err := norm.RMSNormOnePlus(normed, x, m.FinalNorm, eps); err != nil {
 		return nil, err
 	}
-	rec.Record("final_norm", normed, t, h)
+	rec.Record(stageFinalNorm, normed, t, h)
 	if opt.NoLogits {
 		return nil, nil
 	}
@@ -148,7 +148,7 @@ func (s *Session) forward(ids []int, be *Backend, opt Options) (*tensor.Tensor, 
 	if m.streaming && m.store != nil {
 		_ = m.store.DropPages(m.LMHead)
 	}
-	rec.Record("logits", logits.Data, logits.Shape...)
+	rec.Record(stageLogits, logits.Data, logits.Shape...)
 	if i := firstNonFinite(logits.Data); i >= 0 {
 		return nil, fmt.Errorf("non-finite logit %v at position %d, token %d: a weight or an intermediate overflowed (check the checkpoint with --check-weights)",
 			logits.Data[i], int(pos)-t+i/cfg.VocabSize, i%cfg.VocabSize)

@@ -231,7 +231,7 @@ func ForwardHidden(m *Model, be *Backend, batch [][]int) (logits, hidden []float
 	for b, ids := range batch {
 		var h []float32
 		rec := func(stage string, x *tensor.Tensor) {
-			if stage == "final_norm" {
+			if stage == stageFinalNorm {
 				h = append([]float32(nil), x.Data...)
 			}
 		}

@@ -63,7 +63,7 @@ func (b *Block) Stages(t int) []tensor.Stage {
 // final_norm), as the trace comparison feeds them.
 func (m *Model) Stages(t int) []tensor.Stage {
 	h := m.Config.HiddenSize
-	stages := []tensor.Stage{{Name: "embeddings", Shape: []int{t, h}, Path: tensor.StagePath{Reduction: 1, Amp: 1}}}
+	stages := []tensor.Stage{{Name: stageEmbeddings, Shape: []int{t, h}, Path: tensor.StagePath{Reduction: 1, Amp: 1}}}
 	for li := range m.Blocks {
 		prefix := fmt.Sprintf("layers.%d.", li)
 		for _, s := range m.Blocks[li].Stages(t) {
@@ -72,8 +72,8 @@ func (m *Model) Stages(t int) []tensor.Stage {
 		}
 	}
 	return append(stages,
-		tensor.Stage{Name: "final_norm", Shape: []int{t, h}, Path: tensor.StagePath{Reduction: h, Amp: 1}},
-		tensor.Stage{Name: "logits", Shape: []int{t, m.Config.VocabSize}, Path: tensor.StagePath{Reduction: h, Amp: 1, Products: 1}})
+		tensor.Stage{Name: stageFinalNorm, Shape: []int{t, h}, Path: tensor.StagePath{Reduction: h, Amp: 1}},
+		tensor.Stage{Name: stageLogits, Shape: []int{t, m.Config.VocabSize}, Path: tensor.StagePath{Reduction: h, Amp: 1, Products: 1}})
 }
 
 // StageNames lists the names of the stages a block records, in order, for

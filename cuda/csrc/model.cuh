@@ -67,6 +67,23 @@ struct Block {
 	std::unique_ptr<MoeW> moe; // set: the MLP is the MoE block (w_gu, w_down unused)
 };
 
+// One step of the block plan (qr_step, with its stage names copied).
+struct PlanStep {
+	int op = 0, layer = -1, arg = 0;
+	std::string rec[QR_STEP_RECORDS]; // empty: not recorded
+};
+
+// Decode updates conv_state[0] in place (graph-stable pointers): after a
+// prefill's ping-pong, bring L's conv state back there.
+struct GdnLayer;
+int settle_conv_state(GdnLayer &L, int kconv, cudaStream_t st);
+
+// Whether op is part of a token mixer (the mixer benchmark runs those alone).
+bool plan_mixer_op(int op);
+
+// x[t, :] = E[ids[t], :] widened to fp32 for T tokens.
+int launch_embed(float *x, const bf16_t *E, const int32_t *ids, int T, int H, cudaStream_t st);
+
 // Prefill stages timed apart by the profiler (qr_model_stage_name).
 enum {
 	ST_NORM = 0, // embedding, RMSNorms
@@ -209,6 +226,7 @@ struct DevModel {
 	// inputs are on the device, before the logits leave it): fwd_ms.
 	cudaEvent_t fwd_ev[2] = {nullptr, nullptr};
 	float fwd_ms = -1.0f;
+	std::vector<PlanStep> plan;      // the decoder, as Go built it (qr_model_plan)
 	Prof *prof = nullptr;            // set while a profiled pass runs
 	std::unique_ptr<Trace> trace;    // set while tracing (model_trace.cu)
 
@@ -254,30 +272,37 @@ struct DevModel {
 	int capture_step();
 	// Tracing (model_trace.cu); each is a no-op unless trace is set. rec
 	// copies rows × cols of src (row stride ld elements, bf16 or fp32, times
-	// mul) as "layers.<layer>.<stage>" (layer < 0: "<stage>") with dims d.
-	int rec(int layer, const char *stage, const void *src, int bf, size_t ld, int rows, int cols, int d0, int d1,
+	// mul) under step s's record name `slot` (nothing if the plan left it
+	// empty) with dims d.
+	int rec(const PlanStep &s, int slot, const void *src, int bf, size_t ld, int rows, int cols, int d0, int d1,
 	        int d2, float mul = 1.0f);
 	int trace_grow(int T);
-	// Decoder block li alone on X [T, H] in place, at position pos.
-	int block_forward(int li, int T, cudaStream_t st);
-	// Block li's token mixer alone: X += mixer(XN) at position pos (the
-	// part of block_forward between its two norms).
-	int mixer_forward(int li, int T, cudaStream_t st);
-	// Block li's sparse MLP (moe.cu): X += MoE(XN) for T tokens; decode
-	// takes the GEMV products (T = 1, graph-capturable either way).
-	int moe_forward(int li, int T, int decode, cudaStream_t st);
-	// Its second half: the shared expert, then the combine into X.
-	int moe_shared_combine(int li, int T, int decode, cudaStream_t st);
+	// The plan (plan.cu): check and keep it; walk it over T rows (decode:
+	// the one-row forms; greedy: the head takes the argmax), only layer
+	// `only`'s steps when only >= -1, only mixer ops when mixer_only; rows:
+	// the rows the final norm and the head compute in a prefill.
+	int set_plan(const qr_step *steps, int n, const char *names, size_t names_len);
+	int walk(int T, int decode, int greedy, int rows, int only, bool mixer_only, cudaStream_t st);
+	int step_prefill(const PlanStep &s, int T, int rows, cudaStream_t st);
+	int step_decode(const PlanStep &s, int greedy, cudaStream_t st);
+	// The sparse MLP's ops (moe.cu) on step s's layer: T tokens; decode takes
+	// the GEMV forms (T = 1, graph-capturable either way).
+	int moe_step(const PlanStep &s, int T, int decode, cudaStream_t st);
+	// ids[0] = argmax of the logits, and *d_pos advances (the greedy step).
+	int launch_argmax_next(cudaStream_t st);
+	// Free the captured decode graphs (their pointers or plan went stale).
+	void drop_graphs();
 	// dst[n] = N(0, 1) bf16 from seed (benchmark inputs).
 	int fill_normal(bf16_t *dst, size_t n, uint64_t seed);
 	// Block li alone on host x [T, H] (teacher forcing), continuing that
 	// block's own state and position; out gets the block's output.
 	int layer(int li, const float *x, int T, float *out);
-	// y += x Wᵀ; when tracing, the product is recorded as layer.stage first.
-	int gemm_acc_rec(int layer, const char *stage, float *y, const bf16_t *x, const bf16_t *w, int m, int n, int k,
+	// y += x Wᵀ; when tracing, the product is recorded first as step s's
+	// record `slot`.
+	int gemm_acc_rec(const PlanStep &s, int slot, float *y, const bf16_t *x, const bf16_t *w, int m, int n, int k,
 	                 cudaStream_t st);
-	// The attention core before its output gate, recorded as attn_core.
-	int rec_attn_core(int layer, const AttnW &A, const bf16_t *qn, int T, cudaStream_t st);
+	// The attention core before its output gate, recorded as s's record slot.
+	int rec_attn_core(const PlanStep &s, int slot, const AttnW &A, const bf16_t *qn, int T, cudaStream_t st);
 	// Capture decode_step(greedy) into *out (stream capture, then
 	// instantiate); the plain step (greedy 0) poisons the logits with NaN first.
 	int capture(int greedy, cudaGraphExec_t *out);

@@ -360,7 +360,7 @@ static int bench_mixer(DevModel &m, int li, int T, int reps, double *out, int no
 	for (int i = -1; i < reps; i++) {
 		QR_TRY(m.reset());
 		QR_CK(cudaEventRecord(ev.a, st));
-		QR_TRY(m.mixer_forward(li, T, st));
+		QR_TRY(m.walk(T, 0, 0, T, li, true, st));
 		QR_CK(cudaEventRecord(ev.b, st));
 		double x;
 		QR_TRY(ev.ms(&x));

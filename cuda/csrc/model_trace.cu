@@ -1,7 +1,7 @@
 // model_trace.cu: stage recording and single-block runs (teacher forcing)
 // of the device model, for `qwenref trace` and the golden tests: while a trace is on, prefill copies every stage the
-// CPU recorder names (model/block.go, layers/*/layer.go) to the host as
-// fp32, with the same names and shapes. Where the fast path fuses two
+// CPU recorder names to the host as fp32, under the names the plan's steps
+// carry (model.Plan) and with the CPU's shapes. Where the fast path fuses two
 // stages, tracing splits them: a projection is written to a scratch buffer
 // and added to the residual stream after its copy, and the attention core
 // runs a second time with an output gate of σ = 1. Nothing here runs
@@ -36,17 +36,12 @@ int DevModel::trace_grow(int T) {
 	return QR_OK;
 }
 
-int DevModel::rec(int layer, const char *stage, const void *src, int bf, size_t ld, int rows, int cols, int d0,
+int DevModel::rec(const PlanStep &s, int slot, const void *src, int bf, size_t ld, int rows, int cols, int d0,
                   int d1, int d2, float mul) {
-	if (!trace)
+	if (!trace || s.rec[slot].empty())
 		return QR_OK;
 	TraceEntry e;
-	char name[96];
-	if (layer >= 0)
-		snprintf(name, sizeof name, "layers.%d.%s", layer, stage);
-	else
-		snprintf(name, sizeof name, "%s", stage);
-	e.name = name;
+	e.name = s.rec[slot];
 	e.dims[0] = d0, e.dims[1] = d1, e.dims[2] = d2;
 	const size_t es = bf ? 2 : 4, n = (size_t)rows * cols;
 	std::vector<unsigned char> raw(n * es);
@@ -78,29 +73,29 @@ int model_gemm_acc(float *y, const bf16_t *x, const bf16_t *w, int m, int n, int
 	return QR_OK;
 }
 
-int DevModel::gemm_acc_rec(int layer, const char *stage, float *y, const bf16_t *x, const bf16_t *w, int m, int n,
+int DevModel::gemm_acc_rec(const PlanStep &s, int slot, float *y, const bf16_t *x, const bf16_t *w, int m, int n,
                            int k, cudaStream_t st) {
-	if (!trace)
+	if (!trace || s.rec[slot].empty())
 		return model_gemm_acc(y, x, w, m, n, k, st);
 	QR_TRY(trace_grow(m));
 	float *tmp = trace->tmp.as<float>();
 	QR_TRY(qr_gemm_bf16(tmp, 1, n, x, k, w, k, m, n, k, st));
-	QR_TRY(rec(layer, stage, tmp, 0, n, m, n, m, n, 0));
+	QR_TRY(rec(s, slot, tmp, 0, n, m, n, m, n, 0));
 	k_add_f32<<<cdiv((size_t)m * n, 256) < 4096 ? cdiv((size_t)m * n, 256) : 4096, 256, 0, st>>>(y, tmp,
 	                                                                                            (size_t)m * n);
 	QR_CKL("add_f32");
 	return QR_OK;
 }
 
-int DevModel::rec_attn_core(int layer, const AttnW &A, const bf16_t *qn_, int T, cudaStream_t st) {
-	if (!trace)
+int DevModel::rec_attn_core(const PlanStep &s, int slot, const AttnW &A, const bf16_t *qn_, int T, cudaStream_t st) {
+	if (!trace || s.rec[slot].empty())
 		return QR_OK;
 	QR_TRY(trace_grow(T));
 	const int qd = d.nh * d.hd;
 	bf16_t *Y = ya.as<bf16_t>();
 	QR_TRY(launch_flash_attn(Y, qn_, A.kc.as<bf16_t>(), A.vc.as<bf16_t>(), trace->ones_gate.as<bf16_t>() + d.hd,
 	                         d.nh * 2 * d.hd, T, pos, d.nh, d.nkv, d.hd, 1.0f / sqrtf((float)d.hd), st));
-	return rec(layer, "attn_core", Y, 1, qd, T, qd, T, d.nh, d.hd);
+	return rec(s, slot, Y, 1, qd, T, qd, T, d.nh, d.hd);
 }
 
 // Teacher forcing: one block on given inputs, for a trace that feeds each
@@ -117,17 +112,13 @@ int DevModel::layer(int li, const float *xh, int T, float *out) {
 	const int saved = pos;
 	pos = b.len;
 	QR_TRY(set_dev_int(d_pos.as<int>(), pos, st));
-	const int r = block_forward(li, T, st);
+	const int r = walk(T, 0, 0, T, li, false, st);
 	pos = saved;
 	QR_TRY(set_dev_int(d_pos.as<int>(), pos, st));
 	QR_TRY(r);
 	b.len += T;
 	if (GdnLayer *L = b.gdn.get())
-		if (L->cs == 1) { // the decode step's conv state lives in [0]
-			QR_CK(cudaMemcpyAsync(L->conv_state[0].p, L->conv_state[1].p, (size_t)d.kconv * L->C * 2,
-			                      cudaMemcpyDeviceToDevice, st));
-			L->cs = 0;
-		}
+		QR_TRY(settle_conv_state(*L, d.kconv, st)); // the decode step's conv state lives in [0]
 	QR_CK(cudaMemcpyAsync(out, x.p, n * 4, cudaMemcpyDeviceToHost, st));
 	QR_CK(cudaStreamSynchronize(st));
 	return QR_OK;

@@ -461,78 +461,72 @@ static int moe_gemm_launch(unsigned max_tiles, void *act, const bf16_t *XN, cons
 	return QR_OK;
 }
 
-int DevModel::moe_forward(int li, int T, int decode, cudaStream_t st) {
-	MoeW &M = *blocks[li]->moe;
+int DevModel::moe_step(const PlanStep &s, int T, int decode, cudaStream_t st) {
+	MoeW &M = *blocks[s.layer]->moe;
 	MoeActs &A = macts;
-	const int H = d.hidden, E = d.experts, k = d.topk, I = d.moe_inter;
+	const int H = d.hidden, E = d.experts, k = d.topk, I = d.moe_inter, Is = d.shared_inter;
 	const int n = T * k;
 	const int RR = moe_router_rows(E);
-	bf16_t *XN = xn.as<bf16_t>();
-	float *RL = A.logits.as<float>();
-	QR_TRY(mark(ST_MOE_ROUTE, st));
-	if (decode)
-		QR_TRY(launch_gemv(GEMV_Y_F32, RL, XN, M.router.as<bf16_t>(), RR, H, st));
-	else
-		QR_TRY(qr_gemm_bf16(RL, 1, RR, XN, H, M.router.as<bf16_t>(), H, T, RR, H, st));
-	QR_TRY(rec(li, "router_logits", RL, 0, RR, T, E, T, E, 0));
-	QR_TRY(launch_moe_route(RL, RR, T, E, k, d.norm_topk, A.ids.as<int32_t>(), A.w.as<float>(),
-	                    trace ? A.idf.as<float>() : nullptr, st));
-	QR_TRY(rec(li, "router_weights", A.w.p, 0, k, T, k, T, k, 0));
-	QR_TRY(rec(li, "router_experts", A.idf.p, 0, k, T, k, T, k, 0));
-	if (decode) { // the shared expert rides along as slot k
-		const int Is = d.shared_inter;
-		QR_TRY(mark(ST_MOE_EXPERTS, st));
-		QR_TRY(launch_pdl(k_moe_gemv<MOE_GATEUP, 2>, dim3(cdiv(I > Is ? I : Is, 16), k + 1), dim3(256), 0, st, A.act.p,
-		                  (const bf16_t *)XN, M.gate_up.as<const bf16_t>(), A.ids.as<const int32_t>(), k, I, H,
-		                  M.shared_gu.as<const bf16_t>(), Is, H, A.shared_act.p, (float *)nullptr));
-		QR_TRY(launch_pdl(k_moe_gemv<MOE_DOWN, 4>, dim3(cdiv(H, 32), k + 1), dim3(256), 0, st, A.y.p,
-		                  A.act.as<const bf16_t>(), M.down.as<const bf16_t>(), A.ids.as<const int32_t>(), k, H, I,
-		                  M.shared_down.as<const bf16_t>(), H, Is, A.shared_act.p, A.shared_out.as<float>()));
-		return moe_shared_combine(li, T, decode, st);
-	}
-	k_moe_rank<<<E, 256, 0, st>>>(A.ids.as<int32_t>(), n, A.rank.as<int32_t>(), A.cnt.as<int32_t>());
-	QR_CKL("moe_rank");
-	k_moe_scan<<<1, 1024, 0, st>>>(A.cnt.as<int32_t>(), E, A.off.as<int32_t>(), A.tiles.as<int32_t>());
-	QR_CKL("moe_scan");
-	k_moe_place<<<cdiv(n, 256), 256, 0, st>>>(A.ids.as<int32_t>(), A.rank.as<int32_t>(), A.off.as<int32_t>(), n,
-	                                         A.pos.as<int32_t>(), A.perm.as<int32_t>());
-	QR_CKL("moe_place");
-	// Tiles: at most one partial tile per expert that has rows.
-	const unsigned max_tiles = cdiv(n, MOE_BM) + (unsigned)(n < E ? n : E);
-	QR_TRY(mark(ST_MOE_EXPERTS, st));
-	QR_TRY(moe_gemm_launch(max_tiles, A.act.p, XN, M.gate_up.as<bf16_t>(), M.down.as<bf16_t>(), A.y.p, A.perm.as<int32_t>(),
-	                       k, A.off.as<int32_t>(), A.tiles.as<int32_t>(), E, I, H, st));
-	return moe_shared_combine(li, T, decode, st);
-}
-
-int DevModel::moe_shared_combine(int li, int T, int decode, cudaStream_t st) {
-	MoeW &M = *blocks[li]->moe;
-	MoeActs &A = macts;
-	const int H = d.hidden, E = d.experts, k = d.topk, Is = d.shared_inter;
 	float *X = x.as<float>();
 	bf16_t *XN = xn.as<bf16_t>();
 	float *RL = A.logits.as<float>();
-	QR_TRY(mark(ST_MOE_SHARED, st));
 	float *SO = A.shared_out.as<float>();
-	if (!decode) { // (decode computed the shared expert with the routed ones)
+	switch (s.op) {
+	case QR_OP_MOE_ROUTE:
+		if (decode)
+			QR_TRY(launch_gemv(GEMV_Y_F32, RL, XN, M.router.as<bf16_t>(), RR, H, st));
+		else
+			QR_TRY(qr_gemm_bf16(RL, 1, RR, XN, H, M.router.as<bf16_t>(), H, T, RR, H, st));
+		QR_TRY(rec(s, 0, RL, 0, RR, T, E, T, E, 0));
+		QR_TRY(launch_moe_route(RL, RR, T, E, k, d.norm_topk, A.ids.as<int32_t>(), A.w.as<float>(),
+		                        trace ? A.idf.as<float>() : nullptr, st));
+		QR_TRY(rec(s, 1, A.w.p, 0, k, T, k, T, k, 0));
+		return rec(s, 2, A.idf.p, 0, k, T, k, T, k, 0);
+	case QR_OP_MOE_EXPERTS: {
+		if (decode) { // the shared expert rides along as slot k
+			QR_TRY(launch_pdl(k_moe_gemv<MOE_GATEUP, 2>, dim3(cdiv(I > Is ? I : Is, 16), k + 1), dim3(256), 0, st,
+			                  A.act.p, (const bf16_t *)XN, M.gate_up.as<const bf16_t>(), A.ids.as<const int32_t>(), k, I,
+			                  H, M.shared_gu.as<const bf16_t>(), Is, H, A.shared_act.p, (float *)nullptr));
+			return launch_pdl(k_moe_gemv<MOE_DOWN, 4>, dim3(cdiv(H, 32), k + 1), dim3(256), 0, st, A.y.p,
+			                  A.act.as<const bf16_t>(), M.down.as<const bf16_t>(), A.ids.as<const int32_t>(), k, H, I,
+			                  M.shared_down.as<const bf16_t>(), H, Is, A.shared_act.p, SO);
+		}
+		QR_TRY(mark(ST_MOE_ROUTE, st)); // the grouping counts with the router
+		k_moe_rank<<<E, 256, 0, st>>>(A.ids.as<int32_t>(), n, A.rank.as<int32_t>(), A.cnt.as<int32_t>());
+		QR_CKL("moe_rank");
+		k_moe_scan<<<1, 1024, 0, st>>>(A.cnt.as<int32_t>(), E, A.off.as<int32_t>(), A.tiles.as<int32_t>());
+		QR_CKL("moe_scan");
+		k_moe_place<<<cdiv(n, 256), 256, 0, st>>>(A.ids.as<int32_t>(), A.rank.as<int32_t>(), A.off.as<int32_t>(), n,
+		                                         A.pos.as<int32_t>(), A.perm.as<int32_t>());
+		QR_CKL("moe_place");
+		// Tiles: at most one partial tile per expert that has rows.
+		const unsigned max_tiles = cdiv(n, MOE_BM) + (unsigned)(n < E ? n : E);
+		QR_TRY(mark(ST_MOE_EXPERTS, st));
+		return moe_gemm_launch(max_tiles, A.act.p, XN, M.gate_up.as<bf16_t>(), M.down.as<bf16_t>(), A.y.p,
+		                       A.perm.as<int32_t>(), k, A.off.as<int32_t>(), A.tiles.as<int32_t>(), E, I, H, st);
+	}
+	case QR_OP_MOE_SHARED:
+		if (decode) // computed with the routed experts
+			return QR_OK;
 		QR_TRY(qr_gemm_bf16(big.p, 0, 2 * Is, XN, H, M.shared_gu.as<bf16_t>(), H, T, 2 * Is, H, st));
 		QR_TRY(launch_swiglu_rows(A.shared_act.as<bf16_t>(), big.as<bf16_t>(), T, Is, st));
-		QR_TRY(qr_gemm_bf16(SO, 1, H, A.shared_act.as<bf16_t>(), Is, M.shared_down.as<bf16_t>(), Is, T, H, Is, st));
+		return qr_gemm_bf16(SO, 1, H, A.shared_act.as<bf16_t>(), Is, M.shared_down.as<bf16_t>(), Is, T, H, Is, st);
+	case QR_OP_MOE_COMBINE: {
+		float *eo = nullptr, *mo = nullptr;
+		if (trace) {
+			QR_TRY(trace_grow(T));
+			eo = trace->tmp.as<float>();
+			mo = trace->tmp2.as<float>();
+		}
+		QR_TRY(launch_pdl(k_moe_combine, dim3(T, decode ? cdiv(H, 256) : 1), dim3(256), 0, st, X,
+		                  A.y.as<const bf16_t>(), decode ? (const int32_t *)nullptr : A.pos.as<const int32_t>(),
+		                  A.w.as<const float>(), (const float *)SO, (const float *)(RL + E), RR, H, k, eo, mo));
+		QR_TRY(rec(s, 0, eo, 0, H, T, H, T, H, 0));
+		QR_TRY(rec(s, 1, SO, 0, H, T, H, T, H, 0));
+		QR_TRY(rec(s, 2, RL + E, 0, RR, T, 1, T, 1, 0));
+		return rec(s, 3, mo, 0, H, T, H, T, H, 0);
 	}
-	float *eo = nullptr, *mo = nullptr;
-	if (trace) {
-		QR_TRY(trace_grow(T));
-		eo = trace->tmp.as<float>();
-		mo = trace->tmp2.as<float>();
 	}
-	QR_TRY(launch_pdl(k_moe_combine, dim3(T, decode ? cdiv(H, 256) : 1), dim3(256), 0, st, X, A.y.as<const bf16_t>(),
-	                  decode ? (const int32_t *)nullptr : A.pos.as<const int32_t>(), A.w.as<const float>(),
-	                  (const float *)SO, (const float *)(RL + E), moe_router_rows(E), H, k, eo, mo));
-	if (trace) {
-		QR_TRY(rec(li, "experts_out", eo, 0, H, T, H, T, H, 0));
-		QR_TRY(rec(li, "shared_out", SO, 0, H, T, H, T, H, 0));
-		QR_TRY(rec(li, "shared_gate", RL + E, 0, moe_router_rows(E), T, 1, T, 1, 0));
-		QR_TRY(rec(li, "mlp_out", mo, 0, H, T, H, T, H, 0));
-	}
-	return QR_OK;
+	QR_ARG(false, "moe: op %d is not an MoE op", s.op);
+	return QR_EARG;
 }

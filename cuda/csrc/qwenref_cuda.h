@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define QR_ABI_VERSION 6
+#define QR_ABI_VERSION 7
 
 enum {
 	QR_OK = 0,
@@ -193,6 +193,51 @@ int qr_model_destroy(void *model);
 /* Every weight from seed, generated on the device with the distributions of
  * model.RandomValues (linear N(0, 1/fan_in), embedding N(0,1), ...). */
 int qr_model_random(void *model, uint64_t seed);
+
+/* The block plan (model.Plan): the decoder as an ordered list of steps that
+ * the library executes, each an op it has in a prefill form (T rows: GEMM,
+ * chunked core, flash attention) and a decode form (one row: GEMV, recurrent
+ * update, split-key attention; graph-capturable). The library holds no
+ * decoder of its own: which ops run, in which order, and the stage names a
+ * trace records come from the plan. X is the fp32 residual stream, XN the
+ * bf16 normed rows. */
+enum {
+	QR_OP_EMBED = 0,    /* X = E[ids] (layer -1) */
+	QR_OP_NORM,         /* XN = RMSNorm1+(X; w), w = arg: QR_W_INPUT_NORM, QR_W_POST_NORM, QR_W_FINAL_NORM (layer -1,
+	                       the rows whose logits are wanted) */
+	QR_OP_RECORD,       /* no compute: a trace records X */
+	QR_OP_GDN_IN_PROJ,  /* [qkv | z | b | a] = XN W_inT; records the four products */
+	QR_OP_GDN_CONV,     /* causal conv + SiLU over qkv, continuing the conv state */
+	QR_OP_GDN_PREP,     /* gates g, beta and L2-normed q, k; decode: fused into QR_OP_GDN_CORE */
+	QR_OP_GDN_CORE,     /* the gated delta rule (chunked / one recurrent step) */
+	QR_OP_GDN_NORM,     /* gated RMSNorm of the core's output by SiLU(z) */
+	QR_OP_GDN_OUT,      /* X += y W_outT */
+	QR_OP_ATT_QKV,      /* [q|gate, k, v] = XN W_qkvT */
+	QR_OP_ATT_PREP,     /* q, k RMSNorm and rotary; k, v into the cache */
+	QR_OP_ATT_CORE,     /* causal attention over the cache, times sigma(gate) */
+	QR_OP_ATT_OUT,      /* X += o W_oT */
+	QR_OP_MLP_GATE_UP,  /* act = SiLU(XN W_gT) * (XN W_uT) */
+	QR_OP_MLP_DOWN,     /* X += act W_downT */
+	QR_OP_MOE_ROUTE,    /* router logits, softmax, top-k, renormalised weights */
+	QR_OP_MOE_EXPERTS,  /* the chosen experts' SwiGLU MLPs (grouped GEMMs; decode: gathered GEMVs, with the shared
+	                       expert) */
+	QR_OP_MOE_SHARED,   /* the shared expert (decode: done by QR_OP_MOE_EXPERTS) */
+	QR_OP_MOE_COMBINE,  /* X += sum of weighted experts + sigma(gate) * shared */
+	QR_OP_LM_HEAD,      /* logits = XN W_headT (layer -1); a greedy decode step also takes the argmax */
+	QR_OP_COUNT
+};
+#define QR_STEP_RECORDS 6
+/* One step. rec[i] is the byte offset in the plan's names of the full stage
+ * name ("layers.3.qkv_proj") the op's i-th output is recorded under while a
+ * trace is on, or -1 where it is not recorded. */
+typedef struct {
+	int32_t op, layer, arg;
+	int32_t rec[QR_STEP_RECORDS];
+} qr_step;
+/* Set the model's plan: n steps, names [names_len] of NUL-terminated stage
+ * names. Checked against the layer kinds; a forward before a plan is set
+ * fails. The first step must be QR_OP_EMBED and the last QR_OP_LM_HEAD. */
+int qr_model_plan(void *model, const qr_step *steps, int n, const char *names, size_t names_len);
 
 /* Which tensor qr_model_set writes. Matrices are [out, in] as stored. */
 enum {
