@@ -3,9 +3,11 @@ package model
 import (
 	"fmt"
 
+	"github.com/qwenref/qwenref/internal/bufpool"
 	"github.com/qwenref/qwenref/internal/parallel"
 	"github.com/qwenref/qwenref/layers/attention"
 	"github.com/qwenref/qwenref/layers/gateddelta"
+	"github.com/qwenref/qwenref/layers/moe"
 	"github.com/qwenref/qwenref/layers/norm"
 	"github.com/qwenref/qwenref/tensor"
 )
@@ -51,12 +53,23 @@ func (w *BlockBuffers) grow(n int) (normed, mix []float32) {
 }
 
 // Mix runs the block's token mixer alone: out [T, H] = Mixer(x) for x
-// already normalised, continuing the sequence in st.
+// already normalised, continuing the sequence in st: the mixer's steps of
+// the block plan, without the residual add.
 func (b *Block) Mix(out, x []float32, t int, st *BlockState, be *Backend, rec tensor.Recorder) error {
-	if b.Kind == FullAttention {
-		return b.Attn.Forward(out, x, t, st.KV, attention.Ops{MatMul: be.MatMul, Core: be.Attn}, rec)
+	steps, err := blockPlan(b.Kind, b.MoE != nil, -1, "")
+	if err != nil {
+		return err
 	}
-	return b.GDN.Forward(out, x, t, st.GDN, gateddelta.Ops{MatMul: be.MatMul, Conv: be.Conv, Core: be.Delta}, rec)
+	var w blockWork
+	defer w.release()
+	for _, s := range steps {
+		if s.Op.mixer() {
+			if err := b.step(s, nil, x, out, t, 0, st, be, &w, rec); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Forward runs the whole decoder block on x [T, H] in place:
@@ -64,40 +77,136 @@ func (b *Block) Mix(out, x []float32, t int, st *BlockState, be *Backend, rec te
 //	x ← x + Mixer(RMSNorm₁₊(x; w_in))
 //	x ← x + MLP(RMSNorm₁₊(x; w_post))      (the MoE block in a sparse layer)
 //
-// recording "input", "mixer_in", the mixer's own stages, "mixer_out",
-// "mlp_in", "mlp_out" and "output" when rec is set. This is the one
-// decoder block: sessions, bench and the trace all run it.
+// by walking its steps of the block plan (blockPlan, the steps a device
+// backend executes), recording "input", "mixer_in", the mixer's own
+// stages, "mixer_out", "mlp_in", the MoE block's, "mlp_out" and "output"
+// when rec is set. This is the one decoder block: sessions, bench and the
+// trace all run it.
 func (b *Block) Forward(x []float32, t int, eps float32, st *BlockState, be *Backend, buf *BlockBuffers, rec tensor.Recorder) error {
 	h := len(b.InputNorm)
 	if len(x) != t*h {
 		return fmt.Errorf("block input has %d values, want T·H = %d·%d", len(x), t, h)
 	}
+	steps, err := blockPlan(b.Kind, b.MoE != nil, -1, "")
+	if err != nil {
+		return err
+	}
 	normed, mix := buf.grow(t * h)
-	rec.Record("input", x, t, h)
-	if err := norm.RMSNormOnePlus(normed, x, b.InputNorm, eps); err != nil {
-		return err
-	}
-	rec.Record("mixer_in", normed, t, h)
-	if err := b.Mix(mix, normed, t, st, be, rec); err != nil {
-		return fmt.Errorf("%s mixer: %w", b.Kind, err)
-	}
-	rec.Record("mixer_out", mix, t, h)
-	addInto(x, mix)
-	if err := norm.RMSNormOnePlus(normed, x, b.PostNorm, eps); err != nil {
-		return err
-	}
-	rec.Record("mlp_in", normed, t, h)
-	if b.MoE != nil {
-		if err := b.MoE.Forward(mix, normed, t, be.MoEKernel(), be.MatMul, rec); err != nil {
+	var w blockWork
+	defer w.release()
+	for _, s := range steps {
+		if err := b.step(s, x, normed, mix, t, eps, st, be, &w, rec); err != nil {
 			return err
 		}
-	} else if err := b.MLP.Forward(mix, normed, t, be.MatMul); err != nil {
-		return err
 	}
-	rec.Record("mlp_out", mix, t, h)
-	addInto(x, mix)
-	rec.Record("output", x, t, h)
 	return nil
+}
+
+// blockWork is what one walk of a block hands from step to step.
+type blockWork struct {
+	gdn  *gateddelta.Work
+	attn *attention.Work
+	moe  *moe.Work
+	act  []float32 // the dense MLP's SwiGLU rows
+}
+
+func (w *blockWork) release() {
+	if w.gdn != nil {
+		w.gdn.Release()
+	}
+	if w.attn != nil {
+		w.attn.Release()
+	}
+	bufpool.Put(w.act)
+}
+
+// mixer reports whether o is one of a token mixer's ops.
+func (o PlanOp) mixer() bool { return o >= OpGDNInProj && o <= OpAttnOut }
+
+// step runs one plan step on the CPU: in is the normed rows a mixer or MLP
+// reads, out their product, x the residual stream (nil: no residual add,
+// as Mix runs the mixer alone). The layers record their own stages; the
+// block records the residual stream's, and each residual add records the
+// product it adds as its step's last stage.
+func (b *Block) step(s PlanStep, x, in, out []float32, t int, eps float32, st *BlockState, be *Backend, w *blockWork, rec tensor.Recorder) error {
+	h := len(b.InputNorm)
+	gops := gateddelta.Ops{MatMul: be.MatMul, Conv: be.Conv, Core: be.Delta}
+	aops := attention.Ops{MatMul: be.MatMul, Core: be.Attn}
+	residual := func() error {
+		if x != nil {
+			rec.Record(s.Stages[len(s.Stages)-1], out, t, h)
+			addInto(x, out)
+		}
+		return nil
+	}
+	mixer := func(err error) error {
+		if err != nil {
+			return fmt.Errorf("%s mixer: %w", b.Kind, err)
+		}
+		return nil
+	}
+	switch s.Op {
+	case OpRecord:
+		rec.Record(s.Stages[0], x, t, h)
+		return nil
+	case OpNorm:
+		nw := b.InputNorm
+		if s.Norm == NormPost {
+			nw = b.PostNorm
+		}
+		if err := norm.RMSNormOnePlus(in, x, nw, eps); err != nil {
+			return err
+		}
+		rec.Record(s.Stages[0], in, t, h)
+		return nil
+	case OpGDNInProj:
+		w.gdn = b.GDN.NewWork(t, rec == nil)
+		return mixer(b.GDN.InProj(w.gdn, in, gops, rec))
+	case OpGDNConv:
+		return mixer(b.GDN.Conv(w.gdn, st.GDN, gops, rec))
+	case OpGDNPrep:
+		return mixer(b.GDN.Prep(w.gdn, rec))
+	case OpGDNCore:
+		return mixer(b.GDN.Core(w.gdn, st.GDN, gops, rec))
+	case OpGDNNorm:
+		return mixer(b.GDN.GatedNorm(w.gdn, rec))
+	case OpGDNOut:
+		if err := mixer(b.GDN.OutProj(out, w.gdn, gops)); err != nil {
+			return err
+		}
+		return residual()
+	case OpAttnQKV:
+		w.attn = b.Attn.NewWork(t, rec == nil)
+		return mixer(b.Attn.QKV(w.attn, in, aops, rec))
+	case OpAttnPrep:
+		return mixer(b.Attn.Prep(w.attn, st.KV.Len, rec))
+	case OpAttnCore:
+		return mixer(b.Attn.Core(w.attn, st.KV, aops, rec))
+	case OpAttnOut:
+		if err := mixer(b.Attn.OutProj(out, w.attn, aops)); err != nil {
+			return err
+		}
+		return residual()
+	case OpMLPGateUp:
+		w.act = bufpool.Get(t * b.MLP.Gate.Rows)
+		return b.MLP.GateUp(w.act, in, t, be.MatMul)
+	case OpMLPDown:
+		if err := b.MLP.DownProj(out, w.act, t, be.MatMul); err != nil {
+			return err
+		}
+		return residual()
+	case OpMoERoute:
+		w.moe = &moe.Work{T: t}
+		return b.MoE.Route(w.moe, in, be.MatMul, rec)
+	case OpMoEExperts:
+		return b.MoE.Experts(out, w.moe, in, be.MoEKernel(), be.MatMul, rec)
+	case OpMoEShared:
+		return b.MoE.SharedExpert(w.moe, in, be.MatMul, rec)
+	case OpMoECombine:
+		b.MoE.Combine(out, w.moe)
+		return residual()
+	}
+	return fmt.Errorf("plan: %s is not a block's op", s.Op)
 }
 
 // addInto is the residual add x += y, split over the cores when long.

@@ -19,19 +19,32 @@ type MLP struct {
 
 // Forward maps x [T, H] to out [T, H].
 func (m *MLP) Forward(out, x []float32, t int, mm linalg.MatMuler) error {
-	inter := m.Gate.Rows
 	buf := bufpool.New(true) // never recorded, written in full by the products
 	defer buf.Release()
-	g := buf.Get(t * inter)
-	u := buf.Get(t * inter)
-	if err := mm.MatMulT(g, x, t, m.Gate); err != nil {
+	a := buf.Get(t * m.Gate.Rows)
+	if err := m.GateUp(a, x, t, mm); err != nil {
+		return err
+	}
+	return m.DownProj(out, a, t, mm)
+}
+
+// GateUp writes a [T, I] = SiLU(x W_gateᵀ) ⊙ x W_upᵀ.
+func (m *MLP) GateUp(a, x []float32, t int, mm linalg.MatMuler) error {
+	u := bufpool.Get(t * m.Up.Rows)
+	defer bufpool.Put(u)
+	if err := mm.MatMulT(a, x, t, m.Gate); err != nil {
 		return fmt.Errorf("mlp gate projection: %w", err)
 	}
 	if err := mm.MatMulT(u, x, t, m.Up); err != nil {
 		return fmt.Errorf("mlp up projection: %w", err)
 	}
-	act.SiLUMul(g, g, u) // SiLU(W_gate x) ⊙ W_up x, vectorised
-	if err := mm.MatMulT(out, g, t, m.Down); err != nil {
+	act.SiLUMul(a, a, u) // vectorised
+	return nil
+}
+
+// DownProj writes out [T, H] = a W_downᵀ.
+func (m *MLP) DownProj(out, a []float32, t int, mm linalg.MatMuler) error {
+	if err := mm.MatMulT(out, a, t, m.Down); err != nil {
 		return fmt.Errorf("mlp down projection: %w", err)
 	}
 	return nil

@@ -113,36 +113,50 @@ func blockOps(kind LayerKind, sparse bool) []planOp {
 
 // Plan is cfg's decoder as an ordered list of steps: the embedding, each
 // layer's block (its mixer and MLP as the family's config makes them), the
-// final norm and the head. The device backends execute it; the stage names
-// it carries are the ones the CPU forward records (Model.Stages), so a
-// device trace compares with the CPU's stage by stage.
+// final norm and the head. The device backends execute it, and the CPU
+// block walks the same steps (Block.Forward); the stage names it carries
+// are the ones the CPU forward records (Model.Stages), so a device trace
+// compares with the CPU's stage by stage.
 func Plan(cfg *Config) ([]PlanStep, error) {
 	if cfg == nil || len(cfg.LayerTypes) != cfg.NumLayers {
 		return nil, fmt.Errorf("plan: config without its %d layer types", cfgLayers(cfg))
 	}
 	steps := []PlanStep{{Op: OpEmbed, Layer: -1, Stages: []string{stageEmbeddings}}}
 	for li, kind := range cfg.LayerTypes {
-		names := StageNames(kind, cfg.SparseLayer(li))
-		next := 0
-		for _, o := range blockOps(kind, cfg.SparseLayer(li)) {
-			if next+o.records > len(names) {
-				return nil, fmt.Errorf("plan: layer %d: %s wants %d more stages than the block's %d", li, o.op,
-					next+o.records-len(names), len(names))
-			}
-			st := make([]string, o.records)
-			for i := range st {
-				st[i] = fmt.Sprintf("layers.%d.%s", li, names[next+i])
-			}
-			next += o.records
-			steps = append(steps, PlanStep{Op: o.op, Layer: li, Norm: o.norm, Stages: st})
+		block, err := blockPlan(kind, cfg.SparseLayer(li), li, fmt.Sprintf("layers.%d.", li))
+		if err != nil {
+			return nil, err
 		}
-		if next != len(names) {
-			return nil, fmt.Errorf("plan: layer %d: its ops record %d of the block's %d stages", li, next, len(names))
-		}
+		steps = append(steps, block...)
 	}
 	return append(steps,
 		PlanStep{Op: OpNorm, Layer: -1, Norm: NormFinal, Stages: []string{stageFinalNorm}},
 		PlanStep{Op: OpLMHead, Layer: -1}), nil
+}
+
+// blockPlan is one block's steps on layer li, its stage names (in
+// Block.Stages order) under prefix.
+func blockPlan(kind LayerKind, sparse bool, li int, prefix string) ([]PlanStep, error) {
+	names := StageNames(kind, sparse)
+	ops := blockOps(kind, sparse)
+	steps := make([]PlanStep, 0, len(ops))
+	next := 0
+	for _, o := range ops {
+		if next+o.records > len(names) {
+			return nil, fmt.Errorf("plan: layer %d: %s wants %d more stages than the block's %d", li, o.op,
+				next+o.records-len(names), len(names))
+		}
+		st := make([]string, o.records)
+		for i := range st {
+			st[i] = prefix + names[next+i]
+		}
+		next += o.records
+		steps = append(steps, PlanStep{Op: o.op, Layer: li, Norm: o.norm, Stages: st})
+	}
+	if next != len(names) {
+		return nil, fmt.Errorf("plan: layer %d: its ops record %d of the block's %d stages", li, next, len(names))
+	}
+	return steps, nil
 }
 
 func cfgLayers(cfg *Config) int {

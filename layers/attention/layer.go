@@ -57,37 +57,76 @@ type Layer struct {
 	W    LayerWeights
 }
 
+// Work carries one forward's intermediates from stage to stage, so that
+// the stages can also run one at a time, as a block plan walks them
+// (model.Plan). Every buffer is written in full before it is read; with
+// nothing recorded they come from the pool (internal/bufpool).
+type Work struct {
+	T       int
+	QG      []float32 // [T, n_h·2d_h]: q_proj, per head [query | gate]
+	K, V    []float32 // [T, n_kv·d_h]
+	Q, Gate []float32 // [T, n_h·d_h]
+	O       []float32 // [T, n_h·d_h]: the core's output, then gated
+	buf     *bufpool.Buffers
+}
+
+// NewWork starts a forward over t tokens; pooled takes its buffers from
+// the pool (when nothing keeps them), and Release hands them back.
+func (l *Layer) NewWork(t int, pooled bool) *Work { return &Work{T: t, buf: bufpool.New(pooled)} }
+
+// Release returns the work's pooled buffers; it must not be used after.
+func (w *Work) Release() { w.buf.Release() }
+
 // Forward maps x [T, H] (already input-normed) to out [T, H] for one
 // sequence whose first new token sits at position cache.Len, appending the
 // new keys and values to cache. rec, if not nil, sees every stage.
 func (l *Layer) Forward(out, x []float32, t int, cache *Cache, ops Ops, rec tensor.Recorder) error {
-	d := l.Dims
-	if len(x) != t*d.Hidden || len(out) != t*d.Hidden {
-		return fmt.Errorf("attention layer: x has %d and out %d values, want T·H = %d", len(x), len(out), t*d.Hidden)
+	if len(out) != t*l.Dims.Hidden { // before the cache grows
+		return fmt.Errorf("attention layer: out has %d values, want T·H = %d", len(out), t*l.Dims.Hidden)
+	}
+	w := l.NewWork(t, rec == nil)
+	defer w.Release()
+	if err := l.QKV(w, x, ops, rec); err != nil {
+		return err
+	}
+	if err := l.Prep(w, cache.Len, rec); err != nil {
+		return err
+	}
+	if err := l.Core(w, cache, ops, rec); err != nil {
+		return err
+	}
+	return l.OutProj(out, w, ops)
+}
+
+// QKV is step 1, the projections. q_proj rows are per head [query (d_h) |
+// gate (d_h)].
+func (l *Layer) QKV(w *Work, x []float32, ops Ops, rec tensor.Recorder) error {
+	d, t := l.Dims, w.T
+	if len(x) != t*d.Hidden {
+		return fmt.Errorf("attention layer: x has %d values, want T·H = %d", len(x), t*d.Hidden)
 	}
 	qd, kvd := d.NH*d.D, d.NKV*d.D
-
-	// Every work buffer is written in full before it is read; with nothing
-	// recorded they come from the pool (internal/bufpool).
-	buf := bufpool.New(rec == nil)
-	defer buf.Release()
-
-	// 1. Projections. q_proj rows are per head [query (d_h) | gate (d_h)].
-	qg := buf.Get(t * 2 * qd)
-	k := buf.Get(t * kvd)
-	v := buf.Get(t * kvd)
+	w.QG, w.K, w.V = w.buf.Get(t*2*qd), w.buf.Get(t*kvd), w.buf.Get(t*kvd)
 	for _, p := range []struct {
 		y    []float32
 		w    *tensor.Matrix
 		name string
-	}{{qg, l.W.QProj, "q_proj"}, {k, l.W.KProj, "k_proj"}, {v, l.W.VProj, "v_proj"}} {
+	}{{w.QG, l.W.QProj, "q_proj"}, {w.K, l.W.KProj, "k_proj"}, {w.V, l.W.VProj, "v_proj"}} {
 		if err := ops.MatMul.MatMulT(p.y, x, t, p.w); err != nil {
 			return fmt.Errorf("attention %s: %w", p.name, err)
 		}
 		rec.Record(p.name, p.y, t, p.w.Rows)
 	}
-	q := buf.Get(t * qd)
-	gate := buf.Get(t * qd)
+	return nil
+}
+
+// Prep is steps 2 and 3 for tokens from position pos: the query and gate
+// split apart, the per-head RMSNorm with (1+w) on q and k (v has none),
+// then partial rotate-half RoPE.
+func (l *Layer) Prep(w *Work, pos int, rec tensor.Recorder) error {
+	d, t := l.Dims, w.T
+	qd := d.NH * d.D
+	q, gate, k, qg := w.buf.Get(t*qd), w.buf.Get(t*qd), w.K, w.QG
 	parallel.Rows(t, 2*qd, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			for h := 0; h < d.NH; h++ {
@@ -97,8 +136,6 @@ func (l *Layer) Forward(out, x []float32, t int, cache *Cache, ops Ops, rec tens
 			}
 		}
 	})
-
-	// 2. Per-head RMSNorm with (1+w) on q and k; v has no norm.
 	if err := norm.RMSNormOnePlus(q, q, l.W.QNorm, d.Eps); err != nil {
 		return err
 	}
@@ -106,14 +143,13 @@ func (l *Layer) Forward(out, x []float32, t int, cache *Cache, ops Ops, rec tens
 		return err
 	}
 
-	// 3. Partial rotate-half RoPE at absolute positions cache.Len + i.
 	// The angles depend on the position only, so each token's cos and sin
 	// are computed once for all n_h + n_kv heads.
 	rope := NewRoPE(d.RotaryDim, d.Theta)
 	parallel.For(t, 16, 0, func(_, lo, hi int) { // a token's angles cost about 2 µs
 		cos, sin := make([]float32, d.RotaryDim/2), make([]float32, d.RotaryDim/2)
 		for i := lo; i < hi; i++ {
-			rope.Angles(cos, sin, cache.Len+i)
+			rope.Angles(cos, sin, pos+i)
 			for h := 0; h < d.NH; h++ {
 				rope.Rotate(q[(i*d.NH+h)*d.D:(i*d.NH+h+1)*d.D], cos, sin)
 			}
@@ -124,22 +160,34 @@ func (l *Layer) Forward(out, x []float32, t int, cache *Cache, ops Ops, rec tens
 	})
 	rec.Record("q_rope", q, t, d.NH, d.D)
 	rec.Record("k_rope", k, t, d.NKV, d.D)
+	w.Q, w.Gate = q, gate
+	return nil
+}
 
-	// 4. Append to the cache, then causal softmax attention with GQA.
-	cache.K = append(cache.K, k...)
-	cache.V = append(cache.V, v...)
+// Core is steps 4 and 5: k and v appended to the cache, causal softmax
+// attention with GQA over it, then the output gate a = o ⊙ σ(gate).
+func (l *Layer) Core(w *Work, cache *Cache, ops Ops, rec tensor.Recorder) error {
+	d, t := l.Dims, w.T
+	cache.K = append(cache.K, w.K...)
+	cache.V = append(cache.V, w.V...)
 	cache.Len += t
-	o := buf.Get(t * qd)
+	w.O = w.buf.Get(t * d.NH * d.D)
 	cd := Dims{T: t, S: cache.Len, NH: d.NH, NKV: d.NKV, D: d.D}
-	if err := ops.Core.Forward(o, q, cache.K, cache.V, cd, float32(1/math.Sqrt(float64(d.D)))); err != nil {
+	if err := ops.Core.Forward(w.O, w.Q, cache.K, cache.V, cd, float32(1/math.Sqrt(float64(d.D)))); err != nil {
 		return fmt.Errorf("attention core: %w", err)
 	}
-	rec.Record("attn_core", o, t, d.NH, d.D)
+	rec.Record("attn_core", w.O, t, d.NH, d.D)
+	act.MulSigmoid(w.O, w.O, w.Gate)
+	rec.Record("gated", w.O, t, d.NH*d.D)
+	return nil
+}
 
-	// 5. Output gate before o_proj: a = o ⊙ σ(gate).
-	act.MulSigmoid(o, o, gate)
-	rec.Record("gated", o, t, qd)
-	if err := ops.MatMul.MatMulT(out, o, t, l.W.OProj); err != nil {
+// OutProj is out [T, H] = a W_oᵀ.
+func (l *Layer) OutProj(out []float32, w *Work, ops Ops) error {
+	if len(out) != w.T*l.Dims.Hidden {
+		return fmt.Errorf("attention layer: out has %d values, want T·H = %d", len(out), w.T*l.Dims.Hidden)
+	}
+	if err := ops.MatMul.MatMulT(out, w.O, w.T, l.W.OProj); err != nil {
 		return fmt.Errorf("attention o_proj: %w", err)
 	}
 	return nil

@@ -77,51 +77,112 @@ type Layer struct {
 	W    LayerWeights
 }
 
+// Work carries one forward's intermediates from stage to stage, so that
+// the stages can also run one at a time, as a block plan walks them
+// (model.Plan). Every buffer is written in full before it is read; with
+// nothing recorded they come from the pool (internal/bufpool).
+type Work struct {
+	T       int
+	M, U    []float32 // [T, C]: the qkv projection, its conv + SiLU
+	Z       []float32 // [T, n_v·d_v]
+	B, A    []float32 // [T, n_v]
+	Q, K    []float32 // [T, n_k·d_k]: q̂·d_k^−½, k̂
+	V       []float32 // [T, n_v·d_v]
+	G, Beta []float32 // [T, n_v]
+	O, Y    []float32 // [T, n_v·d_v]: the core's output, the gated norm's
+	buf     *bufpool.Buffers
+}
+
+// NewWork starts a forward over t tokens; pooled takes its buffers from
+// the pool (when nothing keeps them), and Release hands them back.
+func (l *Layer) NewWork(t int, pooled bool) *Work { return &Work{T: t, buf: bufpool.New(pooled)} }
+
+// Release returns the work's pooled buffers; it must not be used after.
+func (w *Work) Release() { w.buf.Release() }
+
 // Forward maps x [T, H] (already input-normed) to out [T, H] for one
 // sequence, reading and advancing st. rec, if not nil, sees every stage.
 func (l *Layer) Forward(out, x []float32, t int, st *State, ops Ops, rec tensor.Recorder) error {
-	d := l.Dims
-	c, hv := d.ConvDim(), d.NV*d.DV
-	if len(x) != t*d.Hidden || len(out) != t*d.Hidden {
-		return fmt.Errorf("gateddelta layer: x has %d and out %d values, want T·H = %d", len(x), len(out), t*d.Hidden)
+	if len(out) != t*l.Dims.Hidden { // before the state advances
+		return fmt.Errorf("gateddelta layer: out has %d values, want T·H = %d", len(out), t*l.Dims.Hidden)
 	}
-	if len(st.Conv) != d.ConvK*c || len(st.S) != d.NV*d.DK*d.DV {
-		return fmt.Errorf("gateddelta layer: state sizes %d/%d do not match dims %+v", len(st.Conv), len(st.S), d)
+	w := l.NewWork(t, rec == nil)
+	defer w.Release()
+	if err := l.InProj(w, x, ops, rec); err != nil {
+		return err
 	}
+	if err := l.Conv(w, st, ops, rec); err != nil {
+		return err
+	}
+	if err := l.Prep(w, rec); err != nil {
+		return err
+	}
+	if err := l.Core(w, st, ops, rec); err != nil {
+		return err
+	}
+	if err := l.GatedNorm(w, rec); err != nil {
+		return err
+	}
+	return l.OutProj(out, w, ops)
+}
 
-	// Every work buffer is written in full before it is read; with nothing
-	// recorded they come from the pool (internal/bufpool).
-	buf := bufpool.New(rec == nil)
-	defer buf.Release()
-
-	// 1. Projections: m = x W_qkvᵀ, z = x W_zᵀ, b = x W_bᵀ, a = x W_aᵀ.
-	m := buf.Get(t * c)
-	z := buf.Get(t * hv)
-	b := buf.Get(t * d.NV)
-	a := buf.Get(t * d.NV)
+// InProj is step 1, the projections: m = x W_qkvᵀ, z = x W_zᵀ, b = x W_bᵀ,
+// a = x W_aᵀ.
+func (l *Layer) InProj(w *Work, x []float32, ops Ops, rec tensor.Recorder) error {
+	d, t := l.Dims, w.T
+	if len(x) != t*d.Hidden {
+		return fmt.Errorf("gateddelta layer: x has %d values, want T·H = %d", len(x), t*d.Hidden)
+	}
+	w.M, w.Z = w.buf.Get(t*d.ConvDim()), w.buf.Get(t*d.NV*d.DV)
+	w.B, w.A = w.buf.Get(t*d.NV), w.buf.Get(t*d.NV)
 	for _, p := range []struct {
 		y    []float32
 		w    *tensor.Matrix
 		name string
-	}{{m, l.W.InProjQKV, "qkv_proj"}, {z, l.W.InProjZ, "z_proj"}, {b, l.W.InProjB, "b_proj"}, {a, l.W.InProjA, "a_proj"}} {
+	}{{w.M, l.W.InProjQKV, "qkv_proj"}, {w.Z, l.W.InProjZ, "z_proj"}, {w.B, l.W.InProjB, "b_proj"}, {w.A, l.W.InProjA, "a_proj"}} {
 		if err := ops.MatMul.MatMulT(p.y, x, t, p.w); err != nil {
 			return fmt.Errorf("gateddelta %s: %w", p.name, err)
 		}
 		rec.Record(p.name, p.y, t, p.w.Rows)
 	}
+	return nil
+}
 
-	// 2. Causal depthwise conv + SiLU over the channels of m.
-	u := buf.Get(t * c)
-	if err := ops.Conv.Forward(u, m, t, c, l.W.ConvW, d.ConvK, st.Conv); err != nil {
+func (l *Layer) checkState(st *State) error {
+	d := l.Dims
+	if len(st.Conv) != d.ConvK*d.ConvDim() || len(st.S) != d.NV*d.DK*d.DV {
+		return fmt.Errorf("gateddelta layer: state sizes %d/%d do not match dims %+v", len(st.Conv), len(st.S), d)
+	}
+	return nil
+}
+
+// Conv is step 2: the causal depthwise conv + SiLU over the channels of m,
+// continuing st's conv state.
+func (l *Layer) Conv(w *Work, st *State, ops Ops, rec tensor.Recorder) error {
+	d, t, c := l.Dims, w.T, l.Dims.ConvDim()
+	if err := l.checkState(st); err != nil {
+		return err
+	}
+	w.U = w.buf.Get(t * c)
+	if err := ops.Conv.Forward(w.U, w.M, t, c, l.W.ConvW, d.ConvK, st.Conv); err != nil {
 		return fmt.Errorf("gateddelta conv: %w", err)
 	}
-	rec.Record("conv_out", u, t, c)
+	rec.Record("conv_out", w.U, t, c)
+	return nil
+}
+
+// Prep is steps 3 to 5: u split into q, k, v; the gates β and g; q̂ and k̂
+// L2-normed, q̂ scaled by d_k^−½.
+func (l *Layer) Prep(w *Work, rec tensor.Recorder) error {
+	d, t := l.Dims, w.T
+	c, hv := d.ConvDim(), d.NV*d.DV
+	u, b, a := w.U, w.B, w.A
 
 	// 3. Split u = [q | k | v] per token (flat layout, docs/spec.md §2.3).
 	qk := d.NK * d.DK
-	q := buf.Get(t * qk)
-	k := buf.Get(t * qk)
-	v := buf.Get(t * hv)
+	q := w.buf.Get(t * qk)
+	k := w.buf.Get(t * qk)
+	v := w.buf.Get(t * hv)
 	parallel.Rows(t, c, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			row := u[i*c : (i+1)*c]
@@ -132,8 +193,8 @@ func (l *Layer) Forward(out, x []float32, t int, st *State, ops Ops, rec tensor.
 	})
 
 	// 4. Gates: β = σ(b); g = −exp(ALog)·softplus(a + DtBias), in fp32.
-	beta := buf.Get(t * d.NV)
-	g := buf.Get(t * d.NV)
+	beta := w.buf.Get(t * d.NV)
+	g := w.buf.Get(t * d.NV)
 	decayRate := make([]float32, d.NV) // exp(ALog), per value head
 	for j := range decayRate {
 		decayRate[j] = float32(math.Exp(float64(l.W.ALog[j])))
@@ -166,25 +227,44 @@ func (l *Layer) Forward(out, x []float32, t int, st *State, ops Ops, rec tensor.
 			q[lo+i] *= scale
 		}
 	})
+	w.Q, w.K, w.V, w.G, w.Beta = q, k, v, g, beta
+	return nil
+}
 
-	// 6. The gated delta rule core: decay, delta update, read after update.
-	o := buf.Get(t * hv)
-	cd := Dims{T: t, NK: d.NK, NV: d.NV, DK: d.DK, DV: d.DV}
-	if err := ops.Core.Forward(o, q, k, v, g, beta, cd, st.S); err != nil {
-		return fmt.Errorf("gateddelta core: %w", err)
-	}
-	rec.Record("core_out", o, t, d.NV, d.DV)
-	rec.Record("final_state", st.S, d.NV, d.DK, d.DV)
-
-	// 7. Gated RMSNorm per (token, value head): w ⊙ norm(o) · SiLU(z).
-	y := buf.Get(t * hv)
-	if err := norm.GatedRMSNormSiLU(y, o, z, l.W.NormW, d.Eps); err != nil {
+// Core is step 6, the gated delta rule: decay, delta update, read after
+// update, continuing st's recurrent state.
+func (l *Layer) Core(w *Work, st *State, ops Ops, rec tensor.Recorder) error {
+	d, t := l.Dims, w.T
+	if err := l.checkState(st); err != nil {
 		return err
 	}
-	rec.Record("gated_norm_out", y, t, hv)
+	w.O = w.buf.Get(t * d.NV * d.DV)
+	cd := Dims{T: t, NK: d.NK, NV: d.NV, DK: d.DK, DV: d.DV}
+	if err := ops.Core.Forward(w.O, w.Q, w.K, w.V, w.G, w.Beta, cd, st.S); err != nil {
+		return fmt.Errorf("gateddelta core: %w", err)
+	}
+	rec.Record("core_out", w.O, t, d.NV, d.DV)
+	rec.Record("final_state", st.S, d.NV, d.DK, d.DV)
+	return nil
+}
 
-	// 8. out = y W_outᵀ.
-	if err := ops.MatMul.MatMulT(out, y, t, l.W.OutProj); err != nil {
+// GatedNorm is step 7, per (token, value head): y = w ⊙ norm(o) · SiLU(z).
+func (l *Layer) GatedNorm(w *Work, rec tensor.Recorder) error {
+	hv := l.Dims.NV * l.Dims.DV
+	w.Y = w.buf.Get(w.T * hv)
+	if err := norm.GatedRMSNormSiLU(w.Y, w.O, w.Z, l.W.NormW, l.Dims.Eps); err != nil {
+		return err
+	}
+	rec.Record("gated_norm_out", w.Y, w.T, hv)
+	return nil
+}
+
+// OutProj is step 8: out [T, H] = y W_outᵀ.
+func (l *Layer) OutProj(out []float32, w *Work, ops Ops) error {
+	if len(out) != w.T*l.Dims.Hidden {
+		return fmt.Errorf("gateddelta layer: out has %d values, want T·H = %d", len(out), w.T*l.Dims.Hidden)
+	}
+	if err := ops.MatMul.MatMulT(out, w.Y, w.T, l.W.OutProj); err != nil {
 		return fmt.Errorf("gateddelta out_proj: %w", err)
 	}
 	return nil

@@ -217,62 +217,113 @@ func softmax(p, x []float32) {
 	}
 }
 
+// Work carries one forward's intermediates from stage to stage, so that
+// the stages can also run one at a time, as a block plan walks them
+// (model.Plan).
+type Work struct {
+	T       int
+	Logits  []float32 // [T, E]: the router's
+	Routing Routing
+	Shared  []float32 // [T, H]: the shared expert, before its gate
+	Gate    []float32 // [T]: the shared expert gate's logit
+}
+
 // Forward maps x [T, H] to out [T, H], recording "router_logits" [T, E],
 // "router_weights" and "router_experts" [T, k], "experts_out",
 // "shared_out" (before its gate), "shared_gate" [T, 1] (the gate's logit)
 // when rec is set.
 func (l *Layer) Forward(out, x []float32, t int, kern Kernel, mm linalg.MatMuler, rec tensor.Recorder) error {
-	d := l.Dims
-	h := d.Hidden
-	if len(x) != t*h || len(out) != t*h {
-		return fmt.Errorf("moe: x has %d values and out %d, want T·H = %d·%d", len(x), len(out), t, h)
+	if len(out) != t*l.Dims.Hidden {
+		return fmt.Errorf("moe: out has %d values, want T·H = %d·%d", len(out), t, l.Dims.Hidden)
 	}
-	logits := make([]float32, t*d.Experts)
-	if err := mm.MatMulT(logits, x, t, l.W.Router); err != nil {
+	w := &Work{T: t}
+	if err := l.Route(w, x, mm, rec); err != nil {
+		return err
+	}
+	if err := l.Experts(out, w, x, kern, mm, rec); err != nil {
+		return err
+	}
+	if err := l.SharedExpert(w, x, mm, rec); err != nil {
+		return err
+	}
+	l.Combine(out, w)
+	return nil
+}
+
+// Route is the router: logits = x W_routerᵀ, then softmax, top-k and the
+// renormalisation (Dims.Route).
+func (l *Layer) Route(w *Work, x []float32, mm linalg.MatMuler, rec tensor.Recorder) error {
+	d, t := l.Dims, w.T
+	if len(x) != t*d.Hidden {
+		return fmt.Errorf("moe: x has %d values, want T·H = %d·%d", len(x), t, d.Hidden)
+	}
+	w.Logits = make([]float32, t*d.Experts)
+	if err := mm.MatMulT(w.Logits, x, t, l.W.Router); err != nil {
 		return fmt.Errorf("moe router: %w", err)
 	}
-	rec.Record("router_logits", logits, t, d.Experts)
-	r := d.Route(logits, t)
+	rec.Record("router_logits", w.Logits, t, d.Experts)
+	w.Routing = d.Route(w.Logits, t)
 	if rec != nil {
-		ids := make([]float32, len(r.Experts))
-		for i, e := range r.Experts {
+		ids := make([]float32, len(w.Routing.Experts))
+		for i, e := range w.Routing.Experts {
 			ids[i] = float32(e)
 		}
-		rec.Record("router_weights", r.Weights, t, d.TopK)
+		rec.Record("router_weights", w.Routing.Weights, t, d.TopK)
 		rec.Record("router_experts", ids, t, d.TopK)
 	}
+	return nil
+}
+
+// Experts writes out [T, H] = Σ_{e∈S} w_e · SwiGLU_e(x), the chosen
+// experts' weighted sum, on kern.
+func (l *Layer) Experts(out []float32, w *Work, x []float32, kern Kernel, mm linalg.MatMuler, rec tensor.Recorder) error {
+	if len(out) != w.T*l.Dims.Hidden {
+		return fmt.Errorf("moe: out has %d values, want T·H = %d·%d", len(out), w.T, l.Dims.Hidden)
+	}
 	if l.Prefetch != nil {
-		seen := make([]bool, d.Experts)
-		for _, e := range r.Experts {
+		seen := make([]bool, l.Dims.Experts)
+		for _, e := range w.Routing.Experts {
 			if !seen[e] {
 				seen[e] = true
 				l.Prefetch(int(e))
 			}
 		}
 	}
-	if err := kern.Experts(out, x, t, l, &r, mm); err != nil {
+	if err := kern.Experts(out, x, w.T, l, &w.Routing, mm); err != nil {
 		return err
 	}
-	rec.Record("experts_out", out, t, h)
+	rec.Record("experts_out", out, w.T, l.Dims.Hidden)
+	return nil
+}
 
-	shared := make([]float32, t*h)
-	if err := swiGLU(shared, x, t, l.W.SharedGate, l.W.SharedUp, l.W.SharedDown, mm); err != nil {
+// SharedExpert computes the shared expert's SwiGLU MLP of x and its gate's
+// logit x w_sgᵀ.
+func (l *Layer) SharedExpert(w *Work, x []float32, mm linalg.MatMuler, rec tensor.Recorder) error {
+	t, h := w.T, l.Dims.Hidden
+	w.Shared = make([]float32, t*h)
+	if err := swiGLU(w.Shared, x, t, l.W.SharedGate, l.W.SharedUp, l.W.SharedDown, mm); err != nil {
 		return fmt.Errorf("moe shared expert: %w", err)
 	}
-	rec.Record("shared_out", shared, t, h)
-	gate := make([]float32, t)
-	if err := mm.MatMulT(gate, x, t, l.W.SharedProb); err != nil {
+	rec.Record("shared_out", w.Shared, t, h)
+	w.Gate = make([]float32, t)
+	if err := mm.MatMulT(w.Gate, x, t, l.W.SharedProb); err != nil {
 		return fmt.Errorf("moe shared expert gate: %w", err)
 	}
-	rec.Record("shared_gate", gate, t, 1)
-	for i := range t {
-		s := act.Sigmoid(gate[i])
-		o, sh := out[i*h:(i+1)*h], shared[i*h:(i+1)*h]
+	rec.Record("shared_gate", w.Gate, t, 1)
+	return nil
+}
+
+// Combine adds the gated shared expert to the experts' sum in out:
+// out += σ(gate)·shared.
+func (l *Layer) Combine(out []float32, w *Work) {
+	h := l.Dims.Hidden
+	for i := range w.T {
+		s := act.Sigmoid(w.Gate[i])
+		o, sh := out[i*h:(i+1)*h], w.Shared[i*h:(i+1)*h]
 		for j := range o {
 			o[j] += s * sh[j]
 		}
 	}
-	return nil
 }
 
 // swiGLU is out [m, H] = W_down(SiLU(W_gate x) ⊙ W_up x) for x [m, H].
