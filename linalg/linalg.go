@@ -31,3 +31,22 @@ func CheckDims(y, x []float32, m int, w *tensor.Matrix) error {
 	}
 	return nil
 }
+
+// Projection is one product y = x Wᵀ of a layer, recorded as Name.
+type Projection struct {
+	Y    []float32
+	W    *tensor.Matrix
+	Name string
+}
+
+// Project runs each projection of x [m, K] in turn and records its output
+// when rec is set; an error names the layer and the projection.
+func Project(mm MatMuler, x []float32, m int, rec tensor.Recorder, layer string, ps ...Projection) error {
+	for _, p := range ps {
+		if err := mm.MatMulT(p.Y, x, m, p.W); err != nil {
+			return fmt.Errorf("%s %s: %w", layer, p.Name, err)
+		}
+		rec.Record(p.Name, p.Y, m, p.W.Rows)
+	}
+	return nil
+}

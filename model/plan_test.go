@@ -12,14 +12,7 @@ import (
 // names, read step by step, are Model.Stages without the logits (which a
 // device hands back as its result). Every op sits on a layer of its kind.
 func TestPlanRecordsModelStages(t *testing.T) {
-	dense, err := ShapeConfig("tiny")
-	require.NoError(t, err)
-	dense.NumLayers, dense.LayerTypes, dense.VocabSize = 4, dense.LayerTypes[:4], 300
-	require.NoError(t, dense.Validate())
-	sparse, _ := tinyMoE(t)
-	next, err := ParseConfig([]byte(nextConfigJSON))
-	require.NoError(t, err)
-	for name, cfg := range map[string]*Config{"tiny": dense, "tiny-moe": sparse, "next": next} {
+	for name, cfg := range familyConfigs(t) {
 		m, err := NewRandom(cfg, 3, false)
 		require.NoError(t, err, name)
 		plan, err := Plan(cfg)

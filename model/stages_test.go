@@ -14,14 +14,7 @@ import (
 // shapes: on the tiny dense shape (Gated DeltaNet and attention layers),
 // the tiny MoE shape and a qwen3_next model whose layer 1 is dense.
 func TestModelStagesAreWhatForwardRecords(t *testing.T) {
-	dense, err := ShapeConfig("tiny")
-	require.NoError(t, err)
-	dense.NumLayers, dense.LayerTypes, dense.VocabSize = 4, dense.LayerTypes[:4], 300
-	require.NoError(t, dense.Validate())
-	sparse, _ := tinyMoE(t)
-	next, err := ParseConfig([]byte(nextConfigJSON))
-	require.NoError(t, err)
-	for name, cfg := range map[string]*Config{"tiny": dense, "tiny-moe": sparse, "next": next} {
+	for name, cfg := range familyConfigs(t) {
 		m, err := NewRandom(cfg, 3, false)
 		require.NoError(t, err, name)
 		be, err := NewBackend("naive")
@@ -49,6 +42,21 @@ func TestModelStagesAreWhatForwardRecords(t *testing.T) {
 			assert.Equal(t, names, blockNames, "%s: StageNames of layer %d", name, i)
 		}
 	}
+}
+
+// familyConfigs are small configs of the three families: the tiny dense
+// shape (Gated DeltaNet and attention layers), the tiny MoE shape and a
+// qwen3_next model whose layer 1 is dense.
+func familyConfigs(t *testing.T) map[string]*Config {
+	t.Helper()
+	dense, err := ShapeConfig("tiny")
+	require.NoError(t, err)
+	dense.NumLayers, dense.LayerTypes, dense.VocabSize = 4, dense.LayerTypes[:4], 300
+	require.NoError(t, dense.Validate())
+	sparse, _ := tinyMoE(t)
+	next, err := ParseConfig([]byte(nextConfigJSON))
+	require.NoError(t, err)
+	return map[string]*Config{"tiny": dense, "tiny-moe": sparse, "next": next}
 }
 
 // A block's paths chain through it: each mixer stage starts after the

@@ -107,17 +107,9 @@ func (l *Layer) QKV(w *Work, x []float32, ops Ops, rec tensor.Recorder) error {
 	}
 	qd, kvd := d.NH*d.D, d.NKV*d.D
 	w.QG, w.K, w.V = w.buf.Get(t*2*qd), w.buf.Get(t*kvd), w.buf.Get(t*kvd)
-	for _, p := range []struct {
-		y    []float32
-		w    *tensor.Matrix
-		name string
-	}{{w.QG, l.W.QProj, "q_proj"}, {w.K, l.W.KProj, "k_proj"}, {w.V, l.W.VProj, "v_proj"}} {
-		if err := ops.MatMul.MatMulT(p.y, x, t, p.w); err != nil {
-			return fmt.Errorf("attention %s: %w", p.name, err)
-		}
-		rec.Record(p.name, p.y, t, p.w.Rows)
-	}
-	return nil
+	return linalg.Project(ops.MatMul, x, t, rec, "attention",
+		linalg.Projection{Y: w.QG, W: l.W.QProj, Name: "q_proj"}, linalg.Projection{Y: w.K, W: l.W.KProj, Name: "k_proj"},
+		linalg.Projection{Y: w.V, W: l.W.VProj, Name: "v_proj"})
 }
 
 // Prep is steps 2 and 3 for tokens from position pos: the query and gate

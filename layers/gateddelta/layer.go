@@ -135,17 +135,9 @@ func (l *Layer) InProj(w *Work, x []float32, ops Ops, rec tensor.Recorder) error
 	}
 	w.M, w.Z = w.buf.Get(t*d.ConvDim()), w.buf.Get(t*d.NV*d.DV)
 	w.B, w.A = w.buf.Get(t*d.NV), w.buf.Get(t*d.NV)
-	for _, p := range []struct {
-		y    []float32
-		w    *tensor.Matrix
-		name string
-	}{{w.M, l.W.InProjQKV, "qkv_proj"}, {w.Z, l.W.InProjZ, "z_proj"}, {w.B, l.W.InProjB, "b_proj"}, {w.A, l.W.InProjA, "a_proj"}} {
-		if err := ops.MatMul.MatMulT(p.y, x, t, p.w); err != nil {
-			return fmt.Errorf("gateddelta %s: %w", p.name, err)
-		}
-		rec.Record(p.name, p.y, t, p.w.Rows)
-	}
-	return nil
+	return linalg.Project(ops.MatMul, x, t, rec, "gateddelta",
+		linalg.Projection{Y: w.M, W: l.W.InProjQKV, Name: "qkv_proj"}, linalg.Projection{Y: w.Z, W: l.W.InProjZ, Name: "z_proj"},
+		linalg.Projection{Y: w.B, W: l.W.InProjB, Name: "b_proj"}, linalg.Projection{Y: w.A, W: l.W.InProjA, Name: "a_proj"})
 }
 
 func (l *Layer) checkState(st *State) error {
