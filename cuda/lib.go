@@ -13,7 +13,7 @@ import (
 
 // abiVersion is QR_ABI_VERSION of csrc/qwenref_cuda.h: the library must
 // report the same, or its functions may take other arguments.
-const abiVersion = 7
+const abiVersion = 8
 
 // The library's entry points, bound with purego (dlopen and dlsym without
 // cgo), so the package builds with no C compiler and no CUDA toolkit. The
@@ -297,6 +297,7 @@ type modelDims struct {
 	experts, topk                 int32 // MoE (0: a dense model)
 	moeInter, sharedInter         int32
 	normTopK                      int32
+	f32                           int32 // 1: the fp32 model (cuda-fp32)
 }
 
 func cModelCreate(h *unsafe.Pointer, d modelDims, kinds []int32) int {

@@ -12,6 +12,20 @@ import (
 // allocations of csrc/model.cu (DevModel::create, ensure_acts,
 // ensure_logits), so a run can be refused before anything is uploaded.
 func EstimateMemory(cfg *model.Config, maxTokens, prefillT, logitRows int) ModelMemory {
+	return estimateMemory(cfg, false, maxTokens, prefillT, logitRows)
+}
+
+// EstimateMemoryFP32 is EstimateMemory for the fp32 resident model
+// (cuda-fp32): matrices, activations, conv states and caches in fp32.
+func EstimateMemoryFP32(cfg *model.Config, maxTokens, prefillT, logitRows int) ModelMemory {
+	return estimateMemory(cfg, true, maxTokens, prefillT, logitRows)
+}
+
+func estimateMemory(cfg *model.Config, f32 bool, maxTokens, prefillT, logitRows int) ModelMemory {
+	es := int64(2) // bytes of a matrix, activation or cache element
+	if f32 {
+		es = 4
+	}
 	H, I, V := int64(cfg.HiddenSize), int64(cfg.IntermediateSize), int64(cfg.VocabSize)
 	nk, nv, dk, dv := int64(cfg.LinearNumKeyHeads), int64(cfg.LinearNumValueHeads), int64(cfg.LinearKeyHeadDim), int64(cfg.LinearValueHeadDim)
 	kc := int64(cfg.LinearConvKernel)
@@ -21,7 +35,7 @@ func EstimateMemory(cfg *model.Config, maxTokens, prefillT, logitRows int) Model
 	NIN := C + nv*dv + 2*nv
 	NQKV := nh*2*hd + 2*nkv*hd
 	var m ModelMemory
-	m.Weights = 2*V*H*2 + H*4
+	m.Weights = 2*V*H*es + H*4
 	anyAttn := false
 	mc := cfg.MoE
 	E, IE, IS := int64(mc.NumExperts), int64(mc.IntermediateSize), int64(mc.SharedIntermediate)
@@ -30,21 +44,21 @@ func EstimateMemory(cfg *model.Config, maxTokens, prefillT, logitRows int) Model
 		m.Weights += 2 * H * 4
 		if cfg.SparseLayer(l) {
 			anyMoE = true
-			m.Weights += (E+8)/8*8*H*2 + 3*IS*H*2 + E*3*IE*H*2 // the router padded to 8 rows (moe_router_rows)
+			m.Weights += (E+8)/8*8*H*es + 3*IS*H*es + E*3*IE*H*es // the router padded to 8 rows (moe_router_rows)
 		} else {
-			m.Weights += 3 * I * H * 2
+			m.Weights += 3 * I * H * es
 		}
 		if k == model.FullAttention {
 			anyAttn = true
-			m.Weights += NQKV*H*2 + H*nh*hd*2 + 2*hd*4
-			m.State += 2 * cap * nkv * hd * 2
+			m.Weights += NQKV*H*es + H*nh*hd*es + 2*hd*4
+			m.State += 2 * cap * nkv * hd * es
 		} else {
-			m.Weights += (NIN*H+H*nv*dv)*2 + (C*kc+2*nv+dv)*4
-			m.State += 2*kc*C*2 + nv*dk*dv*4
+			m.Weights += (NIN*H+H*nv*dv)*es + (C*kc+2*nv+dv)*4
+			m.State += 2*kc*C*es + nv*dk*dv*4
 		}
 	}
 	m.State += 4
-	if anyAttn {
+	if anyAttn && !f32 { // the split-key decode attention's partials
 		const decSplit = 64 // DEC_SPL of csrc/attn.cu
 		m.State += nh * ((cap + decSplit - 1) / decSplit) * 258 * 4
 	}
@@ -56,12 +70,20 @@ func EstimateMemory(cfg *model.Config, maxTokens, prefillT, logitRows int) Model
 			I = 0 // the device sizes the dense buffers by the dense layers alone
 		}
 		n := T * int64(mc.NumExpertsPerTok)
-		m.Activations += T*((E+8)/8*8)*4 + n*6*4 + (3*E+2)*4 + n*IE*2 + n*H*2 + T*IS*2 + T*H*4
+		m.Activations += T*((E+8)/8*8)*4 + n*6*4 + (3*E+2)*4 + n*IE*es + n*H*es + T*IS*es + T*H*4
+		if f32 { // the gate/up products before SwiGLU, the router's sort queue
+			m.Activations += n*2*IE*4 + T*E*8
+		}
 	}
-	m.Activations += T * (4 + H*4 + H*2 + wbig*2 + I*2 + nh*hd*2*2)
+	m.Activations += T * (4 + H*4 + H*es + wbig*es + I*es + nh*hd*2*es)
 	const chunk = 64 // GDN_C of csrc/gdn.cu
 	nc := (T + chunk - 1) / chunk
-	m.Activations += T*(NIN*2+C*2+2*nk*dk*2+2*nv*4+2*nv*dv*2) + nv*nc*(2*chunk*chunk*2+chunk*4)
+	m.Activations += T * (NIN*es + C*es + 2*nk*dk*es + 2*nv*4 + 2*nv*dv*es)
+	if f32 {
+		m.Activations += 16 // the recurrence needs no chunk scratch
+	} else {
+		m.Activations += nv * nc * (2*chunk*chunk*2 + chunk*4)
+	}
 	m.Activations += int64(max(logitRows, 1)) * V * 4
 	return m
 }

@@ -55,6 +55,8 @@ const (
 // top-k, grouped expert GEMMs, gated shared expert). It is one sequence at a time (like model.Session):
 // Forward feeds tokens at the current position, Reset starts over. GDN head
 // dims must be 128 and the attention head dim 256 (every Qwen3.5/3.6 size).
+// With f32 it is the fp32 model of cuda-fp32 instead: the same block plan
+// with every weight, activation, state and cache in fp32, any head dims.
 // Its methods hold the Device's lock; Close (or the Device's) frees it. Callers
 // outside the package reach it only through model.Runner (runner.go).
 type residentModel struct {
@@ -62,9 +64,11 @@ type residentModel struct {
 	h         unsafe.Pointer
 	cfg       *model.Config
 	maxTokens int
+	f32       bool
 }
 
-// dimsOf maps a config to the library's dimensions.
+// dimsOf maps a config to the library's dimensions (of the bf16 model; the
+// caller sets f32 for the fp32 one).
 func dimsOf(cfg *model.Config, maxTokens int) (modelDims, []int32, error) {
 	if err := cfg.Validate(); err != nil {
 		return modelDims{}, nil, err
@@ -98,19 +102,21 @@ func dimsOf(cfg *model.Config, maxTokens int) (modelDims, []int32, error) {
 	}), kinds, nil
 }
 
-// newModel allocates a model of cfg's shape (weights not yet set).
-func (d *Device) newModel(cfg *model.Config, maxTokens int) (*residentModel, error) {
+// newModel allocates a model of cfg's shape (weights not yet set), the
+// fp32 model when f32.
+func (d *Device) newModel(cfg *model.Config, maxTokens int, f32 bool) (*residentModel, error) {
 	dims, kinds, err := dimsOf(cfg, maxTokens)
 	if err != nil {
 		return nil, err
 	}
+	dims.f32 = b2i(f32)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var h unsafe.Pointer // a local: cgo refuses a pointer into a struct holding Go pointers
 	if err := d.callLocked("model_create", func() int { return cModelCreate(&h, dims, kinds) }); err != nil {
 		return nil, err
 	}
-	m := &residentModel{dev: d, h: h, cfg: cfg, maxTokens: maxTokens}
+	m := &residentModel{dev: d, h: h, cfg: cfg, maxTokens: maxTokens, f32: f32}
 	d.models[m] = struct{}{}
 	steps, names, err := cPlan(cfg)
 	if err == nil {
@@ -156,13 +162,14 @@ func cPlan(cfg *model.Config) ([]cStep, []byte, error) {
 // linear weights N(0, 1/fan_in), embeddings N(0, 1), (1+w) norm weights
 // U(−0.5, 0.5), the GDN norm U(0.5, 1.5), log A = log U(0.05, 8), the dt bias
 // U(−1, 1), conv taps N(0, 0.25), the distributions of model.RandomValues
-// (not its values). maxTokens sizes the KV caches.
-func (d *Device) newRandomModel(cfg *model.Config, seed uint64, maxTokens int) (*residentModel, error) {
-	est := EstimateMemory(cfg, maxTokens, 1, 1)
+// (not its values). maxTokens sizes the KV caches; f32 makes the fp32
+// model (the same values, not rounded to bf16).
+func (d *Device) newRandomModel(cfg *model.Config, seed uint64, maxTokens int, f32 bool) (*residentModel, error) {
+	est := estimateMemory(cfg, f32, maxTokens, 1, 1)
 	if err := d.checkFits(fmt.Sprintf("the model with caches for %d tokens, %s,", maxTokens, est), est.Total()); err != nil {
 		return nil, err
 	}
-	m, err := d.newModel(cfg, maxTokens)
+	m, err := d.newModel(cfg, maxTokens, f32)
 	if err != nil {
 		return nil, err
 	}
@@ -175,23 +182,24 @@ func (d *Device) newRandomModel(cfg *model.Config, seed uint64, maxTokens int) (
 
 // uploadModel copies a host model's weights to the GPU tensor by tensor
 // (bf16 matrices as stored, straight from the checkpoint's memory map;
-// float32 matrices rounded to bf16 there; vectors as float32), after
-// checking that the weights, states and caches fit in the free memory.
-func (d *Device) uploadModel(hm *model.Model, maxTokens int) (*residentModel, error) {
-	return d.uploadModelProgress(hm, maxTokens, nil)
+// float32 matrices rounded to bf16 there, or, for the fp32 model, bf16
+// ones widened there; vectors as float32), after checking that the
+// weights, states and caches fit in the free memory.
+func (d *Device) uploadModel(hm *model.Model, maxTokens int, f32 bool) (*residentModel, error) {
+	return d.uploadModelProgress(hm, maxTokens, f32, nil)
 }
 
 // uploadModelProgress is uploadModel reporting progress: after each tensor,
 // progress(bytes done, bytes in all) when it is not nil.
-func (d *Device) uploadModelProgress(hm *model.Model, maxTokens int, progress func(done, total int64)) (*residentModel, error) {
+func (d *Device) uploadModelProgress(hm *model.Model, maxTokens int, f32 bool, progress func(done, total int64)) (*residentModel, error) {
 	if maxTokens <= 0 {
 		return nil, fmt.Errorf("cuda: model: maxTokens %d", maxTokens)
 	}
-	est := EstimateMemory(hm.Config, maxTokens, 1, 1)
+	est := estimateMemory(hm.Config, f32, maxTokens, 1, 1)
 	if err := d.checkFits(fmt.Sprintf("the model with caches for %d tokens, %s,", maxTokens, est), est.Total()); err != nil {
 		return nil, err
 	}
-	m, err := d.newModel(hm.Config, maxTokens)
+	m, err := d.newModel(hm.Config, maxTokens, f32)
 	if err != nil {
 		return nil, err
 	}
@@ -305,8 +313,11 @@ func (m *residentModel) upload(hm *model.Model, progress func(done, total int64)
 
 // Download copies the device weights back into a host model.Model (bf16
 // matrices, float32 vectors): GPU-generated weights can then run on a CPU
-// backend. It needs host memory for the whole model.
+// backend. It needs host memory for the whole model, and a bf16 model.
 func (m *residentModel) Download() (*model.Model, error) {
+	if m.f32 {
+		return nil, fmt.Errorf("cuda: Download reads the bf16 model's matrices; this is the fp32 model")
+	}
 	cfg := m.cfg
 	h, v, in := cfg.HiddenSize, cfg.VocabSize, cfg.IntermediateSize
 	var first error
@@ -664,7 +675,7 @@ func (d *Device) BenchAttentionLayer(cfg *model.Config, t, reps int) (Timing, er
 	if err := SupportsResident(one); err != nil {
 		return Timing{}, err
 	}
-	m, err := d.newRandomModel(one, 2026, t)
+	m, err := d.newRandomModel(one, 2026, t, false)
 	if err != nil {
 		return Timing{}, err
 	}

@@ -99,11 +99,11 @@ func TestModelMatchesCPU(t *testing.T) {
 			var gm *residentModel
 			var err error
 			if c.shape == "27b" {
-				if gm, err = d.newRandomModel(cfg, 11, 512); err == nil {
+				if gm, err = d.newRandomModel(cfg, 11, 512, false); err == nil {
 					hm, err = gm.Download()
 				}
 			} else if hm, err = model.NewRandom(cfg, 11, true); err == nil {
-				gm, err = d.uploadModel(hm, 512)
+				gm, err = d.uploadModel(hm, 512, false)
 			}
 			if gm != nil {
 				defer gm.Close()
@@ -232,7 +232,7 @@ func TestBenchModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	gm, err := d.newRandomModel(cfg, 2026, 8192+256)
+	gm, err := d.newRandomModel(cfg, 2026, 8192+256, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestBenchModel(t *testing.T) {
 func TestModelRefusesBadPlan(t *testing.T) {
 	d := need(t)
 	cfg := fewLayers(t, "0.8b", 4, 1024)
-	gm, err := d.newRandomModel(cfg, 5, 64)
+	gm, err := d.newRandomModel(cfg, 5, 64, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func TestRandomRunner(t *testing.T) {
 	require.NoError(t, err)
 	r, err := model.NewRandomRunner(be, cfg, 7, 1)
 	require.NoError(t, err)
-	gm, err := d.newRandomModel(cfg, 7, 256)
+	gm, err := d.newRandomModel(cfg, 7, 256, false)
 	require.NoError(t, err)
 	defer gm.Close()
 	ids := []int{5, 900, 17, 3, 1000, 44, 2, 8}

@@ -7,8 +7,8 @@ const (
 	// BackendName is the device-resident model: bf16 weights and GEMMs,
 	// fp32 states, accumulation and residual stream.
 	BackendName = "cuda"
-	// FP32BackendName is the GPU reference: every op on the device in fp32
-	// (weights widened there, cuBLAS with TF32 off), op by op.
+	// FP32BackendName is the GPU reference: the same device-resident model
+	// in fp32 (weights widened there, cuBLAS with TF32 off).
 	FP32BackendName = "cuda-fp32"
 	// OpsBackendName is the op-by-op bf16 path kept for debugging.
 	OpsBackendName = "cuda-ops"
@@ -24,9 +24,11 @@ func init() {
 			"takes no part swaps",
 		NewBackend)
 	model.RegisterBackend(FP32BackendName,
-		"NVIDIA GPU reference in fp32: matmuls on the device with weights widened to fp32 and TF32 off, fp32 "+
-			"conv, per-token delta rule and attention; op by op (activations cross the bus each op), any shape; "+
-			"agrees with transformers' fp32 at the CPU backends' tolerance",
+		"NVIDIA GPU reference in fp32: the whole model resident on the device like cuda, but every weight "+
+			"(widened from bf16 there), activation, state and cache in fp32, cuBLAS with TF32 off, the per-token "+
+			"delta rule, fp32 attention and a router that breaks exact ties as torch does on the CPU; dense, MoE "+
+			"and Qwen3-Next checkpoints of any head dims; needs twice cuda's memory; agrees with transformers' "+
+			"fp32 at the CPU backends' tolerance",
 		NewFP32Backend)
 	model.RegisterBackend(OpsBackendName,
 		"debugging only: the CUDA kernels op by op with host copies (bf16 matmuls, fp32 conv and attention, "+
@@ -58,9 +60,9 @@ func NewBackend() (*model.Backend, error) {
 		return nil, err
 	}
 	dev := device(d)
-	dev.NewRunner = func(m *model.Model, rows int) (model.Runner, error) { return newDeviceRunner(d, m, rows) }
+	dev.NewRunner = func(m *model.Model, rows int) (model.Runner, error) { return newDeviceRunner(d, m, rows, false) }
 	dev.NewRandomRunner = func(cfg *model.Config, seed uint64, rows int) (model.Runner, error) {
-		return newRandomDeviceRunner(d, cfg, seed, rows)
+		return newRandomDeviceRunner(d, cfg, seed, rows, false)
 	}
 	dev.Time = func(op string, cfg *model.Config, t int) (*model.DeviceTiming, error) {
 		return DeviceTime(d, op, cfg, t)
@@ -70,21 +72,30 @@ func NewBackend() (*model.Backend, error) {
 		Attn: Attention{d}, Precision: model.PrecisionBF16, Device: dev, Release: d.Close}, nil
 }
 
-// NewFP32Backend opens the GPU and returns "cuda-fp32": fp32 matmuls
-// (MatMulF32), fp32 conv, the fp32 per-token delta rule and fp32
-// attention, each on the device, driven op by op by the CPU's decoder
-// block. The delta rule is the recurrence, not the chunked kernel: the
-// chunked kernel keeps the cumulative log-decay γ in fp32, which at
-// |γ| ≈ 100 moves e^γ by about 1e-5 (seen as 1.8e-5 on the final state of
-// the hub-bf16-sharded golden), while the recurrence applies e^{g_t} one
-// token at a time and meets the 1e-5 bar.
+// NewFP32Backend opens the GPU and returns "cuda-fp32": model.NewRunner on
+// it uploads the model as the fp32 resident model, which runs the same
+// block plan as "cuda" with fp32 forms of its ops (csrc/plan_f32.cu): fp32
+// GEMMs with TF32 off, the fp32 conv, the per-token delta rule, fp32
+// attention, and the router in the CPU's tie order. The delta rule is the
+// recurrence, not the chunked kernel: the chunked kernel keeps the
+// cumulative log-decay γ in fp32, which at |γ| ≈ 100 moves e^γ by about
+// 1e-5 (seen as 1.8e-5 on the final state of the hub-bf16-sharded golden),
+// while the recurrence applies e^{g_t} one token at a time and meets the
+// 1e-5 bar. Its op kernels (MatMulF32 and the others) serve bench's per-op
+// rows and any caller that hands the CPU's block these ops.
 func NewFP32Backend() (*model.Backend, error) {
 	d, err := Open()
 	if err != nil {
 		return nil, err
 	}
+	dev := device(d)
+	dev.NewRunner = func(m *model.Model, rows int) (model.Runner, error) { return newDeviceRunner(d, m, rows, true) }
+	dev.NewRandomRunner = func(cfg *model.Config, seed uint64, rows int) (model.Runner, error) {
+		return newRandomDeviceRunner(d, cfg, seed, rows, true)
+	}
+	dev.Supports = SupportsResidentFP32
 	return &model.Backend{Name: FP32BackendName, MatMul: MatMulF32{d}, Conv: Conv{d}, Delta: GatedDelta{d, Recurrent},
-		Attn: Attention{d}, Precision: model.PrecisionF32, Device: device(d), Release: d.Close}, nil
+		Attn: Attention{d}, Precision: model.PrecisionF32, Device: dev, Release: d.Close}, nil
 }
 
 // NewOpsBackend opens the GPU and returns "cuda-ops": every model op on the

@@ -30,6 +30,7 @@ var errBusy = errors.New("cuda runner used from two goroutines at once: make one
 // decode included), so trace --compare names the first divergent stage. B > 1 rows run as one prefill from position 0,
 // row after row on the same caches (what `qwenref forward` does); a second
 // call on such a runner is refused, since only one row's caches exist.
+// With an fp32 model (gm.f32) it is the cuda-fp32 runner.
 type deviceRunner struct {
 	mu        sync.Mutex
 	hm        *model.Model
@@ -52,12 +53,18 @@ func maxTokensFor(cfg *model.Config) (int, error) {
 	return min(max(cfg.MaxPositionEmbeddings, 1), DefaultMaxTokens), nil
 }
 
-func newDeviceRunner(d *Device, hm *model.Model, rows int) (model.Runner, error) {
+// newDeviceRunner uploads hm and runs it resident on the device: the bf16
+// model, or the fp32 one when f32.
+func newDeviceRunner(d *Device, hm *model.Model, rows int, f32 bool) (model.Runner, error) {
 	if rows < 1 {
 		return nil, fmt.Errorf("a runner needs at least one row, not %d", rows)
 	}
 	c := hm.Config
-	if SupportsResident(c) != nil {
+	if f32 {
+		if err := SupportsResidentFP32(c); err != nil {
+			return nil, err
+		}
+	} else if SupportsResident(c) != nil {
 		// The tiny test checkpoints have other head dims: they still run on
 		// the GPU, op by op (cuda-ops); the backend's Supports says why.
 		return model.NewRunner(hm, &model.Backend{Name: BackendName, MatMul: MatMul{d}, Conv: Conv{d},
@@ -77,7 +84,7 @@ func newDeviceRunner(d *Device, hm *model.Model, rows int) (model.Runner, error)
 			}
 		}
 	}
-	gm, err := d.uploadModelProgress(hm, maxTok, progress)
+	gm, err := d.uploadModelProgress(hm, maxTok, f32, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -87,18 +94,22 @@ func newDeviceRunner(d *Device, hm *model.Model, rows int) (model.Runner, error)
 // newRandomDeviceRunner is model.NewRandomRunner on the device: a model of
 // cfg's shape whose weights the GPU generates from seed (newRandomModel),
 // so a 64-layer 27B runs with no host copy of its 54 GB of weights.
-func newRandomDeviceRunner(d *Device, cfg *model.Config, seed uint64, rows int) (model.Runner, error) {
+func newRandomDeviceRunner(d *Device, cfg *model.Config, seed uint64, rows int, f32 bool) (model.Runner, error) {
 	if rows < 1 {
 		return nil, fmt.Errorf("a runner needs at least one row, not %d", rows)
 	}
-	if err := SupportsResident(cfg); err != nil {
+	supports := SupportsResident
+	if f32 {
+		supports = SupportsResidentFP32
+	}
+	if err := supports(cfg); err != nil {
 		return nil, err
 	}
 	maxTok, err := maxTokensFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	gm, err := d.newRandomModel(cfg, seed, maxTok)
+	gm, err := d.newRandomModel(cfg, seed, maxTok, f32)
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +141,27 @@ func SupportsResident(cfg *model.Config) error {
 	return nil
 }
 
+// SupportsResidentFP32 returns nil when the fp32 resident model (cuda-fp32)
+// takes cfg, or else why not: its kernels take any GDN key head dim up to
+// 1024, attention head dims up to 256 with an even rotary dim, and the
+// device router's expert limits. It is the "cuda-fp32" backend's
+// Device.Supports.
+func SupportsResidentFP32(cfg *model.Config) error {
+	const maxDK, maxHD = 1024, 256 // csrc/model.cu, DevModel::create; ATT_MAXD of csrc/attn.cu
+	if cfg.LinearKeyHeadDim > maxDK || cfg.HeadDim > maxHD || cfg.RotaryDim()%2 != 0 {
+		return model.UnsupportedShape("the fp32 device model takes GDN key head dims up to %d and attention head dims up to %d "+
+			"with an even rotary dim; this shape has %d, %d and %d", maxDK, maxHD, cfg.LinearKeyHeadDim, cfg.HeadDim, cfg.RotaryDim())
+	}
+	if m := cfg.MoE; cfg.IsMoE() {
+		const maxExperts, maxTopK = 8192, 64 // MOE_MAX_EXPERTS, MOE_MAX_TOPK of csrc/model.cuh
+		if m.NumExperts > maxExperts || m.NumExpertsPerTok > maxTopK {
+			return model.UnsupportedShape("the device router takes up to %d experts and top-%d; this model has %d and top-%d",
+				maxExperts, maxTopK, m.NumExperts, m.NumExpertsPerTok)
+		}
+	}
+	return nil
+}
+
 // LastDeviceTime is the device time of the last Forward, summed over its
 // rows: CUDA events from the inputs being on the device to the logits
 // being ready there, so no host copy is inside. ok is false before the
@@ -141,9 +173,14 @@ func (r *deviceRunner) LastDeviceTime() (time.Duration, bool) {
 	return r.devTime, r.devOK
 }
 
-func (r *deviceRunner) Rows() int       { return r.rows }
-func (r *deviceRunner) Backend() string { return BackendName }
-func (r *deviceRunner) Close() error    { return r.gm.Close() }
+func (r *deviceRunner) Rows() int { return r.rows }
+func (r *deviceRunner) Backend() string {
+	if r.gm.f32 {
+		return FP32BackendName
+	}
+	return BackendName
+}
+func (r *deviceRunner) Close() error { return r.gm.Close() }
 
 func (r *deviceRunner) Pos() int {
 	r.mu.Lock()
@@ -248,7 +285,7 @@ func (r *deviceRunner) checkActivations(t, logitRows int) error {
 	if err != nil {
 		return err
 	}
-	need := EstimateMemory(r.hm.Config, r.maxTokens, t, logitRows).Activations
+	need := estimateMemory(r.hm.Config, r.gm.f32, r.maxTokens, t, logitRows).Activations
 	if need <= mem.Activations {
 		return nil
 	}

@@ -24,7 +24,7 @@ func TestDeviceStagesAreInTheStageLists(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(MaxTokensEnv, "64")
-	r, err := newDeviceRunner(d, hm, 1)
+	r, err := newDeviceRunner(d, hm, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}

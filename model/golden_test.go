@@ -154,18 +154,48 @@ func runGolden(t *testing.T, dir string, c goldenCase, be *Backend) []stageCheck
 			seen[stage] = true
 		}
 	}
+	// A backend with a device model of its own (cuda-fp32) runs there, through
+	// its runner, as the commands run it; the others run the CPU's block.
+	forward := func(ids []int, rec tensor.Recorder) error {
+		_, err := m.NewSession().Forward(ids, be, Options{Record: rec})
+		return err
+	}
+	layer := func(li int, x []float32, t int, rec tensor.Recorder) error {
+		_, err := m.NewSession().Layer(li, x, t, be, rec)
+		return err
+	}
+	if be.Resident() {
+		r, err := NewRunner(m, be, 1)
+		require.NoError(t, err)
+		defer r.Close()
+		forward = func(ids []int, rec tensor.Recorder) error {
+			if err := r.Reset(); err != nil {
+				return err
+			}
+			_, err := r.Forward([][]int{ids}, RunOptions{Logits: AllLogits, Record: rec})
+			return err
+		}
+		layer = func(li int, x []float32, t int, rec tensor.Recorder) error {
+			if li == 0 { // each block continues its own state: start them all empty
+				if err := r.Reset(); err != nil {
+					return err
+				}
+			}
+			_, err := r.Layer(li, x, t, rec)
+			return err
+		}
+	}
 	for b, ids := range in.IDs {
 		var order []string
 		got := map[string][]float32{}
-		_, err := m.NewSession().Forward(ids, be, Options{Record: recorder("", &order, got)})
-		require.NoError(t, err)
+		require.NoError(t, forward(ids, recorder("", &order, got)))
 		compare("chained", b, order, got, streamStage)
 
 		for li := range m.Blocks {
 			var lorder []string
 			lgot := map[string][]float32{}
 			prefix := fmt.Sprintf("layers.%d.", li)
-			_, err := m.NewSession().Layer(li, want(prefix+"input", b), len(ids), be, recorder(prefix, &lorder, lgot))
+			err := layer(li, want(prefix+"input", b), len(ids), recorder(prefix, &lorder, lgot))
 			require.NoError(t, err)
 			compare("forced", b, lorder, lgot, func(stage string) bool { return !streamStage(stage) })
 		}

@@ -7,24 +7,25 @@
 #include "gdn_layer.cuh"
 #include "internal.cuh"
 
-// ---- GDN prep: one block (8 warps) per token ----
-__global__ void __launch_bounds__(256) k_gdn_prep_layer(bf16_t *__restrict__ qn, bf16_t *__restrict__ kn,
-                                                        float *__restrict__ g, float *__restrict__ beta,
-                                                        const bf16_t *__restrict__ u, int ldu,
-                                                        const bf16_t *__restrict__ ba, int ldp, int nk, int nv,
-                                                        int dk, const float *__restrict__ a_log,
+// ---- GDN prep: one block (8 warps) per token; T is bf16_t, or float in
+// the fp32 model ----
+template <typename T>
+__global__ void __launch_bounds__(256) k_gdn_prep_layer(T *__restrict__ qn, T *__restrict__ kn, float *__restrict__ g,
+                                                        float *__restrict__ beta, const T *__restrict__ u, int ldu,
+                                                        const T *__restrict__ ba, int ldp, int nk, int nv, int dk,
+                                                        const float *__restrict__ a_log,
                                                         const float *__restrict__ dt_bias) {
 	const int t = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 	const float qscale = rsqrtf((float)dk);
 	for (int j = w; j < 2 * nk; j += 8) { // heads 0..nk-1 are q, nk..2nk-1 are k
-		const bf16_t *src = u + (size_t)t * ldu + (size_t)j * dk;
+		const T *src = u + (size_t)t * ldu + (size_t)j * dk;
 		float ss = 0.0f;
 		for (int i = lane; i < dk; i += 32) {
-			const float v = bf2f(src[i]);
+			const float v = ldf(src + i);
 			ss = fmaf(v, v, ss);
 		}
 		float inv = rsqrtf(warp_sum(ss) + 1e-6f);
-		bf16_t *dst;
+		T *dst;
 		if (j < nk) {
 			inv *= qscale;
 			dst = qn + ((size_t)t * nk + j) * dk;
@@ -32,11 +33,11 @@ __global__ void __launch_bounds__(256) k_gdn_prep_layer(bf16_t *__restrict__ qn,
 			dst = kn + ((size_t)t * nk + (j - nk)) * dk;
 		}
 		for (int i = lane; i < dk; i += 32)
-			dst[i] = f2bf(bf2f(src[i]) * inv);
+			stf(dst + i, ldf(src + i) * inv);
 	}
 	for (int h = threadIdx.x; h < nv; h += blockDim.x) {
-		const float b = bf2f(ba[(size_t)t * ldp + h]);
-		const float a = bf2f(ba[(size_t)t * ldp + nv + h]);
+		const float b = ldf(ba + (size_t)t * ldp + h);
+		const float a = ldf(ba + (size_t)t * ldp + nv + h);
 		beta[(size_t)t * nv + h] = 1.0f / (1.0f + expf(-b));
 		g[(size_t)t * nv + h] = -expf(a_log[h]) * softplus(a + dt_bias[h]);
 	}
@@ -46,8 +47,17 @@ int launch_gdn_prep(bf16_t *qn, bf16_t *kn, float *g, float *beta, const bf16_t 
                     int t, int nk, int nv, int dk, const float *a_log, const float *dt_bias, cudaStream_t st) {
 	if (t == 0)
 		return QR_OK;
-	k_gdn_prep_layer<<<t, 256, 0, st>>>(qn, kn, g, beta, u, ldu, ba, ldp, nk, nv, dk, a_log, dt_bias);
+	k_gdn_prep_layer<bf16_t><<<t, 256, 0, st>>>(qn, kn, g, beta, u, ldu, ba, ldp, nk, nv, dk, a_log, dt_bias);
 	QR_CKL("gdn_prep_layer");
+	return QR_OK;
+}
+
+int launch_gdn_prep_f32(float *qn, float *kn, float *g, float *beta, const float *u, int ldu, const float *ba, int ldp,
+                        int t, int nk, int nv, int dk, const float *a_log, const float *dt_bias, cudaStream_t st) {
+	if (t == 0)
+		return QR_OK;
+	k_gdn_prep_layer<float><<<t, 256, 0, st>>>(qn, kn, g, beta, u, ldu, ba, ldp, nk, nv, dk, a_log, dt_bias);
+	QR_CKL("gdn_prep_layer_f32");
 	return QR_OK;
 }
 

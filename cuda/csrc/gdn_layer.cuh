@@ -14,15 +14,17 @@ struct GdnActs {
 	DevBuf proj, u, qn, kn, g, beta, o, y, scratch;
 	size_t bytes = 0; // allocated so far (the model's memory accounting)
 
-	int alloc(const qr_gdn_dims &d, int C, int NIN, int T) {
+	// es: bytes of an activation (2 bf16, 4 for the fp32 model, which runs
+	// the recurrence and needs no chunk scratch).
+	int alloc(const qr_gdn_dims &d, int C, int NIN, int T, size_t es = 2) {
 		if (T <= tcap)
 			return QR_OK;
 		tcap = T;
-		const size_t sz[9] = {(size_t)T * NIN * 2,          (size_t)T * C * 2,
-		                      (size_t)T * d.nk * d.dk * 2,  (size_t)T * d.nk * d.dk * 2,
-		                      (size_t)T * d.nv * 4,         (size_t)T * d.nv * 4,
-		                      (size_t)T * d.nv * d.dv * 2,  (size_t)T * d.nv * d.dv * 2,
-		                      gdn_scratch_bytes(T, d.nv, 0)};
+		const size_t sz[9] = {(size_t)T * NIN * es,          (size_t)T * C * es,
+		                      (size_t)T * d.nk * d.dk * es,  (size_t)T * d.nk * d.dk * es,
+		                      (size_t)T * d.nv * 4,          (size_t)T * d.nv * 4,
+		                      (size_t)T * d.nv * d.dv * es,  (size_t)T * d.nv * d.dv * es,
+		                      es == 2 ? gdn_scratch_bytes(T, d.nv, 0) : 16};
 		DevBuf *b[9] = {&proj, &u, &qn, &kn, &g, &beta, &o, &y, &scratch};
 		bytes = 0;
 		for (int i = 0; i < 9; i++) {
@@ -42,6 +44,7 @@ struct GdnLayer {
 	int C = 0;   // conv channels 2 nk dk + nv dv
 	int NIN = 0; // rows of w_in: C + nv dv + 2 nv
 	int bv = 32; // value block of the tensor-core scan
+	size_t es = 2; // bytes of a projection weight and a conv-state element (4: the fp32 model)
 	// weights
 	DevBuf w_in, w_out, conv_w, a_log, dt_bias, norm_w;
 	// state
@@ -63,15 +66,15 @@ struct GdnLayer {
 	}
 	// Allocate weights and zeroed state.
 	int alloc_weights() {
-		QR_TRY(w_in.alloc((size_t)NIN * d.hidden * 2));
-		QR_TRY(w_out.alloc((size_t)d.hidden * d.nv * d.dv * 2));
+		QR_TRY(w_in.alloc((size_t)NIN * d.hidden * es));
+		QR_TRY(w_out.alloc((size_t)d.hidden * d.nv * d.dv * es));
 		QR_TRY(conv_w.alloc((size_t)C * d.kconv * 4));
 		QR_TRY(a_log.alloc((size_t)d.nv * 4));
 		QR_TRY(dt_bias.alloc((size_t)d.nv * 4));
 		QR_TRY(norm_w.alloc((size_t)d.dv * 4));
 		for (int i = 0; i < 2; i++) {
-			QR_TRY(conv_state[i].alloc((size_t)d.kconv * C * 2));
-			QR_CK(cudaMemsetAsync(conv_state[i].p, 0, (size_t)d.kconv * C * 2, g_qr.stream));
+			QR_TRY(conv_state[i].alloc((size_t)d.kconv * C * es));
+			QR_CK(cudaMemsetAsync(conv_state[i].p, 0, (size_t)d.kconv * C * es, g_qr.stream));
 		}
 		QR_TRY(rec_state.alloc((size_t)d.nv * d.dk * d.dv * 4));
 		QR_CK(cudaMemsetAsync(rec_state.p, 0, (size_t)d.nv * d.dk * d.dv * 4, g_qr.stream));

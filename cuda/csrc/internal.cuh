@@ -80,6 +80,9 @@ int launch_gated_rmsnorm(void *y, int ybf, int ldy, const void *x, int xbf, int 
 // log-decay g as fp32 [t, nv].
 int launch_gdn_prep(bf16_t *qn, bf16_t *kn, float *g, float *beta, const bf16_t *u, int ldu, const bf16_t *ba, int ldp,
                     int t, int nk, int nv, int dk, const float *a_log, const float *dt_bias, cudaStream_t st);
+// The same in fp32 throughout (the fp32 model).
+int launch_gdn_prep_f32(float *qn, float *kn, float *g, float *beta, const float *u, int ldu, const float *ba, int ldp,
+                        int t, int nk, int nv, int dk, const float *a_log, const float *dt_bias, cudaStream_t st);
 // Partial rotate-half RoPE in place on x [t, heads, d].
 int launch_rope(void *x, int bf, const int32_t *pos, int t, int heads, int d, int rot, float theta, cudaStream_t st);
 // y = SiLU(gate) * up.

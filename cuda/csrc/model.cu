@@ -18,12 +18,13 @@ int set_dev_int(int *p, int v, cudaStream_t st) {
 	return QR_OK;
 }
 
-// x[t, :] = E[ids[t], :] widened to fp32; one block per token.
-__global__ void k_embed(float *__restrict__ x, const bf16_t *__restrict__ E, const int32_t *__restrict__ ids, int H) {
+// x[t, :] = E[ids[t], :] as fp32; one block per token.
+template <typename TE>
+__global__ void k_embed(float *__restrict__ x, const TE *__restrict__ E, const int32_t *__restrict__ ids, int H) {
 	const size_t t = blockIdx.x;
-	const bf16_t *row = E + (size_t)ids[t] * H;
+	const TE *row = E + (size_t)ids[t] * H;
 	for (int i = threadIdx.x; i < H; i += blockDim.x)
-		x[t * H + i] = bf2f(row[i]);
+		x[t * H + i] = ldf(row + i);
 }
 
 // act[t, i] = SiLU(gu[t, i]) · gu[t, I + i], 8 values per thread (I % 8 == 0).
@@ -100,14 +101,15 @@ __global__ void __launch_bounds__(AMAX_BLOCKS) k_argmax_final(int32_t *__restric
 		out[0] = bi == 0x7fffffff ? 0 : bi;
 }
 
-// bf16 N(0, std²) from a counter-based hash: Box–Muller on the 24-bit halves
-// of one 64-bit hash per element.
-__global__ void k_fill_normal(bf16_t *__restrict__ dst, size_t n, uint64_t seed, float std) {
+// N(0, std²) from a counter-based hash: Box–Muller on the 24-bit halves of
+// one 64-bit hash per element; T is bf16_t, or float in the fp32 model (the
+// same values, unrounded).
+template <typename T> __global__ void k_fill_normal(T *__restrict__ dst, size_t n, uint64_t seed, float std) {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
 		const uint64_t h = mix64(seed * 0x100000001b3ull + i);
 		const float u1 = ((float)(h >> 40) + 0.5f) * (1.0f / 16777216.0f); // (0, 1)
 		const float u2 = (float)(h & 0xffffffu) * (1.0f / 16777216.0f);     // [0, 1)
-		dst[i] = f2bf(std * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2));
+		stf(dst + i, std * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2));
 	}
 }
 
@@ -138,31 +140,45 @@ static int mal(DevBuf &b, size_t bytes, size_t &acct) {
 
 int DevModel::create(const qr_model_dims &dd, const int32_t *kinds) {
 	d = dd;
-	QR_ARG(d.vocab > 0 && d.hidden > 0 && d.hidden % 8 == 0 && d.nlayers > 0,
+	QR_ARG(d.f32 == 0 || d.f32 == 1, "model: precision flag %d (0 bf16, 1 fp32)", d.f32);
+	f32 = d.f32 == 1;
+	// The bf16 kernels' vector loads need widths in multiples of 8; the fp32
+	// ones (cuBLAS and SIMT kernels) take any width.
+	const int vw = f32 ? 1 : 8;
+	QR_ARG(d.vocab > 0 && d.hidden > 0 && d.hidden % vw == 0 && d.nlayers > 0,
 	       "model: bad sizes vocab=%d hidden=%d layers=%d", d.vocab, d.hidden, d.nlayers);
 	for (int l = 0; l < d.nlayers; l++) {
 		QR_ARG(kinds[l] >= 0 && kinds[l] <= 3, "model: layer %d kind %d", l, kinds[l]);
 		(kinds[l] & 2 ? any_moe : any_dense) = true;
 	}
-	QR_ARG(!any_dense || (d.inter > 0 && d.inter % 8 == 0), "model: dense MLP width %d: want a positive multiple of 8",
-	       d.inter);
+	QR_ARG(!any_dense || (d.inter > 0 && d.inter % vw == 0), "model: dense MLP width %d: want a positive multiple of %d",
+	       d.inter, vw);
 	QR_ARG(!any_moe || (d.experts > 0 && d.experts <= MOE_MAX_EXPERTS && d.topk > 0 && d.topk <= d.experts &&
-	                    d.topk <= MOE_MAX_TOPK && d.moe_inter > 0 && d.moe_inter % 8 == 0 && d.shared_inter > 0 &&
-	                    d.shared_inter % 8 == 0 && d.hidden <= 24576 && d.shared_inter <= 24576),
+	                    d.topk <= MOE_MAX_TOPK && d.moe_inter > 0 && d.moe_inter % vw == 0 && d.shared_inter > 0 &&
+	                    d.shared_inter % vw == 0 && (f32 || (d.hidden <= 24576 && d.shared_inter <= 24576))),
 	       "model: MoE of %d experts, top-%d, widths %d and %d: the device takes up to %d experts, top-%d, widths "
 	       "that are multiples of 8 (shared and hidden up to 24576)",
 	       d.experts, d.topk, d.moe_inter, d.shared_inter, MOE_MAX_EXPERTS, MOE_MAX_TOPK);
 	if (!any_dense)
 		d.inter = 0;
-	QR_ARG(d.dk == 128 && d.dv == 128 && d.nk > 0 && d.nv % d.nk == 0 && d.kconv > 0 && d.kconv <= 8,
-	       "model: GDN heads need dk = dv = 128 (got %d/%d), nv %% nk == 0, conv <= 8", d.dk, d.dv);
-	QR_ARG(d.hd == 256 && d.nh > 0 && d.nkv > 0 && d.nh % d.nkv == 0 && (d.rot == 64 || d.rot == 128),
-	       "model: attention needs head dim 256 (got %d), nh %% nkv == 0, rotary dim 64 or 128", d.hd);
+	if (f32) {
+		QR_ARG(d.dk > 0 && d.dk <= 1024 && d.dv > 0 && d.nk > 0 && d.nv % d.nk == 0 && d.kconv > 0 && d.kconv <= 8,
+		       "model: GDN heads need dk <= 1024 (got %d), nv %% nk == 0, conv <= 8", d.dk);
+		QR_ARG(d.hd > 0 && d.hd <= 256 && d.nh > 0 && d.nkv > 0 && d.nh % d.nkv == 0 && d.rot > 0 && d.rot % 2 == 0 &&
+		           d.rot <= d.hd,
+		       "model: attention needs head dim <= 256 (got %d), nh %% nkv == 0, an even rotary dim up to it (got %d)",
+		       d.hd, d.rot);
+	} else {
+		QR_ARG(d.dk == 128 && d.dv == 128 && d.nk > 0 && d.nv % d.nk == 0 && d.kconv > 0 && d.kconv <= 8,
+		       "model: GDN heads need dk = dv = 128 (got %d/%d), nv %% nk == 0, conv <= 8", d.dk, d.dv);
+		QR_ARG(d.hd == 256 && d.nh > 0 && d.nkv > 0 && d.nh % d.nkv == 0 && (d.rot == 64 || d.rot == 128),
+		       "model: attention needs head dim 256 (got %d), nh %% nkv == 0, rotary dim 64 or 128", d.hd);
+	}
 	QR_ARG(d.max_tokens > 0, "model: max_tokens %d", d.max_tokens);
 	NQKV = d.nh * 2 * d.hd + 2 * d.nkv * d.hd;
-	const size_t H = d.hidden, I = d.inter, V = d.vocab;
-	QR_TRY(mal(embed, V * H * 2, w_bytes));
-	QR_TRY(mal(lm_head, V * H * 2, w_bytes));
+	const size_t H = d.hidden, I = d.inter, V = d.vocab, ws = es();
+	QR_TRY(mal(embed, V * H * ws, w_bytes));
+	QR_TRY(mal(lm_head, V * H * ws, w_bytes));
 	QR_TRY(mal(final_norm, H * 4, w_bytes));
 	bool any_attn = false;
 	for (int l = 0; l < d.nlayers; l++) {
@@ -174,15 +190,15 @@ int DevModel::create(const qr_model_dims &dd, const int32_t *kinds) {
 			const size_t E = d.experts, IE = d.moe_inter, IS = d.shared_inter;
 			b->moe.reset(new MoeW);
 			MoeW &M = *b->moe;
-			QR_TRY(mal(M.router, (size_t)moe_router_rows(d.experts) * H * 2, w_bytes));
-			QR_CK(cudaMemsetAsync(M.router.p, 0, (size_t)moe_router_rows(d.experts) * H * 2, g_qr.stream));
-			QR_TRY(mal(M.shared_gu, 2 * IS * H * 2, w_bytes));
-			QR_TRY(mal(M.shared_down, H * IS * 2, w_bytes));
-			QR_TRY(mal(M.gate_up, E * 2 * IE * H * 2, w_bytes));
-			QR_TRY(mal(M.down, E * H * IE * 2, w_bytes));
+			QR_TRY(mal(M.router, (size_t)moe_router_rows(d.experts) * H * ws, w_bytes));
+			QR_CK(cudaMemsetAsync(M.router.p, 0, (size_t)moe_router_rows(d.experts) * H * ws, g_qr.stream));
+			QR_TRY(mal(M.shared_gu, 2 * IS * H * ws, w_bytes));
+			QR_TRY(mal(M.shared_down, H * IS * ws, w_bytes));
+			QR_TRY(mal(M.gate_up, E * 2 * IE * H * ws, w_bytes));
+			QR_TRY(mal(M.down, E * H * IE * ws, w_bytes));
 		} else {
-			QR_TRY(mal(b->w_gu, 2 * I * H * 2, w_bytes));
-			QR_TRY(mal(b->w_down, H * I * 2, w_bytes));
+			QR_TRY(mal(b->w_gu, 2 * I * H * ws, w_bytes));
+			QR_TRY(mal(b->w_down, H * I * ws, w_bytes));
 		}
 		if (b->kind == 0) {
 			qr_gdn_dims gd = {d.hidden, d.nk, d.nv, d.dk, d.dv, d.kconv, d.eps};
@@ -190,25 +206,26 @@ int DevModel::create(const qr_model_dims &dd, const int32_t *kinds) {
 			GdnLayer &L = *b->gdn;
 			QR_TRY(L.dims(gd));
 			L.acts = &gacts;
+			L.es = ws;
 			QR_TRY(L.alloc_weights());
-			w_bytes += ((size_t)L.NIN * H + H * d.nv * d.dv) * 2 + ((size_t)L.C * d.kconv + 2 * d.nv + d.dv) * 4;
-			s_bytes += 2 * (size_t)d.kconv * L.C * 2 + (size_t)d.nv * d.dk * d.dv * 4;
+			w_bytes += ((size_t)L.NIN * H + H * d.nv * d.dv) * ws + ((size_t)L.C * d.kconv + 2 * d.nv + d.dv) * 4;
+			s_bytes += 2 * (size_t)d.kconv * L.C * ws + (size_t)d.nv * d.dk * d.dv * 4;
 		} else {
 			any_attn = true;
 			b->attn.reset(new AttnW);
 			AttnW &A = *b->attn;
-			QR_TRY(mal(A.w_qkv, (size_t)NQKV * H * 2, w_bytes));
-			QR_TRY(mal(A.w_o, H * d.nh * d.hd * 2, w_bytes));
+			QR_TRY(mal(A.w_qkv, (size_t)NQKV * H * ws, w_bytes));
+			QR_TRY(mal(A.w_o, H * d.nh * d.hd * ws, w_bytes));
 			QR_TRY(mal(A.qnorm, (size_t)d.hd * 4, w_bytes));
 			QR_TRY(mal(A.knorm, (size_t)d.hd * 4, w_bytes));
-			QR_TRY(mal(A.kc, (size_t)d.max_tokens * d.nkv * d.hd * 2, s_bytes));
-			QR_TRY(mal(A.vc, (size_t)d.max_tokens * d.nkv * d.hd * 2, s_bytes));
+			QR_TRY(mal(A.kc, (size_t)d.max_tokens * d.nkv * d.hd * ws, s_bytes));
+			QR_TRY(mal(A.vc, (size_t)d.max_tokens * d.nkv * d.hd * ws, s_bytes));
 		}
 		blocks.push_back(std::move(b));
 	}
 	QR_TRY(mal(d_pos, 4, s_bytes));
 	QR_TRY(mal(amax, AMAX_BLOCKS * 8, s_bytes));
-	if (any_attn)
+	if (any_attn && !f32) // the split-key decode attention's partials
 		QR_TRY(mal(part, attn_decode_part_bytes(d.nh, d.max_tokens), s_bytes));
 	return reset();
 }
@@ -231,7 +248,10 @@ int DevModel::random(uint64_t seed) {
 	auto sd = [&]() { return mix64(seed ^ (0x5851f42d4c957f2dull * ++tid)); };
 	auto normal = [&](void *p, size_t n, double fan_in) -> int {
 		const float std = fan_in > 0 ? (float)(1.0 / sqrt(fan_in)) : 1.0f;
-		k_fill_normal<<<grid_cap(n, 256), 256, 0, st>>>((bf16_t *)p, n, sd(), std);
+		if (f32)
+			k_fill_normal<float><<<grid_cap(n, 256), 256, 0, st>>>((float *)p, n, sd(), std);
+		else
+			k_fill_normal<bf16_t><<<grid_cap(n, 256), 256, 0, st>>>((bf16_t *)p, n, sd(), std);
 		QR_CKL("fill_normal");
 		return QR_OK;
 	};
@@ -290,7 +310,8 @@ int DevModel::random(uint64_t seed) {
 }
 
 // Where tensor `which` of `layer` lives: its buffer, offset and element
-// count, and whether it is a bf16 matrix (else an fp32 vector).
+// count, and whether it is a matrix (bf16, or fp32 in the fp32 model; else
+// an fp32 vector).
 int DevModel::locate(int layer, int which, int part, DevBuf **buf, size_t *off, size_t *count, bool *mat) {
 	const size_t H = d.hidden, I = d.inter, V = d.vocab;
 	Block *b = nullptr;
@@ -361,6 +382,13 @@ int DevModel::set(int layer, int which, int part, const void *src, size_t n, int
 	if (!mat) {
 		QR_ARG(!src_bf16, "model set: vectors are passed as float32");
 		QR_CK(cudaMemcpyAsync((float *)buf->p + off, src, n * 4, cudaMemcpyHostToDevice, st));
+	} else if (f32 && src_bf16) { // widened exactly on the device
+		DevBuf tmp;
+		QR_TRY(upload(tmp, (const uint16_t *)src, n));
+		QR_TRY(qr_convert_bf16_f32((float *)buf->p + off, tmp.as<bf16_t>(), n, st));
+		return sync_stream(); // before tmp is freed
+	} else if (f32) {
+		QR_CK(cudaMemcpyAsync((float *)buf->p + off, src, n * 4, cudaMemcpyHostToDevice, st));
 	} else if (src_bf16) {
 		QR_CK(cudaMemcpyAsync((bf16_t *)buf->p + off, src, n * 2, cudaMemcpyHostToDevice, st));
 	} else {
@@ -378,8 +406,8 @@ int DevModel::get(int layer, int which, int part, void *dst, size_t n) {
 	bool mat;
 	QR_TRY(locate(layer, which, part, &buf, &off, &want, &mat));
 	QR_ARG(n == want, "model get: tensor %d of layer %d has %zu values, asked for %zu", which, layer, want, n);
-	const size_t es = mat ? 2 : 4;
-	QR_CK(cudaMemcpyAsync(dst, (const char *)buf->p + off * es, n * es, cudaMemcpyDeviceToHost, g_qr.stream));
+	const size_t sz = mat ? es() : 4;
+	QR_CK(cudaMemcpyAsync(dst, (const char *)buf->p + off * sz, n * sz, cudaMemcpyDeviceToHost, g_qr.stream));
 	return sync_stream();
 }
 
@@ -388,7 +416,7 @@ int DevModel::reset() {
 	for (auto &bp : blocks) {
 		if (GdnLayer *L = bp->gdn.get()) {
 			for (int i = 0; i < 2; i++)
-				QR_CK(cudaMemsetAsync(L->conv_state[i].p, 0, (size_t)d.kconv * L->C * 2, st));
+				QR_CK(cudaMemsetAsync(L->conv_state[i].p, 0, (size_t)d.kconv * L->C * L->es, st));
 			QR_CK(cudaMemsetAsync(L->rec_state.p, 0, (size_t)d.nv * d.dk * d.dv * 4, st));
 			L->cs = 0;
 		}
@@ -411,7 +439,8 @@ int DevModel::ensure_acts(int T) {
 	if (any_moe && (size_t)2 * d.shared_inter > wbig)
 		wbig = (size_t)2 * d.shared_inter;
 	DevBuf *b[7] = {&ids, &x, &xn, &big, &act, &qn, &ya};
-	const size_t sz[7] = {(size_t)T * 4, T * H * 4, T * H * 2, T * wbig * 2, T * I * 2, T * qd * 2, T * qd * 2};
+	const size_t e = es();
+	const size_t sz[7] = {(size_t)T * 4, T * H * 4, T * H * e, T * wbig * e, T * I * e, T * qd * e, T * qd * e};
 	a_bytes = (size_t)lcap * V * 4;
 	for (int i = 0; i < 7; i++) {
 		if (b[i]->p) {
@@ -424,7 +453,7 @@ int DevModel::ensure_acts(int T) {
 	if (!blocks.empty()) {
 		qr_gdn_dims gd = {d.hidden, d.nk, d.nv, d.dk, d.dv, d.kconv, d.eps};
 		const int C = 2 * d.nk * d.dk + d.nv * d.dv;
-		QR_TRY(gacts.alloc(gd, C, C + d.nv * d.dv + 2 * d.nv, T));
+		QR_TRY(gacts.alloc(gd, C, C + d.nv * d.dv + 2 * d.nv, T, e));
 		a_bytes += gacts.bytes;
 	}
 	if (any_moe)
@@ -455,8 +484,14 @@ int DevModel::ensure_logits(int rows) {
 // ---- forward: walks of the plan (plan.cu) ----
 
 int launch_embed(float *x, const bf16_t *E, const int32_t *ids, int T, int H, cudaStream_t st) {
-	k_embed<<<T, 256, 0, st>>>(x, E, ids, H);
+	k_embed<bf16_t><<<T, 256, 0, st>>>(x, E, ids, H);
 	QR_CKL("embed");
+	return QR_OK;
+}
+
+int launch_embed_f32(float *x, const float *E, const int32_t *ids, int T, int H, cudaStream_t st) {
+	k_embed<float><<<T, 256, 0, st>>>(x, E, ids, H);
+	QR_CKL("embed_f32");
 	return QR_OK;
 }
 
@@ -480,7 +515,7 @@ void DevModel::drop_graphs() {
 }
 
 int DevModel::fill_normal(bf16_t *dst, size_t n, uint64_t seed) {
-	k_fill_normal<<<grid_cap(n, 256), 256, 0, g_qr.stream>>>(dst, n, seed, 1.0f);
+	k_fill_normal<bf16_t><<<grid_cap(n, 256), 256, 0, g_qr.stream>>>(dst, n, seed, 1.0f);
 	QR_CKL("fill_normal");
 	return QR_OK;
 }
@@ -489,8 +524,8 @@ int DevModel::fill_normal(bf16_t *dst, size_t n, uint64_t seed) {
 // state there if a prefill's ping-pong left it in [1].
 int settle_conv_state(GdnLayer &L, int kconv, cudaStream_t st) {
 	if (L.cs == 1) {
-		QR_CK(cudaMemcpyAsync(L.conv_state[0].p, L.conv_state[1].p, (size_t)kconv * L.C * 2, cudaMemcpyDeviceToDevice,
-		                      st));
+		QR_CK(cudaMemcpyAsync(L.conv_state[0].p, L.conv_state[1].p, (size_t)kconv * L.C * L.es,
+		                      cudaMemcpyDeviceToDevice, st));
 		L.cs = 0;
 	}
 	return QR_OK;
@@ -521,6 +556,7 @@ int DevModel::decode_step(int greedy, cudaStream_t st) {
 }
 
 int DevModel::capture(int greedy, cudaGraphExec_t *out) {
+	QR_ARG(!f32, "model: the fp32 model decodes with plain launches, not a graph");
 	cudaStream_t st = g_qr.stream;
 	QR_TRY(ensure_acts(1));
 	QR_TRY(ensure_logits(1));

@@ -1,7 +1,9 @@
 // model.cuh: the whole Qwen3.5/3.6 text model resident on the device (spec
 // §3): bf16 weights, an fp32 residual stream, fp32 recurrent states, bf16
-// conv states and KV caches. model.cu runs it (prefill and a graph-capturable
-// decode step); model_api.cu is its C ABI and benchmarks.
+// conv states and KV caches; or, with d.f32, all of it in fp32 (the
+// "cuda-fp32" reference). model.cu holds its buffers, plan.cu runs the bf16
+// ops (prefill and a graph-capturable decode step), plan_f32.cu and
+// moe_f32.cu the fp32 ones; model_api.cu is its C ABI and benchmarks.
 #pragma once
 
 #include <memory>
@@ -51,6 +53,9 @@ struct MoeActs {
 	DevBuf act;                    // bf16 [n, I]: SwiGLU of the grouped rows
 	DevBuf y;                      // bf16 [n, H]: each grouped row's expert output
 	DevBuf shared_act, shared_out; // bf16 [T, Is], fp32 [T, H]
+	// The fp32 model: act, y and shared_act are fp32, gu [n, 2I] holds the
+	// gate/up products before SwiGLU and topq [T, E] the router's sort queue.
+	DevBuf gu, topq;
 	int alloc(const qr_model_dims &d, int T, size_t &bytes);
 };
 
@@ -83,6 +88,12 @@ bool plan_mixer_op(int op);
 
 // x[t, :] = E[ids[t], :] widened to fp32 for T tokens.
 int launch_embed(float *x, const bf16_t *E, const int32_t *ids, int T, int H, cudaStream_t st);
+// The same from an fp32 table.
+int launch_embed_f32(float *x, const float *E, const int32_t *ids, int T, int H, cudaStream_t st);
+// y[m, n] (row stride ldy) = x[m, k] · W[n, k]ᵀ in fp32 with TF32 off (cuBLAS's
+// pedantic compute type); acc adds to y.
+int qr_gemm_f32(float *y, int ldy, const float *x, int ldx, const float *w, int ldw, int m, int n, int k, int acc,
+                cudaStream_t st);
 
 // Prefill stages timed apart by the profiler (qr_model_stage_name).
 enum {
@@ -187,6 +198,24 @@ struct PinnedBuf {
 int launch_moe_route(const float *logits, int ld, int T, int E, int k, int norm, int32_t *ids, float *w, float *idf,
                      cudaStream_t st);
 
+// Group the n = T·k routed slots in A.ids by expert (moe.cu): each slot's
+// rank within its expert (A.rank), the experts' row counts, starts and
+// MOE_BM-row tile starts (A.cnt, A.off, A.tiles), each slot's grouped row
+// (A.pos) and each row's slot (A.perm). Deterministic: slot order within an
+// expert.
+int launch_moe_group(MoeActs &A, int n, int E, cudaStream_t st);
+// Tiles of the grouped GEMMs: at most one partial tile per expert with rows.
+static inline unsigned moe_max_tiles(int n, int E) { return cdiv(n, MOE_BM) + (unsigned)(n < E ? n : E); }
+// X[t] += Σ_j w[t, j] · Y[pos[t·k + j]] + σ(gate logit) · S[t] with fp32
+// expert rows Y (the fp32 model); eo and mo as in moe.cu's combine.
+int launch_moe_combine_f32(float *X, const float *Y, const int32_t *pos, const float *w, const float *S,
+                           const float *gate_logit, int ldg, int T, int H, int k, float *eo, float *mo,
+                           cudaStream_t st);
+
+// y[i] += x[i] for n fp32 values (model_trace.cu).
+int launch_add_f32(float *y, const float *x, size_t n, cudaStream_t st);
+// The same for fp32 rows, any I (the fp32 model).
+int launch_swiglu_rows_f32(float *act, const float *gu, int T, int I, cudaStream_t st);
 // act[t, i] = SiLU(gu[t, i]) · gu[t, I + i] (bf16 rows, I % 8 == 0).
 int launch_swiglu_rows(bf16_t *act, const bf16_t *gu, int T, int I, cudaStream_t st);
 
@@ -195,6 +224,9 @@ int model_gemm_acc(float *y, const bf16_t *x, const bf16_t *w, int m, int n, int
 
 struct DevModel {
 	qr_model_dims d{};
+	bool f32 = false; // the fp32 model (d.f32): every matrix, activation and cache in fp32
+	// Bytes of one matrix, activation or cache element.
+	size_t es() const { return f32 ? 4 : 2; }
 	int NQKV = 0; // rows of an attention layer's w_qkv
 	std::vector<std::unique_ptr<Block>> blocks;
 	DevBuf embed, lm_head, final_norm;
@@ -285,6 +317,15 @@ struct DevModel {
 	int walk(int T, int decode, int greedy, int rows, int only, bool mixer_only, cudaStream_t st);
 	int step_prefill(const PlanStep &s, int T, int rows, cudaStream_t st);
 	int step_decode(const PlanStep &s, int greedy, cudaStream_t st);
+	// The fp32 model's form of every op (plan_f32.cu), for any T.
+	int step_f32(const PlanStep &s, int T, int rows, cudaStream_t st);
+	int moe_step_f32(const PlanStep &s, int T, cudaStream_t st);
+	// y += x Wᵀ in fp32, recorded first as step s's record slot when tracing.
+	int gemm_acc_rec_f32(const PlanStep &s, int slot, float *y, const float *x, const float *w, int m, int n, int k,
+	                     cudaStream_t st);
+	// Greedy decoding of the fp32 model: n one-row walks, each followed by
+	// the argmax (no graph).
+	int greedy_plain(int32_t first_id, int n, int32_t *out_ids);
 	// The sparse MLP's ops (moe.cu) on step s's layer: T tokens; decode takes
 	// the GEMV forms (T = 1, graph-capturable either way).
 	int moe_step(const PlanStep &s, int T, int decode, cudaStream_t st);

@@ -80,7 +80,7 @@ extern "C" int qr_model_forward(void *model, const int32_t *ids, int t, int last
 		       m.d.vocab);
 	QR_ARG(m.pos + t <= m.d.max_tokens, "qr_model_forward: position %d + %d tokens > max_tokens %d", m.pos, t,
 	       m.d.max_tokens);
-	if (t == 1 && !m.trace) // decode: one graph replay, its host copies queued around it
+	if (t == 1 && !m.trace && !m.f32) // decode: one graph replay, its host copies queued around it
 		return m.decode_one(ids[0], logits);
 	cudaStream_t st = g_qr.stream;
 	QR_TRY(m.ensure_acts(t));
@@ -119,6 +119,8 @@ extern "C" int qr_model_greedy(void *model, int32_t first_id, int n, int32_t *ou
 	DevModel &m = *as_model(model);
 	QR_ARG(first_id >= 0 && first_id < m.d.vocab, "qr_model_greedy: id %d", first_id);
 	QR_ARG(m.pos + n <= m.d.max_tokens, "qr_model_greedy: %d steps from %d exceed max_tokens", n, m.pos);
+	if (m.f32)
+		return m.greedy_plain(first_id, n, out_ids);
 	cudaStream_t st = g_qr.stream;
 	QR_TRY(m.capture_greedy());
 	int32_t id = first_id;
@@ -383,6 +385,8 @@ extern "C" int qr_model_bench(void *model, int what, int t, int variant, int rep
 	for (int i = 0; i < nout; i++)
 		out[i] = NAN;
 	DevModel &m = *as_model(model);
+	QR_ARG(!m.f32 || what == QR_MBENCH_PREFILL,
+	       "qr_model_bench: the fp32 model has no decode graph or mixer benchmark; time those on the bf16 model");
 	switch (what) {
 	case QR_MBENCH_PREFILL:
 		return bench_prefill(m, t, reps, out, nout);

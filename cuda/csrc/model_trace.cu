@@ -17,6 +17,12 @@ __global__ void k_add_f32(float *__restrict__ y, const float *__restrict__ x, si
 		y[i] += x[i];
 }
 
+int launch_add_f32(float *y, const float *x, size_t n, cudaStream_t st) {
+	k_add_f32<<<cdiv(n, 256) < 4096 ? cdiv(n, 256) : 4096, 256, 0, st>>>(y, x, n);
+	QR_CKL("add_f32");
+	return QR_OK;
+}
+
 int DevModel::trace_grow(int T) {
 	if (!trace || T <= trace->cap)
 		return QR_OK;
@@ -81,10 +87,7 @@ int DevModel::gemm_acc_rec(const PlanStep &s, int slot, float *y, const bf16_t *
 	float *tmp = trace->tmp.as<float>();
 	QR_TRY(qr_gemm_bf16(tmp, 1, n, x, k, w, k, m, n, k, st));
 	QR_TRY(rec(s, slot, tmp, 0, n, m, n, m, n, 0));
-	k_add_f32<<<cdiv((size_t)m * n, 256) < 4096 ? cdiv((size_t)m * n, 256) : 4096, 256, 0, st>>>(y, tmp,
-	                                                                                            (size_t)m * n);
-	QR_CKL("add_f32");
-	return QR_OK;
+	return launch_add_f32(y, tmp, (size_t)m * n, st);
 }
 
 int DevModel::rec_attn_core(const PlanStep &s, int slot, const AttnW &A, const bf16_t *qn_, int T, cudaStream_t st) {

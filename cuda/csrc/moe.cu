@@ -377,8 +377,9 @@ __global__ void __launch_bounds__(256)
 // may be null) get the routed sum and the whole MLP output.
 // Block (t, y): token t, columns y·256 + thread, + gridDim.y·256, …: a
 // prefill takes one block per token, decode's one token spreads over H/256.
+template <typename TY>
 __global__ void __launch_bounds__(256)
-    k_moe_combine(float *__restrict__ X, const bf16_t *__restrict__ Y, const int32_t *__restrict__ pos,
+    k_moe_combine(float *__restrict__ X, const TY *__restrict__ Y, const int32_t *__restrict__ pos,
                   const float *__restrict__ w, const float *__restrict__ S, const float *__restrict__ gate_logit,
                   int ldg, int H, int k, float *__restrict__ eo, float *__restrict__ mo) {
 	pdl_trigger();
@@ -388,7 +389,7 @@ __global__ void __launch_bounds__(256)
 	for (int h = blockIdx.y * 256 + threadIdx.x; h < H; h += gridDim.y * 256) {
 		float acc = 0;
 		for (int j = 0; j < k; j++)
-			acc += w[(size_t)t * k + j] * bf2f(Y[(size_t)(pos ? pos[(size_t)t * k + j] : t * k + j) * H + h]);
+			acc += w[(size_t)t * k + j] * ldf(Y + (size_t)(pos ? pos[(size_t)t * k + j] : t * k + j) * H + h);
 		const float m = acc + sg * S[(size_t)t * H + h];
 		X[(size_t)t * H + h] += m;
 		if (eo)
@@ -400,8 +401,26 @@ __global__ void __launch_bounds__(256)
 
 // ---- the block's MLP ----
 
+int launch_moe_group(MoeActs &A, int n, int E, cudaStream_t st) {
+	k_moe_rank<<<E, 256, 0, st>>>(A.ids.as<int32_t>(), n, A.rank.as<int32_t>(), A.cnt.as<int32_t>());
+	QR_CKL("moe_rank");
+	k_moe_scan<<<1, 1024, 0, st>>>(A.cnt.as<int32_t>(), E, A.off.as<int32_t>(), A.tiles.as<int32_t>());
+	QR_CKL("moe_scan");
+	k_moe_place<<<cdiv(n, 256), 256, 0, st>>>(A.ids.as<int32_t>(), A.rank.as<int32_t>(), A.off.as<int32_t>(), n,
+	                                         A.pos.as<int32_t>(), A.perm.as<int32_t>());
+	QR_CKL("moe_place");
+	return QR_OK;
+}
+
+int launch_moe_combine_f32(float *X, const float *Y, const int32_t *pos, const float *w, const float *S,
+                           const float *gate_logit, int ldg, int T, int H, int k, float *eo, float *mo,
+                           cudaStream_t st) {
+	return launch_pdl(k_moe_combine<float>, dim3(T, 1), dim3(256), 0, st, X, Y, pos, w, S, gate_logit, ldg, H, k, eo,
+	                  mo);
+}
+
 int MoeActs::alloc(const qr_model_dims &d, int T, size_t &bytes) {
-	const size_t n = (size_t)T * d.topk, H = d.hidden;
+	const size_t n = (size_t)T * d.topk, H = d.hidden, es = d.f32 ? 4 : 2;
 	DevBuf *b[12] = {&logits, &ids, &w, &idf, &rank, &pos, &perm, &cnt, &off, &tiles, &act, &y};
 	const size_t sz[12] = {(size_t)T * moe_router_rows(d.experts) * 4,
 	                       n * 4,
@@ -413,18 +432,22 @@ int MoeActs::alloc(const qr_model_dims &d, int T, size_t &bytes) {
 	                       (size_t)d.experts * 4,
 	                       (size_t)(d.experts + 1) * 4,
 	                       (size_t)(d.experts + 1) * 4,
-	                       n * d.moe_inter * 2,
-	                       n * H * 2};
-	DevBuf *b2[2] = {&shared_act, &shared_out};
-	const size_t sz2[2] = {(size_t)T * d.shared_inter * 2, (size_t)T * H * 4};
-	for (int i = 0; i < 14; i++) {
+	                       n * d.moe_inter * es,
+	                       n * H * es};
+	DevBuf *b2[4] = {&shared_act, &shared_out, &gu, &topq};
+	const size_t sz2[4] = {(size_t)T * d.shared_inter * es, (size_t)T * H * 4,
+	                       d.f32 ? n * 2 * d.moe_inter * 4 : 0, d.f32 ? (size_t)T * d.experts * 8 : 0};
+	for (int i = 0; i < 16; i++) {
 		DevBuf *p = i < 12 ? b[i] : b2[i - 12];
+		const size_t bs = i < 12 ? sz[i] : sz2[i - 12];
 		if (p->p) {
 			QR_CK(cudaFree(p->p));
 			p->p = nullptr;
 		}
-		QR_TRY(p->alloc(i < 12 ? sz[i] : sz2[i - 12]));
-		bytes += i < 12 ? sz[i] : sz2[i - 12];
+		if (bs == 0)
+			continue;
+		QR_TRY(p->alloc(bs));
+		bytes += bs;
 	}
 	return QR_OK;
 }
@@ -492,16 +515,9 @@ int DevModel::moe_step(const PlanStep &s, int T, int decode, cudaStream_t st) {
 			                  M.shared_down.as<const bf16_t>(), H, Is, A.shared_act.p, SO);
 		}
 		QR_TRY(mark(ST_MOE_ROUTE, st)); // the grouping counts with the router
-		k_moe_rank<<<E, 256, 0, st>>>(A.ids.as<int32_t>(), n, A.rank.as<int32_t>(), A.cnt.as<int32_t>());
-		QR_CKL("moe_rank");
-		k_moe_scan<<<1, 1024, 0, st>>>(A.cnt.as<int32_t>(), E, A.off.as<int32_t>(), A.tiles.as<int32_t>());
-		QR_CKL("moe_scan");
-		k_moe_place<<<cdiv(n, 256), 256, 0, st>>>(A.ids.as<int32_t>(), A.rank.as<int32_t>(), A.off.as<int32_t>(), n,
-		                                         A.pos.as<int32_t>(), A.perm.as<int32_t>());
-		QR_CKL("moe_place");
-		// Tiles: at most one partial tile per expert that has rows.
-		const unsigned max_tiles = cdiv(n, MOE_BM) + (unsigned)(n < E ? n : E);
+		QR_TRY(launch_moe_group(A, n, E, st));
 		QR_TRY(mark(ST_MOE_EXPERTS, st));
+		const unsigned max_tiles = moe_max_tiles(n, E);
 		return moe_gemm_launch(max_tiles, A.act.p, XN, M.gate_up.as<bf16_t>(), M.down.as<bf16_t>(), A.y.p,
 		                       A.perm.as<int32_t>(), k, A.off.as<int32_t>(), A.tiles.as<int32_t>(), E, I, H, st);
 	}
@@ -518,7 +534,7 @@ int DevModel::moe_step(const PlanStep &s, int T, int decode, cudaStream_t st) {
 			eo = trace->tmp.as<float>();
 			mo = trace->tmp2.as<float>();
 		}
-		QR_TRY(launch_pdl(k_moe_combine, dim3(T, decode ? cdiv(H, 256) : 1), dim3(256), 0, st, X,
+		QR_TRY(launch_pdl(k_moe_combine<bf16_t>, dim3(T, decode ? cdiv(H, 256) : 1), dim3(256), 0, st, X,
 		                  A.y.as<const bf16_t>(), decode ? (const int32_t *)nullptr : A.pos.as<const int32_t>(),
 		                  A.w.as<const float>(), (const float *)SO, (const float *)(RL + E), RR, H, k, eo, mo));
 		QR_TRY(rec(s, 0, eo, 0, H, T, H, T, H, 0));

@@ -5,7 +5,8 @@
 // (GEMVs, the recurrent update, split-key attention) that takes no host
 // synchronisation, so a decode walk can be captured into a CUDA graph.
 // While a trace is on, each op copies its outputs under the stage names its
-// step carries; a name the plan leaves empty is not recorded.
+// step carries; a name the plan leaves empty is not recorded. The fp32
+// model's forms of the same ops are plan_f32.cu's.
 #include <math.h>
 #include <string.h>
 
@@ -71,7 +72,7 @@ int DevModel::walk(int T, int decode, int greedy, int rows, int only, bool mixer
 		if ((only >= -1 && s.layer != only) || (mixer_only && !plan_mixer_op(s.op)))
 			continue;
 		QR_TRY(mark(op_stage[s.op], st));
-		QR_TRY(decode ? step_decode(s, greedy, st) : step_prefill(s, T, rows, st));
+		QR_TRY(f32 ? step_f32(s, T, rows, st) : decode ? step_decode(s, greedy, st) : step_prefill(s, T, rows, st));
 	}
 	return QR_OK;
 }

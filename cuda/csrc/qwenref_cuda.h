@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define QR_ABI_VERSION 7
+#define QR_ABI_VERSION 8
 
 enum {
 	QR_OK = 0,
@@ -170,9 +170,13 @@ int qr_bench(int what, int t, int variant, int reps, double *out, int nout);
 int qr_mem_info(size_t *free_bytes, size_t *total_bytes);
 
 /* ---- the whole model resident on the device (model.cu) ----
- * bf16 weights, fp32 residual stream, recurrent states and logits; bf16
- * conv states and KV caches. GDN head dims 128/128, attention head dim 256
- * (every Qwen3.5/3.6 size). Handles are opaque; one thread at a time. */
+ * Two precisions of the same executor. bf16 (f32 = 0, "cuda"): bf16
+ * weights, fp32 residual stream, recurrent states and logits; bf16 conv
+ * states and KV caches; GDN head dims 128/128, attention head dim 256 (every
+ * Qwen3.5/3.6 size). fp32 (f32 = 1, "cuda-fp32", plan_f32.cu): every weight,
+ * activation, state and cache in fp32, cuBLAS with TF32 off, the per-token
+ * delta rule, any head dims (attention up to 256); decode runs the one-row
+ * prefill forms, without a graph. Handles are opaque; one thread at a time. */
 typedef struct {
 	int vocab, hidden, inter, nlayers;
 	int nk, nv, dk, dv, kconv;    /* Gated DeltaNet */
@@ -182,6 +186,7 @@ typedef struct {
 	int experts, topk;            /* MoE: num_experts, num_experts_per_tok (0: dense model) */
 	int moe_inter, shared_inter;  /* moe_intermediate_size, shared_expert_intermediate_size */
 	int norm_topk;                /* norm_topk_prob: renormalise the chosen weights */
+	int f32;                      /* 1: the fp32 model (see above), 0: bf16 */
 } qr_model_dims;
 
 /* kinds[nlayers]: bit 0 is the mixer (0 = Gated DeltaNet, 1 = full
@@ -254,11 +259,11 @@ enum {
 };
 /* Upload n values of one tensor (layer ignored for the first three; part is
  * the expert for QR_W_MOE_GATE/UP/DOWN, else 0): src_bf16 = 1: bf16 bit
- * patterns, else float32 (matrices are rounded to bf16 on the device;
- * vectors stay float32). */
+ * patterns, else float32 (a bf16 model rounds matrices to bf16 on the
+ * device, an fp32 model widens bf16 ones exactly; vectors stay float32). */
 int qr_model_set(void *model, int layer, int which, int part, const void *src, size_t n, int src_bf16);
-/* Download n values of one tensor as stored: bf16 bit patterns for
- * matrices, float32 for vectors. */
+/* Download n values of one tensor as stored: matrices as bf16 bit
+ * patterns (bf16 model) or float32 (fp32 model), vectors as float32. */
 int qr_model_get(void *model, int layer, int which, int part, void *dst, size_t n);
 /* Empty every cache and state (position 0). */
 int qr_model_reset(void *model);
@@ -266,7 +271,7 @@ int qr_model_reset(void *model);
  * values, or [1, vocab] with last_only; logits NULL copies none back. t == 1
  * runs the decode path (GEMV, recurrent update, split-key attention) as one
  * CUDA-graph replay, t > 1 the prefill path (cuBLAS, chunked core, flash
- * attention). */
+ * attention); the fp32 model runs its one form for any t. */
 int qr_model_forward(void *model, const int32_t *ids, int t, int last_only, float *logits);
 /* Device time (ms, CUDA events) of the last qr_model_forward: from its inputs
  * being on the device to its logits being ready there, so no host copy is
@@ -278,8 +283,9 @@ int qr_model_last_ms(void *model, float *ms);
  * while a trace is on. The model's position is unchanged. */
 int qr_model_layer(void *model, int layer, const float *x, int t, float *out);
 /* Greedy decoding on the device from the current position: n steps of one
- * CUDA graph each (embed → 64 layers → lm_head → argmax → next token), the
- * first fed first_id; writes the n chosen ids. */
+ * CUDA graph each (embed → 64 layers → lm_head → argmax → next token; the
+ * fp32 model: plain launches), the first fed first_id; writes the n chosen
+ * ids. */
 int qr_model_greedy(void *model, int32_t first_id, int n, int32_t *out_ids);
 /* Stage recording for tracing: on = 1 starts recording (and clears what was
  * recorded), on = 0 stops and frees it. While on, every forward runs the
@@ -304,7 +310,8 @@ enum {
 	QR_MBENCH_MIXER = 2    /* layer `variant`'s token mixer alone on t rows of N(0, 1) normed input from an
 	                          empty cache (position 0); out[3] = tok/s */
 };
-/* Device-resident whole-model timing: warm-ups, then reps (CUDA events). */
+/* Device-resident whole-model timing: warm-ups, then reps (CUDA events);
+ * decode and mixer time the bf16 model only. */
 int qr_model_bench(void *model, int what, int t, int variant, int reps, double *out, int nout);
 /* Name of prefill stage i (out[4 + i] of QR_MBENCH_PREFILL), NULL past the last. */
 const char *qr_model_stage_name(int i);
