@@ -12,8 +12,9 @@
 // It offers:
 //
 //   - the backends "cuda" (the whole model resident on the device, through
-//     model.NewRunner), "cuda-fp32" (the fp32 GPU reference, op by op) and
-//     "cuda-ops" (the bf16 kernels op by op), registered by init;
+//     model.NewRunner), "cuda-fp32" (the same resident model in fp32, the
+//     GPU reference) and "cuda-ops" (the bf16 kernels op by op), registered
+//     by init;
 //   - Open, SetGPU and (*Device).Close: the library, one GPU, and the
 //     weights cached on it;
 //   - Conv, GatedDelta, Attention, MatMul and MatMulF32, which implement
@@ -23,8 +24,8 @@
 //   - the whole text model resident on the device (weights generated
 //     there from a seed, or uploaded from a model.Model after a memory
 //     estimate, EstimateMemory), prefill, graph-replayed decode, greedy
-//     decoding and its benchmarks; it is unexported, and model.Runner (the
-//     "cuda" backend) is the way to it;
+//     decoding and its benchmarks, in bf16 or fp32; it is unexported, and
+//     model.Runner (the "cuda" and "cuda-fp32" backends) is the way to it;
 //   - the device-resident benchmarks (BenchConv, BenchGDNCore, ...), timed
 //     with CUDA events.
 //

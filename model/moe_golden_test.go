@@ -80,8 +80,10 @@ func checkMoEGoldens(t *testing.T, backend string) {
 func TestMoEGoldensNaive(t *testing.T)   { checkMoEGoldens(t, "naive") }
 func TestMoEGoldensChunked(t *testing.T) { checkMoEGoldens(t, "chunked") }
 
-// TestMoEGoldensCUDAFP32 holds the GPU's fp32 path (op by op, the router
-// on the host) to the CPU backends' bars on every MoE and Qwen3-Next case.
+// TestMoEGoldensCUDAFP32 holds the GPU's fp32 model (resident, its router
+// on the device in the CPU's tie order) to the CPU backends' bars on every
+// MoE and Qwen3-Next case; moe-f32-t70-b2's planted router ties fail it if
+// the device router breaks them any other way.
 func TestMoEGoldensCUDAFP32(t *testing.T) {
 	be := cudaOrSkip(t, "cuda-fp32")
 	be.Close()
