@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/qwenref/qwenref/model"
@@ -76,39 +75,7 @@ func TestFP32ModelMatchesCPU(t *testing.T) {
 				check(t, fmt.Sprintf("fp32 model %s×4 step %d (T=%d at %d) vs chunked", c.name, step, len(chunk), span[0]),
 					got, want.Data, 1e-4)
 			}
-			v := cfg.VocabSize
-			last := func(l []float32) int { return model.Argmax(l[len(l)-v:]) }
-			if err := gm.Reset(); err != nil {
-				t.Fatal(err)
-			}
-			lg, err := gm.Forward(ids[:c.prompt], true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			first := last(lg)
-			greedy, err := gm.Greedy(first, 6)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := gm.Reset(); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := gm.Forward(ids[:c.prompt], true); err != nil {
-				t.Fatal(err)
-			}
-			var steps []int
-			for tok := first; len(steps) < 6; {
-				lg, err := gm.Forward([]int{tok}, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				tok = last(lg)
-				steps = append(steps, tok)
-			}
-			t.Logf("greedy %v, one-step forwards %v", greedy, steps)
-			if !slices.Equal(greedy, steps) {
-				t.Errorf("greedy %v != one-step forwards %v", greedy, steps)
-			}
+			checkGreedyMatchesSteps(t, gm, ids[:c.prompt])
 			pos, mem, err := gm.Info()
 			if err != nil {
 				t.Fatal(err)

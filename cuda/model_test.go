@@ -51,6 +51,47 @@ func randomIDs(r *rand.Rand, n, vocab int) []int {
 	return ids
 }
 
+// checkGreedyMatchesSteps decodes six tokens after prompt twice on gm:
+// with Greedy (a CUDA graph per step on the bf16 model, plain launches on
+// the fp32 one) and with one-token Forwards taking the argmax on the host;
+// the two must choose the same tokens.
+func checkGreedyMatchesSteps(t *testing.T, gm *residentModel, prompt []int) {
+	t.Helper()
+	v := gm.cfg.VocabSize
+	last := func(l []float32) int { return model.Argmax(l[len(l)-v:]) }
+	if err := gm.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	lg, err := gm.Forward(prompt, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := last(lg)
+	greedy, err := gm.Greedy(first, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gm.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gm.Forward(prompt, true); err != nil {
+		t.Fatal(err)
+	}
+	var steps []int
+	for tok := first; len(steps) < 6; {
+		lg, err := gm.Forward([]int{tok}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok = last(lg)
+		steps = append(steps, tok)
+	}
+	t.Logf("greedy ids: Greedy %v, one-token forwards %v", greedy, steps)
+	if !slices.Equal(greedy, steps) {
+		t.Errorf("Greedy %v != one-token forwards %v", greedy, steps)
+	}
+}
+
 // TestModelMatchesCPU runs a few full-width layers (3 GDN + 1 attention) on
 // the device model and on a CPU backend with the same weights and tokens: a
 // prefill, two decode steps and a continuation, comparing all logits of each
@@ -151,39 +192,7 @@ func TestModelMatchesCPU(t *testing.T) {
 				t.Logf("  worst position %.3g; cpu %v", worst, tc.Round(time.Millisecond))
 			}
 			// Greedy: graph replays vs the plain decode path, same device.
-			last := func(l []float32) int { return model.Argmax(l[len(l)-v:]) }
-			if err := gm.Reset(); err != nil {
-				t.Fatal(err)
-			}
-			lg, err := gm.Forward(ids[:c.prompt], true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			first := last(lg)
-			graphIDs, err := gm.Greedy(first, 6)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := gm.Reset(); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := gm.Forward(ids[:c.prompt], true); err != nil {
-				t.Fatal(err)
-			}
-			var plain []int
-			tok := first
-			for range 6 {
-				lg, err := gm.Forward([]int{tok}, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				tok = last(lg)
-				plain = append(plain, tok)
-			}
-			t.Logf("greedy ids: graph %v, plain launches %v", graphIDs, plain)
-			if !slices.Equal(graphIDs, plain) {
-				t.Errorf("greedy through the graph %v != plain decode %v", graphIDs, plain)
-			}
+			checkGreedyMatchesSteps(t, gm, ids[:c.prompt])
 			pos, mem, err := gm.Info()
 			if err != nil {
 				t.Fatal(err)

@@ -309,6 +309,13 @@ struct DevModel {
 	int rec(const PlanStep &s, int slot, const void *src, int bf, size_t ld, int rows, int cols, int d0, int d1,
 	        int d2, float mul = 1.0f);
 	int trace_grow(int T);
+	// Record step s's outputs after it ran, the same in both precisions (the
+	// buffers have one layout; bf16 or fp32 elements): every record but those
+	// taken inside an op (a GEMM's product before its residual add, the
+	// attention core before its gate).
+	int rec_step(const PlanStep &s, int T, int rows);
+	// The trace's two fp32 [T, H] scratch buffers, or nulls when not tracing.
+	int trace_scratch(int T, float **a, float **b);
 	// The plan (plan.cu): check and keep it; walk it over T rows (decode:
 	// the one-row forms; greedy: the head takes the argmax), only layer
 	// `only`'s steps when only >= -1, only mixer ops when mixer_only; rows:

@@ -42,6 +42,75 @@ int DevModel::trace_grow(int T) {
 	return QR_OK;
 }
 
+int DevModel::trace_scratch(int T, float **a, float **b) {
+	*a = *b = nullptr;
+	if (!trace)
+		return QR_OK;
+	QR_TRY(trace_grow(T));
+	*a = trace->tmp.as<float>();
+	*b = trace->tmp2.as<float>();
+	return QR_OK;
+}
+
+int DevModel::rec_step(const PlanStep &s, int T, int rows) {
+	if (!trace)
+		return QR_OK;
+	const int bf = !f32, H = d.hidden, qd = d.nh * d.hd, hv = d.nv * d.dv, qk = d.nk * d.dk, kvd = d.nkv * d.hd;
+	const int C = 2 * qk + hv, NIN = C + hv + 2 * d.nv;
+	auto at = [&](const DevBuf &b, size_t off) { return (const void *)((const char *)b.p + off * es()); };
+	switch (s.op) {
+	case QR_OP_EMBED:
+	case QR_OP_RECORD: return rec(s, 0, x.p, 0, H, T, H, T, H, 0);
+	case QR_OP_NORM: {
+		const int n = s.layer < 0 ? rows : T;
+		return rec(s, 0, xn.p, bf, H, n, H, n, H, 0);
+	}
+	case QR_OP_GDN_IN_PROJ: // [qkv | z | b | a]
+		QR_TRY(rec(s, 0, at(gacts.proj, 0), bf, NIN, T, C, T, C, 0));
+		QR_TRY(rec(s, 1, at(gacts.proj, C), bf, NIN, T, hv, T, hv, 0));
+		QR_TRY(rec(s, 2, at(gacts.proj, C + hv), bf, NIN, T, d.nv, T, d.nv, 0));
+		return rec(s, 3, at(gacts.proj, C + hv + d.nv), bf, NIN, T, d.nv, T, d.nv, 0);
+	case QR_OP_GDN_CONV: return rec(s, 0, gacts.u.p, bf, C, T, C, T, C, 0);
+	case QR_OP_GDN_PREP:
+		QR_TRY(rec(s, 0, gacts.g.p, 0, d.nv, T, d.nv, T, d.nv, 0));
+		QR_TRY(rec(s, 1, gacts.beta.p, 0, d.nv, T, d.nv, T, d.nv, 0));
+		// The device keeps q̂·d_k^-½; the CPU records q̂ before the scale.
+		QR_TRY(rec(s, 2, gacts.qn.p, bf, qk, T, qk, T, d.nk, d.dk, sqrtf((float)d.dk)));
+		QR_TRY(rec(s, 3, gacts.kn.p, bf, qk, T, qk, T, d.nk, d.dk));
+		return rec(s, 4, at(gacts.u, 2 * qk), bf, C, T, hv, T, d.nv, d.dv);
+	case QR_OP_GDN_CORE: {
+		const GdnLayer &L = *blocks[s.layer]->gdn;
+		QR_TRY(rec(s, 0, gacts.o.p, bf, hv, T, hv, T, d.nv, d.dv));
+		return rec(s, 1, L.rec_state.p, 0, (size_t)d.dk * d.dv, d.nv, d.dk * d.dv, d.nv, d.dk, d.dv);
+	}
+	case QR_OP_GDN_NORM: return rec(s, 0, gacts.y.p, bf, hv, T, hv, T, hv, 0);
+	case QR_OP_ATT_QKV: // [q | gate per head, k, v]
+		QR_TRY(rec(s, 0, at(big, 0), bf, NQKV, T, 2 * qd, T, 2 * qd, 0));
+		QR_TRY(rec(s, 1, at(big, 2 * qd), bf, NQKV, T, kvd, T, kvd, 0));
+		return rec(s, 2, at(big, 2 * qd + kvd), bf, NQKV, T, kvd, T, kvd, 0);
+	case QR_OP_ATT_PREP: {
+		const AttnW &A = *blocks[s.layer]->attn;
+		QR_TRY(rec(s, 0, qn.p, bf, qd, T, qd, T, d.nh, d.hd));
+		return rec(s, 1, at(A.kc, (size_t)pos * kvd), bf, kvd, T, kvd, T, d.nkv, d.hd);
+	}
+	case QR_OP_ATT_CORE: return rec(s, 1, ya.p, bf, qd, T, qd, T, qd, 0); // slot 0 (before the gate) in the op
+	case QR_OP_MOE_ROUTE: {
+		const int E = d.experts, k = d.topk, RR = moe_router_rows(E);
+		QR_TRY(rec(s, 0, macts.logits.p, 0, RR, T, E, T, E, 0));
+		QR_TRY(rec(s, 1, macts.w.p, 0, k, T, k, T, k, 0));
+		return rec(s, 2, macts.idf.p, 0, k, T, k, T, k, 0);
+	}
+	case QR_OP_MOE_COMBINE: {
+		const int E = d.experts, RR = moe_router_rows(E);
+		QR_TRY(rec(s, 0, trace->tmp.p, 0, H, T, H, T, H, 0));
+		QR_TRY(rec(s, 1, macts.shared_out.p, 0, H, T, H, T, H, 0));
+		QR_TRY(rec(s, 2, macts.logits.as<float>() + E, 0, RR, T, 1, T, 1, 0));
+		return rec(s, 3, trace->tmp2.p, 0, H, T, H, T, H, 0);
+	}
+	default: return QR_OK; // the GEMM-accumulate ops record inside (gemm_acc_rec)
+	}
+}
+
 int DevModel::rec(const PlanStep &s, int slot, const void *src, int bf, size_t ld, int rows, int cols, int d0,
                   int d1, int d2, float mul) {
 	if (!trace || s.rec[slot].empty())

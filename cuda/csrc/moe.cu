@@ -500,11 +500,9 @@ int DevModel::moe_step(const PlanStep &s, int T, int decode, cudaStream_t st) {
 			QR_TRY(launch_gemv(GEMV_Y_F32, RL, XN, M.router.as<bf16_t>(), RR, H, st));
 		else
 			QR_TRY(qr_gemm_bf16(RL, 1, RR, XN, H, M.router.as<bf16_t>(), H, T, RR, H, st));
-		QR_TRY(rec(s, 0, RL, 0, RR, T, E, T, E, 0));
 		QR_TRY(launch_moe_route(RL, RR, T, E, k, d.norm_topk, A.ids.as<int32_t>(), A.w.as<float>(),
 		                        trace ? A.idf.as<float>() : nullptr, st));
-		QR_TRY(rec(s, 1, A.w.p, 0, k, T, k, T, k, 0));
-		return rec(s, 2, A.idf.p, 0, k, T, k, T, k, 0);
+		return QR_OK;
 	case QR_OP_MOE_EXPERTS: {
 		if (decode) { // the shared expert rides along as slot k
 			QR_TRY(launch_pdl(k_moe_gemv<MOE_GATEUP, 2>, dim3(cdiv(I > Is ? I : Is, 16), k + 1), dim3(256), 0, st,
@@ -528,19 +526,12 @@ int DevModel::moe_step(const PlanStep &s, int T, int decode, cudaStream_t st) {
 		QR_TRY(launch_swiglu_rows(A.shared_act.as<bf16_t>(), big.as<bf16_t>(), T, Is, st));
 		return qr_gemm_bf16(SO, 1, H, A.shared_act.as<bf16_t>(), Is, M.shared_down.as<bf16_t>(), Is, T, H, Is, st);
 	case QR_OP_MOE_COMBINE: {
-		float *eo = nullptr, *mo = nullptr;
-		if (trace) {
-			QR_TRY(trace_grow(T));
-			eo = trace->tmp.as<float>();
-			mo = trace->tmp2.as<float>();
-		}
+		float *eo, *mo; // the routed sum and the whole output, for the trace
+		QR_TRY(trace_scratch(T, &eo, &mo));
 		QR_TRY(launch_pdl(k_moe_combine<bf16_t>, dim3(T, decode ? cdiv(H, 256) : 1), dim3(256), 0, st, X,
 		                  A.y.as<const bf16_t>(), decode ? (const int32_t *)nullptr : A.pos.as<const int32_t>(),
 		                  A.w.as<const float>(), (const float *)SO, (const float *)(RL + E), RR, H, k, eo, mo));
-		QR_TRY(rec(s, 0, eo, 0, H, T, H, T, H, 0));
-		QR_TRY(rec(s, 1, SO, 0, H, T, H, T, H, 0));
-		QR_TRY(rec(s, 2, RL + E, 0, RR, T, 1, T, 1, 0));
-		return rec(s, 3, mo, 0, H, T, H, T, H, 0);
+		return QR_OK;
 	}
 	}
 	QR_ARG(false, "moe: op %d is not an MoE op", s.op);

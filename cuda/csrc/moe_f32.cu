@@ -336,12 +336,10 @@ int DevModel::moe_step_f32(const PlanStep &s, int T, cudaStream_t st) {
 	switch (s.op) {
 	case QR_OP_MOE_ROUTE:
 		QR_TRY(qr_gemm_f32(RL, RR, XN, H, M.router.as<float>(), H, T, RR, H, 0, st));
-		QR_TRY(rec(s, 0, RL, 0, RR, T, E, T, E, 0));
 		k_moe_route_f32<<<cdiv(T, 64), 64, 0, st>>>(RL, RR, T, E, k, d.norm_topk, A.topq.as<TopPair>(),
 		                                           A.ids.as<int32_t>(), A.w.as<float>(), A.idf.as<float>());
 		QR_CKL("moe_route_f32");
-		QR_TRY(rec(s, 1, A.w.p, 0, k, T, k, T, k, 0));
-		return rec(s, 2, A.idf.p, 0, k, T, k, T, k, 0);
+		return QR_OK;
 	case QR_OP_MOE_EXPERTS: {
 		QR_TRY(mark(ST_MOE_ROUTE, st)); // the grouping counts with the router
 		QR_TRY(launch_moe_group(A, n, E, st));
@@ -365,18 +363,11 @@ int DevModel::moe_step_f32(const PlanStep &s, int T, cudaStream_t st) {
 		return qr_gemm_f32(SO, H, SA, Is, M.shared_down.as<float>(), Is, T, H, Is, 0, st);
 	}
 	case QR_OP_MOE_COMBINE: {
-		float *eo = nullptr, *mo = nullptr;
-		if (trace) {
-			QR_TRY(trace_grow(T));
-			eo = trace->tmp.as<float>();
-			mo = trace->tmp2.as<float>();
-		}
+		float *eo, *mo; // the routed sum and the whole output, for the trace
+		QR_TRY(trace_scratch(T, &eo, &mo));
 		QR_TRY(launch_moe_combine_f32(X, A.y.as<float>(), A.pos.as<int32_t>(), A.w.as<float>(), SO, RL + E, RR, T, H, k,
 		                              eo, mo, st));
-		QR_TRY(rec(s, 0, eo, 0, H, T, H, T, H, 0));
-		QR_TRY(rec(s, 1, SO, 0, H, T, H, T, H, 0));
-		QR_TRY(rec(s, 2, RL + E, 0, RR, T, 1, T, 1, 0));
-		return rec(s, 3, mo, 0, H, T, H, T, H, 0);
+		return QR_OK;
 	}
 	}
 	QR_ARG(false, "moe: op %d is not an MoE op", s.op);

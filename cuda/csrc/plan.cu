@@ -4,8 +4,9 @@
 // GEMMs, the chunked core, flash attention) and a decode form over one row
 // (GEMVs, the recurrent update, split-key attention) that takes no host
 // synchronisation, so a decode walk can be captured into a CUDA graph.
-// While a trace is on, each op copies its outputs under the stage names its
-// step carries; a name the plan leaves empty is not recorded. The fp32
+// While a trace is on, the walk copies each op's outputs under the stage
+// names its step carries (rec_step, model_trace.cu: the same in both
+// precisions); a name the plan leaves empty is not recorded. The fp32
 // model's forms of the same ops are plan_f32.cu's.
 #include <math.h>
 #include <string.h>
@@ -73,6 +74,8 @@ int DevModel::walk(int T, int decode, int greedy, int rows, int only, bool mixer
 			continue;
 		QR_TRY(mark(op_stage[s.op], st));
 		QR_TRY(f32 ? step_f32(s, T, rows, st) : decode ? step_decode(s, greedy, st) : step_prefill(s, T, rows, st));
+		if (!decode) // a decode step is never traced
+			QR_TRY(rec_step(s, T, rows));
 	}
 	return QR_OK;
 }
@@ -80,7 +83,7 @@ int DevModel::walk(int T, int decode, int greedy, int rows, int only, bool mixer
 // ---- prefill forms (T rows at position pos) ----
 
 int DevModel::step_prefill(const PlanStep &s, int T, int rows, cudaStream_t st) {
-	const int H = d.hidden, I = d.inter, qd = d.nh * d.hd, hv = d.nv * d.dv, qk = d.nk * d.dk, kvd = d.nkv * d.hd;
+	const int H = d.hidden, I = d.inter, qd = d.nh * d.hd, hv = d.nv * d.dv;
 	float *X = x.as<float>();
 	bf16_t *XN = xn.as<bf16_t>();
 	Block *b = s.layer >= 0 ? blocks[s.layer].get() : nullptr;
@@ -90,62 +93,30 @@ int DevModel::step_prefill(const PlanStep &s, int T, int rows, cudaStream_t st) 
 	switch (s.op) {
 	case QR_OP_EMBED:
 		QR_TRY(set_dev_int(d_pos.as<int>(), pos, st));
-		QR_TRY(launch_embed(X, embed.as<bf16_t>(), ids.as<int32_t>(), T, H, st));
-		return rec(s, 0, X, 0, H, T, H, T, H, 0);
+		return launch_embed(X, embed.as<bf16_t>(), ids.as<int32_t>(), T, H, st);
 	case QR_OP_NORM: {
 		const bool head = s.layer < 0;
 		const int n = head ? rows : T;
 		const float *w = (head ? final_norm : s.arg == QR_W_INPUT_NORM ? b->in_norm : b->post_norm).as<float>();
-		QR_TRY(launch_rmsnorm(XN, 1, X + (size_t)(T - n) * H, 0, n, H, w, d.eps, 1, st));
-		return rec(s, 0, XN, 1, H, n, H, n, H, 0);
+		return launch_rmsnorm(XN, 1, X + (size_t)(T - n) * H, 0, n, H, w, d.eps, 1, st);
 	}
-	case QR_OP_RECORD: return rec(s, 0, X, 0, H, T, H, T, H, 0);
-	case QR_OP_GDN_IN_PROJ: {
-		QR_TRY(L->s_inproj(XN, T, st));
-		const bf16_t *P = gacts.proj.as<bf16_t>();
-		const int C = L->C, NIN = L->NIN;
-		QR_TRY(rec(s, 0, P, 1, NIN, T, C, T, C, 0));
-		QR_TRY(rec(s, 1, P + C, 1, NIN, T, hv, T, hv, 0));
-		QR_TRY(rec(s, 2, P + C + hv, 1, NIN, T, d.nv, T, d.nv, 0));
-		return rec(s, 3, P + C + hv + d.nv, 1, NIN, T, d.nv, T, d.nv, 0);
-	}
-	case QR_OP_GDN_CONV:
-		QR_TRY(L->s_conv(T, st));
-		return rec(s, 0, gacts.u.p, 1, L->C, T, L->C, T, L->C, 0);
-	case QR_OP_GDN_PREP: {
-		QR_TRY(L->s_prep(T, st));
-		const bf16_t *U = gacts.u.as<bf16_t>();
-		QR_TRY(rec(s, 0, gacts.g.p, 0, d.nv, T, d.nv, T, d.nv, 0));
-		QR_TRY(rec(s, 1, gacts.beta.p, 0, d.nv, T, d.nv, T, d.nv, 0));
-		// The device keeps q̂·d_k^-½; the CPU records q̂ before the scale.
-		QR_TRY(rec(s, 2, gacts.qn.p, 1, qk, T, qk, T, d.nk, d.dk, sqrtf((float)d.dk)));
-		QR_TRY(rec(s, 3, gacts.kn.p, 1, qk, T, qk, T, d.nk, d.dk));
-		return rec(s, 4, U + 2 * qk, 1, L->C, T, hv, T, d.nv, d.dv);
-	}
-	case QR_OP_GDN_CORE:
-		QR_TRY(L->s_core(T, st));
-		QR_TRY(rec(s, 0, gacts.o.p, 1, hv, T, hv, T, d.nv, d.dv));
-		return rec(s, 1, L->rec_state.p, 0, (size_t)d.dk * d.dv, d.nv, d.dk * d.dv, d.nv, d.dk, d.dv);
-	case QR_OP_GDN_NORM:
-		QR_TRY(L->s_norm(T, st));
-		return rec(s, 0, gacts.y.p, 1, hv, T, hv, T, hv, 0);
+	case QR_OP_RECORD: return QR_OK;
+	case QR_OP_GDN_IN_PROJ: return L->s_inproj(XN, T, st);
+	case QR_OP_GDN_CONV: return L->s_conv(T, st);
+	case QR_OP_GDN_PREP: return L->s_prep(T, st);
+	case QR_OP_GDN_CORE: return L->s_core(T, st);
+	case QR_OP_GDN_NORM: return L->s_norm(T, st);
 	case QR_OP_GDN_OUT: return gemm_acc_rec(s, 0, X, gacts.y.as<bf16_t>(), L->w_out.as<bf16_t>(), T, H, hv, st);
 	case QR_OP_ATT_QKV:
-		QR_TRY(qr_gemm_bf16(QKV, 0, NQKV, XN, H, A->w_qkv.as<bf16_t>(), H, T, NQKV, H, st));
-		QR_TRY(rec(s, 0, QKV, 1, NQKV, T, 2 * qd, T, 2 * qd, 0));
-		QR_TRY(rec(s, 1, QKV + 2 * qd, 1, NQKV, T, kvd, T, kvd, 0));
-		return rec(s, 2, QKV + 2 * qd + kvd, 1, NQKV, T, kvd, T, kvd, 0);
+		return qr_gemm_bf16(QKV, 0, NQKV, XN, H, A->w_qkv.as<bf16_t>(), H, T, NQKV, H, st);
 	case QR_OP_ATT_PREP:
-		QR_TRY(launch_attn_prep(qn.as<bf16_t>(), A->kc.as<bf16_t>(), A->vc.as<bf16_t>(), QKV, NQKV, T, d.nh, d.nkv,
+		return launch_attn_prep(qn.as<bf16_t>(), A->kc.as<bf16_t>(), A->vc.as<bf16_t>(), QKV, NQKV, T, d.nh, d.nkv,
 		                        d.hd, d.rot, d.theta, A->qnorm.as<float>(), A->knorm.as<float>(), d.eps,
-		                        d_pos.as<int>(), st));
-		QR_TRY(rec(s, 0, qn.p, 1, qd, T, qd, T, d.nh, d.hd));
-		return rec(s, 1, A->kc.as<bf16_t>() + (size_t)pos * kvd, 1, kvd, T, kvd, T, d.nkv, d.hd);
+		                        d_pos.as<int>(), st);
 	case QR_OP_ATT_CORE:
 		QR_TRY(rec_attn_core(s, 0, *A, qn.as<bf16_t>(), T, st));
-		QR_TRY(launch_flash_attn(ya.as<bf16_t>(), qn.as<bf16_t>(), A->kc.as<bf16_t>(), A->vc.as<bf16_t>(), QKV + d.hd,
-		                         NQKV, T, pos, d.nh, d.nkv, d.hd, 1.0f / sqrtf((float)d.hd), st));
-		return rec(s, 1, ya.p, 1, qd, T, qd, T, qd, 0);
+		return launch_flash_attn(ya.as<bf16_t>(), qn.as<bf16_t>(), A->kc.as<bf16_t>(), A->vc.as<bf16_t>(), QKV + d.hd,
+		                         NQKV, T, pos, d.nh, d.nkv, d.hd, 1.0f / sqrtf((float)d.hd), st);
 	case QR_OP_ATT_OUT: return gemm_acc_rec(s, 0, X, ya.as<bf16_t>(), A->w_o.as<bf16_t>(), T, H, qd, st);
 	case QR_OP_MLP_GATE_UP:
 		QR_TRY(qr_gemm_bf16(big.p, 0, 2 * I, XN, H, b->w_gu.as<bf16_t>(), H, T, 2 * I, H, st));

@@ -122,7 +122,7 @@ int DevModel::gemm_acc_rec_f32(const PlanStep &s, int slot, float *y, const floa
 // ---- the ops ----
 
 int DevModel::step_f32(const PlanStep &s, int T, int rows, cudaStream_t st) {
-	const int H = d.hidden, I = d.inter, qd = d.nh * d.hd, hv = d.nv * d.dv, qk = d.nk * d.dk, kvd = d.nkv * d.hd;
+	const int H = d.hidden, I = d.inter, qd = d.nh * d.hd, hv = d.nv * d.dv, qk = d.nk * d.dk;
 	float *X = x.as<float>();
 	float *XN = xn.as<float>();
 	Block *b = s.layer >= 0 ? blocks[s.layer].get() : nullptr;
@@ -134,39 +134,25 @@ int DevModel::step_f32(const PlanStep &s, int T, int rows, cudaStream_t st) {
 	switch (s.op) {
 	case QR_OP_EMBED:
 		QR_TRY(set_dev_int(d_pos.as<int>(), pos, st));
-		QR_TRY(launch_embed_f32(X, embed.as<float>(), ids.as<int32_t>(), T, H, st));
-		return rec(s, 0, X, 0, H, T, H, T, H, 0);
+		return launch_embed_f32(X, embed.as<float>(), ids.as<int32_t>(), T, H, st);
 	case QR_OP_NORM: {
 		const bool head = s.layer < 0;
 		const int n = head ? rows : T;
 		const float *w = (head ? final_norm : s.arg == QR_W_INPUT_NORM ? b->in_norm : b->post_norm).as<float>();
-		QR_TRY(launch_rmsnorm(XN, 0, X + (size_t)(T - n) * H, 0, n, H, w, d.eps, 1, st));
-		return rec(s, 0, XN, 0, H, n, H, n, H, 0);
+		return launch_rmsnorm(XN, 0, X + (size_t)(T - n) * H, 0, n, H, w, d.eps, 1, st);
 	}
-	case QR_OP_RECORD: return rec(s, 0, X, 0, H, T, H, T, H, 0);
+	case QR_OP_RECORD: return QR_OK;
 	case QR_OP_GDN_IN_PROJ:
-		QR_TRY(qr_gemm_f32(P, NIN, XN, H, L->w_in.as<float>(), H, T, NIN, H, 0, st));
-		QR_TRY(rec(s, 0, P, 0, NIN, T, C, T, C, 0));
-		QR_TRY(rec(s, 1, P + C, 0, NIN, T, hv, T, hv, 0));
-		QR_TRY(rec(s, 2, P + C + hv, 0, NIN, T, d.nv, T, d.nv, 0));
-		return rec(s, 3, P + C + hv + d.nv, 0, NIN, T, d.nv, T, d.nv, 0);
+		return qr_gemm_f32(P, NIN, XN, H, L->w_in.as<float>(), H, T, NIN, H, 0, st);
 	case QR_OP_GDN_CONV:
 		QR_TRY(launch_conv(gacts.u.p, 0, C, P, 0, NIN, T, C, L->conv_w.as<float>(), d.kconv, L->conv_state[L->cs].p,
 		                   L->conv_state[L->cs ^ 1].p, st));
 		L->cs ^= 1;
-		return rec(s, 0, gacts.u.p, 0, C, T, C, T, C, 0);
-	case QR_OP_GDN_PREP: {
-		const float *U = gacts.u.as<float>();
-		QR_TRY(launch_gdn_prep_f32(gacts.qn.as<float>(), gacts.kn.as<float>(), gacts.g.as<float>(),
-		                           gacts.beta.as<float>(), U, C, P + C + hv, NIN, T, d.nk, d.nv, d.dk,
-		                           L->a_log.as<float>(), L->dt_bias.as<float>(), st));
-		QR_TRY(rec(s, 0, gacts.g.p, 0, d.nv, T, d.nv, T, d.nv, 0));
-		QR_TRY(rec(s, 1, gacts.beta.p, 0, d.nv, T, d.nv, T, d.nv, 0));
-		// The device keeps q̂·d_k^-½; the CPU records q̂ before the scale.
-		QR_TRY(rec(s, 2, gacts.qn.p, 0, qk, T, qk, T, d.nk, d.dk, sqrtf((float)d.dk)));
-		QR_TRY(rec(s, 3, gacts.kn.p, 0, qk, T, qk, T, d.nk, d.dk));
-		return rec(s, 4, U + 2 * qk, 0, C, T, hv, T, d.nv, d.dv);
-	}
+		return QR_OK;
+	case QR_OP_GDN_PREP:
+		return launch_gdn_prep_f32(gacts.qn.as<float>(), gacts.kn.as<float>(), gacts.g.as<float>(),
+		                           gacts.beta.as<float>(), gacts.u.as<float>(), C, P + C + hv, NIN, T, d.nk, d.nv,
+		                           d.dk, L->a_log.as<float>(), L->dt_bias.as<float>(), st);
 	case QR_OP_GDN_CORE: {
 		GdnArgs a{};
 		a.T = T, a.NK = d.nk, a.NV = d.nv, a.DK = d.dk, a.DV = d.dv;
@@ -174,28 +160,21 @@ int DevModel::step_f32(const PlanStep &s, int T, int rows, cudaStream_t st) {
 		a.v = gacts.u.as<float>() + 2 * qk, a.ldv = C; // the conv output's value channels
 		a.g = gacts.g.as<float>(), a.beta = gacts.beta.as<float>();
 		a.out = gacts.o.p, a.ldo = hv, a.state = L->rec_state.as<float>();
-		QR_TRY(gdn_recurrent(a, 0, 0, st));
-		QR_TRY(rec(s, 0, gacts.o.p, 0, hv, T, hv, T, d.nv, d.dv));
-		return rec(s, 1, L->rec_state.p, 0, (size_t)d.dk * d.dv, d.nv, d.dk * d.dv, d.nv, d.dk, d.dv);
+		return gdn_recurrent(a, 0, 0, st);
 	}
 	case QR_OP_GDN_NORM:
-		QR_TRY(launch_gated_rmsnorm(gacts.y.p, 0, hv, gacts.o.p, 0, hv, P + C, 0, NIN, T, d.nv, d.dv,
-		                            L->norm_w.as<float>(), d.eps, st));
-		return rec(s, 0, gacts.y.p, 0, hv, T, hv, T, hv, 0);
+		return launch_gated_rmsnorm(gacts.y.p, 0, hv, gacts.o.p, 0, hv, P + C, 0, NIN, T, d.nv, d.dv,
+		                            L->norm_w.as<float>(), d.eps, st);
 	case QR_OP_GDN_OUT: return gemm_acc_rec_f32(s, 0, X, gacts.y.as<float>(), L->w_out.as<float>(), T, H, hv, st);
 	case QR_OP_ATT_QKV:
-		QR_TRY(qr_gemm_f32(QKV, NQKV, XN, H, A->w_qkv.as<float>(), H, T, NQKV, H, 0, st));
-		QR_TRY(rec(s, 0, QKV, 0, NQKV, T, 2 * qd, T, 2 * qd, 0));
-		QR_TRY(rec(s, 1, QKV + 2 * qd, 0, NQKV, T, kvd, T, kvd, 0));
-		return rec(s, 2, QKV + 2 * qd + kvd, 0, NQKV, T, kvd, T, kvd, 0);
+		return qr_gemm_f32(QKV, NQKV, XN, H, A->w_qkv.as<float>(), H, T, NQKV, H, 0, st);
 	case QR_OP_ATT_PREP:
 		k_attn_prep_f32<<<dim3(T, d.nh + 2 * d.nkv), 32, 0, st>>>(qn.as<float>(), A->kc.as<float>(), A->vc.as<float>(),
 		                                                         QKV, NQKV, d.nh, d.nkv, d.hd, d.rot, d.theta,
 		                                                         A->qnorm.as<float>(), A->knorm.as<float>(), d.eps,
 		                                                         d_pos.as<int>());
 		QR_CKL("attn_prep_f32");
-		QR_TRY(rec(s, 0, qn.p, 0, qd, T, qd, T, d.nh, d.hd));
-		return rec(s, 1, A->kc.as<float>() + (size_t)pos * kvd, 0, kvd, T, kvd, T, d.nkv, d.hd);
+		return QR_OK;
 	case QR_OP_ATT_CORE: {
 		float *Y = ya.as<float>();
 		QR_TRY(launch_attention(Y, qn.as<float>(), A->kc.as<float>(), A->vc.as<float>(), T, pos + T, d.nh, d.nkv, d.hd,
@@ -203,7 +182,7 @@ int DevModel::step_f32(const PlanStep &s, int T, int rows, cudaStream_t st) {
 		QR_TRY(rec(s, 0, Y, 0, qd, T, qd, T, d.nh, d.hd)); // before the output gate
 		k_attn_gate_f32<<<grid_for((size_t)T * qd), 256, 0, st>>>(Y, QKV, NQKV, T, d.nh, d.hd);
 		QR_CKL("attn_gate_f32");
-		return rec(s, 1, Y, 0, qd, T, qd, T, qd, 0);
+		return QR_OK;
 	}
 	case QR_OP_ATT_OUT: return gemm_acc_rec_f32(s, 0, X, ya.as<float>(), A->w_o.as<float>(), T, H, qd, st);
 	case QR_OP_MLP_GATE_UP:
