@@ -126,12 +126,12 @@ func SupportsResident(cfg *model.Config) error {
 		return model.UnsupportedShape("the device-resident model needs GDN head dims 128/128 and attention head dim 256 (every released Qwen3.5/3.6 size); "+
 			"this shape has %d/%d and %d, so it runs op by op (as %s, slow)", cfg.LinearKeyHeadDim, cfg.LinearValueHeadDim, cfg.HeadDim, OpsBackendName)
 	}
+	if err := supportsRouter(cfg); err != nil {
+		return err
+	}
 	if m := cfg.MoE; cfg.IsMoE() {
-		const maxExperts, maxTopK, maxWidth = 8192, 64, 24576 // MOE_MAX_EXPERTS, MOE_MAX_TOPK of csrc/model.cuh; the GEMV's K
+		const maxWidth = 24576 // the GEMV's K
 		switch {
-		case m.NumExperts > maxExperts || m.NumExpertsPerTok > maxTopK:
-			return model.UnsupportedShape("the device router takes up to %d experts and top-%d; this model has %d and top-%d",
-				maxExperts, maxTopK, m.NumExperts, m.NumExpertsPerTok)
 		case m.IntermediateSize%8 != 0 || m.SharedIntermediate%8 != 0 || m.SharedIntermediate > maxWidth || cfg.HiddenSize > maxWidth:
 			return model.UnsupportedShape("the device MoE kernels need expert widths that are multiples of 8 (shared and hidden up to %d); "+
 				"this model has moe_intermediate_size %d, shared_expert_intermediate_size %d, hidden_size %d",
@@ -152,12 +152,16 @@ func SupportsResidentFP32(cfg *model.Config) error {
 		return model.UnsupportedShape("the fp32 device model takes GDN key head dims up to %d and attention head dims up to %d "+
 			"with an even rotary dim; this shape has %d, %d and %d", maxDK, maxHD, cfg.LinearKeyHeadDim, cfg.HeadDim, cfg.RotaryDim())
 	}
-	if m := cfg.MoE; cfg.IsMoE() {
-		const maxExperts, maxTopK = 8192, 64 // MOE_MAX_EXPERTS, MOE_MAX_TOPK of csrc/model.cuh
-		if m.NumExperts > maxExperts || m.NumExpertsPerTok > maxTopK {
-			return model.UnsupportedShape("the device router takes up to %d experts and top-%d; this model has %d and top-%d",
-				maxExperts, maxTopK, m.NumExperts, m.NumExpertsPerTok)
-		}
+	return supportsRouter(cfg)
+}
+
+// supportsRouter refuses an MoE config the device router (either
+// precision) cannot take: its expert and top-k limits.
+func supportsRouter(cfg *model.Config) error {
+	const maxExperts, maxTopK = 8192, 64 // MOE_MAX_EXPERTS, MOE_MAX_TOPK of csrc/model.cuh
+	if m := cfg.MoE; cfg.IsMoE() && (m.NumExperts > maxExperts || m.NumExpertsPerTok > maxTopK) {
+		return model.UnsupportedShape("the device router takes up to %d experts and top-%d; this model has %d and top-%d",
+			maxExperts, maxTopK, m.NumExperts, m.NumExpertsPerTok)
 	}
 	return nil
 }
