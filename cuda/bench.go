@@ -19,6 +19,7 @@ const (
 	BenchGDNLayer                  // whole layer prefill; Extra = stage medians (ms) then projection TFLOP/s
 	BenchDecode                    // one decode step of one layer; variant 1 = CUDA graph replay; Extra[0] = GB/s of weights
 	BenchAttn                      // fp32 attention core (the verification kernel); Extra[0] = TFLOP/s
+	BenchFlash                     // bf16 flash attention (prefill, causal); variant = one of FlashShapes (0 default); Extra[0] = TFLOP/s
 )
 
 // LayerStages names the Extra entries of BenchGDNLayer, in order.

@@ -38,17 +38,26 @@ func TestBenchTable(t *testing.T) {
 		tm, err := d.Bench(BenchGEMM, 8192, 0, 10)
 		add(w, "694 TFLOP/s", tm, err, fmt.Sprintf("%.0f TFLOP/s", first(tm)))
 	}
-	for _, T := range []int{8192, 32768} {
+	for _, T := range []int{512, 2048, 8192, 32768} {
 		anchor := map[int]string{8192: "fla 0.23, Dao 0.155", 32768: "fla 0.59, Dao 0.469"}[T]
 		if w := fmt.Sprintf("conv+SiLU T=%d", T); want(w) {
 			tm, err := d.BenchConv(T)
 			add(w, anchor, tm, err, fmt.Sprintf("%.0f GB/s", first(tm)))
 		}
-		// Launch shapes: 100·(rows in flight per thread) + (steps per thread).
-		for _, v := range []int{116, 132, 216, 232, 416, 464} {
+		// Launch shapes (convShapes).
+		for _, v := range convShapes[1:] {
 			if w := fmt.Sprintf("conv+SiLU T=%d shape %d", T, v); want(w) {
 				tm, err := d.Bench(BenchConv, T, v, 50)
 				add(w, anchor, tm, err, fmt.Sprintf("%.0f GB/s", first(tm)))
+			}
+		}
+	}
+	// The prefill flash attention at the 27B's attention widths, each shape.
+	for _, T := range []int{2048, 8192} {
+		for _, v := range append([]int{0}, FlashShapes...) {
+			if w := fmt.Sprintf("flash attention bf16 T=%d shape %d", T, v); want(w) {
+				tm, err := d.Bench(BenchFlash, T, v, 10)
+				add(w, "FA3 hd256 (Hopper)", tm, err, fmt.Sprintf("%.0f TFLOP/s", first(tm)))
 			}
 		}
 	}

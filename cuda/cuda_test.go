@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/qwenref/qwenref/layers/attention"
@@ -120,6 +121,31 @@ func TestConvMatchesCPU(t *testing.T) {
 		name := fmt.Sprintf("conv T=%d C=%d K=%d", c.t, c.ch, c.k)
 		check(t, name+" y", got, want, 1e-5)
 		check(t, name+" state", gotSt, wantSt, 0)
+	}
+}
+
+// ConvShapes names the bf16 conv's launch shapes (100·U + TT: U rows in
+// flight, or U = 8/9 for the all-loads-first form with and without
+// streaming hints; TT steps a thread).
+var convShapes = []int{0, 101, 116, 164, 216, 416, 464, 816, 916}
+
+// Every bf16 conv launch shape against the plain form, bit for bit, with an
+// initial state (the library's bench checks each run it times that way), at
+// lengths that are and are not multiples of each shape's steps. The plain
+// form is checked against the CPU by the model tests.
+func TestConvShapesAgree(t *testing.T) {
+	d := need(t)
+	for _, T := range []int{1, 3, 37, 1000, 4096} {
+		for _, v := range convShapes {
+			if _, err := d.Bench(BenchConv, T, v, 1); err != nil {
+				t.Errorf("conv T=%d shape %d: %v", T, v, err)
+			}
+		}
+	}
+	for _, v := range []int{808, 932, 1016} {
+		if _, err := d.Bench(BenchConv, 100, v, 1); err == nil {
+			t.Errorf("conv shape %d (not built) accepted", v)
+		}
 	}
 }
 
@@ -242,6 +268,18 @@ func TestAttentionMatchesCPU(t *testing.T) {
 	}
 }
 
+// attentionInputs draws bf16-rounded attention inputs of head dim 256: q
+// and gate for qRows (token, head) rows, q in ±peak, and k and v for
+// kvRows (position, key head) rows.
+func attentionInputs(r *rand.Rand, qRows, kvRows int, peak float32) (q, k, v, gate []float32) {
+	const hd = 256
+	q = roundBF16(uniform(r, qRows*hd, -peak, peak))
+	k = roundBF16(uniform(r, kvRows*hd, -1, 1))
+	v = roundBF16(uniform(r, kvRows*hd, -1, 1))
+	gate = roundBF16(uniform(r, qRows*hd, -3, 3))
+	return q, k, v, gate
+}
+
 // The device model's decode attention (keys split across blocks that loop
 // over splits past one pass, a combine step, the sigmoid gate) against a
 // float64 softmax attention on the same bf16-rounded inputs, at positions
@@ -250,43 +288,14 @@ func TestAttentionMatchesCPU(t *testing.T) {
 func TestAttentionDecodeMatchesCPU(t *testing.T) {
 	d := need(t)
 	r := rand.New(rand.NewPCG(17, 18))
-	bf := roundBF16
 	const hd = 256
 	for _, c := range []struct{ nh, nkv, capacity, s int }{
 		{24, 4, 8192, 1}, {24, 4, 8192, 3}, {24, 4, 8192, 64}, {24, 4, 8192, 65}, {24, 4, 8192, 2000},
 		{24, 4, 8192, 2817}, {24, 4, 8192, 6000}, {24, 4, 8192, 8192}, {8, 2, 8192, 5000}, {6, 6, 100, 100},
 	} {
 		for _, peak := range []float32{1, 6} {
-			q := bf(uniform(r, c.nh*hd, -peak, peak))
-			k := bf(uniform(r, c.capacity*c.nkv*hd, -1, 1))
-			v := bf(uniform(r, c.capacity*c.nkv*hd, -1, 1))
-			gate := bf(uniform(r, c.nh*hd, -3, 3))
-			want := make([]float64, c.nh*hd)
-			for h := range c.nh {
-				hk := h / (c.nh / c.nkv)
-				sc := make([]float64, c.s)
-				mx := math.Inf(-1)
-				for j := range c.s {
-					dot := 0.0
-					for i := range hd {
-						dot += float64(q[h*hd+i]) * float64(k[(j*c.nkv+hk)*hd+i])
-					}
-					sc[j] = dot / 16
-					mx = max(mx, sc[j])
-				}
-				sum := 0.0
-				for j := range sc {
-					sc[j] = math.Exp(sc[j] - mx)
-					sum += sc[j]
-				}
-				for i := range hd {
-					o := 0.0
-					for j := range sc {
-						o += sc[j] * float64(v[(j*c.nkv+hk)*hd+i])
-					}
-					want[h*hd+i] = o / sum / (1 + math.Exp(-float64(gate[h*hd+i])))
-				}
-			}
+			q, k, v, gate := attentionInputs(r, c.nh, c.capacity*c.nkv, peak)
+			want := gatedAttention(q, k, v, gate, 1, c.s-1, c.nh, c.nkv)
 			got := nans(c.nh * hd)
 			if err := d.attentionDecode(got, q, k, v, gate, c.s, c.capacity, c.nh, c.nkv); err != nil {
 				t.Fatal(err)
@@ -297,6 +306,82 @@ func TestAttentionDecodeMatchesCPU(t *testing.T) {
 	}
 	if err := d.attentionDecode(nans(hd), nans(hd), nans(10*hd), nans(10*hd), nans(hd), 11, 10, 1, 1); err == nil {
 		t.Error("11 keys in a cache of 10 accepted")
+	}
+}
+
+// gatedAttention is the float64 causal GQA attention with the sigmoid output
+// gate (head dim 256, scale 1/16): q and gate [t, nh, 256] at positions
+// pos0.., k and v [≥ pos0+t, nkv, 256]; it returns [t, nh, 256].
+func gatedAttention(q, k, v, gate []float32, t, pos0, nh, nkv int) []float64 {
+	const hd = 256
+	out := make([]float64, t*nh*hd)
+	sc := make([]float64, pos0+t)
+	for i := range t {
+		s := pos0 + i + 1 // keys visible to query i
+		for h := range nh {
+			hk := h / (nh / nkv)
+			qi := q[(i*nh+h)*hd:][:hd]
+			mx := math.Inf(-1)
+			for j := range s {
+				kj := k[(j*nkv+hk)*hd:][:hd]
+				dot := 0.0
+				for e := range hd {
+					dot += float64(qi[e]) * float64(kj[e])
+				}
+				sc[j] = dot / 16
+				mx = max(mx, sc[j])
+			}
+			sum := 0.0
+			for j := range s {
+				sc[j] = math.Exp(sc[j] - mx)
+				sum += sc[j]
+			}
+			o := out[(i*nh+h)*hd:][:hd]
+			for j := range s {
+				vj := v[(j*nkv+hk)*hd:][:hd]
+				for e := range hd {
+					o[e] += sc[j] * float64(vj[e])
+				}
+			}
+			for e := range hd {
+				o[e] = o[e] / sum / (1 + math.Exp(-float64(gate[(i*nh+h)*hd+e])))
+			}
+		}
+	}
+	return out
+}
+
+// The prefill flash attention in every launch shape the device holds
+// against float64 sums of the same bf16-rounded inputs: tile edges (one row
+// short of and past a tall block), continuations after cached keys, GQA
+// groups of 6 and 4 and none, flat and peaked scores. Its output is bf16.
+func TestFlashAttentionMatchesCPU(t *testing.T) {
+	d := need(t)
+	r := rand.New(rand.NewPCG(23, 24))
+	const hd = 256
+	for _, c := range []struct{ t, pos0, nh, nkv int }{
+		{1, 0, 24, 4}, {63, 0, 24, 4}, {129, 0, 24, 4}, {200, 57, 8, 2}, {257, 31, 6, 6}, {70, 130, 24, 4},
+	} {
+		for _, peak := range []float32{1, 6} {
+			q, k, v, gate := attentionInputs(r, c.t*c.nh, (c.pos0+c.t)*c.nkv, peak)
+			want := narrow(gatedAttention(q, k, v, gate, c.t, c.pos0, c.nh, c.nkv))
+			for _, shape := range append([]int{0}, FlashShapes...) {
+				got := nans(c.t * c.nh * hd)
+				err := d.flashAttention(got, q, k, v, gate, c.t, c.pos0, c.nh, c.nkv, shape)
+				if err != nil && shape != 0 && strings.Contains(err.Error(), "too large for this device") {
+					t.Logf("shape %d: %v", shape, err)
+					continue
+				}
+				if err != nil {
+					t.Fatalf("shape %d: %v", shape, err)
+				}
+				check(t, fmt.Sprintf("flash attention shape %d t=%d pos0=%d nh=%d nkv=%d, q ±%g", shape, c.t, c.pos0,
+					c.nh, c.nkv, peak), got, want, 4e-3)
+			}
+		}
+	}
+	if err := d.flashAttention(nans(hd), nans(hd), nans(hd), nans(hd), nans(hd), 1, 0, 1, 1, 999); err == nil {
+		t.Error("flash attention shape 999 accepted")
 	}
 }
 

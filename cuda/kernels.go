@@ -146,6 +146,25 @@ func (d *Device) attentionDecode(out, q, k, v, gate []float32, s, capacity, nh, 
 	return d.call("attention_decode", func() int { return cAttentionDecode(out, q, k, v, gate, s, capacity, nh, nkv) })
 }
 
+// FlashShapes names the prefill flash attention's launch shapes (100·warps
+// + key tile) for its test and bench; a device runs those whose shared
+// memory it holds.
+var FlashShapes = []int{432, 464, 832, 864}
+
+// flashAttention runs the device model's prefill flash attention on host
+// data, for its check against the CPU: q and gate [t, nh, 256] at positions
+// pos0.., k and v [pos0+t, nkv, 256], out [t, nh, 256]; variant a shape of
+// FlashShapes or 0 for the default.
+func (d *Device) flashAttention(out, q, k, v, gate []float32, t, pos0, nh, nkv, variant int) error {
+	const hd = 256
+	if t < 1 || pos0 < 0 || nh <= 0 || nkv <= 0 || nh%nkv != 0 || len(out) != t*nh*hd || len(q) != len(out) ||
+		len(gate) != len(out) || len(k) != (pos0+t)*nkv*hd || len(v) != len(k) {
+		return fmt.Errorf("cuda: flash attention: t=%d pos0=%d nh=%d nkv=%d with %d/%d/%d/%d/%d values",
+			t, pos0, nh, nkv, len(out), len(q), len(k), len(v), len(gate))
+	}
+	return d.call("flash_attention", func() int { return cFlashAttention(out, q, k, v, gate, t, pos0, nh, nkv, variant) })
+}
+
 // GEMV output modes of gemv (the decode GEMV's fused output stages).
 const (
 	gemvBF16   = 0 // y = bf16(W x)

@@ -13,7 +13,7 @@ import (
 
 // abiVersion is QR_ABI_VERSION of csrc/qwenref_cuda.h: the library must
 // report the same, or its functions may take other arguments.
-const abiVersion = 8
+const abiVersion = 9
 
 // The library's entry points, bound with purego (dlopen and dlsym without
 // cgo), so the package builds with no C compiler and no CUDA toolkit. The
@@ -37,6 +37,7 @@ var lib struct {
 	gdnForward      func(out, q, k, v, g, beta unsafe.Pointer, t, nk, nv, dk, dv int32, st unsafe.Pointer, variant int32) int32
 	attnForward     func(out, q, k, v unsafe.Pointer, t, s, nh, nkv, d int32, scale float32) int32
 	attnDecode      func(out, q, k, v, gate unsafe.Pointer, s, cap, nh, nkv int32) int32
+	flashAttn       func(out, q, k, v, gate unsafe.Pointer, t, pos0, nh, nkv, variant int32) int32
 	gemv            func(y, x, w unsafe.Pointer, n, k, mode int32) int32
 	moeRoute        func(ids, w, logits unsafe.Pointer, t, e, k, norm int32) int32
 	rmsnorm         func(y, x unsafe.Pointer, rows, n int32, w unsafe.Pointer, eps float32, onePlus int32) int32
@@ -80,7 +81,7 @@ func symbols() []struct {
 		{&l.free, "qr_free"}, {&l.uploadBF16, "qr_upload_bf16"}, {&l.uploadF32AsBF16, "qr_upload_f32_as_bf16"},
 		{&l.uploadF32, "qr_upload_f32"}, {&l.uploadBF16AsF32, "qr_upload_bf16_as_f32"}, {&l.matmulBF16, "qr_matmul_bf16"}, {&l.matmulF32, "qr_matmul_f32"},
 		{&l.convForward, "qr_conv_forward"}, {&l.gdnForward, "qr_gdn_forward"},
-		{&l.attnForward, "qr_attention_forward"}, {&l.attnDecode, "qr_attention_decode"}, {&l.gemv, "qr_gemv"}, {&l.moeRoute, "qr_moe_route"}, {&l.rmsnorm, "qr_rmsnorm"}, {&l.gatedRMSNorm, "qr_gated_rmsnorm"},
+		{&l.attnForward, "qr_attention_forward"}, {&l.attnDecode, "qr_attention_decode"}, {&l.flashAttn, "qr_flash_attention"}, {&l.gemv, "qr_gemv"}, {&l.moeRoute, "qr_moe_route"}, {&l.rmsnorm, "qr_rmsnorm"}, {&l.gatedRMSNorm, "qr_gated_rmsnorm"},
 		{&l.rope, "qr_rope"}, {&l.swiglu, "qr_swiglu"}, {&l.gdnLayer, "qr_gdn_layer"}, {&l.bench, "qr_bench"},
 		{&l.memInfo, "qr_mem_info"}, {&l.modelCreate, "qr_model_create"}, {&l.modelDestroy, "qr_model_destroy"},
 		{&l.modelRandom, "qr_model_random"}, {&l.modelSet, "qr_model_set"}, {&l.modelGet, "qr_model_get"},
@@ -225,6 +226,11 @@ func cAttention(out, q, k, v []float32, t, s, nh, nkv, d int, scale float32) int
 func cAttentionDecode(out, q, k, v, gate []float32, s, capacity, nh, nkv int) int {
 	return int(lib.attnDecode(fptr(out), fptr(q), fptr(k), fptr(v), fptr(gate), int32(s), int32(capacity), int32(nh),
 		int32(nkv)))
+}
+
+func cFlashAttention(out, q, k, v, gate []float32, t, pos0, nh, nkv, variant int) int {
+	return int(lib.flashAttn(fptr(out), fptr(q), fptr(k), fptr(v), fptr(gate), int32(t), int32(pos0), int32(nh),
+		int32(nkv), int32(variant)))
 }
 
 func cGEMV(y, x, w []float32, n, k, mode int) int {

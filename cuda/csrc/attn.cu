@@ -1,8 +1,7 @@
-// attn.cu: attention, every kernel of it. For the gated full-attention
-// layer of the whole-model path (docs/spec.md): q/k RMSNorm(1+w) + partial
-// RoPE with the KV cache write, a bf16 tensor-core flash attention for
-// prefill (causal, GQA, online softmax, the sigmoid output gate fused into
-// its epilogue), and a split-key decode attention with its combine step.
+// attn.cu: the attention kernels beside the prefill flash attention
+// (flash_attn.cu). For the gated full-attention layer of the whole-model
+// path (docs/spec.md): q/k RMSNorm(1+w) + partial RoPE with the KV cache
+// write, and a split-key decode attention with its combine step.
 // For verification and the fp32 reference (cuda-fp32, cuda-ops): an fp32
 // flash-style causal GQA attention on host data (qr_attention_forward).
 #include <math.h>
@@ -97,213 +96,6 @@ int launch_attn_prep(bf16_t *qn, bf16_t *kc, bf16_t *vc, const bf16_t *qkv, int 
 		                  qw, kw, eps, pos_dev);
 	return launch_pdl(k_attn_prep<4, 2>, dim3(nb), dim3(256), 0, st, qn, kc, vc, qkv, ld, t, nh, nkv, theta,
 	                  qw, kw, eps, pos_dev);
-}
-
-// ---- flash attention, bf16 mma.sync, head dim 256 ----
-// One block of 4 warps per (64 queries, query head); each warp owns 16 query
-// rows. Keys stream through shared memory 32 at a time, double-buffered with
-// cp.async; S = Q Kᵀ and O += P V run on m16n8k16 tensor cores with fp32
-// accumulators, the softmax is online (base 2). Rows are padded by 16 bytes
-// so ldmatrix rows fall in distinct bank groups.
-#define FA_D 256
-#define FA_BM 64
-#define FA_BN 32
-#define FA_LD (FA_D + 8)
-#define FA_SMEM ((FA_BM + 4 * FA_BN) * FA_LD * 2)
-
-__device__ __forceinline__ void ldsm_x4(unsigned r[4], const bf16_t *p) {
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-	             : "r"(smem_addr(p)));
-}
-
-// Copy rows [r0, r0+nrows) of a [*, D] bf16 tile into smem (FA_LD stride);
-// rows at or past `valid` are zero-filled (their scores are masked, and a
-// zero V row keeps 0·V finite).
-__device__ __forceinline__ void fa_load_rows(bf16_t *s, const bf16_t *g, size_t gstride, int nrows, int valid,
-                                             int tid) {
-	for (int i = tid; i < nrows * (FA_D / 8); i += 128) {
-		const int r = i / (FA_D / 8), c = (i % (FA_D / 8)) * 8;
-		bf16_t *dst = s + r * FA_LD + c;
-		if (r < valid)
-			cp_async16(dst, g + (size_t)r * gstride + c);
-		else
-			*(uint4 *)dst = make_uint4(0, 0, 0, 0);
-	}
-}
-
-__global__ void __launch_bounds__(128, 2) k_flash_attn(bf16_t *__restrict__ y, const bf16_t *__restrict__ q,
-                                                       const bf16_t *__restrict__ kc, const bf16_t *__restrict__ vc,
-                                                       const bf16_t *__restrict__ gate, int ldg, int T, int pos0,
-                                                       int nh, int nkv, float scale_log2) {
-	extern __shared__ __align__(16) unsigned char qr_smem[];
-	bf16_t *Qs = (bf16_t *)qr_smem;
-	bf16_t *Ks = Qs + FA_BM * FA_LD;      // [2][FA_BN][FA_LD]
-	bf16_t *Vs = Ks + 2 * FA_BN * FA_LD;  // [2][FA_BN][FA_LD]
-	const int nqt = gridDim.x;
-	const int qt = nqt - 1 - blockIdx.x; // heaviest (latest) query tiles first
-	const int h = blockIdx.y, hk = h / (nh / nkv);
-	const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-	const int g = lane >> 2, c = lane & 3;
-	const int q0 = qt * FA_BM;
-	const int qrows = min(FA_BM, T - q0);
-	const size_t kstride = (size_t)nkv * FA_D;
-	const bf16_t *kbase = kc + (size_t)hk * FA_D, *vbase = vc + (size_t)hk * FA_D;
-	// The last key any row of this tile sees, and the key tiles to visit.
-	const int last_key = pos0 + q0 + qrows - 1;
-	const int nkt = last_key / FA_BN + 1;
-	const int S = pos0 + T;
-
-	fa_load_rows(Qs, q + ((size_t)q0 * nh + h) * FA_D, (size_t)nh * FA_D, FA_BM, qrows, tid);
-	fa_load_rows(Ks, kbase, kstride, FA_BN, min(FA_BN, S), tid);
-	fa_load_rows(Vs, vbase, kstride, FA_BN, min(FA_BN, S), tid);
-	cp_async_commit();
-
-	float o[FA_D / 8][4];
-#pragma unroll
-	for (int n = 0; n < FA_D / 8; n++)
-		o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-	float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-	const int p0 = pos0 + q0 + 16 * w + g, p1 = p0 + 8; // positions of this thread's two rows
-	const int qmin = pos0 + q0;
-
-	for (int kt = 0; kt < nkt; kt++) {
-		cp_async_wait<0>();
-		__syncthreads(); // tile kt landed; tile kt-1's buffer is free
-		if (kt + 1 < nkt) {
-			const int k0 = (kt + 1) * FA_BN, b = (kt + 1) & 1;
-			fa_load_rows(Ks + b * FA_BN * FA_LD, kbase + (size_t)k0 * kstride, kstride, FA_BN, min(FA_BN, S - k0),
-			             tid);
-			fa_load_rows(Vs + b * FA_BN * FA_LD, vbase + (size_t)k0 * kstride, kstride, FA_BN, min(FA_BN, S - k0),
-			             tid);
-		}
-		cp_async_commit();
-		const bf16_t *Kt = Ks + (kt & 1) * FA_BN * FA_LD, *Vt = Vs + (kt & 1) * FA_BN * FA_LD;
-
-		// S = Q Kᵀ for this warp's 16 rows and the 32 keys.
-		float s[FA_BN / 8][4];
-#pragma unroll
-		for (int n = 0; n < FA_BN / 8; n++)
-			s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-		const int qr = lane & 7, qq = lane >> 3;
-#pragma unroll
-		for (int kk = 0; kk < FA_D / 16; kk++) {
-			unsigned a[4];
-			ldsm_x4(a, Qs + (16 * w + qr + 8 * (qq & 1)) * FA_LD + 16 * kk + 8 * (qq >> 1));
-#pragma unroll
-			for (int np = 0; np < FA_BN / 16; np++) {
-				unsigned b[4];
-				ldsm_x4(b, Kt + (16 * np + qr + 8 * (qq >> 1)) * FA_LD + 16 * kk + 8 * (qq & 1));
-				mma_bf16(s[2 * np], a, b);
-				mma_bf16(s[2 * np + 1], a, b + 2);
-			}
-		}
-		// Causal mask where the tile reaches past this block's first query.
-		const int kbase_pos = kt * FA_BN;
-		if (kbase_pos + FA_BN - 1 > qmin) {
-#pragma unroll
-			for (int n = 0; n < FA_BN / 8; n++)
-#pragma unroll
-				for (int e = 0; e < 4; e++) {
-					const int key = kbase_pos + 8 * n + 2 * c + (e & 1);
-					if (key > (e < 2 ? p0 : p1))
-						s[n][e] = -INFINITY;
-				}
-		}
-		// Online softmax in base 2; the row max is shared by the 4 lanes of a quad.
-		float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-		for (int n = 0; n < FA_BN / 8; n++) {
-			s[n][0] *= scale_log2;
-			s[n][1] *= scale_log2;
-			s[n][2] *= scale_log2;
-			s[n][3] *= scale_log2;
-			mx0 = fmaxf(mx0, fmaxf(s[n][0], s[n][1]));
-			mx1 = fmaxf(mx1, fmaxf(s[n][2], s[n][3]));
-		}
-		mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-		mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-		mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-		mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-		// Key 0 is visible to every row and comes first, so the running max
-		// is finite from the first tile on; a row fully masked in a later
-		// tile keeps its max and gets p = 0.
-		const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
-		const float c0 = exp2f(m0 - n0), c1 = exp2f(m1 - n1);
-		m0 = n0;
-		m1 = n1;
-		l0 *= c0;
-		l1 *= c1;
-#pragma unroll
-		for (int n = 0; n < FA_D / 8; n++) {
-			o[n][0] *= c0;
-			o[n][1] *= c0;
-			o[n][2] *= c1;
-			o[n][3] *= c1;
-		}
-		unsigned pa[FA_BN / 16][4];
-#pragma unroll
-		for (int n = 0; n < FA_BN / 8; n++) {
-			const float e0 = exp2f(s[n][0] - n0), e1 = exp2f(s[n][1] - n0);
-			const float e2 = exp2f(s[n][2] - n1), e3 = exp2f(s[n][3] - n1);
-			l0 += e0 + e1;
-			l1 += e2 + e3;
-			// C fragment of key tile n → A fragment of the k16 step n/2.
-			pa[n >> 1][(n & 1) * 2] = pack_bf2(e0, e1);
-			pa[n >> 1][(n & 1) * 2 + 1] = pack_bf2(e2, e3);
-		}
-		// O += P V: V tile is [key][d] = B row-major, read with ldmatrix.trans.
-#pragma unroll
-		for (int kk = 0; kk < FA_BN / 16; kk++) {
-#pragma unroll
-			for (int np = 0; np < FA_D / 16; np++) {
-				unsigned b[4];
-				ldb_frag_trans_x2(b, Vt + (16 * kk) * FA_LD + 16 * np, FA_LD, lane);
-				mma_bf16(o[2 * np], pa[kk], b);
-				mma_bf16(o[2 * np + 1], pa[kk], b + 2);
-			}
-		}
-	}
-	cp_async_wait<0>();
-	l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-	l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-	l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-	l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-	const float i0 = 1.0f / l0, i1 = 1.0f / l1;
-	// Epilogue: y = (O / l) ⊙ σ(gate), bf16, rows of nh·D.
-	const int r0 = q0 + 16 * w + g, r1 = r0 + 8;
-#pragma unroll
-	for (int n = 0; n < FA_D / 8; n++) {
-		const int col = 8 * n + 2 * c;
-		if (r0 < T) {
-			const unsigned gw = *(const unsigned *)(gate + (size_t)r0 * ldg + (size_t)h * 2 * FA_D + col);
-			const float g0 = __uint_as_float(gw << 16), g1 = __uint_as_float(gw & 0xffff0000u);
-			*(unsigned *)(y + ((size_t)r0 * nh + h) * FA_D + col) =
-			    pack_bf2(o[n][0] * i0 / (1.0f + __expf(-g0)), o[n][1] * i0 / (1.0f + __expf(-g1)));
-		}
-		if (r1 < T) {
-			const unsigned gw = *(const unsigned *)(gate + (size_t)r1 * ldg + (size_t)h * 2 * FA_D + col);
-			const float g0 = __uint_as_float(gw << 16), g1 = __uint_as_float(gw & 0xffff0000u);
-			*(unsigned *)(y + ((size_t)r1 * nh + h) * FA_D + col) =
-			    pack_bf2(o[n][2] * i1 / (1.0f + __expf(-g0)), o[n][3] * i1 / (1.0f + __expf(-g1)));
-		}
-	}
-}
-
-// y [T, nh·256] = gated causal attention of q [T, nh, 256] (rows at
-// positions pos0..pos0+T-1) over the cache kc/vc [pos0+T, nkv, 256]; the
-// gate of (t, h) sits at gate + t·ldg + h·512 (the q_proj layout).
-int launch_flash_attn(bf16_t *y, const bf16_t *q, const bf16_t *kc, const bf16_t *vc, const bf16_t *gate, int ldg,
-                      int t, int pos0, int nh, int nkv, int hd, float scale, cudaStream_t st) {
-	QR_ARG(hd == FA_D, "flash attention: head dim %d (built for %d)", hd, FA_D);
-	QR_ARG(nh % nkv == 0 && ldg % 2 == 0, "flash attention: nh %% nkv or gate stride");
-	if (t == 0)
-		return QR_OK;
-	dim3 grid(cdiv(t, FA_BM), nh);
-	k_flash_attn<<<grid, 128, FA_SMEM, st>>>(y, q, kc, vc, gate, ldg, t, pos0, nh, nkv,
-	                                         scale * 1.4426950408889634f);
-	QR_CKL("flash_attn");
-	return QR_OK;
 }
 
 // ---- decode attention: one query token, keys split across blocks ----
@@ -456,11 +248,6 @@ int launch_attn_decode(bf16_t *y, float *part, const bf16_t *q, const bf16_t *kc
 	return launch_pdl(k_attn_combine, dim3(nh), dim3(256 * COMB_G), 0, st, y, (const float *)part, nsp_cap, gate, pos_dev);
 }
 
-int qr_attn_init() {
-	QR_CK(cudaFuncSetAttribute(k_flash_attn, cudaFuncAttributeMaxDynamicSharedMemorySize, FA_SMEM));
-	return QR_OK;
-}
-
 // ---- fp32 causal GQA attention: one warp per (query, head) ----
 // Lane l holds dims l, l+32, ... of q and of the running output; keys are
 // visited in order with the online-softmax rescaling (flash style), so
@@ -545,6 +332,29 @@ extern "C" int qr_attention_forward(float *out, const float *q, const float *k, 
 	return download(out, dout, nq);
 }
 
+// The attention checks' inputs on the device as the model holds them: q, k
+// and v rounded to bf16, and the gate of each of the `rows` (token, head)
+// rows in the second half of a 512-wide q_proj row.
+int upload_attn_inputs(DevBuf &bq, DevBuf &bk, DevBuf &bv, DevBuf &bg, const float *q, size_t nq, const float *k,
+                       const float *v, size_t nk, const float *gate, size_t rows) {
+	cudaStream_t st = g_qr.stream;
+	std::vector<float> g2(rows * 512, 0.0f);
+	for (size_t r = 0; r < rows; r++)
+		for (int d = 0; d < 256; d++)
+			g2[r * 512 + 256 + d] = gate[r * 256 + d];
+	const float *src[4] = {q, k, v, g2.data()};
+	const size_t n[4] = {nq, nk, nk, g2.size()};
+	DevBuf *dst[4] = {&bq, &bk, &bv, &bg};
+	for (int i = 0; i < 4; i++) {
+		DevBuf f;
+		QR_TRY(upload(f, src[i], n[i]));
+		QR_TRY(dst[i]->alloc(n[i] * 2));
+		QR_TRY(qr_convert_f32_bf16(dst[i]->as<bf16_t>(), f.as<float>(), n[i], st));
+		QR_CK(cudaStreamSynchronize(st)); // before f is freed
+	}
+	return QR_OK;
+}
+
 // The decode kernels on host data (their check against the CPU's
 // attention): q [nh, 256], k and v [cap, nkv, 256] of which the first s
 // rows are the keys, gate [nh, 256]; out [nh, 256] = attention · σ(gate).
@@ -556,23 +366,8 @@ extern "C" int qr_attention_decode(float *out, const float *q, const float *k, c
 	       "qr_attention_decode: bad arguments (s=%d cap=%d nh=%d nkv=%d)", s, cap, nh, nkv);
 	cudaStream_t st = g_qr.stream;
 	const size_t nq = (size_t)nh * 256, nk = (size_t)cap * nkv * 256;
-	std::vector<float> g2((size_t)nh * 512, 0.0f); // the model's q|gate row layout: gate in each head's second half
-	for (int h = 0; h < nh; h++)
-		for (int d = 0; d < 256; d++)
-			g2[(size_t)h * 512 + 256 + d] = gate[(size_t)h * 256 + d];
-	DevBuf fq, fk, fv, fg, bq, bk, bv, bg, by, fy, part, pos;
-	QR_TRY(upload(fq, q, nq));
-	QR_TRY(upload(fk, k, nk));
-	QR_TRY(upload(fv, v, nk));
-	QR_TRY(upload(fg, g2.data(), g2.size()));
-	QR_TRY(bq.alloc(nq * 2));
-	QR_TRY(bk.alloc(nk * 2));
-	QR_TRY(bv.alloc(nk * 2));
-	QR_TRY(bg.alloc(g2.size() * 2));
-	QR_TRY(qr_convert_f32_bf16(bq.as<bf16_t>(), fq.as<float>(), nq, st));
-	QR_TRY(qr_convert_f32_bf16(bk.as<bf16_t>(), fk.as<float>(), nk, st));
-	QR_TRY(qr_convert_f32_bf16(bv.as<bf16_t>(), fv.as<float>(), nk, st));
-	QR_TRY(qr_convert_f32_bf16(bg.as<bf16_t>(), fg.as<float>(), g2.size(), st));
+	DevBuf bq, bk, bv, bg, by, fy, part, pos;
+	QR_TRY(upload_attn_inputs(bq, bk, bv, bg, q, nq, k, v, nk, gate, nh));
 	const int p = s - 1;
 	QR_TRY(upload(pos, &p, 1));
 	QR_TRY(part.alloc(attn_decode_part_bytes(nh, cap)));

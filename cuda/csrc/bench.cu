@@ -72,17 +72,51 @@ __global__ void k_count_nonfinite(const void *p, int bf, size_t n, unsigned long
 		atomicAdd(cnt, c);
 }
 
-static int check_finite(const void *p, int bf, size_t n, const char *what) {
+// Runs a counting kernel, launch(counter), on a zeroed device counter and
+// brings the count back.
+template <typename F> static int device_count(F launch, unsigned long long *h) {
 	DevBuf c;
 	QR_TRY(c.alloc(8));
 	QR_CK(cudaMemsetAsync(c.p, 0, 8, g_qr.stream));
-	k_count_nonfinite<<<1024, 256, 0, g_qr.stream>>>(p, bf, n, c.as<unsigned long long>());
-	QR_CKL("count_nonfinite");
-	unsigned long long h = 0;
-	QR_CK(cudaMemcpyAsync(&h, c.p, 8, cudaMemcpyDeviceToHost, g_qr.stream));
+	launch(c.as<unsigned long long>());
+	QR_CKL("count");
+	QR_CK(cudaMemcpyAsync(h, c.p, 8, cudaMemcpyDeviceToHost, g_qr.stream));
 	QR_CK(cudaStreamSynchronize(g_qr.stream));
+	return QR_OK;
+}
+
+static int check_finite(const void *p, int bf, size_t n, const char *what) {
+	unsigned long long h = 0;
+	QR_TRY(device_count(
+	    [&](unsigned long long *c) { k_count_nonfinite<<<1024, 256, 0, g_qr.stream>>>(p, bf, n, c); }, &h));
 	if (h) {
 		qr_set_error("bench self-check: %s has %llu non-finite values of %zu", what, h, n);
+		return QR_ECHECK;
+	}
+	return QR_OK;
+}
+
+// Count 16-bit words that differ between two buffers (bench self-check of a
+// launch shape against the plain form, which computes the same sums in the
+// same order, so every bit must agree).
+__global__ void k_count_diff16(const unsigned short *a, const unsigned short *b, size_t n,
+                               unsigned long long *cnt) {
+	unsigned long long c = 0;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+		c += a[i] != b[i];
+	if (c)
+		atomicAdd(cnt, c);
+}
+
+static int check_same16(const void *a, const void *b, size_t n, const char *what) {
+	unsigned long long h = 0;
+	QR_TRY(device_count(
+	    [&](unsigned long long *c) {
+		    k_count_diff16<<<1024, 256, 0, g_qr.stream>>>((const unsigned short *)a, (const unsigned short *)b, n, c);
+	    },
+	    &h));
+	if (h) {
+		qr_set_error("bench self-check: %s differs from the plain form in %llu of %zu values", what, h, n);
 		return QR_ECHECK;
 	}
 	return QR_OK;
@@ -140,6 +174,13 @@ static void put(double *out, int nout, int i, double v) {
 		out[i] = v;
 }
 
+// out[0..2] = the median, min and max ms of tm.
+static void put_times(double *out, const Timing &tm) {
+	out[0] = tm.med;
+	out[1] = tm.mn;
+	out[2] = tm.mx;
+}
+
 static int bench_layer(int T, int bv, int reps, double *out, int nout) {
 	cudaStream_t st = g_qr.stream;
 	GdnLayer L;
@@ -166,9 +207,7 @@ static int bench_layer(int T, int bv, int reps, double *out, int nout) {
 	Timing tm;
 	QR_TRY(time_op(full, 2, reps, &tm));
 	QR_TRY(check_finite(y.p, 1, (size_t)T * H, "layer output"));
-	out[0] = tm.med;
-	out[1] = tm.mn;
-	out[2] = tm.mx;
+	put_times(out, tm);
 	Timing s;
 	const bf16_t *xb = x.as<bf16_t>();
 	QR_TRY(time_op([&]() { return L.s_inproj(xb, T, st); }, 1, reps, &s));
@@ -238,9 +277,7 @@ static int bench_decode(int graph, int reps, double *out, int nout) {
 		QR_TRY(r);
 	}
 	QR_TRY(check_finite(y.p, 1, L.d.hidden, "decode output"));
-	out[0] = tm.med;
-	out[1] = tm.mn;
-	out[2] = tm.mx;
+	put_times(out, tm);
 	// Weight bytes read per step over the median: achieved bandwidth (GB/s).
 	const double bytes = 2.0 * ((double)L.NIN * L.d.hidden + (double)L.d.hidden * L.d.nv * L.d.dv) +
 	                     8.0 * L.d.nv * L.d.dk * L.d.dv;
@@ -283,9 +320,7 @@ static int bench_core(int T, int variant, int reps, double *out, int nout) {
 	Timing tm;
 	QR_TRY(time_op(run, 2, reps, &tm));
 	QR_TRY(check_finite(o.p, !f32, nv, "core output"));
-	out[0] = tm.med;
-	out[1] = tm.mn;
-	out[2] = tm.mx;
+	put_times(out, tm);
 	// Chunked FLOP count of the anchors: C(5dk+3dv)+6 dk dv per head-token.
 	const double flop = (double)T * NV * (64.0 * (5 * D + 3 * D) + 6.0 * D * D);
 	put(out, nout, 3, flop / (tm.med * 1e-3) / 1e12);
@@ -307,26 +342,35 @@ static int bench_core(int T, int variant, int reps, double *out, int nout) {
 static int bench_conv(int T, int variant, int reps, double *out, int nout) {
 	cudaStream_t st = g_qr.stream;
 	const int C = 10240, K = 4;
-	DevBuf x, y, w;
+	DevBuf x, y, yref, w, state;
 	QR_TRY(x.alloc((size_t)T * C * 2));
 	QR_TRY(y.alloc((size_t)T * C * 2));
+	QR_TRY(yref.alloc((size_t)T * C * 2));
 	QR_TRY(w.alloc((size_t)C * K * 4));
+	QR_TRY(state.alloc((size_t)K * C * 2));
 	QR_TRY(qr_fill_uniform(x.p, 1, (size_t)T * C, 21, -2, 2, st));
 	QR_TRY(qr_fill_uniform(w.p, 0, (size_t)C * K, 22, -0.5f, 0.5f, st));
+	QR_TRY(qr_fill_uniform(state.p, 1, (size_t)K * C, 23, -2, 2, st));
 	QR_TRY(qr_fill_nan(y.p, (size_t)T * C * 2, st));
+	QR_TRY(qr_fill_nan(yref.p, (size_t)T * C * 2, st));
 	// variant = 100*U + TT picks a launch shape (0: the default).
 	struct Restore {
 		~Restore() { g_conv_u = g_conv_tt = 0; }
 	} restore;
+	auto conv = [&](DevBuf &out) {
+		return launch_conv(out.p, 1, C, x.p, 1, C, T, C, w.as<float>(), K, state.p, nullptr, st);
+	};
+	// The plain form (one row in flight, 64 steps) is what each shape must match.
+	g_conv_u = 1;
+	g_conv_tt = 64;
+	QR_TRY(conv(yref));
 	g_conv_u = variant / 100;
 	g_conv_tt = variant % 100;
 	Timing tm;
-	QR_TRY(time_op([&]() { return launch_conv(y.p, 1, C, x.p, 1, C, T, C, w.as<float>(), K, nullptr, nullptr, st); },
-	               3, reps, &tm));
+	QR_TRY(time_op([&]() { return conv(y); }, 3, reps, &tm));
 	QR_TRY(check_finite(y.p, 1, (size_t)T * C, "conv output"));
-	out[0] = tm.med;
-	out[1] = tm.mn;
-	out[2] = tm.mx;
+	QR_TRY(check_same16(y.p, yref.p, (size_t)T * C, "conv output"));
+	put_times(out, tm);
 	put(out, nout, 3, 2.0 * T * C * 2 / (tm.med * 1e-3) / 1e9); // GB/s read + write
 	return QR_OK;
 }
@@ -344,9 +388,7 @@ static int bench_copy(int mib, int reps, double *out, int nout) {
 		    return QR_OK;
 	    },
 	    3, reps, &tm));
-	out[0] = tm.med;
-	out[1] = tm.mn;
-	out[2] = tm.mx;
+	put_times(out, tm);
 	put(out, nout, 3, 2.0 * n / (tm.med * 1e-3) / 1e9);
 	return QR_OK;
 }
@@ -363,9 +405,7 @@ static int bench_gemm(int n, int reps, double *out, int nout) {
 	QR_TRY(time_op(
 	    [&]() { return qr_gemm_bf16(c.p, 0, n, a.as<bf16_t>(), n, b.as<bf16_t>(), n, n, n, n, g_qr.stream); }, 3,
 	    reps, &tm));
-	out[0] = tm.med;
-	out[1] = tm.mn;
-	out[2] = tm.mx;
+	put_times(out, tm);
 	put(out, nout, 3, 2.0 * nn * n / (tm.med * 1e-3) / 1e12);
 	return QR_OK;
 }
@@ -389,9 +429,43 @@ static int bench_attn(int T, int reps, double *out, int nout) {
 	    },
 	    1, reps, &tm));
 	QR_TRY(check_finite(o.p, 0, nq, "attention output"));
-	out[0] = tm.med;
-	out[1] = tm.mn;
-	out[2] = tm.mx;
+	put_times(out, tm);
+	put(out, nout, 3, 2.0 * 2.0 * NH * D * (double)T * (T + 1) / 2 / (tm.med * 1e-3) / 1e12);
+	return QR_OK;
+}
+
+// The prefill flash attention at the 27B's widths (24 query and 4 key
+// heads of 256, the gate in the q_proj layout): causal over T keys from an
+// empty cache. variant = a launch shape (100·warps + key tile), 0 the
+// default; out[3] = TFLOP/s of the causal count 4·d·nh·T(T+1)/2.
+static int bench_flash(int T, int variant, int reps, double *out, int nout) {
+	cudaStream_t st = g_qr.stream;
+	const int NH = 24, NKV = 4, D = 256;
+	const size_t nq = (size_t)T * NH * D, nk = (size_t)T * NKV * D;
+	DevBuf q, k, v, gate, y;
+	QR_TRY(q.alloc(nq * 2));
+	QR_TRY(k.alloc(nk * 2));
+	QR_TRY(v.alloc(nk * 2));
+	QR_TRY(gate.alloc(2 * nq * 2));
+	QR_TRY(y.alloc(nq * 2));
+	QR_TRY(qr_fill_uniform(q.p, 1, nq, 61, -1, 1, st));
+	QR_TRY(qr_fill_uniform(k.p, 1, nk, 62, -1, 1, st));
+	QR_TRY(qr_fill_uniform(v.p, 1, nk, 63, -1, 1, st));
+	QR_TRY(qr_fill_uniform(gate.p, 1, 2 * nq, 64, -3, 3, st));
+	QR_TRY(qr_fill_nan(y.p, nq * 2, st));
+	struct Restore {
+		~Restore() { g_fa_variant = 0; }
+	} restore;
+	g_fa_variant = variant;
+	Timing tm;
+	QR_TRY(time_op(
+	    [&]() {
+		    return launch_flash_attn(y.as<bf16_t>(), q.as<bf16_t>(), k.as<bf16_t>(), v.as<bf16_t>(),
+		                             gate.as<bf16_t>() + D, 2 * NH * D, T, 0, NH, NKV, D, 1.0f / 16.0f, st);
+	    },
+	    2, reps, &tm));
+	QR_TRY(check_finite(y.p, 1, nq, "flash attention output"));
+	put_times(out, tm);
 	put(out, nout, 3, 2.0 * 2.0 * NH * D * (double)T * (T + 1) / 2 / (tm.med * 1e-3) / 1e12);
 	return QR_OK;
 }
@@ -417,6 +491,8 @@ extern "C" int qr_bench(int what, int t, int variant, int reps, double *out, int
 		return bench_decode(variant, reps, out, nout);
 	case QR_BENCH_ATTN:
 		return bench_attn(t, reps, out, nout);
+	case QR_BENCH_FLASH:
+		return bench_flash(t, variant, reps, out, nout);
 	}
 	qr_set_error("qr_bench: unknown benchmark %d", what);
 	return QR_EARG;

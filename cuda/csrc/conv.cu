@@ -1,11 +1,24 @@
 // conv.cu: fused causal depthwise conv + SiLU (prefill and decode update).
 //
-// Each thread owns VEC adjacent channels and a run of TT time steps. It keeps
-// a right-aligned register window of the last KMAX inputs per channel, so
-// every input is read once from memory (plus KMAX-1 halo rows per run) and
-// each output is written once: the kernel is a single streaming pass.
+// The plain form: each thread owns VEC adjacent channels and a run of TT
+// time steps, with a right-aligned register window of the last KMAX inputs
+// per channel, so every input is read once from memory (plus KMAX-1 halo
+// rows per run) and each output is written once: a single streaming pass.
+// The tile form (bf16 in and out, the default from kConvTileMinT rows) does
+// the same arithmetic with every load of a run issued before the first
+// product; both give the same bits (TestConvShapesAgree).
 #include "common.cuh"
 #include "internal.cuh"
+
+// SiLU for a bf16 result: the fast exp and divide (a few ulp of fp32) sit
+// far below bf16's rounding and halve the kernel's arithmetic; for a
+// → -∞, exp(-a) = ∞ and the quotient is -0. fp32 results keep silu().
+template <typename Tout> __device__ __forceinline__ float conv_silu(float a) {
+	if constexpr (sizeof(Tout) == 2)
+		return __fdividef(a, 1.0f + __expf(-a));
+	else
+		return silu(a);
+}
 
 template <int VEC> struct Vec;
 template <> struct Vec<1> {
@@ -89,7 +102,7 @@ __global__ void __launch_bounds__(128) k_conv_silu(Tout *__restrict__ y, int ldy
 #pragma unroll
 				for (int i = 0; i < KMAX; i++)
 					acc = fmaf(W[i][v], H[i][v], acc);
-				o[v] = silu(acc);
+				o[v] = conv_silu<Tout>(acc);
 			}
 			Vec<VEC>::store(y + (size_t)(tb + u) * ldy + c0, o);
 #pragma unroll
@@ -98,6 +111,78 @@ __global__ void __launch_bounds__(128) k_conv_silu(Tout *__restrict__ y, int ldy
 				for (int v = 0; v < VEC; v++)
 					H[i][v] = H[i + 1][v];
 		}
+	}
+}
+
+// The all-loads-first form (bf16, 8 channels a thread): a thread issues
+// the TT + KMAX - 1 row loads of its run before the first product, so that
+// many 16-byte loads are in flight per thread, not one; the rows stay packed
+// until used. STREAM marks the loads and stores evict-first, since no row is
+// read again after its run and its halo.
+__device__ __forceinline__ float bf_lane(const uint4 &u, int v) {
+	const unsigned w = v < 2 ? u.x : v < 4 ? u.y : v < 6 ? u.z : u.w;
+	return __uint_as_float(v & 1 ? w & 0xffff0000u : w << 16);
+}
+__device__ __forceinline__ uint4 ld_stream16(const uint4 *p) {
+	uint4 u;
+	asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "l"(p));
+	return u;
+}
+__device__ __forceinline__ void st_stream16(uint4 *p, const uint4 &u) {
+	asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"l"(p), "r"(u.x), "r"(u.y), "r"(u.z), "r"(u.w)
+	             : "memory");
+}
+template <int KMAX, int TT, bool STREAM>
+__global__ void __launch_bounds__(128) k_conv_silu_tile(bf16_t *__restrict__ y, int ldy, const bf16_t *__restrict__ x,
+                                                        int ldx, int T, int C, const float *__restrict__ w, int kw,
+                                                        const bf16_t *__restrict__ state) {
+	constexpr int R = TT + KMAX - 1;
+	const int c0 = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
+	if (c0 >= C)
+		return;
+	const int t0 = blockIdx.y * TT;
+	uint4 raw[R]; // raw[i] = input row t0 - (KMAX-1) + i
+#pragma unroll
+	for (int i = 0; i < R; i++) {
+		const int tau = t0 - (KMAX - 1) + i;
+		const uint4 *src = nullptr;
+		if (tau >= 0 && tau < T)
+			src = (const uint4 *)(x + (size_t)tau * ldx + c0);
+		else if (tau < 0 && tau >= -kw && state != nullptr)
+			src = (const uint4 *)(state + (size_t)(kw + tau) * C + c0);
+		raw[i] = src == nullptr ? make_uint4(0, 0, 0, 0) : STREAM ? ld_stream16(src) : __ldg(src);
+	}
+	float W[KMAX][8]; // right-aligned taps, zeros before
+#pragma unroll
+	for (int i = 0; i < KMAX; i++) {
+		const int j = i - (KMAX - kw);
+#pragma unroll
+		for (int v = 0; v < 8; v++)
+			W[i][v] = j >= 0 ? w[(size_t)(c0 + v) * kw + j] : 0.0f;
+	}
+#pragma unroll
+	for (int j = 0; j < TT; j++) {
+		float o[8];
+#pragma unroll
+		for (int v = 0; v < 8; v++) {
+			float acc = 0.0f;
+#pragma unroll
+			for (int i = 0; i < KMAX; i++)
+				acc = fmaf(W[i][v], bf_lane(raw[j + i], v), acc);
+			o[v] = conv_silu<bf16_t>(acc);
+		}
+		uint4 u;
+		u.x = pack_bf2(o[0], o[1]);
+		u.y = pack_bf2(o[2], o[3]);
+		u.z = pack_bf2(o[4], o[5]);
+		u.w = pack_bf2(o[6], o[7]);
+		uint4 *dst = (uint4 *)(y + (size_t)(t0 + j) * ldy + c0);
+		if (t0 + j >= T)
+			continue; // past the end: nothing to store (the loop stays unrolled)
+		if (STREAM)
+			st_stream16(dst, u);
+		else
+			*dst = u;
 	}
 }
 
@@ -120,8 +205,6 @@ __global__ void k_conv_state(T *__restrict__ so, const T *__restrict__ si, const
 	so[i] = v;
 }
 
-// Launch shape: U rows in flight per thread, TT time steps per thread.
-// Defaults (0) are the measured best for the 27B conv (docs/perf-cuda.md).
 // Decode conv, in place: state [K, C] holds the last K inputs (oldest
 // first). Each thread owns one channel, so the shift needs no second buffer
 // and the kernel replays in a graph.
@@ -153,7 +236,13 @@ int launch_conv_decode(bf16_t *u, bf16_t *state, const bf16_t *x, const float *w
 	return launch_pdl(k_conv_decode, dim3(cdiv(C, 128)), dim3(128), 0, st, u, state, x, w, C, K);
 }
 
+// Launch shape for bench and tests: U rows in flight per thread (8 and 9:
+// the tile form, with and without streaming hints), TT time steps per
+// thread. 0 is the default, the measured best for the 27B conv.
 int g_conv_u = 0, g_conv_tt = 0;
+
+// Below this many rows the plain form's shorter runs fill the chip better.
+static constexpr int kConvTileMinT = 512;
 
 template <typename Tin, typename Tout, int VEC, int KMAX, int U>
 static int conv_launch_u(Tout *y, int ldy, const Tin *x, int ldx, int T, int C, const float *w, int kw, const Tin *si,
@@ -164,9 +253,37 @@ static int conv_launch_u(Tout *y, int ldy, const Tin *x, int ldx, int T, int C, 
 	return QR_OK;
 }
 
+template <int KMAX, int TT, bool STREAM>
+static int conv_launch_tile(bf16_t *y, int ldy, const bf16_t *x, int ldx, int T, int C, const float *w, int kw,
+                            const bf16_t *si, cudaStream_t st) {
+	dim3 grid(cdiv((size_t)C / 8, 128), cdiv(T, TT));
+	k_conv_silu_tile<KMAX, TT, STREAM><<<grid, 128, 0, st>>>(y, ldy, x, ldx, T, C, w, kw, si);
+	QR_CKL("conv_silu_tile");
+	return QR_OK;
+}
+
+// The tile form's shapes: g_conv_u 8 (streaming hints, the default) or 9
+// (plain loads and stores), 16 steps a thread. Runs of 4 and 8 steps were
+// measured slower at every length (docs/perf-cuda.md) and are not built.
+template <int KMAX>
+static int conv_tile_dispatch(bf16_t *y, int ldy, const bf16_t *x, int ldx, int T, int C, const float *w, int kw,
+                              const bf16_t *si, int u, int tt, cudaStream_t st) {
+	QR_ARG((u == 8 || u == 9) && tt == 16, "conv: tile shape %d%02d not built (816 and 916 only)", u, tt);
+	return u == 8 ? conv_launch_tile<KMAX, 16, true>(y, ldy, x, ldx, T, C, w, kw, si, st)
+	              : conv_launch_tile<KMAX, 16, false>(y, ldy, x, ldx, T, C, w, kw, si, st);
+}
+
 template <typename Tin, typename Tout, int VEC, int KMAX>
 static int conv_launch(Tout *y, int ldy, const Tin *x, int ldx, int T, int C, const float *w, int kw, const Tin *si,
                        cudaStream_t st) {
+	if constexpr (VEC == 8) {
+		// bf16 in and out: the tile form with streaming hints, 16 steps a
+		// thread, from kConvTileMinT rows (docs/perf-cuda.md, "conv").
+		if (g_conv_u >= 8)
+			return conv_tile_dispatch<KMAX>(y, ldy, x, ldx, T, C, w, kw, si, g_conv_u, g_conv_tt, st);
+		if (g_conv_u == 0 && T >= kConvTileMinT)
+			return conv_launch_tile<KMAX, 16, true>(y, ldy, x, ldx, T, C, w, kw, si, st);
+	}
 	// Short runs for short inputs so the grid still fills the chip.
 	int TT = g_conv_tt ? g_conv_tt : (T >= 4096 ? 64 : (T >= 512 ? 16 : 4));
 	const int u = g_conv_u ? g_conv_u : 1;

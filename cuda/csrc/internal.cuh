@@ -31,6 +31,12 @@ int launch_conv(void *y, int ybf, int ldy, const void *x, int xbf, int ldx, int 
 // Conv launch shape override (rows in flight per thread, steps per thread);
 // 0 = default. Benchmarks set these to compare shapes.
 extern int g_conv_u, g_conv_tt;
+// Host fp32 attention inputs onto the device for the kernels' checks
+// (attn.cu): q, k, v as bf16, the gate rows in the q_proj layout.
+int upload_attn_inputs(DevBuf &bq, DevBuf &bk, DevBuf &bv, DevBuf &bg, const float *q, size_t nq, const float *k,
+                       const float *v, size_t nk, const float *gate, size_t rows);
+// Flash attention launch shape for bench and its test (flash_attn.cu; 0: the default).
+extern int g_fa_variant;
 
 // Gated delta rule core arguments. Strides are in elements between tokens;
 // head h of a token starts at h*dk (q, k) or h*dv (v, out).

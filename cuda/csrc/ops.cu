@@ -7,11 +7,11 @@
 #include "internal.cuh"
 
 int qr_gdn_init();
-int qr_attn_init();
+int qr_flash_attn_init();
 
 int qr_kernels_init() {
 	QR_TRY(qr_gdn_init());
-	return qr_attn_init();
+	return qr_flash_attn_init();
 }
 
 // ---- RMSNorm: one block per row ----

@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define QR_ABI_VERSION 8
+#define QR_ABI_VERSION 9
 
 enum {
 	QR_OK = 0,
@@ -110,6 +110,13 @@ int qr_gemv(float *y, const float *x, const float *w, int n, int k, int ymode);
 int qr_attention_decode(float *out, const float *q, const float *k, const float *v, const float *gate, int s, int cap,
                         int nh, int nkv);
 
+/* The prefill flash attention (bf16 tensor cores, causal, GQA, sigmoid gate)
+ * on host data: q and gate [t,nh,256] at positions pos0.., k,v
+ * [pos0+t,nkv,256]; out [t,nh,256]. Inputs rounded to bf16, out the bf16
+ * result. variant: a launch shape (100*warps + key tile), 0 the default. */
+int qr_flash_attention(float *out, const float *q, const float *k, const float *v, const float *gate, int t, int pos0,
+                       int nh, int nkv, int variant);
+
 /* The device model's MoE router on host data: logits [t, e] fp32 -> for
  * each row its k experts by descending softmax probability, exact ties to
  * the lower expert index (as torch.topk on CUDA keeps them), ids [t, k] and
@@ -159,7 +166,8 @@ enum {
 	QR_BENCH_GDN_CORE = 3,  /* chunked core, 48/16 heads of 128; variant = value-block width 32|64, 0 = fp32 SIMT */
 	QR_BENCH_GDN_LAYER = 4, /* whole GDN layer prefill; out[3..] = stage medians */
 	QR_BENCH_DECODE = 5,    /* one GDN layer decode step; variant 1 = CUDA graph replay */
-	QR_BENCH_ATTN = 6       /* fp32 attention core, 24/4 heads of 256 (verification kernel) */
+	QR_BENCH_ATTN = 6,      /* fp32 attention core, 24/4 heads of 256 (verification kernel) */
+	QR_BENCH_FLASH = 7      /* bf16 flash attention (prefill), 24/4 heads of 256; variant = shape; out[3] = TFLOP/s */
 };
 /* Runs warm-ups, then reps timed repetitions (CUDA events) and writes
  * out[0] = median ms, out[1] = min ms, out[2] = max ms, out[3..nout) =
