@@ -253,6 +253,7 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 	}
 	devStats := make([]*Stats, len(insts))
 	devNotes := make([]string, len(insts))
+	devElem := make([]int, len(insts)) // activation bytes of a device-timed run (0: float32)
 	for k, g := range idx {
 		be, _ := getBackend(names[g])
 		if be.Device == nil || be.Device.Time == nil || ws.cfg == nil {
@@ -266,6 +267,7 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 			return nil, fmt.Errorf("%s device timing: %w", names[g], err)
 		case tm != nil:
 			devStats[k] = &Stats{Median: tm.Median, Min: tm.Min, Max: tm.Max, Runs: tm.Runs}
+			devElem[k] = tm.ElemBytes
 		}
 	}
 	for k, g := range idx {
@@ -297,7 +299,11 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 		if sec := r.Median.Seconds(); sec > 0 {
 			r.GFLOPS = gflop / sec
 			if op.Bytes != nil {
-				r.GBPS = op.Bytes(ws.cfg, t) / 1e9 / sec
+				elem := 4
+				if devStats[k] != nil && devElem[k] > 0 {
+					elem = devElem[k]
+				}
+				r.GBPS = op.Bytes(ws.cfg, t, elem) / 1e9 / sec
 			}
 		}
 		if ref == nil {

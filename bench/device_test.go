@@ -45,7 +45,7 @@ const fakeRefusal = "test: the resident kernels want wider heads"
 func fakeDeviceTime(op string, cfg *model.Config, t int) (*model.DeviceTiming, error) {
 	switch op {
 	case "conv":
-		return &model.DeviceTiming{Median: fakeDeviceMedian, Min: fakeDeviceMedian / 2, Max: 2 * fakeDeviceMedian, Runs: 7}, nil
+		return &model.DeviceTiming{Median: fakeDeviceMedian, Min: fakeDeviceMedian / 2, Max: 2 * fakeDeviceMedian, Runs: 7, ElemBytes: 2}, nil
 	case "gdn-core":
 		return nil, model.UnsupportedShape("test: gdn-core is timed at the 27B only")
 	}
@@ -127,6 +127,9 @@ func TestDeviceTimedOps(t *testing.T) {
 	assert.Less(t, conv.RelL2VsNaive, 1e-5)
 	assert.True(t, strings.Contains(conv.Note, "device time"), conv.Note)
 	assert.Equal(t, fakeCeiling, conv.Ceiling)
+	// A bf16 device run moves half the host op's bytes: GB/s counts those.
+	naiveConv := find(rs, "conv", "naive", 8)
+	assert.InDelta(t, 0.5, conv.GBPS*conv.Median.Seconds()/(naiveConv.GBPS*naiveConv.Median.Seconds()), 1e-12)
 	core := find(rs, "gdn-core", "test-devrandom", 8)
 	assert.NotEqual(t, fakeDeviceMedian, core.Median)
 	assert.Contains(t, core.Note, "no device time at this shape (test: gdn-core is timed at the 27B only)")

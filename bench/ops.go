@@ -23,8 +23,9 @@ type Op struct {
 	// FLOP counts the work of one call on T tokens (see FLOPFormula).
 	FLOP func(c *model.Config, t int) float64
 	// Bytes, if set, marks the op memory-bound: GB/s is reported from the
-	// bytes one call must move at least.
-	Bytes func(c *model.Config, t int) float64
+	// bytes one call must move at least, with activations of elem bytes
+	// each (4 on the host; a device may time a bf16 form).
+	Bytes func(c *model.Config, t, elem int) float64
 
 	// kinds are the decoder blocks the op runs (nil: no weights needed).
 	kinds []model.LayerKind
@@ -143,9 +144,9 @@ var ops = []*Op{
 		Name: "conv", About: "causal depthwise conv + SiLU over the C = 2·n_k·d_k + n_v·d_v channels of one GDN layer",
 		FLOPFormula: "2·K·C per token",
 		FLOP:        func(c *model.Config, t int) float64 { return float64(t) * convFLOP(c) },
-		Bytes: func(c *model.Config, t int) float64 {
-			// read x, write y (float32); taps and state are small.
-			return float64(4 * (2*t + 3*c.LinearConvKernel) * c.ConvDim())
+		Bytes: func(c *model.Config, t, elem int) float64 {
+			// read x, write y; taps and state are small.
+			return float64(elem * (2*t + 3*c.LinearConvKernel) * c.ConvDim())
 		},
 		prepare: prepareConv,
 	},
@@ -219,9 +220,9 @@ var ops = []*Op{
 		Name: "decode-core", About: "one token through the gated delta rule core (the decode kernel), cycling through --states layers' states so they are not in cache",
 		FLOPFormula: "7·d_k·d_v per value head",
 		FLOP:        func(c *model.Config, t int) float64 { return coreFLOP(c) },
-		Bytes: func(c *model.Config, t int) float64 {
-			// read and write one layer's state [NV, DK, DV] float32.
-			return float64(8 * c.LinearNumValueHeads * c.LinearKeyHeadDim * c.LinearValueHeadDim)
+		Bytes: func(c *model.Config, t, elem int) float64 {
+			// read and write one layer's state [NV, DK, DV].
+			return float64(2 * elem * c.LinearNumValueHeads * c.LinearKeyHeadDim * c.LinearValueHeadDim)
 		},
 		prepare: prepareDecodeCore,
 	},

@@ -49,7 +49,8 @@ func DeviceTime(d *Device, op string, cfg *model.Config, t int) (*model.DeviceTi
 		return nil, err
 	}
 	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
-	return &model.DeviceTiming{Median: ms(tm.Median), Min: ms(tm.Min), Max: ms(tm.Max), Runs: runs}, nil
+	// The library's benchmarks run the model path's bf16 activations.
+	return &model.DeviceTiming{Median: ms(tm.Median), Min: ms(tm.Min), Max: ms(tm.Max), Runs: runs, ElemBytes: 2}, nil
 }
 
 // is27BGDN reports whether cfg's GDN layers have the widths of the

@@ -84,6 +84,9 @@ type Device struct {
 type DeviceTiming struct {
 	Median, Min, Max time.Duration
 	Runs             int
+	// ElemBytes is the size of the activations the timed run moves (2 for
+	// bf16); 0 means float32, as the host op.
+	ElemBytes int
 }
 
 // Ceiling is a device's practical peak rates.
