@@ -42,6 +42,10 @@ type Options struct {
 	Vocab int
 	BF16  bool
 	Seed  uint64
+	// Batches lists the batch rows B that ops model and decode run with
+	// (each row its own sequence and caches; nil: one row). Other ops run
+	// one row.
+	Batches []int
 	// States is how many layers' states op decode-core cycles through
 	// (0 or 1: one, which stays in cache; 48: the 27B's GDN layers).
 	States int
@@ -67,6 +71,9 @@ type Result struct {
 	Op      string
 	Backend string
 	Seq     int
+	// Rows is the batch rows B of a whole-model op (1 otherwise): each run
+	// feeds every row T tokens (op model) or one (op decode).
+	Rows int
 	Stats
 	// CPU is the median process CPU time of a run (all threads, user +
 	// system; -1 if unknown): steadier than wall time on a shared machine.
@@ -105,6 +112,14 @@ func (o *Options) validate() error {
 		if t <= 0 {
 			return fmt.Errorf("sequence length %d must be positive", t)
 		}
+	}
+	for _, b := range o.Batches {
+		if b < 1 || b > MaxBatch {
+			return fmt.Errorf("batch rows %d: want 1 to %d", b, MaxBatch)
+		}
+	}
+	if len(o.Batches) > 0 && !slices.Equal(o.Batches, []int{1}) && !slices.ContainsFunc(o.Ops, func(op *Op) bool { return op.wholeModel }) {
+		return errors.New("batch rows apply to ops model and decode, and none is listed")
 	}
 	if len(o.Backends) == 0 {
 		return errors.New("no backends")
@@ -176,25 +191,74 @@ func Run(o Options) ([]Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("op %s: %w", op.Name, err)
 		}
-		for _, t := range o.Seqs {
-			group, err := o.runGroup(op, ws, t, getBackend, prog)
-			if err != nil {
-				return nil, fmt.Errorf("op %s T=%d: %w", op.Name, t, err)
-			}
-			results = append(results, group...)
-			if o.OnGroup != nil {
-				if err := o.OnGroup(results); err != nil {
-					return nil, err
+		for _, rows := range o.rowsFor(op) {
+			ws.rows = rows
+			for _, t := range o.Seqs {
+				group, err := o.runGroup(op, ws, t, getBackend, prog)
+				if err != nil {
+					if rows > 1 {
+						return nil, fmt.Errorf("op %s T=%d, %d batch rows: %w", op.Name, t, rows, err)
+					}
+					return nil, fmt.Errorf("op %s T=%d: %w", op.Name, t, err)
+				}
+				results = append(results, group...)
+				if o.OnGroup != nil {
+					if err := o.OnGroup(results); err != nil {
+						return nil, err
+					}
 				}
 			}
 		}
 	}
+	noteBatchSpeedups(results)
 	return results, nil
+}
+
+// rowsFor lists the batch rows op runs with: Batches for the whole-model
+// ops, one row otherwise.
+func (o *Options) rowsFor(op *Op) []int {
+	if op.wholeModel && len(o.Batches) > 0 {
+		return o.Batches
+	}
+	return []int{1}
+}
+
+// tokensPerRun is how many tokens one run of a whole-model op feeds (0 for
+// the other ops): T a row for op model, one a row for op decode.
+func tokensPerRun(op string, t, rows int) int {
+	switch op {
+	case "model":
+		return t * rows
+	case "decode":
+		return rows
+	}
+	return 0
+}
+
+// noteBatchSpeedups adds to each batched whole-model result its tokens/s
+// over the one-row result of the same op, T and backend, when the sweep has
+// one.
+func noteBatchSpeedups(results []Result) {
+	for i := range results {
+		r := &results[i]
+		if r.Rows <= 1 || !r.Ran() || r.Median <= 0 {
+			continue
+		}
+		for _, one := range results {
+			if one.Rows == 1 && one.Ran() && one.Op == r.Op && one.Seq == r.Seq && one.Backend == r.Backend && one.Median > 0 {
+				rate := float64(tokensPerRun(r.Op, r.Seq, r.Rows)) / r.Median.Seconds()
+				rate1 := float64(tokensPerRun(one.Op, one.Seq, 1)) / one.Median.Seconds()
+				r.Note = joinNote(r.Note, fmt.Sprintf("%.2f× the tokens/s of one row", rate/rate1))
+				break
+			}
+		}
+	}
 }
 
 // runGroup measures every backend on one (op, T).
 func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string) (*model.Backend, error), prog *progress) ([]Result, error) {
-	gflop := op.FLOP(ws.cfg, t) / 1e9
+	rows := max(ws.rows, 1)
+	gflop := op.FLOP(ws.cfg, t) * float64(rows) / 1e9
 	make1, err := op.prepare(ws, t, o.Seed)
 	if err != nil {
 		return nil, err
@@ -228,7 +292,7 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 	var insts []instance
 	var idx []int // group index of each instance
 	for g, name := range names {
-		group[g] = Result{Op: op.Name, Backend: name, Seq: t, GFLOP: gflop,
+		group[g] = Result{Op: op.Name, Backend: name, Seq: t, Rows: rows, GFLOP: gflop,
 			GFLOPS: math.NaN(), GBPS: math.NaN(), Penalty: math.NaN(), MaxAbsVsNaive: math.NaN(), RelL2VsNaive: math.NaN()}
 		if name == "naive" && !naiveOK {
 			group[g].Skipped = whyNoRef
@@ -306,6 +370,9 @@ func (o *Options) runGroup(op *Op, ws *workspace, t int, getBackend func(string)
 				r.GBPS = op.Bytes(ws.cfg, t, elem) / 1e9 / sec
 			}
 		}
+		if n := tokensPerRun(op.Name, t, rows); n > 0 && r.Median > 0 {
+			r.Note = joinNote(r.Note, fmt.Sprintf("%.4g tokens/s (%s)", float64(n)/r.Median.Seconds(), plural(rows, "row")))
+		}
 		if ref == nil {
 			r.Note = joinNote(r.Note, whyNoRef)
 		} else {
@@ -379,17 +446,19 @@ func (o *Options) plan() []planned {
 		if op.wholeModel {
 			c = o.modelConfig()
 		}
-		for _, t := range o.Seqs {
-			g := op.FLOP(c, t) / 1e9
-			naiveOK := g <= o.NaiveMaxGFLOP
-			if naiveOK && !slices.Contains(o.Backends, "naive") {
-				p = append(p, planned{op: op.Name, backend: "naive", gflop: g, runs: 1})
-			}
-			for _, b := range naiveFirst(o.Backends) {
-				if b == "naive" && !naiveOK {
-					continue
+		for _, rows := range o.rowsFor(op) {
+			for _, t := range o.Seqs {
+				g := op.FLOP(c, t) * float64(rows) / 1e9
+				naiveOK := g <= o.NaiveMaxGFLOP
+				if naiveOK && !slices.Contains(o.Backends, "naive") {
+					p = append(p, planned{op: op.Name, backend: "naive", gflop: g, runs: 1})
 				}
-				p = append(p, planned{op: op.Name, backend: b, gflop: g})
+				for _, b := range naiveFirst(o.Backends) {
+					if b == "naive" && !naiveOK {
+						continue
+					}
+					p = append(p, planned{op: op.Name, backend: b, gflop: g})
+				}
 			}
 		}
 	}

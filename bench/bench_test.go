@@ -266,3 +266,46 @@ func TestDecodeCoreAdvances(t *testing.T) {
 	assert.NotEqual(t, outs[0], outs[2], "state 1, one token later")
 	assert.Equal(t, outs[0], a.output(), "the comparison uses the first run, the same work on every backend")
 }
+
+// Batch rows: ops model and decode run each listed B (a runner of B rows,
+// each its own sequence), their work scales with B, the notes give tokens/s
+// and the speedup over one row, the naive reference runs B rows too (the
+// same backend agrees with it exactly), and other ops refuse --batch.
+func TestRunBatchRows(t *testing.T) {
+	o := tinyOptions(t, "model,decode", "chunked", "naive")
+	o.Seqs = []int{8}
+	o.Batches = []int{1, 3}
+	rs, err := Run(o)
+	require.NoError(t, err)
+	require.Len(t, rs, 2*2*2)
+	for _, op := range []string{"model", "decode"} {
+		var one, three Result
+		for _, r := range rs {
+			if r.Op == op && r.Backend == "chunked" {
+				if r.Rows == 3 {
+					three = r
+				} else {
+					one = r
+				}
+			}
+		}
+		require.Equal(t, 1, one.Rows, op)
+		require.Equal(t, 3, three.Rows, op)
+		assert.InDelta(t, 3*one.GFLOP, three.GFLOP, 1e-12*three.GFLOP, op)
+		assert.Contains(t, one.Note, "tokens/s (1 row)", op)
+		assert.Contains(t, three.Note, "tokens/s (3 rows)", op)
+		assert.Contains(t, three.Note, "× the tokens/s of one row", op)
+		assert.Less(t, three.RelL2VsNaive, 1e-3, op)
+	}
+	var txt bytes.Buffer
+	require.NoError(t, WriteTable(&txt, Meta{Config: o.Config}, rs))
+	assert.Contains(t, txt.String(), "    8×3  chunked")
+
+	o = tinyOptions(t, "gdn-core", "chunked")
+	o.Batches = []int{4}
+	_, err = Run(o)
+	assert.ErrorContains(t, err, "batch rows apply to ops model and decode")
+	o.Batches = []int{0}
+	_, err = Run(o)
+	assert.ErrorContains(t, err, "batch rows 0")
+}

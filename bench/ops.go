@@ -57,6 +57,7 @@ type workspace struct {
 	// generates the weights from seed itself (model.NewRandomRunner).
 	deviceWeights bool
 	seed          uint64
+	rows          int          // op model and decode: batch rows B (0 or 1: one)
 	gdn           *model.Block // first linear-attention block
 	attn          *model.Block // first full-attention block
 }
@@ -471,6 +472,15 @@ func randomIDs(c *model.Config, seed uint64, op string, n int) []int {
 	return ids
 }
 
+// batchIDs draws n token ids for each of B rows; row 0's are randomIDs(op).
+func batchIDs(c *model.Config, seed uint64, op string, n, rows int) [][]int {
+	out := [][]int{randomIDs(c, seed, op, n)}
+	for r := 1; r < rows; r++ {
+		out = append(out, randomIDs(c, seed, fmt.Sprintf("%s/row%d", op, r), n))
+	}
+	return out
+}
+
 // prepareModel runs a prefill of T random token ids on a fresh Runner
 // (the device-resident model on such a backend) and keeps the final
 // hidden states [T, H] and the last logits for comparison.
@@ -478,9 +488,9 @@ func prepareModel(ws *workspace, t int, seed uint64) (func(*model.Backend) insta
 	if ws.m == nil && !ws.deviceWeights {
 		return nil, fmt.Errorf("no model built")
 	}
-	ids := randomIDs(ws.cfg, seed, "model", t)
+	ids := batchIDs(ws.cfg, seed, "model", t, max(ws.rows, 1))
 	return func(be *model.Backend) instance {
-		return &modelInst{be: be, m: ws.m, ws: ws, ids: [][]int{ids}}
+		return &modelInst{be: be, m: ws.m, ws: ws, ids: ids}
 	}, nil
 }
 
@@ -497,9 +507,9 @@ type modelInst struct {
 func (r *modelInst) open() error {
 	if r.runner == nil && r.err == nil {
 		if r.m == nil {
-			r.runner, r.err = model.NewRandomRunner(r.be, r.ws.cfg, r.ws.seed, 1)
+			r.runner, r.err = model.NewRandomRunner(r.be, r.ws.cfg, r.ws.seed, max(r.ws.rows, 1))
 		} else {
-			r.runner, r.err = model.NewRunner(r.m, r.be, 1)
+			r.runner, r.err = model.NewRunner(r.m, r.be, max(r.ws.rows, 1))
 		}
 	}
 	return r.err
@@ -540,8 +550,8 @@ func (r *modelInst) run() error {
 			hidden = append(r.out[:0], x.Data...)
 		}
 	}
-	if r.be.Resident() {
-		rec = nil // a device-resident runner copies every stage off the device when recording: compare logits only
+	if r.be.Resident() || len(r.ids) > 1 {
+		rec = nil // a device-resident runner copies every stage off the device when recording, and batch rows record nothing: compare logits only
 	}
 	logits, err := r.runner.Forward(r.ids, model.RunOptions{Logits: model.LastLogits, Record: rec})
 	if err != nil {
@@ -557,16 +567,20 @@ func prepareDecode(ws *workspace, t int, seed uint64) (func(*model.Backend) inst
 	if ws.m == nil && !ws.deviceWeights {
 		return nil, fmt.Errorf("no model built")
 	}
-	ids := randomIDs(ws.cfg, seed, "decode", t+1)
+	ids := batchIDs(ws.cfg, seed, "decode", t+1, max(ws.rows, 1))
+	var prompt, next [][]int
+	for _, row := range ids {
+		prompt, next = append(prompt, row[:t]), append(next, row[t:])
+	}
 	return func(be *model.Backend) instance {
-		return &decodeInst{modelInst: modelInst{be: be, m: ws.m, ws: ws}, prompt: ids[:t], next: ids[t]}
+		return &decodeInst{modelInst: modelInst{be: be, m: ws.m, ws: ws}, prompt: prompt, next: next}
 	}, nil
 }
 
 type decodeInst struct {
 	modelInst
-	prompt []int
-	next   int
+	prompt [][]int        // each batch row's T tokens
+	next   [][]int        // each row's one token a step
 	steps  int            // decode steps since the last prefill (-1: none yet)
 	first  []float32      // logits of the first step after the prefill
 	out    *tensor.Tensor // every step's logits, one buffer as in generation
@@ -589,7 +603,7 @@ func (r *decodeInst) reset() {
 	}
 	r.steps, r.first = 0, nil
 	if r.err = r.runner.Reset(); r.err == nil {
-		_, r.err = r.runner.Forward([][]int{r.prompt}, model.RunOptions{Logits: model.NoLogits})
+		_, r.err = r.runner.Forward(r.prompt, model.RunOptions{Logits: model.NoLogits})
 	}
 }
 
@@ -604,7 +618,7 @@ func (r *decodeInst) run() error {
 	if r.err != nil {
 		return r.err
 	}
-	logits, err := r.runner.Forward([][]int{{r.next}}, model.RunOptions{Logits: model.LastLogits, Out: r.out})
+	logits, err := r.runner.Forward(r.next, model.RunOptions{Logits: model.LastLogits, Out: r.out})
 	if err != nil {
 		return err
 	}

@@ -106,3 +106,24 @@ func ParseBackends(s string, registered []string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// MaxBatch bounds the batch rows of ops model and decode (the device
+// model's limit).
+const MaxBatch = 1024
+
+// ParseBatches parses a comma-separated list of batch row counts, e.g.
+// "1,8,32".
+func ParseBatches(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 1 || v > MaxBatch {
+			return nil, fmt.Errorf("%q is not a batch size (a whole number from 1 to %d)", f, MaxBatch)
+		}
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}

@@ -272,8 +272,8 @@ func WriteTable(w io.Writer, meta Meta, results []Result) error {
 				continue
 			}
 			if !r.Ran() {
-				fmt.Fprintf(&b, "%7d  %-*s %8.3g %10s  %-23s %10s %5s %9s %6s %9s %9s %9s  %s\n",
-					r.Seq, bw, r.Backend, r.GFLOP, "–", "", "", "", "", "", "", "", "", r.Skipped)
+				fmt.Fprintf(&b, "%7s  %-*s %8.3g %10s  %-23s %10s %5s %9s %6s %9s %9s %9s  %s\n",
+					seqLabel(r), bw, r.Backend, r.GFLOP, "–", "", "", "", "", "", "", "", "", r.Skipped)
 				continue
 			}
 			gf, gb := meta.ceiling(r)
@@ -289,8 +289,8 @@ func WriteTable(w io.Writer, meta Meta, results []Result) error {
 			if r.CPU >= 0 {
 				cpu = fmtDur(r.CPU)
 			}
-			fmt.Fprintf(&b, "%7d  %-*s %8.3g %10s  %-23s %10s %5d %9s %6s %9s %9s %9s  %s\n",
-				r.Seq, bw, r.Backend, r.GFLOP, fmtDur(r.Median), "("+fmtDur(r.Min)+" – "+fmtDur(r.Max)+")", cpu, r.Runs,
+			fmt.Fprintf(&b, "%7s  %-*s %8.3g %10s  %-23s %10s %5d %9s %6s %9s %9s %9s  %s\n",
+				seqLabel(r), bw, r.Backend, r.GFLOP, fmtDur(r.Median), "("+fmtDur(r.Min)+" – "+fmtDur(r.Max)+")", cpu, r.Runs,
 				fmtNum(val, "%.3g"), pct, fmtPenalty(r.Penalty), fmtNum(r.MaxAbsVsNaive, "%.2g"), fmtNum(r.RelL2VsNaive, "%.2g"), r.Note)
 		}
 	}
@@ -301,6 +301,14 @@ func WriteTable(w io.Writer, meta Meta, results []Result) error {
 	}
 	_, err := io.WriteString(w, strings.Join(lines, "\n"))
 	return err
+}
+
+// seqLabel is T, or T×B for B > 1 batch rows.
+func seqLabel(r Result) string {
+	if r.Rows > 1 {
+		return fmt.Sprintf("%d×%d", r.Seq, r.Rows)
+	}
+	return strconv.Itoa(r.Seq)
 }
 
 // fmtPenalty prints 1.00× for the fastest and three digits otherwise.
@@ -344,6 +352,7 @@ type Row struct {
 	Op            string     `json:"op"`
 	Backend       string     `json:"backend"`
 	Seq           int        `json:"seq"`
+	Rows          int        `json:"rows"`
 	MedianMS      *float64   `json:"median_ms"`
 	MinMS         *float64   `json:"min_ms"`
 	MaxMS         *float64   `json:"max_ms"`
@@ -387,7 +396,7 @@ func Rows(meta Meta, results []Result) []Row {
 	rows := make([]Row, 0, len(results))
 	for _, r := range results {
 		ran := r.Ran()
-		rows = append(rows, Row{Op: r.Op, Backend: r.Backend, Seq: r.Seq,
+		rows = append(rows, Row{Op: r.Op, Backend: r.Backend, Seq: r.Seq, Rows: max(r.Rows, 1),
 			MedianMS: ms(r.Median, ran), MinMS: ms(r.Min, ran), MaxMS: ms(r.Max, ran), CPUMS: ms(r.CPU, ran && r.CPU >= 0),
 			GFLOPS: num(r.GFLOPS), RelL2VsNaive: num(r.RelL2VsNaive), MaxAbsVsNaive: num(r.MaxAbsVsNaive),
 			GBPS: num(r.GBPS), Penalty: num(r.Penalty), GFLOP: r.GFLOP, Runs: r.Runs, Cold: r.Cold,
@@ -446,7 +455,7 @@ func WriteMarkdown(w io.Writer, meta Meta, results []Result) error {
 				continue
 			}
 			if !r.Ran() {
-				fmt.Fprintf(&b, "| %d | %s | – | | | | | | | | %s |\n", r.Seq, mdEscape(r.Backend), mdEscape(r.Skipped))
+				fmt.Fprintf(&b, "| %s | %s | – | | | | | | | | %s |\n", seqLabel(r), mdEscape(r.Backend), mdEscape(r.Skipped))
 				continue
 			}
 			val := r.GFLOPS
@@ -457,7 +466,7 @@ func WriteMarkdown(w io.Writer, meta Meta, results []Result) error {
 			if r.CPU >= 0 {
 				cpuT = fmtDur(r.CPU)
 			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %s – %s | %s | %d | %s | %s | %s | %s | %s |\n", r.Seq, mdEscape(r.Backend), fmtDur(r.Median),
+			fmt.Fprintf(&b, "| %s | %s | %s | %s – %s | %s | %d | %s | %s | %s | %s | %s |\n", seqLabel(r), mdEscape(r.Backend), fmtDur(r.Median),
 				fmtDur(r.Min), fmtDur(r.Max), cpuT, r.Runs, fmtNum(val, "%.3g"), fmtPenalty(r.Penalty),
 				fmtNum(r.MaxAbsVsNaive, "%.2g"), fmtNum(r.RelL2VsNaive, "%.2g"), mdEscape(r.Note))
 		}
@@ -478,7 +487,7 @@ func WriteJSON(w io.Writer, meta Meta, results []Result) error {
 // csvHeader names the CSV columns; empty cells are absent numbers.
 var csvHeader = []string{"op", "backend", "seq", "median_ms", "min_ms", "max_ms", "cpu_ms", "runs", "gflop", "gflops", "gbps",
 	"penalty", "max_abs_vs_naive", "rel_l2_vs_naive", "shape", "dtype", "skipped", "note",
-	"commit", "build", "kernels", "cpu_model", "gomaxprocs", "load_1m", "load_5m", "load_15m"}
+	"commit", "build", "kernels", "cpu_model", "gomaxprocs", "load_1m", "load_5m", "load_15m", "rows"}
 
 // WriteCSV writes the results with a header row.
 func WriteCSV(w io.Writer, meta Meta, results []Result) error {
@@ -497,7 +506,8 @@ func WriteCSV(w io.Writer, meta Meta, results []Result) error {
 			strconv.FormatFloat(r.GFLOP, 'g', 6, 64), f(r.GFLOPS), f(r.GBPS), f(r.Penalty), f(r.MaxAbsVsNaive), f(r.RelL2VsNaive),
 			r.Shape, r.DType, r.Skipped, r.Note,
 			r.Commit, r.Build, r.Kernels, r.CPUModel, strconv.Itoa(r.GOMAXPROCS),
-			strconv.FormatFloat(r.LoadAvg[0], 'f', 2, 64), strconv.FormatFloat(r.LoadAvg[1], 'f', 2, 64), strconv.FormatFloat(r.LoadAvg[2], 'f', 2, 64)}
+			strconv.FormatFloat(r.LoadAvg[0], 'f', 2, 64), strconv.FormatFloat(r.LoadAvg[1], 'f', 2, 64), strconv.FormatFloat(r.LoadAvg[2], 'f', 2, 64),
+			strconv.Itoa(r.Rows)}
 		if err := cw.Write(rec); err != nil {
 			return err
 		}

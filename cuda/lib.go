@@ -13,7 +13,7 @@ import (
 
 // abiVersion is QR_ABI_VERSION of csrc/qwenref_cuda.h: the library must
 // report the same, or its functions may take other arguments.
-const abiVersion = 9
+const abiVersion = 10
 
 // The library's entry points, bound with purego (dlopen and dlsym without
 // cgo), so the package builds with no C compiler and no CUDA toolkit. The
@@ -55,6 +55,8 @@ var lib struct {
 	modelReset      func(h unsafe.Pointer) int32
 	modelForward    func(h, ids unsafe.Pointer, t, last int32, logits unsafe.Pointer) int32
 	modelLastMs     func(h, ms unsafe.Pointer) int32
+	modelRows       func(h unsafe.Pointer, rows int32) int32
+	modelFwdRows    func(h, ids unsafe.Pointer, rows, t, last int32, logits unsafe.Pointer) int32
 	modelGreedy     func(h unsafe.Pointer, first int32, n int32, out unsafe.Pointer) int32
 	modelInfo       func(h, pos, w, s, a unsafe.Pointer) int32
 	modelBench      func(h unsafe.Pointer, what, t, variant, reps int32, out unsafe.Pointer, nout int32) int32
@@ -89,7 +91,7 @@ func symbols() []struct {
 		{&l.modelGreedy, "qr_model_greedy"}, {&l.modelInfo, "qr_model_info"}, {&l.modelBench, "qr_model_bench"},
 		{&l.modelStageName, "qr_model_stage_name"}, {&l.modelTrace, "qr_model_trace"}, {&l.modelLayer, "qr_model_layer"},
 		{&l.modelTraceCount, "qr_model_trace_count"}, {&l.modelTraceEntry, "qr_model_trace_entry"},
-		{&l.modelPlan, "qr_model_plan"},
+		{&l.modelPlan, "qr_model_plan"}, {&l.modelRows, "qr_model_rows"}, {&l.modelFwdRows, "qr_model_forward_rows"},
 	}
 }
 
@@ -326,6 +328,13 @@ func cModelSetBF16(h unsafe.Pointer, layer, which, part int, v []uint16) int {
 // cModelForward feeds ids; logits nil asks for none (nothing is copied back).
 func cModelForward(h unsafe.Pointer, ids []int32, lastOnly bool, logits []float32) int {
 	return int(lib.modelForward(h, i32ptr(ids), int32(len(ids)), b2i(lastOnly), fptr(logits)))
+}
+
+func cModelRows(h unsafe.Pointer, rows int) int { return int(lib.modelRows(h, int32(rows))) }
+
+// cModelForwardRows feeds ids [rows, t] (flat); logits nil asks for none.
+func cModelForwardRows(h unsafe.Pointer, ids []int32, rows, t int, lastOnly bool, logits []float32) int {
+	return int(lib.modelFwdRows(h, i32ptr(ids), int32(rows), int32(t), b2i(lastOnly), fptr(logits)))
 }
 
 func cModelLastMs(h unsafe.Pointer) (float32, int) {

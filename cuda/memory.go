@@ -22,6 +22,13 @@ func EstimateMemoryFP32(cfg *model.Config, maxTokens, prefillT, logitRows int) M
 }
 
 func estimateMemory(cfg *model.Config, f32 bool, maxTokens, prefillT, logitRows int) ModelMemory {
+	return estimateMemoryRows(cfg, f32, maxTokens, prefillT, logitRows, 1)
+}
+
+// estimateMemoryRows is estimateMemory with every state and cache in `rows`
+// batch rows (DevModel::set_rows).
+func estimateMemoryRows(cfg *model.Config, f32 bool, maxTokens, prefillT, logitRows, rows int) ModelMemory {
+	R := int64(max(rows, 1))
 	es := int64(2) // bytes of a matrix, activation or cache element
 	if f32 {
 		es = 4
@@ -51,16 +58,16 @@ func estimateMemory(cfg *model.Config, f32 bool, maxTokens, prefillT, logitRows 
 		if k == model.FullAttention {
 			anyAttn = true
 			m.Weights += NQKV*H*es + H*nh*hd*es + 2*hd*4
-			m.State += 2 * cap * nkv * hd * es
+			m.State += R * 2 * cap * nkv * hd * es
 		} else {
 			m.Weights += (NIN*H+H*nv*dv)*es + (C*kc+2*nv+dv)*4
-			m.State += 2*kc*C*es + nv*dk*dv*4
+			m.State += R * (2*kc*C*es + nv*dk*dv*4)
 		}
 	}
 	m.State += 4
 	if anyAttn && !f32 { // the split-key decode attention's partials
 		const decSplit = 64 // DEC_SPL of csrc/attn.cu
-		m.State += nh * ((cap + decSplit - 1) / decSplit) * 258 * 4
+		m.State += R * nh * ((cap + decSplit - 1) / decSplit) * 258 * 4
 	}
 	T := int64(max(prefillT, 1))
 	wbig := max(NQKV, 2*I)

@@ -449,6 +449,64 @@ func (m *residentModel) forward(ids []int, rows int, logits []float32) error {
 	return m.dev.call("model_forward", func() int { return cModelForward(m.h, ids32, rows == 1, logits) })
 }
 
+// setRows gives every state and cache n batch rows, all empty (position 0).
+func (m *residentModel) setRows(n int) error {
+	return m.dev.call("model_rows", func() int { return cModelRows(m.h, n) })
+}
+
+// batchRows gives the model n batch rows (nothing for one), refusing with
+// the estimate when their caches and states would not fit beside it.
+func (m *residentModel) batchRows(n int) error {
+	if n == 1 {
+		return nil
+	}
+	if n < 1 || n > MaxRows {
+		return fmt.Errorf("cuda: %d batch rows: the device model takes 1 to %d", n, MaxRows)
+	}
+	need := estimateMemoryRows(m.cfg, m.f32, m.maxTokens, 1, 1, n).State
+	if err := m.dev.checkFits(fmt.Sprintf("%d batch rows of caches and states for %d positions (%.2f GiB; %s lowers the positions)",
+		n, m.maxTokens, float64(need)/(1<<30), MaxTokensEnv), need); err != nil {
+		return err
+	}
+	return m.setRows(n)
+}
+
+// MaxRows is the most batch rows the device model takes (QR_MAX_ROWS of
+// csrc/batch.cu).
+const MaxRows = 1024
+
+// forwardRows feeds ids[r] to batch row r (every row t tokens, as many rows
+// as setRows gave) and writes each row's last `want` positions' logits (t,
+// 1, or 0 for none) into logits, row after row. One token a row on the bf16
+// model is one decode step of every row at once.
+func (m *residentModel) forwardRows(ids [][]int, want int, logits []float32) error {
+	if len(ids) == 0 || len(ids[0]) == 0 {
+		return model.ErrEmpty
+	}
+	t := len(ids[0])
+	if len(logits) != len(ids)*want*m.cfg.VocabSize {
+		return fmt.Errorf("cuda: model: %d logits for %d rows of %d × %d", len(logits), len(ids), want, m.cfg.VocabSize)
+	}
+	ids32 := make([]int32, 0, len(ids)*t)
+	for r, row := range ids {
+		if len(row) != t {
+			return fmt.Errorf("cuda: model: batch row %d has %d tokens, row 0 has %d", r, len(row), t)
+		}
+		for i, id := range row {
+			if id < 0 || id >= m.cfg.VocabSize || id > math.MaxInt32 {
+				return fmt.Errorf("cuda: model: token id %d at %d of batch row %d outside the vocabulary", id, i, r)
+			}
+			ids32 = append(ids32, int32(id))
+		}
+	}
+	if want == 0 {
+		logits = nil
+	}
+	return m.dev.call("model_forward_rows", func() int {
+		return cModelForwardRows(m.h, ids32, len(ids), t, want == 1, logits)
+	})
+}
+
 // lastDeviceTime is the device time of the last forward call (CUDA events
 // from its inputs being on the device to its logits being ready there: no
 // host copy inside); ok is false before the first call.

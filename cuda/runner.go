@@ -23,14 +23,16 @@ const DefaultMaxTokens = 32768
 
 var errBusy = errors.New("cuda runner used from two goroutines at once: make one runner per goroutine")
 
-// deviceRunner is model.Runner on the model resident on the device. One row
-// keeps its caches on the device across calls (prefill, then decode steps
-// as CUDA-graph replays). With RunOptions.Record the device records every
-// stage the CPU recorder names (the prefill path runs for every call then,
-// decode included), so trace --compare names the first divergent stage. B > 1 rows run as one prefill from position 0,
-// row after row on the same caches (what `qwenref forward` does); a second
-// call on such a runner is refused, since only one row's caches exist.
-// With an fp32 model (gm.f32) it is the cuda-fp32 runner.
+// deviceRunner is model.Runner on the model resident on the device. Each
+// row keeps its caches and states on the device across calls (prefill, then
+// decode steps as CUDA-graph replays). With B > 1 rows a prefill runs row
+// after row, and a decode step (one token a row) runs every row at once on
+// the bf16 model: GEMMs over the rows and the decode kernels over rows ×
+// heads, one graph replay (the fp32 model steps its rows in turn). With
+// RunOptions.Record (one row only) the device records every stage the CPU
+// recorder names (the prefill path runs for every call then, decode
+// included), so trace --compare names the first divergent stage. With an
+// fp32 model (gm.f32) it is the cuda-fp32 runner.
 type deviceRunner struct {
 	mu        sync.Mutex
 	hm        *model.Model
@@ -88,6 +90,10 @@ func newDeviceRunner(d *Device, hm *model.Model, rows int, f32 bool) (model.Runn
 	if err != nil {
 		return nil, err
 	}
+	if err := gm.batchRows(rows); err != nil {
+		gm.Close()
+		return nil, err
+	}
 	return &deviceRunner{hm: hm, gm: gm, rows: rows, maxTokens: maxTok}, nil
 }
 
@@ -111,6 +117,10 @@ func newRandomDeviceRunner(d *Device, cfg *model.Config, seed uint64, rows int, 
 	}
 	gm, err := d.newRandomModel(cfg, seed, maxTok, f32)
 	if err != nil {
+		return nil, err
+	}
+	if err := gm.batchRows(rows); err != nil {
+		gm.Close()
 		return nil, err
 	}
 	// The host model carries the config only: the runner reads nothing else.
@@ -222,9 +232,6 @@ func (r *deviceRunner) Forward(ids [][]int, opt model.RunOptions) (*tensor.Tenso
 	if opt.Record != nil && r.rows > 1 {
 		return nil, errors.New("stage recording needs a single-row runner")
 	}
-	if r.rows > 1 && r.pos > 0 {
-		return nil, fmt.Errorf("cuda: a %d-row runner runs one prefill from position 0 (the device keeps one row's caches); Reset first", r.rows)
-	}
 	if r.pos+t > r.maxTokens {
 		return nil, fmt.Errorf("cuda: %d tokens at position %d exceed the KV cache of %d positions (set %s to raise it)",
 			t, r.pos, r.maxTokens, MaxTokensEnv)
@@ -236,7 +243,7 @@ func (r *deviceRunner) Forward(ids [][]int, opt model.RunOptions) (*tensor.Tenso
 	case model.LastLogits:
 		want = 1
 	}
-	if err := r.checkActivations(t, want); err != nil {
+	if err := r.checkActivations(max(t, r.rows), max(want, r.rows)); err != nil {
 		return nil, err
 	}
 	v := r.hm.Config.VocabSize
@@ -245,12 +252,23 @@ func (r *deviceRunner) Forward(ids [][]int, opt model.RunOptions) (*tensor.Tenso
 		out = opt.OutTensor(r.rows, want, v)
 	}
 	r.devTime, r.devOK = 0, opt.Record == nil // a traced call copies stages inside: not a device time
-	for b, row := range ids {
-		if b > 0 {
-			if err := r.gm.Reset(); err != nil {
-				return nil, err
-			}
+	if r.rows > 1 {
+		var dst []float32
+		if out != nil {
+			dst = out.Data
 		}
+		if err := r.gm.forwardRows(ids, want, dst); err != nil {
+			return nil, err
+		}
+		d, ok, err := r.gm.lastDeviceTime()
+		if err != nil {
+			return nil, err
+		}
+		r.devTime, r.devOK = d, ok
+		r.pos += t
+		return out, nil
+	}
+	for b, row := range ids {
 		var dst []float32 // this row's logits, written by the library in place
 		if out != nil {
 			dst = out.Data[b*want*v : (b+1)*want*v]

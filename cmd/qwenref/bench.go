@@ -49,6 +49,14 @@ widths, and attention-layer at any released shape's widths, are timed on
 the device (CUDA events, inputs resident there); their deltas come from
 the same op called with host copies.
 
+Batch rows (--batch 1,8,32): ops model and decode run a runner of B rows,
+each row its own sequence with its own caches and states: op model
+prefills T tokens in every row, op decode steps every row one token at
+position T. The T column reads T×B, GFLOP counts every row, and the note
+gives tokens/s and, when B = 1 is in the list, the speedup over one row.
+On cuda a decode step runs all rows at once (GEMMs over the rows, the
+decode kernels over rows × heads, one CUDA graph), a prefill row after row.
+
 Method: --warmup untimed runs, then at least --reps timed runs and at
 least --min-time in all; repetition stops once --max-time is spent, and a
 warm-up run longer than --max-time is the single (cold) sample. The
@@ -106,6 +114,7 @@ Examples:
   qwenref bench --op layers --seq 512,2048 --out bench-out
   qwenref bench --op decoder-layer --backends chunked,chunked:delta=naive:conv=naive
   qwenref bench --op model --shape 0.8b --seq 512,2048 --json
+  qwenref bench --backends cuda --op decode --shape 27b --seq 2048 --batch 1,8,32
   qwenref bench --op model --shape 27b --layers 4 --vocab 4096 --seq 512`, stderr)
 	opList := fs.String("op", "layers", "ops to run, comma-separated (see above)")
 	seqList := fs.String("seq", "512,2048,8192", "sequence lengths T, comma-separated (k = ×1024; the quick sweep: 128,512)")
@@ -114,6 +123,7 @@ Examples:
 	dir := addModelFlag(fs, ": run its weights (mmap'ed) instead of random ones")
 	cfgPath := fs.String("config", "", "config.json to take the shape from (random weights)")
 	layers := fs.Int("layers", 0, "op model: keep only the first N decoder layers (0 = all)")
+	batchList := fs.String("batch", "1", "ops model and decode: batch rows B, comma-separated (each row its own sequence and caches)")
 	states := fs.Int("states", 1, "op decode-core: cycle through this many layers' states, so each is cold when it comes round (48: the 27B's GDN layers)")
 	vocab := fs.Int("vocab", 0, "op model: vocabulary size override (0 = the shape's)")
 	dtype := fs.String("dtype", "bf16", "random weights' type in memory: bf16 or f32")
@@ -170,6 +180,15 @@ Examples:
 	}
 	if opts.Seqs, err = bench.ParseSeqs(*seqList); err != nil {
 		return bad("--seq %q: %v", *seqList, err)
+	}
+	if set["batch"] {
+		if opts.Batches, err = bench.ParseBatches(*batchList); err != nil {
+			return bad("--batch %q: %v", *batchList, err)
+		}
+		whole := slices.ContainsFunc(opts.Ops, func(op *bench.Op) bool { return op.Name == "model" || op.Name == "decode" })
+		if !whole && !slices.Equal(opts.Batches, []int{1}) {
+			return bad("--batch applies to --op model and decode")
+		}
 	}
 	registered := model.BackendNames()
 	if strings.TrimSpace(*beList) == "" {

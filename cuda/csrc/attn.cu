@@ -20,7 +20,7 @@ __global__ void __launch_bounds__(256) k_attn_prep(bf16_t *__restrict__ qn, bf16
                                                    bf16_t *__restrict__ vc, const bf16_t *__restrict__ qkv, int ld,
                                                    int T, int nh, int nkv, float theta,
                                                    const float *__restrict__ qw, const float *__restrict__ kw,
-                                                   float eps, const int *__restrict__ pos_dev) {
+                                                   float eps, const int *__restrict__ pos_dev, size_t cstride) {
 	constexpr int HD = 32 * E;
 	pdl_trigger();
 	pdl_wait(); // qkv and the position are the kernels before's outputs
@@ -29,7 +29,9 @@ __global__ void __launch_bounds__(256) k_attn_prep(bf16_t *__restrict__ qn, bf16
 	if (row >= T * per)
 		return;
 	const int t = row / per, j = row % per;
-	const int pos = *pos_dev + t;
+	const int pos = *pos_dev + (cstride ? 0 : t); // batch rows share one position, each its own cache
+	kc += t * cstride;
+	vc += t * cstride;
 	const bf16_t *src;
 	bf16_t *dst;
 	const float *w = nullptr;
@@ -79,7 +81,7 @@ __global__ void __launch_bounds__(256) k_attn_prep(bf16_t *__restrict__ qn, bf16
 
 int launch_attn_prep(bf16_t *qn, bf16_t *kc, bf16_t *vc, const bf16_t *qkv, int ld, int t, int nh, int nkv, int hd,
                      int rot, float theta, const float *qw, const float *kw, float eps, const int *pos_dev,
-                     cudaStream_t st) {
+                     cudaStream_t st, size_t cstride) {
 	QR_ARG(hd == 256 || hd == 128, "attn prep: head dim %d (128 or 256)", hd);
 	QR_ARG(rot == 64 || rot == 128, "attn prep: rotary dim %d (64 or 128)", rot);
 	if (t == 0)
@@ -87,15 +89,15 @@ int launch_attn_prep(bf16_t *qn, bf16_t *kc, bf16_t *vc, const bf16_t *qkv, int 
 	const unsigned nb = cdiv((size_t)t * (nh + 2 * nkv), 8);
 	if (hd == 256 && rot == 64)
 		return launch_pdl(k_attn_prep<8, 1>, dim3(nb), dim3(256), 0, st, qn, kc, vc, qkv, ld, t, nh, nkv, theta,
-		                  qw, kw, eps, pos_dev);
+		                  qw, kw, eps, pos_dev, cstride);
 	if (hd == 256)
 		return launch_pdl(k_attn_prep<8, 2>, dim3(nb), dim3(256), 0, st, qn, kc, vc, qkv, ld, t, nh, nkv, theta,
-		                  qw, kw, eps, pos_dev);
+		                  qw, kw, eps, pos_dev, cstride);
 	if (rot == 64)
 		return launch_pdl(k_attn_prep<4, 1>, dim3(nb), dim3(256), 0, st, qn, kc, vc, qkv, ld, t, nh, nkv, theta,
-		                  qw, kw, eps, pos_dev);
+		                  qw, kw, eps, pos_dev, cstride);
 	return launch_pdl(k_attn_prep<4, 2>, dim3(nb), dim3(256), 0, st, qn, kc, vc, qkv, ld, t, nh, nkv, theta,
-	                  qw, kw, eps, pos_dev);
+	                  qw, kw, eps, pos_dev, cstride);
 }
 
 // ---- decode attention: one query token, keys split across blocks ----
@@ -106,14 +108,21 @@ int launch_attn_prep(bf16_t *qn, bf16_t *kc, bf16_t *vc, const bf16_t *qkv, int 
 // takes keys split·DEC_SPL + w, +4, …; lane l holds dims 8l..8l+7 (one
 // 16-byte load per key row). Each split's partial (max, sum, unnormalised
 // output) goes to part[head][split] (row stride nsp_cap) for the combine.
+// Batch row r (blockIdx.z) has its own query, caches (+ r·cstride) and
+// partials.
 #define DEC_SPL 64
 __global__ void __launch_bounds__(128) k_attn_decode(float *__restrict__ part, const bf16_t *__restrict__ q,
                                                      const bf16_t *__restrict__ kc, const bf16_t *__restrict__ vc,
                                                      int nh, int nkv, int nsp_cap, float scale_log2,
-                                                     const int *__restrict__ pos_dev) {
+                                                     const int *__restrict__ pos_dev, size_t cstride) {
 	__shared__ float sm_m[4], sm_l[4], sm_acc[4][256];
 	pdl_trigger();
 	pdl_wait(); // q, the cache and the position are the kernels before's outputs
+	const size_t r = blockIdx.z;
+	q += r * nh * 256;
+	kc += r * cstride;
+	vc += r * cstride;
+	part += r * nh * nsp_cap * (256 + 2);
 	const int h = blockIdx.x;
 	const int hk = h / (nh / nkv), lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 	const int S = *pos_dev + 1;
@@ -188,10 +197,15 @@ __global__ void __launch_bounds__(128) k_attn_decode(float *__restrict__ part, c
 #define COMB_G 4
 __global__ void __launch_bounds__(256 * COMB_G) k_attn_combine(bf16_t *__restrict__ y, const float *__restrict__ part,
                                                                int nsp_cap, const bf16_t *__restrict__ gate,
-                                                               const int *__restrict__ pos_dev) {
+                                                               int ldg, const int *__restrict__ pos_dev) {
 	__shared__ float red[8 * COMB_G], sacc[COMB_G][256], sl[COMB_G];
 	pdl_trigger(); // the o_proj GEMV after it may start streaming its weights
 	pdl_wait();    // the partials are the kernel before's output
+	const size_t r = blockIdx.y; // batch row
+	const int nhs = gridDim.x;
+	y += r * nhs * 256;
+	gate += r * ldg;
+	part += r * nhs * nsp_cap * (256 + 2);
 	const int h = blockIdx.x, d = threadIdx.x & 255, g = threadIdx.x >> 8;
 	const int nsp = min(nsp_cap, (*pos_dev + 1 + DEC_SPL - 1) / DEC_SPL);
 	const float *ph = part + (size_t)h * nsp_cap * (256 + 2);
@@ -236,16 +250,18 @@ size_t attn_decode_part_bytes(int nh, int cap) { return (size_t)nh * cdiv(cap, D
 
 int launch_attn_decode(bf16_t *y, float *part, const bf16_t *q, const bf16_t *kc, const bf16_t *vc,
                        const bf16_t *gate, int nh, int nkv, int hd, int cap, float scale, const int *pos_dev,
-                       cudaStream_t st) {
+                       cudaStream_t st, int rows, size_t cstride, int ldg) {
 	QR_ARG(hd == 256 && nh > 0 && nkv > 0 && nh % nkv == 0 && cap > 0, "decode attention: head dim %d (256)", hd);
+	QR_ARG(rows == 1 || (rows > 1 && rows <= 65535 && cstride > 0 && ldg > 0), "decode attention: %d rows", rows);
 	const int nsp_cap = cdiv(cap, DEC_SPL);
 	// About 8 blocks per SM in all: enough to hide latency at short
 	// positions, and each block loops over its splits at long ones.
 	const int sms = g_qr.sm_count > 0 ? g_qr.sm_count : 132;
-	const int want = (int)cdiv(sms * 8, nh), g = want < 1 ? 1 : (want > nsp_cap ? nsp_cap : want);
-	QR_TRY(launch_pdl(k_attn_decode, dim3(nh, g), dim3(128), 0, st, part, q, kc, vc, nh, nkv, nsp_cap,
-	                  scale * 1.4426950408889634f, pos_dev));
-	return launch_pdl(k_attn_combine, dim3(nh), dim3(256 * COMB_G), 0, st, y, (const float *)part, nsp_cap, gate, pos_dev);
+	const int want = (int)cdiv(sms * 8, nh * rows), g = want < 1 ? 1 : (want > nsp_cap ? nsp_cap : want);
+	QR_TRY(launch_pdl(k_attn_decode, dim3(nh, g, rows), dim3(128), 0, st, part, q, kc, vc, nh, nkv, nsp_cap,
+	                  scale * 1.4426950408889634f, pos_dev, cstride));
+	return launch_pdl(k_attn_combine, dim3(nh, rows), dim3(256 * COMB_G), 0, st, y, (const float *)part, nsp_cap,
+	                  gate, ldg, pos_dev);
 }
 
 // ---- fp32 causal GQA attention: one warp per (query, head) ----

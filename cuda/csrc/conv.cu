@@ -207,14 +207,19 @@ __global__ void k_conv_state(T *__restrict__ so, const T *__restrict__ si, const
 
 // Decode conv, in place: state [K, C] holds the last K inputs (oldest
 // first). Each thread owns one channel, so the shift needs no second buffer
-// and the kernel replays in a graph.
-__global__ void k_conv_decode(bf16_t *__restrict__ u, bf16_t *__restrict__ state, const bf16_t *__restrict__ x,
-                              const float *__restrict__ w, int C, int K) {
+// and the kernel replays in a graph. Batch row r (blockIdx.y) reads x + r·ldx,
+// writes u + r·ldu and keeps its own state at state + r·K·C.
+__global__ void k_conv_decode(bf16_t *__restrict__ u, int ldu, bf16_t *__restrict__ state,
+                              const bf16_t *__restrict__ x, int ldx, const float *__restrict__ w, int C, int K) {
 	pdl_trigger();
 	pdl_wait(); // x is the kernel before's output
 	const int c = blockIdx.x * blockDim.x + threadIdx.x;
 	if (c >= C)
 		return;
+	const size_t r = blockIdx.y;
+	u += r * ldu;
+	x += r * ldx;
+	state += r * K * C;
 	bf16_t win[8];
 	float acc = 0.0f;
 #pragma unroll
@@ -232,8 +237,14 @@ __global__ void k_conv_decode(bf16_t *__restrict__ u, bf16_t *__restrict__ state
 }
 
 int launch_conv_decode(bf16_t *u, bf16_t *state, const bf16_t *x, const float *w, int C, int K, cudaStream_t st) {
+	return launch_conv_decode_rows(u, C, state, x, C, w, C, K, 1, st);
+}
+
+int launch_conv_decode_rows(bf16_t *u, int ldu, bf16_t *state, const bf16_t *x, int ldx, const float *w, int C,
+                            int K, int rows, cudaStream_t st) {
 	QR_ARG(K > 0 && K <= 8, "conv decode: %d taps (at most 8)", K);
-	return launch_pdl(k_conv_decode, dim3(cdiv(C, 128)), dim3(128), 0, st, u, state, x, w, C, K);
+	QR_ARG(rows >= 1 && rows <= 65535, "conv decode: %d rows", rows);
+	return launch_pdl(k_conv_decode, dim3(cdiv(C, 128), rows), dim3(128), 0, st, u, ldu, state, x, ldx, w, C, K);
 }
 
 // Launch shape for bench and tests: U rows in flight per thread (8 and 9:

@@ -119,14 +119,21 @@ __global__ void __launch_bounds__(128) k_gdn_recurrent128(const Tin *__restrict_
 // the recurrence: from the conv output u (q | k | v channels) and the b, a
 // projections it L2-normalises q and k (rounded to bf16 as the prefill path
 // stores them), computes beta and g, and updates the register-resident state
-// slice as k_gdn_recurrent128 does. One launch instead of two.
-__global__ void __launch_bounds__(128) k_gdn_decode128(bf16_t *__restrict__ out, const bf16_t *__restrict__ u,
-                                                       const bf16_t *__restrict__ ba, float *state, int NK, int NV,
-                                                       const float *__restrict__ a_log,
+// slice as k_gdn_recurrent128 does. One launch instead of two. Batch row r
+// (blockIdx.z) reads u + r·ldu and ba + r·ldba, writes out + r·NV·128 and
+// keeps its own state at state + r·NV·128·128.
+__global__ void __launch_bounds__(128) k_gdn_decode128(bf16_t *__restrict__ out, const bf16_t *__restrict__ u, int ldu,
+                                                       const bf16_t *__restrict__ ba, int ldba, float *state, int NK,
+                                                       int NV, const float *__restrict__ a_log,
                                                        const float *__restrict__ dt_bias) {
 	__shared__ float kq[256], red[2][4][32], nrm[2][4];
 	pdl_trigger();
 	pdl_wait(); // u and ba are the kernels before's outputs
+	const size_t row = blockIdx.z;
+	u += row * ldu;
+	ba += row * ldba;
+	out += row * NV * 128;
+	state += row * NV * 128 * 128;
 	const int h = blockIdx.y, vb = blockIdx.x * 32, hk = h / (NV / NK);
 	const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
 	const int col = vb + lane;
@@ -175,8 +182,15 @@ __global__ void __launch_bounds__(128) k_gdn_decode128(bf16_t *__restrict__ out,
 
 int launch_gdn_decode128(bf16_t *out, const bf16_t *u, const bf16_t *ba, float *state, int nk, int nv,
                          const float *a_log, const float *dt_bias, cudaStream_t st) {
+	return launch_gdn_decode128_rows(out, u, 0, ba, 0, state, nk, nv, a_log, dt_bias, 1, st);
+}
+
+int launch_gdn_decode128_rows(bf16_t *out, const bf16_t *u, int ldu, const bf16_t *ba, int ldba, float *state, int nk,
+                              int nv, const float *a_log, const float *dt_bias, int rows, cudaStream_t st) {
 	QR_ARG(nv % nk == 0, "gdn decode: nv %% nk != 0");
-	return launch_pdl(k_gdn_decode128, dim3(4, nv), dim3(128), 0, st, out, u, ba, state, nk, nv, a_log, dt_bias);
+	QR_ARG(rows >= 1 && rows <= 65535, "gdn decode: %d rows", rows);
+	return launch_pdl(k_gdn_decode128, dim3(4, nv, rows), dim3(128), 0, st, out, u, ldu, ba, ldba, state, nk, nv,
+	                  a_log, dt_bias);
 }
 
 int gdn_recurrent(const GdnArgs &a, int in_bf16, int out_bf16, cudaStream_t st) {

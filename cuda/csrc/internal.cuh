@@ -23,6 +23,10 @@ int launch_gemv(int ymode, void *y, const bf16_t *x, const bf16_t *w, int n, int
 // One decode token of the conv, in place: state [K, C] bf16 holds the last K
 // inputs (oldest first); u = SiLU(conv) bf16 [C]; graph-replayable.
 int launch_conv_decode(bf16_t *u, bf16_t *state, const bf16_t *x, const float *w, int C, int K, cudaStream_t st);
+// The same for `rows` batch rows: row r reads x + r·ldx, writes u + r·ldu and
+// updates its own state [K, C] at state + r·K·C.
+int launch_conv_decode_rows(bf16_t *u, int ldu, bf16_t *state, const bf16_t *x, int ldx, const float *w, int C,
+                            int K, int rows, cudaStream_t st);
 // Causal depthwise conv + SiLU. x [t, ldx] (first c columns used), y [t, ldy];
 // w [c, kw] fp32; state_in/state_out [kw, c] of x's type (may be null: zeros /
 // not written). xbf/ybf: 1 = bf16, 0 = f32.
@@ -71,6 +75,10 @@ int gdn_scan_bf16(const GdnArgs &a, int bv, int out_f32, const void *scratch, cu
 // (q | k | v), ba its b then a projections; out [nv*128] bf16.
 int launch_gdn_decode128(bf16_t *out, const bf16_t *u, const bf16_t *ba, float *state, int nk, int nv,
                          const float *a_log, const float *dt_bias, cudaStream_t st);
+// The same for `rows` batch rows: row r reads u + r·ldu and ba + r·ldba,
+// writes out + r·nv·128 and updates its own state [nv, 128, 128] after row r − 1's.
+int launch_gdn_decode128_rows(bf16_t *out, const bf16_t *u, int ldu, const bf16_t *ba, int ldba, float *state, int nk,
+                              int nv, const float *a_log, const float *dt_bias, int rows, cudaStream_t st);
 // Per-token recurrence in fp32 (decode); inputs f32 or bf16, out likewise.
 int gdn_recurrent(const GdnArgs &a, int in_bf16, int out_bf16, cudaStream_t st);
 
@@ -101,17 +109,21 @@ int launch_attention(float *out, const float *q, const float *k, const float *v,
 // q/k RMSNorm(1+w) + partial RoPE (rot 64 or 128) for t tokens at positions
 // *pos_dev + i: qn [t, nh, hd]; keys and values written into the caches
 // kc/vc [cap, nkv, hd] at those rows. qkv rows (stride ld): nh × [query |
-// gate], then nkv keys, then nkv values.
+// gate], then nkv keys, then nkv values. With cstride > 0 the t tokens are
+// batch rows instead, all at position *pos_dev: row i's cache is
+// kc/vc + i·cstride.
 int launch_attn_prep(bf16_t *qn, bf16_t *kc, bf16_t *vc, const bf16_t *qkv, int ld, int t, int nh, int nkv, int hd,
                      int rot, float theta, const float *qw, const float *kw, float eps, const int *pos_dev,
-                     cudaStream_t st);
+                     cudaStream_t st, size_t cstride = 0);
 // Causal GQA flash attention on tensor cores (hd = 256) with the sigmoid
 // output gate: y [t, nh·hd] bf16.
 int launch_flash_attn(bf16_t *y, const bf16_t *q, const bf16_t *kc, const bf16_t *vc, const bf16_t *gate, int ldg,
                       int t, int pos0, int nh, int nkv, int hd, float scale, cudaStream_t st);
 // One query token over the first *pos_dev + 1 cache rows (split keys, then
-// combine and gate); part holds attn_decode_part_bytes(nh, cap).
+// combine and gate); part holds attn_decode_part_bytes(nh, cap) a row. With
+// rows > 1, row r's query is q + r·nh·hd, its caches kc/vc + r·cstride, its
+// gate gate + r·ldg and its output y + r·nh·hd.
 size_t attn_decode_part_bytes(int nh, int cap);
 int launch_attn_decode(bf16_t *y, float *part, const bf16_t *q, const bf16_t *kc, const bf16_t *vc,
                        const bf16_t *gate, int nh, int nkv, int hd, int cap, float scale, const int *pos_dev,
-                       cudaStream_t st);
+                       cudaStream_t st, int rows = 1, size_t cstride = 0, int ldg = 0);

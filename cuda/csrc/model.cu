@@ -415,9 +415,9 @@ int DevModel::reset() {
 	cudaStream_t st = g_qr.stream;
 	for (auto &bp : blocks) {
 		if (GdnLayer *L = bp->gdn.get()) {
-			for (int i = 0; i < 2; i++)
-				QR_CK(cudaMemsetAsync(L->conv_state[i].p, 0, (size_t)d.kconv * L->C * L->es, st));
-			QR_CK(cudaMemsetAsync(L->rec_state.p, 0, (size_t)d.nv * d.dk * d.dv * 4, st));
+			for (int i = 0; i < 2; i++) // every batch row
+				QR_CK(cudaMemsetAsync(L->conv_state[i].p, 0, L->conv_state[i].bytes, st));
+			QR_CK(cudaMemsetAsync(L->rec_state.p, 0, L->rec_state.bytes, st));
 			L->cs = 0;
 		}
 	}
@@ -507,7 +507,7 @@ int DevModel::launch_argmax_next(cudaStream_t st) {
 }
 
 void DevModel::drop_graphs() {
-	for (cudaGraphExec_t *g : {&graph, &step_graph})
+	for (cudaGraphExec_t *g : {&graph, &step_graph, &batch_graph})
 		if (*g) {
 			cudaGraphExecDestroy(*g);
 			*g = nullptr;

@@ -173,6 +173,7 @@ struct Trace {
 // captured into a graph and run at full link speed.
 struct PinnedBuf {
 	void *p = nullptr;
+	size_t cap = 0; // bytes held
 	PinnedBuf() {}
 	PinnedBuf(const PinnedBuf &) = delete;
 	PinnedBuf &operator=(const PinnedBuf &) = delete;
@@ -180,14 +181,19 @@ struct PinnedBuf {
 		if (p)
 			cudaFreeHost(p);
 	}
+	// At least n bytes (a smaller buffer is replaced; its contents are lost).
 	int alloc(size_t n) {
-		if (p)
+		if (p && n <= cap)
 			return QR_OK;
+		if (p)
+			cudaFreeHost(p);
+		cap = 0;
 		cudaError_t e = cudaMallocHost(&p, n);
 		if (e != cudaSuccess) {
 			p = nullptr;
 			return qr_cuda_fail(e, "cudaMallocHost", __FILE__, __LINE__);
 		}
+		cap = n;
 		return QR_OK;
 	}
 	template <typename T> T *as() const { return (T *)p; }
@@ -250,6 +256,12 @@ struct DevModel {
 	size_t w_bytes = 0, s_bytes = 0, a_bytes = 0;
 	cudaGraphExec_t graph = nullptr;      // the greedy decode step, captured on first use
 	cudaGraphExec_t step_graph = nullptr; // the plain decode step (logits, no argmax), likewise
+	// Batch rows (batch.cu): every state and cache holds `rows` rows, row r
+	// at r times one row's size; all rows are at the same position. Row 0 is
+	// what the one-row paths use; a prefill runs row after row through
+	// RowView, a decode step runs every row at once (batch_graph).
+	int rows = 1;
+	cudaGraphExec_t batch_graph = nullptr; // the batched plain decode step of `rows` rows
 	// The plain step's host ends: h_step {id, pos} is copied in before the
 	// step's graph, the logits out to h_logits [V] after it, all async, so a
 	// decode call is one synchronisation.
@@ -263,10 +275,7 @@ struct DevModel {
 	std::unique_ptr<Trace> trace;    // set while tracing (model_trace.cu)
 
 	~DevModel() {
-		if (graph)
-			cudaGraphExecDestroy(graph);
-		if (step_graph)
-			cudaGraphExecDestroy(step_graph);
+		drop_graphs();
 		for (cudaEvent_t e : fwd_ev)
 			if (e)
 				cudaEventDestroy(e);
@@ -334,7 +343,8 @@ struct DevModel {
 	// the argmax (no graph).
 	int greedy_plain(int32_t first_id, int n, int32_t *out_ids);
 	// The sparse MLP's ops (moe.cu) on step s's layer: T tokens; decode takes
-	// the GEMV forms (T = 1, graph-capturable either way).
+	// the gathered-GEMV forms (one token, or a few batch rows), else the
+	// grouped GEMMs (graph-capturable either way).
 	int moe_step(const PlanStep &s, int T, int decode, cudaStream_t st);
 	// ids[0] = argmax of the logits, and *d_pos advances (the greedy step).
 	int launch_argmax_next(cudaStream_t st);
@@ -357,4 +367,36 @@ struct DevModel {
 	// One plain decode step of token id at pos (graph replay); logits, if
 	// not null, get the V logits.
 	int decode_one(int32_t id, float *logits);
+
+	// ---- batch rows (batch.cu) ----
+	// Give every state and cache n rows (zeroed: position 0). Nothing
+	// changes if an allocation fails.
+	int set_rows(int n);
+	// Bytes of one row of an attention layer's K (or V) cache, of a GDN
+	// layer's conv state buffer and of its recurrent state.
+	size_t kv_row_bytes() const { return (size_t)d.max_tokens * d.nkv * d.hd * es(); }
+	size_t conv_row_bytes(const GdnLayer &L) const { return (size_t)d.kconv * L.C * es(); }
+	size_t rec_row_bytes() const { return (size_t)d.nv * d.dk * d.dv * 4; }
+	// Move every state pointer by `by` rows (RowView: a one-row path on row r).
+	void shift_rows(long by);
+	// ids [rows, t]: t > 1 (or the fp32 model) prefills each row in turn from
+	// the same position; t = 1 on the bf16 model is one batched decode step.
+	// logits [rows, last_only ? 1 : t, V] (may be null).
+	int forward_rows(const int32_t *ids_h, int t, int last_only, float *logits);
+	// The batched step: every op's form over `rows` rows (GEMMs, and the
+	// decode kernels over rows), graph-capturable.
+	int step_batch(const PlanStep &s, cudaStream_t st);
+	int walk_batch(cudaStream_t st);
+	int decode_rows(const int32_t *ids_h, float *logits);
+};
+
+// Runs a one-row path on batch row r: every state pointer of m is moved to
+// row r while it lives.
+struct RowView {
+	DevModel &m;
+	long r;
+	RowView(DevModel &mm, int row) : m(mm), r(row) { m.shift_rows(r); }
+	~RowView() { m.shift_rows(-r); }
+	RowView(const RowView &) = delete;
+	RowView &operator=(const RowView &) = delete;
 };

@@ -304,30 +304,38 @@ __global__ void __launch_bounds__(256)
 		}
 }
 
-// ---- decode: one token's k experts and the shared expert as gathered GEMVs ----
+// ---- decode: each token's k experts and the shared expert as gathered GEMVs ----
 //
 // Block (x, j): 8 warps, R output rows each (each x chunk is loaded once for
-// the R rows, and R rows of loads are in flight). Slots j < k are expert
-// ids[j]; slot k is the shared expert (its own weights and width Ns).
-// GATEUP: x is XN [K = H]; act[j, i] = bf16(SiLU(bf16(g_i)) · bf16(u_i)) for
-// gate row i and up row N + i (N = I; the shared expert's to sact). DOWN:
-// x is act[j] [K = I] (the shared expert: sact [Ks = Is]); y[j, h] bf16 (the
-// shared expert: fp32 sout[h]), h < N = H. 16-byte loads; K % 8 == 0.
+// the R rows, and R rows of loads are in flight). Slots j < nr = T·k are
+// expert ids[j] of token j / k; slot nr + t is token t's shared expert (its
+// own weights and width Ns). GATEUP: x is XN [T, K = H]; act[j, i] =
+// bf16(SiLU(bf16(g_i)) · bf16(u_i)) for gate row i and up row N + i (N = I;
+// the shared expert's to sact [T, Ns]). DOWN: x is act[j] [K = I] (the
+// shared expert: sact[t] [Ks = Is]); y[j, h] bf16 (the shared expert: fp32
+// sout[t, h]), h < N = H. 16-byte loads; K % 8 == 0. A batch of T decode rows
+// reads an expert once per slot that chose it: below a few dozen rows that
+// is less than the grouped GEMM's tiles cost.
 template <int MODE, int R>
 __global__ void __launch_bounds__(256)
     k_moe_gemv(void *__restrict__ out, const bf16_t *__restrict__ x, const bf16_t *__restrict__ W,
-               const int32_t *__restrict__ ids, int k, int N, int K, const bf16_t *__restrict__ Ws, int Ns, int Ks,
-               void *__restrict__ sact, float *__restrict__ sout) {
+               const int32_t *__restrict__ ids, int nr, int k, int N, int K, const bf16_t *__restrict__ Ws, int Ns,
+               int Ks, void *__restrict__ sact, float *__restrict__ sout) {
 	constexpr int NW = MODE == MOE_GATEUP ? 2 * R : R; // weight rows per warp
 	pdl_trigger();
 	pdl_wait(); // ids, x and act are the kernels before's outputs
 	const int j = blockIdx.y, lane = threadIdx.x & 31, row0 = (blockIdx.x * 8 + (threadIdx.x >> 5)) * R;
-	const bool shared = j == k;
+	const bool shared = j >= nr;
+	const int t = shared ? j - nr : j / k; // the token
 	const int n = shared && MODE == MOE_GATEUP ? Ns : N, kk = shared && MODE == MOE_DOWN ? Ks : K;
 	if (row0 >= n)
 		return;
 	const bf16_t *We = shared ? Ws : W + (size_t)ids[j] * (MODE == MOE_GATEUP ? 2 * (size_t)N : (size_t)N) * K;
-	const bf16_t *xr = MODE == MOE_GATEUP ? x : shared ? (const bf16_t *)sact : x + (size_t)j * K;
+	if (shared) {
+		sact = (bf16_t *)sact + (size_t)t * (MODE == MOE_GATEUP ? Ns : Ks);
+		sout += (size_t)t * N;
+	}
+	const bf16_t *xr = MODE == MOE_GATEUP ? x + (size_t)t * K : shared ? (const bf16_t *)sact : x + (size_t)j * K;
 	const uint4 *xv = (const uint4 *)xr;
 	const uint4 *wr[NW]; // gate rows, then (GATEUP) their up rows; past n, the last row again
 #pragma unroll
@@ -496,7 +504,7 @@ int DevModel::moe_step(const PlanStep &s, int T, int decode, cudaStream_t st) {
 	float *SO = A.shared_out.as<float>();
 	switch (s.op) {
 	case QR_OP_MOE_ROUTE:
-		if (decode)
+		if (decode && T == 1)
 			QR_TRY(launch_gemv(GEMV_Y_F32, RL, XN, M.router.as<bf16_t>(), RR, H, st));
 		else
 			QR_TRY(qr_gemm_bf16(RL, 1, RR, XN, H, M.router.as<bf16_t>(), H, T, RR, H, st));
@@ -504,13 +512,13 @@ int DevModel::moe_step(const PlanStep &s, int T, int decode, cudaStream_t st) {
 		                        trace ? A.idf.as<float>() : nullptr, st));
 		return QR_OK;
 	case QR_OP_MOE_EXPERTS: {
-		if (decode) { // the shared expert rides along as slot k
-			QR_TRY(launch_pdl(k_moe_gemv<MOE_GATEUP, 2>, dim3(cdiv(I > Is ? I : Is, 16), k + 1), dim3(256), 0, st,
-			                  A.act.p, (const bf16_t *)XN, M.gate_up.as<const bf16_t>(), A.ids.as<const int32_t>(), k, I,
-			                  H, M.shared_gu.as<const bf16_t>(), Is, H, A.shared_act.p, (float *)nullptr));
-			return launch_pdl(k_moe_gemv<MOE_DOWN, 4>, dim3(cdiv(H, 32), k + 1), dim3(256), 0, st, A.y.p,
-			                  A.act.as<const bf16_t>(), M.down.as<const bf16_t>(), A.ids.as<const int32_t>(), k, H, I,
-			                  M.shared_down.as<const bf16_t>(), H, Is, A.shared_act.p, SO);
+		if (decode) { // the shared experts ride along as slots n … n + T − 1
+			QR_TRY(launch_pdl(k_moe_gemv<MOE_GATEUP, 2>, dim3(cdiv(I > Is ? I : Is, 16), n + T), dim3(256), 0, st,
+			                  A.act.p, (const bf16_t *)XN, M.gate_up.as<const bf16_t>(), A.ids.as<const int32_t>(), n,
+			                  k, I, H, M.shared_gu.as<const bf16_t>(), Is, H, A.shared_act.p, (float *)nullptr));
+			return launch_pdl(k_moe_gemv<MOE_DOWN, 4>, dim3(cdiv(H, 32), n + T), dim3(256), 0, st, A.y.p,
+			                  A.act.as<const bf16_t>(), M.down.as<const bf16_t>(), A.ids.as<const int32_t>(), n, k, H,
+			                  I, M.shared_down.as<const bf16_t>(), H, Is, A.shared_act.p, SO);
 		}
 		QR_TRY(mark(ST_MOE_ROUTE, st)); // the grouping counts with the router
 		QR_TRY(launch_moe_group(A, n, E, st));

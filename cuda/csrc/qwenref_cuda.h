@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define QR_ABI_VERSION 9
+#define QR_ABI_VERSION 10
 
 enum {
 	QR_OK = 0,
@@ -281,6 +281,16 @@ int qr_model_reset(void *model);
  * CUDA-graph replay, t > 1 the prefill path (cuBLAS, chunked core, flash
  * attention); the fp32 model runs its one form for any t. */
 int qr_model_forward(void *model, const int32_t *ids, int t, int last_only, float *logits);
+/* Batch rows: give every state and cache `rows` rows (1 to 1024), all empty
+ * (position 0); the model keeps its weights. Nothing changes when the memory
+ * is short. qr_model_forward then runs row 0 alone. */
+int qr_model_rows(void *model, int rows);
+/* ids [rows, t] (rows as set by qr_model_rows): every row gets t tokens at the
+ * common position. t = 1 on the bf16 model is one decode step of all rows at
+ * once (GEMMs over the rows, the decode kernels over rows × heads, one CUDA
+ * graph replay); otherwise each row is prefilled in turn. logits (may be
+ * NULL) [rows, last_only ? 1 : t, vocab]. qr_model_last_ms sums the rows. */
+int qr_model_forward_rows(void *model, const int32_t *ids, int rows, int t, int last_only, float *logits);
 /* Device time (ms, CUDA events) of the last qr_model_forward: from its inputs
  * being on the device to its logits being ready there, so no host copy is
  * inside; -1 before the first call. */
