@@ -15,7 +15,7 @@ const (
 	BenchCopy     BenchKind = iota // device-to-device copy of t MiB; Extra[0] = GB/s (read + write)
 	BenchGEMM                      // cuBLAS bf16 t×t×t; Extra[0] = TFLOP/s
 	BenchConv                      // conv+SiLU over 10240 channels, bf16; variant 100·U+TT = launch shape (0 default); Extra[0] = GB/s
-	BenchGDNCore                   // chunked core; variant 32|64 = tensor-core value block, 0 = fp32 SIMT; Extra = TFLOP/s, prep ms, scan ms
+	BenchGDNCore                   // chunked core; variant = the tensor-core scan's shape (432, 832, 864; 1 = the default), 0 = fp32 SIMT; Extra = TFLOP/s, prep ms, scan ms
 	BenchGDNLayer                  // whole layer prefill; Extra = stage medians (ms) then projection TFLOP/s
 	BenchDecode                    // one decode step of one layer; variant 1 = CUDA graph replay; Extra[0] = GB/s of weights
 	BenchAttn                      // fp32 attention core (the verification kernel); Extra[0] = TFLOP/s
@@ -58,8 +58,8 @@ func (d *Device) Bench(kind BenchKind, t, variant, reps int) (Timing, error) {
 func (d *Device) BenchConv(t int) (Timing, error) { return d.Bench(BenchConv, t, 0, 50) }
 
 // BenchGDNCore times the chunked gated delta rule (prep + scan) at t tokens
-// with the tensor-core scan's value block bv (32 or 64), or the fp32 SIMT
-// variant for bv = 0.
+// with the tensor-core scan's launch shape bv (432, 832 or 864: warps · 100
+// + value block; 1 the default), or the fp32 SIMT variant for bv = 0.
 func (d *Device) BenchGDNCore(t, bv int) (Timing, error) { return d.Bench(BenchGDNCore, t, bv, 20) }
 
 // BenchGDNLayer times one whole GDN layer prefill at t tokens (projections

@@ -63,8 +63,8 @@ func TestBenchTable(t *testing.T) {
 	}
 	coreAnchor := map[int]string{512: "fla 0.64", 2048: "fla 0.65", 8192: "fla 1.14", 32768: "fla 3.73"}
 	for _, T := range []int{512, 2048, 8192, 32768} {
-		for _, bv := range []int{32, 64} {
-			if w := fmt.Sprintf("GDN core bf16 bv=%d T=%d", bv, T); want(w) {
+		for _, bv := range gdnScanShapes {
+			if w := fmt.Sprintf("GDN core bf16 shape %d T=%d", bv, T); want(w) {
 				tm, err := d.BenchGDNCore(T, bv)
 				x := fmt.Sprintf("%.1f TFLOP/s", first(tm))
 				if len(tm.Extra) >= 3 {
@@ -80,8 +80,8 @@ func TestBenchTable(t *testing.T) {
 	}
 	layerAnchor := map[int]string{512: "fla 1.46", 2048: "fla 1.80", 8192: "fla 5.16 (floor 2.84)", 32768: "fla 19.9"}
 	for _, T := range []int{512, 2048, 8192, 32768} {
-		for _, bv := range []int{32, 64} {
-			if w := fmt.Sprintf("GDN layer prefill bv=%d T=%d", bv, T); want(w) {
+		for _, bv := range gdnScanShapes {
+			if w := fmt.Sprintf("GDN layer prefill shape %d T=%d", bv, T); want(w) {
 				tm, err := d.BenchGDNLayer(T, bv)
 				var st []string
 				for i, v := range tm.Extra {

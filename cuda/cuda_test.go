@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -145,6 +146,45 @@ func TestConvShapesAgree(t *testing.T) {
 	for _, v := range []int{808, 932, 1016} {
 		if _, err := d.Bench(BenchConv, 100, v, 1); err == nil {
 			t.Errorf("conv shape %d (not built) accepted", v)
+		}
+	}
+}
+
+// gdnScanShapes are the tensor-core scan's launch shapes (warps · 100 +
+// value block, csrc/gdn_chunk.cu).
+var gdnScanShapes = []int{432, 832, 864}
+
+// TestGDNScanShapesAgree runs the bf16 chunked core with every scan shape on
+// the same inputs and state: each warp sums in the same order whatever the
+// shape, so outputs and states must be equal bit for bit (the 432 shape is
+// checked against the naive rule by TestGatedDeltaMatchesCPU); an unbuilt
+// shape is refused.
+func TestGDNScanShapesAgree(t *testing.T) {
+	d := need(t)
+	r := rand.New(rand.NewPCG(41, 42))
+	for _, dims := range []gateddelta.Dims{{T: 150, NK: 2, NV: 6, DK: 128, DV: 128}, {T: 1000, NK: 1, NV: 3, DK: 128, DV: 128}} {
+		q, k, v, g, beta, st0 := gdnInputs(r, dims)
+		var want, wantSt []float32
+		for _, sh := range gdnScanShapes {
+			out, st := make([]float32, dims.T*dims.NV*dims.DV), slices.Clone(st0)
+			if err := (GatedDelta{d, GDNVariant(sh)}).Forward(out, q, k, v, g, beta, dims, st); err != nil {
+				t.Fatalf("shape %d %+v: %v", sh, dims, err)
+			}
+			if want == nil {
+				want, wantSt = out, st
+				continue
+			}
+			if !slices.Equal(out, want) || !slices.Equal(st, wantSt) {
+				t.Errorf("T=%d: shape %d differs from %d: out relL2 %.3g, state relL2 %.3g", dims.T, sh, gdnScanShapes[0],
+					tensor.RelL2(out, want), tensor.RelL2(st, wantSt))
+			}
+		}
+	}
+	dims := gateddelta.Dims{T: 8, NK: 1, NV: 1, DK: 128, DV: 128}
+	q, k, v, g, beta, st := gdnInputs(r, dims)
+	for _, sh := range []int{416, 864 + 1, 1664} {
+		if err := (GatedDelta{d, GDNVariant(sh)}).Forward(make([]float32, 8*128), q, k, v, g, beta, dims, st); err == nil {
+			t.Errorf("scan shape %d (not built) accepted", sh)
 		}
 	}
 }

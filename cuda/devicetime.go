@@ -36,10 +36,10 @@ func DeviceTime(d *Device, op string, cfg *model.Config, t int) (*model.DeviceTi
 			tm, err = d.BenchConv(t)
 			runs = 50
 		case "gdn-core":
-			tm, err = d.BenchGDNCore(t, 32)
+			tm, err = d.BenchGDNCore(t, 1) // the default scan shape
 			runs = 20
 		default:
-			tm, err = d.BenchGDNLayer(t, 32)
+			tm, err = d.BenchGDNLayer(t, 0) // the default scan shape
 			runs = 10
 		}
 	default:

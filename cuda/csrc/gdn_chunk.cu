@@ -133,17 +133,18 @@ int gdn_chunk_f32(const GdnArgs &a, void *scratch, cudaStream_t st) {
 }
 
 // ---------------------------------------------------------------------------
-// Tensor-core scan: one block per (value head, BV value columns), 32*BV/8
-// threads; dk = dv = 128. The fp32 state S^T [BV][128] lives in mma
-// accumulators (warp w owns dk columns [128/NW*w, +128/NW)); its bf16 copy
-// Ss feeds the products. Inputs stream in by cp.async, each buffer reloaded
+// Tensor-core scan: one block per (value head, BV value columns), NW warps
+// (the launch shape NW·100 + BV: 432, 832 or 864); dk = dv = 128. The fp32
+// state S^T [BV][128] lives in mma accumulators (warp w owns dk columns
+// [128/NW*w, +128/NW)); its bf16 copy Ss feeds the products. For the t × v
+// products the warps are 4 row tiles × NW/4 column groups. Every shape sums
+// in the same order, so all give the same bits. Inputs stream in by cp.async, each buffer reloaded
 // for chunk n+1 as soon as chunk n is done with it (K double-buffered since
 // it is used first and last). See the phase comments for the four cp.async
 // groups; every wait is "all but the 3 newest groups".
 #define LDK 136 // 128 + 8 bf16 of padding: conflict-free fragment loads
 #define LDC 72  // 64 + 8
 template <int BV> struct ScanSmem {
-	static constexpr int NW = BV / 8;
 	static constexpr int LDV = BV + 8;
 	static constexpr size_t Ks = 0;                                  // [2][64][LDK]
 	static constexpr size_t Qs = Ks + 2 * GDN_C * LDK * 2;           // [64][LDK]
@@ -162,7 +163,7 @@ template <int BV> struct ScanSmem {
 // with cp.async (rows past T are zero-filled with plain stores) and commits
 // one group per call, also when there is nothing left to load, so the
 // group arithmetic of the waits stays fixed.
-template <int BV> struct ScanIO {
+template <int BV, int NW> struct ScanIO {
 	const bf16_t *q;
 	int ldq;
 	const bf16_t *k;
@@ -172,7 +173,7 @@ template <int BV> struct ScanIO {
 	const bf16_t *Pg, *Mbg;
 	const float *gamg;
 	int T, nc, hk, h, vb, tid;
-	static constexpr int NT = BV * 4; // threads; fixed so the loops unroll
+	static constexpr int NT = NW * 32; // threads; fixed so the loops unroll
 
 	__device__ __forceinline__ void rows128(bf16_t *dst, const bf16_t *src, int ld, int n) const {
 		const bf16_t *base = src + hk * 128 + (tid & 15) * 8;
@@ -245,14 +246,15 @@ __device__ __forceinline__ void write_Ss(bf16_t *Ss, const float (&accS)[MT][NTS
 			}
 }
 
-template <int BV, typename Tout>
-__global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restrict__ q, int ldq,
+template <int BV, int NW, typename Tout>
+__global__ void __launch_bounds__(NW * 32) k_gdn_scan_bf16(const bf16_t *__restrict__ q, int ldq,
                                                          const bf16_t *__restrict__ k, int ldk,
                                                          const bf16_t *__restrict__ v, int ldv,
                                                          Tout *__restrict__ out, int ldo, float *state, int T,
                                                          int NK, int NV, const void *scratch) {
 	typedef ScanSmem<BV> L;
-	constexpr int NW = L::NW, LDV = L::LDV;
+	constexpr int LDV = L::LDV;
+	constexpr int JT = BV / (2 * NW); // n-tiles (8 value columns) of a warp's t x v products
 	constexpr int MT = BV / 16;       // m-tiles of S^T per warp
 	constexpr int NTS = 16 / NW;      // n-tiles (8 dk columns) of S^T per warp
 	constexpr int DKW = 128 / NW;     // dk columns per warp
@@ -267,14 +269,14 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 	const int nc = (T + GDN_C - 1) / GDN_C;
 	const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
 	const int gq = lane >> 2, cq = lane & 3;
-	const int rw = 16 * (w & 3), cg = 32 * (w >> 2); // row tile and column group for the t x v products
+	const int rw = 16 * (w & 3), cg = 8 * JT * (w >> 2); // row tile and column group for the t x v products
 	const int dk0 = DKW * w;
 	GdnScratch sc = GdnScratch::at((void *)scratch, NV, nc, sizeof(bf16_t));
 	const bf16_t *Pg = (const bf16_t *)sc.P + (size_t)h * nc * GDN_C * GDN_C;
 	const bf16_t *Mbg = (const bf16_t *)sc.Mb + (size_t)h * nc * GDN_C * GDN_C;
 	const float *gamg = sc.gam + (size_t)h * nc * GDN_C;
 
-	ScanIO<BV> io = {q, ldq, k, ldk, v, ldv, Pg, Mbg, gamg, T, nc, hk, h, vb, tid};
+	ScanIO<BV, NW> io = {q, ldq, k, ldk, v, ldv, Pg, Mbg, gamg, T, nc, hk, h, vb, tid};
 
 	// State: S^T fragment (mi, j, e) is v = 16mi + gq + 8(e>>1), dk = dk0 + 8j + 2cq + (e&1).
 	float accS[MT][NTS][4];
@@ -301,10 +303,10 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 		cp_async_wait<3>(); // K(n), Q(n)
 		__syncthreads();
 
-		// Phase 1: X = K S and QS = Q S for rows rw.., columns cg.. (4 n-tiles).
-		float accKS[4][4], accQS[4][4];
+		// Phase 1: X = K S and QS = Q S for rows rw.., columns cg.. (JT n-tiles).
+		float accKS[JT][4], accQS[JT][4];
 #pragma unroll
-		for (int j = 0; j < 4; j++)
+		for (int j = 0; j < JT; j++)
 #pragma unroll
 			for (int e = 0; e < 4; e++)
 				accKS[j][e] = accQS[j][e] = 0.0f;
@@ -314,7 +316,7 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 			lda_frag(ak, Kc + rw * LDK + 16 * kc, LDK, lane);
 			lda_frag(aq, Qs + rw * LDK + 16 * kc, LDK, lane);
 #pragma unroll
-			for (int j = 0; j < 4; j++) {
+			for (int j = 0; j < JT; j++) {
 				unsigned b[2];
 				ldb_frag(b, Ss + (cg + 8 * j) * LDK + 16 * kc, LDK, lane);
 				mma_bf16(accKS[j], ak, b);
@@ -328,7 +330,7 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 
 		// Phase 2: Y = V - e^gam X, stored transposed (Y^T [v][t]).
 #pragma unroll
-		for (int j = 0; j < 4; j++)
+		for (int j = 0; j < JT; j++)
 #pragma unroll
 			for (int hh = 0; hh < 2; hh++) {
 				const int r = rw + gq + 8 * hh, c = cg + 8 * j + 2 * cq;
@@ -341,9 +343,9 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 		__syncthreads();
 
 		// Phase 3: Δ = Mb Y; store Δ^T and its decayed copy.
-		float accV[4][4];
+		float accV[JT][4];
 #pragma unroll
-		for (int j = 0; j < 4; j++)
+		for (int j = 0; j < JT; j++)
 #pragma unroll
 			for (int e = 0; e < 4; e++)
 				accV[j][e] = 0.0f;
@@ -352,7 +354,7 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 			unsigned at[4];
 			lda_frag(at, Mbs + rw * LDC + 16 * kc, LDC, lane);
 #pragma unroll
-			for (int j = 0; j < 4; j++) {
+			for (int j = 0; j < JT; j++) {
 				unsigned b[2];
 				ldb_frag(b, Ys + (cg + 8 * j) * LDC + 16 * kc, LDC, lane);
 				mma_bf16(accV[j], at, b);
@@ -364,7 +366,7 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 			const int r = rw + gq + 8 * hh;
 			const float dec = __expf(gC - gm[r]);
 #pragma unroll
-			for (int j = 0; j < 4; j++) {
+			for (int j = 0; j < JT; j++) {
 				const int c = cg + 8 * j + 2 * cq;
 				Dls[c * LDC + r] = f2bf(accV[j][2 * hh]);
 				Dls[(c + 1) * LDC + r] = f2bf(accV[j][2 * hh + 1]);
@@ -382,7 +384,7 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 		for (int hh = 0; hh < 2; hh++) {
 			const float eg = __expf(gm[rw + gq + 8 * hh]);
 #pragma unroll
-			for (int j = 0; j < 4; j++) {
+			for (int j = 0; j < JT; j++) {
 				accQS[j][2 * hh] *= eg;
 				accQS[j][2 * hh + 1] *= eg;
 			}
@@ -392,7 +394,7 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 			unsigned ap[4];
 			lda_frag(ap, Ps + rw * LDC + 16 * kc, LDC, lane);
 #pragma unroll
-			for (int j = 0; j < 4; j++) {
+			for (int j = 0; j < JT; j++) {
 				unsigned b[2];
 				ldb_frag(b, Dls + (cg + 8 * j) * LDC + 16 * kc, LDC, lane);
 				mma_bf16(accQS[j], ap, b);
@@ -403,7 +405,7 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 			const int t = n * GDN_C + rw + gq + 8 * hh;
 			if (t < T) {
 #pragma unroll
-				for (int j = 0; j < 4; j++) {
+				for (int j = 0; j < JT; j++) {
 					const int c = vb + cg + 8 * j + 2 * cq;
 					Tout *o = out + (size_t)t * ldo + h * 128 + c;
 					if (sizeof(Tout) == 2)
@@ -456,19 +458,26 @@ __global__ void __launch_bounds__(BV * 4) k_gdn_scan_bf16(const bf16_t *__restri
 			}
 }
 
-template <int BV, typename Tout> static int scan_bf16_launch(const GdnArgs &a, const void *scratch, cudaStream_t st) {
+template <int BV, int NW, typename Tout>
+static int scan_bf16_launch(const GdnArgs &a, const void *scratch, cudaStream_t st) {
 	const size_t sm = ScanSmem<BV>::bytes;
-	k_gdn_scan_bf16<BV, Tout><<<dim3(128 / BV, a.NV), BV * 4, sm, st>>>(
+	k_gdn_scan_bf16<BV, NW, Tout><<<dim3(128 / BV, a.NV), NW * 32, sm, st>>>(
 	    (const bf16_t *)a.q, a.ldq, (const bf16_t *)a.k, a.ldk, (const bf16_t *)a.v, a.ldv, (Tout *)a.out, a.ldo,
 	    a.state, a.T, a.NK, a.NV, scratch);
 	QR_CKL("gdn_scan_bf16");
 	return QR_OK;
 }
 
+// The scan's launch shape: 432, 832 or 864 (warps · 100 + value block), or
+// the value block alone (32: 432, 64: 864, as before the shapes had warps).
+static int scan_shape(int bv) { return bv == 32 ? 432 : bv == 64 ? 864 : bv; }
+
 static int check_bf16_args(const GdnArgs &a, int bv) {
 	QR_ARG(a.DK == 128 && a.DV == 128, "gdn bf16 chunked: needs dk = dv = 128, got %d/%d", a.DK, a.DV);
 	QR_ARG(a.NV % a.NK == 0, "gdn bf16: nv %% nk != 0");
-	QR_ARG(bv == 32 || bv == 64, "gdn bf16: value block %d (32 or 64)", bv);
+	const int sh = scan_shape(bv);
+	QR_ARG(sh == 432 || sh == 832 || sh == 864, "gdn bf16: scan shape %d (432, 832 or 864; 32 and 64 name 432 and 864)",
+	       bv);
 	QR_ARG(a.ldq % 8 == 0 && a.ldk % 8 == 0 && a.ldv % 8 == 0 && a.ldo % 2 == 0 && ((uintptr_t)a.q & 15) == 0 &&
 	           ((uintptr_t)a.k & 15) == 0 && ((uintptr_t)a.v & 15) == 0,
 	       "gdn bf16: q/k/v need 16-byte aligned rows");
@@ -490,9 +499,14 @@ int gdn_scan_bf16(const GdnArgs &a, int bv, int out_f32, const void *scratch, cu
 	QR_TRY(check_bf16_args(a, bv));
 	if (a.T == 0)
 		return QR_OK;
-	if (bv == 32)
-		return out_f32 ? scan_bf16_launch<32, float>(a, scratch, st) : scan_bf16_launch<32, bf16_t>(a, scratch, st);
-	return out_f32 ? scan_bf16_launch<64, float>(a, scratch, st) : scan_bf16_launch<64, bf16_t>(a, scratch, st);
+	switch (scan_shape(bv)) {
+	case 432:
+		return out_f32 ? scan_bf16_launch<32, 4, float>(a, scratch, st) : scan_bf16_launch<32, 4, bf16_t>(a, scratch, st);
+	case 832:
+		return out_f32 ? scan_bf16_launch<32, 8, float>(a, scratch, st) : scan_bf16_launch<32, 8, bf16_t>(a, scratch, st);
+	default:
+		return out_f32 ? scan_bf16_launch<64, 8, float>(a, scratch, st) : scan_bf16_launch<64, 8, bf16_t>(a, scratch, st);
+	}
 }
 
 int gdn_chunk_bf16(const GdnArgs &a, int bv, int out_f32, void *scratch, cudaStream_t st) {
@@ -505,14 +519,15 @@ int qr_gdn_init() {
 	int dev = g_qr.device;
 	QR_CK(cudaDeviceGetAttribute(&qr_max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
 	QR_CK(cudaFuncSetAttribute(k_gdn_prep_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize, BF16_PREP_SMEM));
-	QR_CK(cudaFuncSetAttribute(k_gdn_scan_bf16<32, float>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-	                           (int)ScanSmem<32>::bytes));
-	QR_CK(cudaFuncSetAttribute(k_gdn_scan_bf16<32, bf16_t>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-	                           (int)ScanSmem<32>::bytes));
-	QR_CK(cudaFuncSetAttribute(k_gdn_scan_bf16<64, float>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-	                           (int)ScanSmem<64>::bytes));
-	QR_CK(cudaFuncSetAttribute(k_gdn_scan_bf16<64, bf16_t>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-	                           (int)ScanSmem<64>::bytes));
+#define SCAN_SMEM(BV, NW)                                                                                          \
+	QR_CK(cudaFuncSetAttribute(k_gdn_scan_bf16<BV, NW, float>, cudaFuncAttributeMaxDynamicSharedMemorySize,          \
+	                           (int)ScanSmem<BV>::bytes));                                                            \
+	QR_CK(cudaFuncSetAttribute(k_gdn_scan_bf16<BV, NW, bf16_t>, cudaFuncAttributeMaxDynamicSharedMemorySize,         \
+	                           (int)ScanSmem<BV>::bytes))
+	SCAN_SMEM(32, 4);
+	SCAN_SMEM(32, 8);
+	SCAN_SMEM(64, 8);
+#undef SCAN_SMEM
 	return QR_OK;
 }
 
@@ -533,6 +548,11 @@ extern "C" int qr_gdn_forward(float *out, const float *q, const float *k, const 
 	QR_TRY(qr_fill_nan(dout.p, nvv * 4, g_qr.stream));
 	GdnArgs a = {t, nk, nv, dk, dv, dq.p, nk * dk, dk_.p, nk * dk, dv_.p, nv * dv, dg.as<float>(), db.as<float>(),
 	             dout.p, nv * dv, ds.as<float>()};
+	int shape = GDN_SCAN_DEFAULT;
+	if (variant >= 100) { // a scan shape: the bf16 chunked form with it (tests)
+		shape = variant;
+		variant = QR_GDN_CHUNK_BF16;
+	}
 	switch (variant) {
 	case QR_GDN_CHUNK_F32:
 		QR_TRY(scratch.alloc(gdn_scratch_bytes(t, nv, 1)));
@@ -549,7 +569,7 @@ extern "C" int qr_gdn_forward(float *out, const float *q, const float *k, const 
 		a.q = q16.p;
 		a.k = k16.p;
 		a.v = v16.p;
-		QR_TRY(gdn_chunk_bf16(a, 32, 1, scratch.p, g_qr.stream));
+		QR_TRY(gdn_chunk_bf16(a, shape, 1, scratch.p, g_qr.stream));
 		break;
 	case QR_GDN_RECURRENT:
 		QR_TRY(gdn_recurrent(a, 0, 0, g_qr.stream));

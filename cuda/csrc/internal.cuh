@@ -64,8 +64,10 @@ struct GdnArgs {
 size_t gdn_scratch_bytes(int T, int NV, int f32);
 // fp32 everywhere, SIMT; any dk <= 256, any dv.
 int gdn_chunk_f32(const GdnArgs &a, void *scratch, cudaStream_t st);
-// bf16 q/k/v on tensor cores, fp32 state; dk = dv = 128; bv = 32 or 64
-// value columns per block; out f32 or bf16.
+// bf16 q/k/v on tensor cores, fp32 state; dk = dv = 128; bv the scan's
+// launch shape, warps · 100 + value columns per block (432, 832, 864; 32
+// and 64 name 432 and 864); out f32 or bf16.
+#define GDN_SCAN_DEFAULT 864 // the core 2.6% faster than 432 at T = 8192 on the H200 (docs/perf-cuda-kernels.md), the same bits
 int gdn_chunk_bf16(const GdnArgs &a, int bv, int out_f32, void *scratch, cudaStream_t st);
 // Its two kernels separately (benchmarks): the parallel per-chunk prep and
 // the sequential scan.

@@ -86,7 +86,8 @@ int qr_conv_forward(float *y, const float *x, int t, int c, const float *w, int 
 enum {
 	QR_GDN_CHUNK_F32 = 0,  /* chunked (C=64), fp32 everywhere, SIMT */
 	QR_GDN_CHUNK_BF16 = 1, /* chunked, bf16 operands on tensor cores, fp32 state; dk=dv=128 */
-	QR_GDN_RECURRENT = 2   /* per-token recurrence, fp32 */
+	QR_GDN_RECURRENT = 2   /* per-token recurrence, fp32; a scan launch shape (432, 832, 864) as the variant
+	                          runs QR_GDN_CHUNK_BF16 with that shape */
 };
 /* q,k [t,nk,dk] (normalised, q scaled); v [t,nv,dv]; g,beta [t,nv];
  * state [nv,dk,dv] fp32 in/out; out [t,nv,dv]. */
