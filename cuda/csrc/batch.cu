@@ -165,24 +165,12 @@ int DevModel::decode_rows(const int32_t *ids_h, float *out) {
 	QR_TRY(h_logits.alloc(nl * 4));
 	if (!batch_graph) {
 		QR_CK(cudaStreamSynchronize(st));
-		cudaGraph_t g = nullptr;
-		QR_CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-		int r = qr_fill_nan(logits.p, nl * 4, st);
-		if (r == QR_OK)
-			r = walk_batch(st);
-		const cudaError_t e = cudaStreamEndCapture(st, &g);
-		if (r != QR_OK) {
-			if (g)
-				cudaGraphDestroy(g);
-			return r;
-		}
-		QR_CK(e);
-		const cudaError_t e2 = cudaGraphInstantiate(&batch_graph, g, 0);
-		cudaGraphDestroy(g);
-		if (e2 != cudaSuccess) {
-			batch_graph = nullptr;
-			return qr_cuda_fail(e2, "cudaGraphInstantiate", __FILE__, __LINE__);
-		}
+		QR_TRY(capture_graph(
+		    [&]() -> int {
+			    QR_TRY(qr_fill_nan(logits.p, nl * 4, st)); // NaN where a kernel failed to write
+			    return walk_batch(st);
+		    },
+		    &batch_graph));
 	}
 	int *hs = h_step.as<int>();
 	hs[0] = pos;

@@ -565,13 +565,20 @@ int DevModel::capture(int greedy, cudaGraphExec_t *out) {
 		QR_TRY(h_step.alloc(2 * sizeof(int)));
 		QR_TRY(h_logits.alloc((size_t)d.vocab * 4));
 	}
+	return capture_graph(
+	    [&]() -> int {
+		    if (!greedy) // NaN where a kernel failed to write
+			    QR_TRY(qr_fill_nan(logits.p, (size_t)d.vocab * 4, st));
+		    return decode_step(greedy, st);
+	    },
+	    out);
+}
+
+int capture_graph(const std::function<int()> &body, cudaGraphExec_t *out) {
+	cudaStream_t st = g_qr.stream;
 	cudaGraph_t g = nullptr;
 	QR_CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-	int r = QR_OK;
-	if (!greedy) // NaN where a kernel failed to write
-		r = qr_fill_nan(logits.p, (size_t)d.vocab * 4, st);
-	if (r == QR_OK)
-		r = decode_step(greedy, st);
+	const int r = body();
 	const cudaError_t e = cudaStreamEndCapture(st, &g);
 	if (r != QR_OK) {
 		if (g)

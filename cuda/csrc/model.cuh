@@ -6,6 +6,7 @@
 // moe_f32.cu the fp32 ones; model_api.cu is its C ABI and benchmarks.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,10 @@
 #include "common.cuh"
 #include "internal.cuh"
 #include "gdn_layer.cuh"
+
+// Capture what body launches on the library stream into *out (stream
+// capture, then instantiate); on failure nothing is kept.
+int capture_graph(const std::function<int()> &body, cudaGraphExec_t *out);
 
 // *p = v on stream st (a one-thread kernel: stream-ordered, graph-safe).
 int set_dev_int(int *p, int v, cudaStream_t st);
