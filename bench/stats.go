@@ -167,6 +167,18 @@ func (m Method) estimateRuns(run time.Duration) int {
 	return min(n, maxRuns) + m.Warmup
 }
 
+// CopyGBPSFor measures the memory copy rate (MeasureCopyGBPS) when an op
+// among ops reports bytes moved, the rate its bandwidth column needs, and
+// returns 0 otherwise.
+func CopyGBPSFor(ops []*Op) float64 {
+	for _, op := range ops {
+		if op.Bytes != nil {
+			return MeasureCopyGBPS()
+		}
+	}
+	return 0
+}
+
 // MeasureCopyGBPS measures this machine's memory copy rate (bytes read
 // plus bytes written per second, in GB/s) with a 64 MiB copy, best of
 // three: the ceiling of a memory-bound op such as the conv.

@@ -185,10 +185,6 @@ Examples:
 		if opts.Batches, err = bench.ParseBatches(*batchList); err != nil {
 			return bad("--batch %q: %v", *batchList, err)
 		}
-		whole := slices.ContainsFunc(opts.Ops, func(op *bench.Op) bool { return op.Name == "model" || op.Name == "decode" })
-		if !whole && !slices.Equal(opts.Batches, []int{1}) {
-			return bad("--batch applies to --op model and decode")
-		}
 	}
 	registered := model.BackendNames()
 	if strings.TrimSpace(*beList) == "" {
@@ -261,12 +257,7 @@ Examples:
 		return bad("--layers %d: shape %s has %d layers", *layers, opts.ShapeName, opts.Config.NumLayers)
 	}
 	meta.Shape, meta.Config = opts.ShapeName, opts.Config
-	for _, op := range opts.Ops {
-		if op.Bytes != nil {
-			meta.CPUCopyGBPS = bench.MeasureCopyGBPS()
-			break
-		}
-	}
+	meta.CPUCopyGBPS = bench.CopyGBPSFor(opts.Ops)
 
 	if *outDir != "" {
 		if err := os.MkdirAll(*outDir, 0o755); err != nil {
