@@ -13,7 +13,7 @@ import (
 
 // abiVersion is QR_ABI_VERSION of csrc/qwenref_cuda.h: the library must
 // report the same, or its functions may take other arguments.
-const abiVersion = 10
+const abiVersion = 11
 
 // The library's entry points, bound with purego (dlopen and dlsym without
 // cgo), so the package builds with no C compiler and no CUDA toolkit. The

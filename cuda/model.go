@@ -137,6 +137,10 @@ func cPlan(cfg *model.Config) ([]cStep, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	shape, err := moeDecodeShape()
+	if err != nil {
+		return nil, nil, err
+	}
 	normSlot := map[model.NormWeight]int32{model.NormInput: wInputNorm, model.NormPost: wPostNorm, model.NormFinal: wFinalNorm}
 	steps := make([]cStep, len(plan))
 	var names []byte
@@ -145,6 +149,9 @@ func cPlan(cfg *model.Config) ([]cStep, []byte, error) {
 			return nil, nil, fmt.Errorf("cuda: plan step %d (%s) records %d stages, the library takes %d", i, p.Op, len(p.Stages), stepRecords)
 		}
 		s := cStep{op: int32(p.Op), layer: int32(p.Layer), arg: normSlot[p.Norm]}
+		if p.Op == model.OpMoEExperts {
+			s.arg = int32(shape)
+		}
 		for r := range s.rec {
 			s.rec[r] = -1
 		}

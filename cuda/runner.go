@@ -21,6 +21,31 @@ const MaxTokensEnv = "QWENREF_CUDA_MAX_TOKENS"
 // 2 GiB of cache on the 27B, 0.4 GiB on the 0.8B.
 const DefaultMaxTokens = 32768
 
+// MoEDecodeShapeEnv picks the launch shape of the bf16 model's MoE decode
+// step, 0 to MoEDecodeShapes-1: bits 0-1 choose the expert GEMVs' rows per
+// warp and loads in flight (csrc/moe_decode.cu), bit 2 fuses the combine
+// into the down GEMV, bit 3 the top-k into the router GEMV. Every shape
+// gives the same bits; the default is the one measured fastest on the H200.
+const MoEDecodeShapeEnv = "QWENREF_CUDA_MOE_DECODE_SHAPE"
+
+// MoEDecodeShapes is the number of those shapes (QR_MOE_DECODE_SHAPES).
+const MoEDecodeShapes = 16
+
+// defaultMoEDecodeShape is the shape used when MoEDecodeShapeEnv is unset.
+const defaultMoEDecodeShape = 2
+
+func moeDecodeShape() (int, error) {
+	s := os.Getenv(MoEDecodeShapeEnv)
+	if s == "" {
+		return defaultMoEDecodeShape, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n >= MoEDecodeShapes {
+		return 0, fmt.Errorf("cuda: %s=%q: want a launch shape from 0 to %d", MoEDecodeShapeEnv, s, MoEDecodeShapes-1)
+	}
+	return n, nil
+}
+
 var errBusy = errors.New("cuda runner used from two goroutines at once: make one runner per goroutine")
 
 // deviceRunner is model.Runner on the model resident on the device. Each

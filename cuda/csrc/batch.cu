@@ -13,9 +13,6 @@
 // Batch rows a model takes: the kernels' grid limit is far above it; this
 // bounds what an untrusted count can ask to allocate before cudaMalloc does.
 #define QR_MAX_ROWS 1024
-// Batch rows up to which the MoE experts run as gathered GEMVs (each slot
-// reads its expert's weights) rather than the grouped GEMMs.
-#define MOE_GATHER_ROWS 64
 
 void DevModel::shift_rows(long by) {
 	if (by == 0)

@@ -210,6 +210,39 @@ __device__ __forceinline__ float warp_max(float v) {
 	return v;
 }
 
+// a[r] = W row wr[r] · x over nc 16-byte chunks, summed over the warp:
+// lane l takes chunks l, l + 32, … in ascending order with U of them in
+// flight per row, so the bits do not depend on U or on how rows are split.
+template <int NW, int U>
+__device__ __forceinline__ void rows_dot(float (&a)[NW], const uint4 *const (&wr)[NW], const uint4 *xv, int nc,
+                                         int lane) {
+#pragma unroll
+	for (int r = 0; r < NW; r++)
+		a[r] = 0.0f;
+	for (int base = lane; base < nc; base += 32 * U) {
+		uint4 xq[U], wq[U][NW];
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			if (base + 32 * u < nc) {
+				xq[u] = ld_cg(xv + base + 32 * u);
+#pragma unroll
+				for (int r = 0; r < NW; r++)
+					wq[u][r] = __ldg(wr[r] + base + 32 * u);
+			}
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			if (base + 32 * u >= nc)
+				break;
+#pragma unroll
+			for (int r = 0; r < NW; r++)
+				a[r] = dot8_bf16(a[r], wq[u][r], xq[u]);
+		}
+	}
+#pragma unroll
+	for (int r = 0; r < NW; r++)
+		a[r] = warp_sum(a[r]);
+}
+
 // ---- tensor cores: mma.sync m16n8k16, bf16 operands, fp32 accumulators ----
 // Fragments (g = lane/4, c = lane%4):
 //   A 16x16 row-major: a0 = A[g][2c..2c+1], a1 = A[g+8][2c..], a2 = A[g][2c+8..], a3 = A[g+8][2c+8..]

@@ -16,8 +16,8 @@
 // SwiGLU in its epilogue; the combine adds the weighted expert rows, the
 // gated shared expert and the residual in one pass. The decode step (one
 // token, captured in a CUDA graph) skips the sort: its k experts and the
-// shared expert are gathered GEMVs that read the chosen ids on the device.
-// The router itself is moe_route.cu's.
+// shared expert are gathered GEMVs that read the chosen ids on the device
+// (moe_decode.cu). The router itself is moe_route.cu's.
 #include <math.h>
 
 #include "model.cuh"
@@ -147,7 +147,6 @@ __global__ void k_moe_place(const int32_t *__restrict__ ids, const int32_t *__re
 // 32 × 64 (4 along the rows, 2 along the columns), fragments by ldmatrix. A GATEUP block's 128 weight rows are 64 gate rows
 // and the 64 up rows of the same outputs, so each thread holds g and u of
 // its outputs. K % 8 == 0.
-enum { MOE_GATEUP = 0, MOE_DOWN = 1 };
 #define MOE_BK 64
 #define MOE_LDS (MOE_BK + 8) // smem row stride: 144 bytes, conflict-free ldmatrix rows
 #define MOE_GEMM_SMEM(stages) ((stages) * (MOE_BM + 128) * MOE_LDS * 2)
@@ -304,82 +303,6 @@ __global__ void __launch_bounds__(256)
 		}
 }
 
-// ---- decode: each token's k experts and the shared expert as gathered GEMVs ----
-//
-// Block (x, j): 8 warps, R output rows each (each x chunk is loaded once for
-// the R rows, and R rows of loads are in flight). Slots j < nr = T·k are
-// expert ids[j] of token j / k; slot nr + t is token t's shared expert (its
-// own weights and width Ns). GATEUP: x is XN [T, K = H]; act[j, i] =
-// bf16(SiLU(bf16(g_i)) · bf16(u_i)) for gate row i and up row N + i (N = I;
-// the shared expert's to sact [T, Ns]). DOWN: x is act[j] [K = I] (the
-// shared expert: sact[t] [Ks = Is]); y[j, h] bf16 (the shared expert: fp32
-// sout[t, h]), h < N = H. 16-byte loads; K % 8 == 0. A batch of T decode rows
-// reads an expert once per slot that chose it: below a few dozen rows that
-// is less than the grouped GEMM's tiles cost.
-template <int MODE, int R>
-__global__ void __launch_bounds__(256)
-    k_moe_gemv(void *__restrict__ out, const bf16_t *__restrict__ x, const bf16_t *__restrict__ W,
-               const int32_t *__restrict__ ids, int nr, int k, int N, int K, const bf16_t *__restrict__ Ws, int Ns,
-               int Ks, void *__restrict__ sact, float *__restrict__ sout) {
-	constexpr int NW = MODE == MOE_GATEUP ? 2 * R : R; // weight rows per warp
-	pdl_trigger();
-	pdl_wait(); // ids, x and act are the kernels before's outputs
-	const int j = blockIdx.y, lane = threadIdx.x & 31, row0 = (blockIdx.x * 8 + (threadIdx.x >> 5)) * R;
-	const bool shared = j >= nr;
-	const int t = shared ? j - nr : j / k; // the token
-	const int n = shared && MODE == MOE_GATEUP ? Ns : N, kk = shared && MODE == MOE_DOWN ? Ks : K;
-	if (row0 >= n)
-		return;
-	const bf16_t *We = shared ? Ws : W + (size_t)ids[j] * (MODE == MOE_GATEUP ? 2 * (size_t)N : (size_t)N) * K;
-	if (shared) {
-		sact = (bf16_t *)sact + (size_t)t * (MODE == MOE_GATEUP ? Ns : Ks);
-		sout += (size_t)t * N;
-	}
-	const bf16_t *xr = MODE == MOE_GATEUP ? x + (size_t)t * K : shared ? (const bf16_t *)sact : x + (size_t)j * K;
-	const uint4 *xv = (const uint4 *)xr;
-	const uint4 *wr[NW]; // gate rows, then (GATEUP) their up rows; past n, the last row again
-#pragma unroll
-	for (int r = 0; r < NW; r++) {
-		const int row = min(row0 + r % R, n - 1) + (r >= R ? n : 0);
-		wr[r] = (const uint4 *)(We + (size_t)row * kk);
-	}
-	float a[NW];
-#pragma unroll
-	for (int r = 0; r < NW; r++)
-		a[r] = 0.0f;
-	const int nc = kk / 8;
-#pragma unroll 2
-	for (int c = lane; c < nc; c += 32) {
-		const uint4 xq = ld_cg(xv + c);
-		uint4 wq[NW];
-#pragma unroll
-		for (int r = 0; r < NW; r++)
-			wq[r] = __ldg(wr[r] + c);
-#pragma unroll
-		for (int r = 0; r < NW; r++)
-			a[r] = dot8_bf16(a[r], wq[r], xq);
-	}
-#pragma unroll
-	for (int r = 0; r < NW; r++)
-		a[r] = warp_sum(a[r]);
-	if (lane != 0)
-		return;
-#pragma unroll
-	for (int r = 0; r < R; r++) {
-		const int row = row0 + r;
-		if (row >= n)
-			break;
-		if (MODE == MOE_GATEUP) {
-			bf16_t *o = shared ? (bf16_t *)sact : (bf16_t *)out + (size_t)j * N;
-			o[row] = f2bf(silu(bf2f(f2bf(a[r]))) * bf2f(f2bf(a[R + r])));
-		} else if (shared) {
-			sout[row] = a[r];
-		} else {
-			((bf16_t *)out)[(size_t)j * N + row] = f2bf(a[r]);
-		}
-	}
-}
-
 // X[t] += Σ_j w[t, j] · Y[pos[t·k + j]] + σ(gate logit) · S[t] (pos null:
 // slot t·k + j is row t·k + j, as decode leaves them); eo and mo (tracing;
 // may be null) get the routed sum and the whole MLP output.
@@ -457,6 +380,17 @@ int MoeActs::alloc(const qr_model_dims &d, int T, size_t &bytes) {
 		QR_TRY(p->alloc(bs));
 		bytes += bs;
 	}
+	if (arrivals.p) {
+		QR_CK(cudaFree(arrivals.p));
+		arrivals.p = nullptr;
+	}
+	if (!d.f32) { // the fused combine's counts: zero here, and back to zero after each step
+		const size_t bs = ((size_t)MOE_GATHER_ROWS * cdiv(d.hidden, 8) + 1) * 4;
+		QR_TRY(arrivals.alloc(bs));
+		bytes += bs;
+		QR_CK(cudaMemset(arrivals.p, 0, bs));
+		QR_CK(cudaDeviceSynchronize());
+	}
 	return QR_OK;
 }
 
@@ -504,6 +438,10 @@ int DevModel::moe_step(const PlanStep &s, int T, int decode, cudaStream_t st) {
 	float *SO = A.shared_out.as<float>();
 	switch (s.op) {
 	case QR_OP_MOE_ROUTE:
+		if (decode && T == 1 && blocks[s.layer]->moe_decode & QR_MOE_DECODE_FUSED_ROUTE)
+			return launch_moe_router_route(RL, XN, M.router.as<bf16_t>(), RR, H, E, k, d.norm_topk,
+			                               A.ids.as<int32_t>(), A.w.as<float>(),
+			                               A.arrivals.as<int>() + (size_t)MOE_GATHER_ROWS * cdiv(H, 8), st);
 		if (decode && T == 1)
 			QR_TRY(launch_gemv(GEMV_Y_F32, RL, XN, M.router.as<bf16_t>(), RR, H, st));
 		else
@@ -513,12 +451,8 @@ int DevModel::moe_step(const PlanStep &s, int T, int decode, cudaStream_t st) {
 		return QR_OK;
 	case QR_OP_MOE_EXPERTS: {
 		if (decode) { // the shared experts ride along as slots n … n + T − 1
-			QR_TRY(launch_pdl(k_moe_gemv<MOE_GATEUP, 2>, dim3(cdiv(I > Is ? I : Is, 16), n + T), dim3(256), 0, st,
-			                  A.act.p, (const bf16_t *)XN, M.gate_up.as<const bf16_t>(), A.ids.as<const int32_t>(), n,
-			                  k, I, H, M.shared_gu.as<const bf16_t>(), Is, H, A.shared_act.p, (float *)nullptr));
-			return launch_pdl(k_moe_gemv<MOE_DOWN, 4>, dim3(cdiv(H, 32), n + T), dim3(256), 0, st, A.y.p,
-			                  A.act.as<const bf16_t>(), M.down.as<const bf16_t>(), A.ids.as<const int32_t>(), n, k, H,
-			                  I, M.shared_down.as<const bf16_t>(), H, Is, A.shared_act.p, SO);
+			const MoeDecodeArgs da{&A, &M, XN, X, n, T, k, H, I, Is, E, RR};
+			return launch_moe_decode_gemvs(s.arg, da, st);
 		}
 		QR_TRY(mark(ST_MOE_ROUTE, st)); // the grouping counts with the router
 		QR_TRY(launch_moe_group(A, n, E, st));
@@ -534,6 +468,8 @@ int DevModel::moe_step(const PlanStep &s, int T, int decode, cudaStream_t st) {
 		QR_TRY(launch_swiglu_rows(A.shared_act.as<bf16_t>(), big.as<bf16_t>(), T, Is, st));
 		return qr_gemm_bf16(SO, 1, H, A.shared_act.as<bf16_t>(), Is, M.shared_down.as<bf16_t>(), Is, T, H, Is, st);
 	case QR_OP_MOE_COMBINE: {
+		if (decode && blocks[s.layer]->moe_decode & QR_MOE_DECODE_FUSED)
+			return QR_OK; // done by the down kernel
 		float *eo, *mo; // the routed sum and the whole output, for the trace
 		QR_TRY(trace_scratch(T, &eo, &mo));
 		QR_TRY(launch_pdl(k_moe_combine<bf16_t>, dim3(T, decode ? cdiv(H, 256) : 1), dim3(256), 0, st, X,

@@ -43,6 +43,10 @@ int DevModel::set_plan(const qr_step *steps, int n, const char *names, size_t na
 		if (s.op == QR_OP_NORM)
 			QR_ARG(s.layer == -1 ? s.arg == QR_W_FINAL_NORM : s.arg == QR_W_INPUT_NORM || s.arg == QR_W_POST_NORM,
 			       "model plan: step %d: norm weight %d on layer %d", i, s.arg, s.layer);
+		if (s.op == QR_OP_MOE_EXPERTS)
+			QR_ARG(s.arg >= 0 && s.arg < QR_MOE_DECODE_SHAPES,
+			       "model plan: step %d: expert GEMV launch shape %d outside [0, %d)", i, s.arg,
+			       QR_MOE_DECODE_SHAPES);
 		if (gdn_op(s.op) || att_op(s.op) || mlp_op(s.op) || moe_op(s.op)) {
 			QR_ARG(s.layer >= 0, "model plan: step %d: op %d needs a layer", i, s.op);
 			const Block &b = *blocks[s.layer];
@@ -64,6 +68,9 @@ int DevModel::set_plan(const qr_step *steps, int n, const char *names, size_t na
 	QR_CK(cudaStreamSynchronize(g_qr.stream));
 	drop_graphs(); // they replay the old plan
 	plan.swap(p);
+	for (const PlanStep &s : plan) // the combine step reads how its experts step ran
+		if (s.op == QR_OP_MOE_EXPERTS)
+			blocks[s.layer]->moe_decode = s.arg;
 	return QR_OK;
 }
 

@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define QR_ABI_VERSION 10
+#define QR_ABI_VERSION 11
 
 enum {
 	QR_OK = 0,
@@ -234,13 +234,22 @@ enum {
 	QR_OP_MLP_DOWN,     /* X += act W_downT */
 	QR_OP_MOE_ROUTE,    /* router logits, softmax, top-k, renormalised weights */
 	QR_OP_MOE_EXPERTS,  /* the chosen experts' SwiGLU MLPs (grouped GEMMs; decode: gathered GEMVs, with the shared
-	                       expert) */
+	                       expert, in launch shape arg: 0 .. QR_MOE_DECODE_SHAPES-1) */
 	QR_OP_MOE_SHARED,   /* the shared expert (decode: done by QR_OP_MOE_EXPERTS) */
 	QR_OP_MOE_COMBINE,  /* X += sum of weighted experts + sigma(gate) * shared */
 	QR_OP_LM_HEAD,      /* logits = XN W_headT (layer -1); a greedy decode step also takes the argmax */
 	QR_OP_COUNT
 };
 #define QR_STEP_RECORDS 6
+/* Launch shapes of the bf16 model's MoE decode (QR_OP_MOE_EXPERTS's arg,
+ * for the layer's route, experts and combine steps): bits 0-1 the expert
+ * GEMVs' rows per warp and loads in flight, bit 2 (QR_MOE_DECODE_FUSED)
+ * the combine fused into the down GEMV, bit 3 (QR_MOE_DECODE_FUSED_ROUTE)
+ * the top-k fused into the router GEMV (one row). Every shape gives the
+ * same bits. */
+#define QR_MOE_DECODE_SHAPES 16
+#define QR_MOE_DECODE_FUSED 4
+#define QR_MOE_DECODE_FUSED_ROUTE 8
 /* One step. rec[i] is the byte offset in the plan's names of the full stage
  * name ("layers.3.qkv_proj") the op's i-th output is recorded under while a
  * trace is on, or -1 where it is not recorded. */
