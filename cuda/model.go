@@ -137,7 +137,11 @@ func cPlan(cfg *model.Config) ([]cStep, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	shape, err := moeDecodeShape()
+	moeShape, err := launchShape(MoEDecodeShapeEnv, MoEDecodeShapes, defaultMoEDecodeShape)
+	if err != nil {
+		return nil, nil, err
+	}
+	gemvShape, err := launchShape(GEMVShapeEnv, GEMVShapes, defaultGEMVShape)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -149,8 +153,12 @@ func cPlan(cfg *model.Config) ([]cStep, []byte, error) {
 			return nil, nil, fmt.Errorf("cuda: plan step %d (%s) records %d stages, the library takes %d", i, p.Op, len(p.Stages), stepRecords)
 		}
 		s := cStep{op: int32(p.Op), layer: int32(p.Layer), arg: normSlot[p.Norm]}
-		if p.Op == model.OpMoEExperts {
-			s.arg = int32(shape)
+		switch p.Op {
+		case model.OpMoEExperts:
+			s.arg = int32(moeShape)
+		case model.OpGDNInProj, model.OpGDNOut, model.OpAttnQKV, model.OpAttnOut, model.OpMLPGateUp, model.OpMLPDown,
+			model.OpMoERoute, model.OpLMHead:
+			s.arg = int32(gemvShape)
 		}
 		for r := range s.rec {
 			s.rec[r] = -1

@@ -13,15 +13,16 @@ import (
 	"github.com/qwenref/qwenref/model"
 )
 
-// TestMoEDecodeShapesAgree decodes the same tokens on the same weights in
-// every launch shape of the gathered expert GEMVs (MoEDecodeShapeEnv): one
-// row (the CUDA graph) and three rows at once, at the 35B-A3B and 80B-A3B
-// widths with their own expert counts and top-k. Each lane sums its chunks
+// TestDecodeShapesAgree decodes the same tokens on the same weights in
+// every launch shape of the decode GEMVs (GEMVShapeEnv) and of the
+// gathered expert GEMVs (MoEDecodeShapeEnv): one row (the CUDA graph) and
+// three rows at once, at the 27B, 35B-A3B and 80B-A3B widths (the sparse
+// ones with their own expert counts and top-k). Each lane sums its chunks
 // in the same order in every shape, so the logits must be equal bit for
 // bit; a shape that dropped a chunk, a row or a slot differs.
-func TestMoEDecodeShapesAgree(t *testing.T) {
+func TestDecodeShapesAgree(t *testing.T) {
 	d := need(t)
-	for _, shape := range []string{"35b-a3b", "80b-a3b"} {
+	for _, shape := range []string{"27b", "35b-a3b", "80b-a3b"} {
 		for _, rows := range []int{1, 3} {
 			t.Run(fmt.Sprintf("%s-b%d", shape, rows), func(t *testing.T) {
 				cfg := fewLayers(t, shape, 4, 4096)
@@ -33,19 +34,26 @@ func TestMoEDecodeShapesAgree(t *testing.T) {
 						calls[i][b] = randomIDs(r, 1, cfg.VocabSize)
 					}
 				}
-				var want [][]float32
-				for s := range MoEDecodeShapes {
-					t.Setenv(MoEDecodeShapeEnv, strconv.Itoa(s))
-					got := decodeCalls(t, d, cfg, rows, calls)
-					if s == 0 {
-						want = got
+				t.Setenv(GEMVShapeEnv, "0")
+				t.Setenv(MoEDecodeShapeEnv, "0")
+				want := decodeCalls(t, d, cfg, rows, calls)
+				for _, v := range []struct {
+					env string
+					n   int
+				}{{GEMVShapeEnv, GEMVShapes}, {MoEDecodeShapeEnv, MoEDecodeShapes}} {
+					if v.env == MoEDecodeShapeEnv && !cfg.IsMoE() {
 						continue
 					}
-					for i := range got {
-						if !slices.Equal(got[i], want[i]) {
-							t.Errorf("shape %d, call %d: logits differ from shape 0's", s, i)
+					for s := 1; s < v.n; s++ {
+						t.Setenv(v.env, strconv.Itoa(s))
+						got := decodeCalls(t, d, cfg, rows, calls)
+						for i := range got {
+							if !slices.Equal(got[i], want[i]) {
+								t.Errorf("%s=%d, call %d: logits differ from shape 0's", v.env, s, i)
+							}
 						}
 					}
+					t.Setenv(v.env, "0")
 				}
 			})
 		}
@@ -82,27 +90,33 @@ func decodeCalls(t *testing.T, d *Device, cfg *model.Config, rows int, calls [][
 	return out
 }
 
-// TestMoEDecodeShapeEnvRefusesBadValues: a shape outside the library's
-// range is refused with the variable's name, before any device work.
-func TestMoEDecodeShapeEnvRefusesBadValues(t *testing.T) {
-	for _, v := range []string{"-1", strconv.Itoa(MoEDecodeShapes), "x", "1.5"} {
-		t.Setenv(MoEDecodeShapeEnv, v)
-		_, err := moeDecodeShape()
-		if err == nil || !strings.Contains(err.Error(), MoEDecodeShapeEnv) {
-			t.Errorf("%s=%s: got %v, want an error naming the variable", MoEDecodeShapeEnv, v, err)
+// TestLaunchShapeEnvRefusesBadValues: a shape outside the library's range
+// is refused with the variable's name, before any device work.
+func TestLaunchShapeEnvRefusesBadValues(t *testing.T) {
+	for _, v := range []struct {
+		env    string
+		n, def int
+	}{{MoEDecodeShapeEnv, MoEDecodeShapes, defaultMoEDecodeShape}, {GEMVShapeEnv, GEMVShapes, defaultGEMVShape}} {
+		for _, bad := range []string{"-1", strconv.Itoa(v.n), "x", "1.5"} {
+			t.Setenv(v.env, bad)
+			if _, _, err := cPlan(fewLayers(t, "35b-a3b", 4, 512)); err == nil || !strings.Contains(err.Error(), v.env) {
+				t.Errorf("%s=%s: got %v, want an error naming the variable", v.env, bad, err)
+			}
 		}
-	}
-	t.Setenv(MoEDecodeShapeEnv, "")
-	if s, err := moeDecodeShape(); err != nil || s != defaultMoEDecodeShape {
-		t.Errorf("unset: shape %d, %v; want the default %d", s, err, defaultMoEDecodeShape)
+		t.Setenv(v.env, "")
+		if s, err := launchShape(v.env, v.n, v.def); err != nil || s != v.def {
+			t.Errorf("%s unset: shape %d, %v; want the default %d", v.env, s, err, v.def)
+		}
 	}
 }
 
-// TestBenchMoEDecodeShapes times the decode step (CUDA graph, position
-// 2048) of one random model in every MoEDecodeShapeEnv shape, two rounds
-// interleaved, re-planning the same weights between them; the shape of
-// QWENREF_CUDA_MODEL_SHAPE (default 35b-a3b). Set QWENREF_CUDA_MODEL_BENCH=1.
-func TestBenchMoEDecodeShapes(t *testing.T) {
+// TestBenchDecodeShapes times the decode step (CUDA graph, position 2048)
+// of one random model of QWENREF_CUDA_MODEL_SHAPE (default 35b-a3b) in
+// every GEMVShapeEnv shape and, for a sparse model, every
+// MoEDecodeShapeEnv shape (the other variable at its default), two rounds
+// interleaved, re-planning the same weights between them. Set
+// QWENREF_CUDA_MODEL_BENCH=1.
+func TestBenchDecodeShapes(t *testing.T) {
 	if os.Getenv("QWENREF_CUDA_MODEL_BENCH") == "" {
 		t.Skip("set QWENREF_CUDA_MODEL_BENCH=1 to time the decode shapes")
 	}
@@ -117,23 +131,36 @@ func TestBenchMoEDecodeShapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gm.Close()
+	vars := []struct {
+		env string
+		n   int
+	}{{GEMVShapeEnv, GEMVShapes}}
+	if cfg.IsMoE() {
+		vars = append(vars, struct {
+			env string
+			n   int
+		}{MoEDecodeShapeEnv, MoEDecodeShapes})
+	}
 	for round := range 2 {
-		for s := range MoEDecodeShapes {
-			t.Setenv(MoEDecodeShapeEnv, strconv.Itoa(s))
-			steps, names, err := cPlan(cfg)
-			if err == nil {
-				d.mu.Lock()
-				err = d.callLocked("model_plan", func() int { return cModelPlan(gm.h, steps, names) })
-				d.mu.Unlock()
+		for _, v := range vars {
+			for s := range v.n {
+				t.Setenv(v.env, strconv.Itoa(s))
+				steps, names, err := cPlan(cfg)
+				if err == nil {
+					d.mu.Lock()
+					err = d.callLocked("model_plan", func() int { return cModelPlan(gm.h, steps, names) })
+					d.mu.Unlock()
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				tm, err := gm.BenchDecode(2048, 100)
+				if err != nil {
+					t.Fatalf("%s=%d: %v", v.env, s, err)
+				}
+				t.Logf("round %d %s decode %s %d: %.4f ms (%.4f–%.4f)", round, shape, v.env, s, tm.Median, tm.Min, tm.Max)
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			tm, err := gm.BenchDecode(2048, 100)
-			if err != nil {
-				t.Fatalf("shape %d: %v", s, err)
-			}
-			t.Logf("round %d %s decode shape %d: %.4f ms (%.4f–%.4f)", round, shape, s, tm.Median, tm.Min, tm.Max)
+			t.Setenv(v.env, "")
 		}
 	}
 }

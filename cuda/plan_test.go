@@ -28,8 +28,8 @@ func enumNames(t *testing.T, header, first, stop string) []string {
 
 // The plan's ops and the record slots are the library's: model.PlanOp
 // values are the QR_OP_* of csrc/qwenref_cuda.h in order, stepRecords is
-// QR_STEP_RECORDS, MoEDecodeShapes QR_MOE_DECODE_SHAPES, and the ABI
-// version is the header's.
+// QR_STEP_RECORDS, MoEDecodeShapes and GEMVShapes QR_MOE_DECODE_SHAPES and
+// QR_GEMV_SHAPES, and the ABI version is the header's.
 func TestPlanOpsMatchHeader(t *testing.T) {
 	raw, err := os.ReadFile("csrc/qwenref_cuda.h")
 	require.NoError(t, err)
@@ -45,6 +45,9 @@ func TestPlanOpsMatchHeader(t *testing.T) {
 	m = regexp.MustCompile(`#define QR_MOE_DECODE_SHAPES (\d+)`).FindStringSubmatch(h)
 	require.NotNil(t, m)
 	assert.Equal(t, m[1], strconv.Itoa(MoEDecodeShapes))
+	m = regexp.MustCompile(`#define QR_GEMV_SHAPES (\d+)`).FindStringSubmatch(h)
+	require.NotNil(t, m)
+	assert.Equal(t, m[1], strconv.Itoa(GEMVShapes))
 	m = regexp.MustCompile(`#define QR_ABI_VERSION (\d+)`).FindStringSubmatch(h)
 	require.NotNil(t, m)
 	assert.Equal(t, m[1], strconv.Itoa(abiVersion))

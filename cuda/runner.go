@@ -21,29 +21,41 @@ const MaxTokensEnv = "QWENREF_CUDA_MAX_TOKENS"
 // 2 GiB of cache on the 27B, 0.4 GiB on the 0.8B.
 const DefaultMaxTokens = 32768
 
-// MoEDecodeShapeEnv picks the launch shape of the bf16 model's MoE decode
-// step, 0 to MoEDecodeShapes-1: bits 0-1 choose the expert GEMVs' rows per
-// warp and loads in flight (csrc/moe_decode.cu), bit 2 fuses the combine
-// into the down GEMV, bit 3 the top-k into the router GEMV. Every shape
-// gives the same bits; the default is the one measured fastest on the H200.
-const MoEDecodeShapeEnv = "QWENREF_CUDA_MOE_DECODE_SHAPE"
+// MoEDecodeShapeEnv picks the launch shape of the bf16 model's decode
+// expert GEMVs, 0 to MoEDecodeShapes-1 (rows per warp and loads in flight,
+// csrc/moe_decode.cu), and GEMVShapeEnv that of its other decode GEMVs
+// (the projections, the dense MLP, the router and the head, csrc/gemv.cu),
+// 0 to GEMVShapes-1. Every shape gives the same bits; the defaults are the
+// ones measured fastest on the H200.
+const (
+	MoEDecodeShapeEnv = "QWENREF_CUDA_MOE_DECODE_SHAPE"
+	GEMVShapeEnv      = "QWENREF_CUDA_GEMV_SHAPE"
+)
 
-// MoEDecodeShapes is the number of those shapes (QR_MOE_DECODE_SHAPES).
-const MoEDecodeShapes = 16
+// MoEDecodeShapes and GEMVShapes count those shapes (QR_MOE_DECODE_SHAPES,
+// QR_GEMV_SHAPES).
+const (
+	MoEDecodeShapes = 4
+	GEMVShapes      = 4
+)
 
-// defaultMoEDecodeShape is the shape used when MoEDecodeShapeEnv is unset.
-const defaultMoEDecodeShape = 2
+// The shapes used when the variables are unset.
+const (
+	defaultMoEDecodeShape = 2
+	defaultGEMVShape      = 0
+)
 
-func moeDecodeShape() (int, error) {
-	s := os.Getenv(MoEDecodeShapeEnv)
+// launchShape reads env: a shape from 0 to n-1, or def when unset.
+func launchShape(env string, n, def int) (int, error) {
+	s := os.Getenv(env)
 	if s == "" {
-		return defaultMoEDecodeShape, nil
+		return def, nil
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 || n >= MoEDecodeShapes {
-		return 0, fmt.Errorf("cuda: %s=%q: want a launch shape from 0 to %d", MoEDecodeShapeEnv, s, MoEDecodeShapes-1)
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 0 || v >= n {
+		return 0, fmt.Errorf("cuda: %s=%q: want a launch shape from 0 to %d", env, s, n-1)
 	}
-	return n, nil
+	return v, nil
 }
 
 var errBusy = errors.New("cuda runner used from two goroutines at once: make one runner per goroutine")

@@ -86,26 +86,58 @@ __global__ void __launch_bounds__(256) k_gemv_m(void *__restrict__ y, const bf16
 	}
 }
 
-template <int YM> static int gemv_launch(void *y, const bf16_t *x, const bf16_t *w, int n, int k, cudaStream_t st) {
+// Launch shapes (launch_gemv's shape, QR_GEMV_SHAPES): rows per warp and
+// 16-byte loads in flight per lane and row below 8192 outputs, from 8192,
+// and for the SwiGLU form (two rows a warp). Each lane sums its chunks in
+// ascending order in every shape, so every shape gives the same bits.
+struct GemvShape {
+	int small_rows, small_chunks, big_rows, big_chunks, swiglu_chunks;
+};
+static constexpr GemvShape gemv_shapes[QR_GEMV_SHAPES] = {
+    {1, 8, 2, 4, 4}, {1, 16, 2, 8, 8}, {2, 8, 4, 4, 8}, {1, 16, 2, 4, 4}};
+
+template <int ROWS, int U, int YM>
+static int gemv_go(void *y, const bf16_t *x, const bf16_t *w, int n, int k, size_t sm, cudaStream_t st) {
+	const int outs = YM == GEMV_Y_SWIGLU ? n / 2 : n;
+	return launch_pdl(k_gemv_m<ROWS, U, YM>, dim3(cdiv(outs, YM == GEMV_Y_SWIGLU ? 8 : 8 * ROWS)), dim3(256), sm, st,
+	                  y, x, w, n, k);
+}
+
+template <int YM>
+static int gemv_launch(void *y, const bf16_t *x, const bf16_t *w, int n, int k, int shape, cudaStream_t st) {
 	QR_ARG(k % 8 == 0 && k <= 24576 && ((uintptr_t)w & 15) == 0 && ((uintptr_t)x & 15) == 0,
 	       "gemv: k=%d (multiple of 8, <= 24576) or alignment", k);
+	QR_ARG(shape >= 0 && shape < QR_GEMV_SHAPES, "gemv: launch shape %d outside [0, %d)", shape, QR_GEMV_SHAPES);
+	const GemvShape &g = gemv_shapes[shape];
 	const size_t sm = (size_t)k * 2;
 	if constexpr (YM == GEMV_Y_SWIGLU) {
 		QR_ARG(n % 2 == 0, "gemv: the SwiGLU output needs gate and up rows, n=%d", n);
-		return launch_pdl(k_gemv_m<2, 4, YM>, dim3(cdiv(n / 2, 8)), dim3(256), sm, st, y, x, w, n, k);
+		if (g.swiglu_chunks == 8)
+			return gemv_go<2, 8, YM>(y, x, w, n, k, sm, st);
+		return gemv_go<2, 4, YM>(y, x, w, n, k, sm, st);
 	} else {
-		if (n >= 8192)
-			return launch_pdl(k_gemv_m<2, 4, YM>, dim3(cdiv(n, 16)), dim3(256), sm, st, y, x, w, n, k);
-		return launch_pdl(k_gemv_m<1, 8, YM>, dim3(cdiv(n, 8)), dim3(256), sm, st, y, x, w, n, k);
+		const int rows = n >= 8192 ? g.big_rows : g.small_rows, u = n >= 8192 ? g.big_chunks : g.small_chunks;
+		if (rows == 1 && u == 8)
+			return gemv_go<1, 8, YM>(y, x, w, n, k, sm, st);
+		if (rows == 1 && u == 16)
+			return gemv_go<1, 16, YM>(y, x, w, n, k, sm, st);
+		if (rows == 2 && u == 4)
+			return gemv_go<2, 4, YM>(y, x, w, n, k, sm, st);
+		if (rows == 2 && u == 8)
+			return gemv_go<2, 8, YM>(y, x, w, n, k, sm, st);
+		if (rows == 4 && u == 4)
+			return gemv_go<4, 4, YM>(y, x, w, n, k, sm, st);
+		QR_ARG(false, "gemv: launch shape %d has no kernel for %d rows", shape, n);
+		return QR_EARG;
 	}
 }
 
-int launch_gemv(int ymode, void *y, const bf16_t *x, const bf16_t *w, int n, int k, cudaStream_t st) {
+int launch_gemv(int ymode, void *y, const bf16_t *x, const bf16_t *w, int n, int k, cudaStream_t st, int shape) {
 	switch (ymode) {
-	case GEMV_Y_BF16: return gemv_launch<GEMV_Y_BF16>(y, x, w, n, k, st);
-	case GEMV_Y_ADD_F32: return gemv_launch<GEMV_Y_ADD_F32>(y, x, w, n, k, st);
-	case GEMV_Y_F32: return gemv_launch<GEMV_Y_F32>(y, x, w, n, k, st);
-	case GEMV_Y_SWIGLU: return gemv_launch<GEMV_Y_SWIGLU>(y, x, w, n, k, st);
+	case GEMV_Y_BF16: return gemv_launch<GEMV_Y_BF16>(y, x, w, n, k, shape, st);
+	case GEMV_Y_ADD_F32: return gemv_launch<GEMV_Y_ADD_F32>(y, x, w, n, k, shape, st);
+	case GEMV_Y_F32: return gemv_launch<GEMV_Y_F32>(y, x, w, n, k, shape, st);
+	case GEMV_Y_SWIGLU: return gemv_launch<GEMV_Y_SWIGLU>(y, x, w, n, k, shape, st);
 	}
 	QR_ARG(false, "gemv: unsupported output mode %d", ymode);
 	return QR_EARG;

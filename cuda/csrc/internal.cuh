@@ -16,9 +16,10 @@ int qr_gemm_bf16(void *y, int y_is_f32, int ldy, const bf16_t *x, int ldx, const
 // fp32 sums. ymode: GEMV_Y_BF16 (y bf16 =), GEMV_Y_ADD_F32 (y fp32 +=, a
 // fused residual add), GEMV_Y_F32 (y fp32 =) or GEMV_Y_SWIGLU (W = gate_proj
 // over up_proj, n = 2I: y bf16 [I] = SiLU(gate)·up). k % 8 == 0, k <= 24576,
-// 16-byte aligned x and W. Launched with programmatic dependent launch.
+// 16-byte aligned x and W. Launched with programmatic dependent launch, in
+// launch shape shape < QR_GEMV_SHAPES (every shape the same bits).
 enum { GEMV_Y_BF16 = 0, GEMV_Y_ADD_F32 = 1, GEMV_Y_F32 = 2, GEMV_Y_SWIGLU = 3 };
-int launch_gemv(int ymode, void *y, const bf16_t *x, const bf16_t *w, int n, int k, cudaStream_t st);
+int launch_gemv(int ymode, void *y, const bf16_t *x, const bf16_t *w, int n, int k, cudaStream_t st, int shape = 0);
 
 // One decode token of the conv, in place: state [K, C] bf16 holds the last K
 // inputs (oldest first); u = SiLU(conv) bf16 [C]; graph-replayable.

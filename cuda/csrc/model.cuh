@@ -65,8 +65,6 @@ struct MoeActs {
 	DevBuf act;                    // bf16 [n, I]: SwiGLU of the grouped rows
 	DevBuf y;                      // bf16 [n, H]: each grouped row's expert output
 	DevBuf shared_act, shared_out; // bf16 [T, Is], fp32 [T, H]
-	DevBuf arrivals;               // int32 [MOE_GATHER_ROWS, H / 8] then one: the fused combine's and router's
-	                               // counts, zeros between steps
 	// The fp32 model: act, y and shared_act are fp32, gu [n, 2I] holds the
 	// gate/up products before SwiGLU and topq [T, E] the router's sort queue.
 	DevBuf gu, topq;
@@ -84,7 +82,6 @@ struct Block {
 	std::unique_ptr<GdnLayer> gdn;
 	std::unique_ptr<AttnW> attn;
 	std::unique_ptr<MoeW> moe; // set: the MLP is the MoE block (w_gu, w_down unused)
-	int moe_decode = 0;        // the plan's decode launch shape of its experts (QR_OP_MOE_EXPERTS's arg)
 };
 
 // One step of the block plan (qr_step, with its stage names copied).
@@ -218,11 +215,6 @@ struct PinnedBuf {
 // [T, k]; idf (may be null) the ids as floats.
 int launch_moe_route(const float *logits, int ld, int T, int E, int k, int norm, int32_t *ids, float *w, float *idf,
                      cudaStream_t st);
-// Decode's router for one token fused with the top-k: logits [rows] =
-// x W_routerᵀ (rows ≥ E), then ids, w [k] as launch_moe_route gives them;
-// arrivals is one int, zero between calls (moe_route.cu).
-int launch_moe_router_route(float *logits, const bf16_t *x, const bf16_t *Wr, int rows, int H, int E, int k, int norm,
-                            int32_t *ids, float *w, int *arrivals, cudaStream_t st);
 
 // Group the n = T·k routed slots in A.ids by expert (moe.cu): each slot's
 // rank within its expert (A.rank), the experts' row counts, starts and
@@ -230,22 +222,19 @@ int launch_moe_router_route(float *logits, const bf16_t *x, const bf16_t *Wr, in
 // (A.pos) and each row's slot (A.perm). Deterministic: slot order within an
 // expert.
 int launch_moe_group(MoeActs &A, int n, int E, cudaStream_t st);
-// The operands of decode's expert MLPs: A's ids, w, logits (the shared
-// expert's gate logit at column E of rows ldg apart), act, shared_act, y,
-// shared_out and arrivals; M's weights; XN the normed rows, X the residual
-// stream; n = T·k routed slots.
+// The operands of decode's expert MLPs: A's ids, act, shared_act, y and
+// shared_out; M's weights; XN the normed rows; n = T·k routed slots.
 struct MoeDecodeArgs {
 	MoeActs *A;
 	const MoeW *M;
 	const bf16_t *XN;
-	float *X;
-	int n, T, k, H, I, Is, E, ldg;
+	int n, T, k, H, I, Is;
 };
-// Decode's expert MLPs as gathered GEMVs (moe.cu): gate/up with SwiGLU into
-// act [n, I] and shared_act [T, Is], then down into y [n, H] bf16 and
-// shared_out [T, H] fp32 (slot j < n is expert ids[j] of token j / k, slot
-// n + t token t's shared expert), and with QR_MOE_DECODE_FUSED in shape the
-// combine into X too; shape < QR_MOE_DECODE_SHAPES picks the launch shape.
+// Decode's expert MLPs as gathered GEMVs (moe_decode.cu): gate/up with
+// SwiGLU into act [n, I] and shared_act [T, Is], then down into y [n, H]
+// bf16 and shared_out [T, H] fp32 (slot j < n is expert ids[j] of token
+// j / k, slot n + t token t's shared expert); shape < QR_MOE_DECODE_SHAPES
+// picks the launch shape.
 int launch_moe_decode_gemvs(int shape, const MoeDecodeArgs &a, cudaStream_t st);
 // Tiles of the grouped GEMMs: at most one partial tile per expert with rows.
 static inline unsigned moe_max_tiles(int n, int E) { return cdiv(n, MOE_BM) + (unsigned)(n < E ? n : E); }

@@ -380,17 +380,6 @@ int MoeActs::alloc(const qr_model_dims &d, int T, size_t &bytes) {
 		QR_TRY(p->alloc(bs));
 		bytes += bs;
 	}
-	if (arrivals.p) {
-		QR_CK(cudaFree(arrivals.p));
-		arrivals.p = nullptr;
-	}
-	if (!d.f32) { // the fused combine's counts: zero here, and back to zero after each step
-		const size_t bs = ((size_t)MOE_GATHER_ROWS * cdiv(d.hidden, 8) + 1) * 4;
-		QR_TRY(arrivals.alloc(bs));
-		bytes += bs;
-		QR_CK(cudaMemset(arrivals.p, 0, bs));
-		QR_CK(cudaDeviceSynchronize());
-	}
 	return QR_OK;
 }
 
@@ -438,12 +427,8 @@ int DevModel::moe_step(const PlanStep &s, int T, int decode, cudaStream_t st) {
 	float *SO = A.shared_out.as<float>();
 	switch (s.op) {
 	case QR_OP_MOE_ROUTE:
-		if (decode && T == 1 && blocks[s.layer]->moe_decode & QR_MOE_DECODE_FUSED_ROUTE)
-			return launch_moe_router_route(RL, XN, M.router.as<bf16_t>(), RR, H, E, k, d.norm_topk,
-			                               A.ids.as<int32_t>(), A.w.as<float>(),
-			                               A.arrivals.as<int>() + (size_t)MOE_GATHER_ROWS * cdiv(H, 8), st);
 		if (decode && T == 1)
-			QR_TRY(launch_gemv(GEMV_Y_F32, RL, XN, M.router.as<bf16_t>(), RR, H, st));
+			QR_TRY(launch_gemv(GEMV_Y_F32, RL, XN, M.router.as<bf16_t>(), RR, H, st, s.arg));
 		else
 			QR_TRY(qr_gemm_bf16(RL, 1, RR, XN, H, M.router.as<bf16_t>(), H, T, RR, H, st));
 		QR_TRY(launch_moe_route(RL, RR, T, E, k, d.norm_topk, A.ids.as<int32_t>(), A.w.as<float>(),
@@ -451,7 +436,7 @@ int DevModel::moe_step(const PlanStep &s, int T, int decode, cudaStream_t st) {
 		return QR_OK;
 	case QR_OP_MOE_EXPERTS: {
 		if (decode) { // the shared experts ride along as slots n … n + T − 1
-			const MoeDecodeArgs da{&A, &M, XN, X, n, T, k, H, I, Is, E, RR};
+			const MoeDecodeArgs da{&A, &M, XN, n, T, k, H, I, Is};
 			return launch_moe_decode_gemvs(s.arg, da, st);
 		}
 		QR_TRY(mark(ST_MOE_ROUTE, st)); // the grouping counts with the router
@@ -468,8 +453,6 @@ int DevModel::moe_step(const PlanStep &s, int T, int decode, cudaStream_t st) {
 		QR_TRY(launch_swiglu_rows(A.shared_act.as<bf16_t>(), big.as<bf16_t>(), T, Is, st));
 		return qr_gemm_bf16(SO, 1, H, A.shared_act.as<bf16_t>(), Is, M.shared_down.as<bf16_t>(), Is, T, H, Is, st);
 	case QR_OP_MOE_COMBINE: {
-		if (decode && blocks[s.layer]->moe_decode & QR_MOE_DECODE_FUSED)
-			return QR_OK; // done by the down kernel
 		float *eo, *mo; // the routed sum and the whole output, for the trace
 		QR_TRY(trace_scratch(T, &eo, &mo));
 		QR_TRY(launch_pdl(k_moe_combine<bf16_t>, dim3(T, decode ? cdiv(H, 256) : 1), dim3(256), 0, st, X,

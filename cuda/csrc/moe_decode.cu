@@ -1,7 +1,6 @@
 // moe_decode.cu: decode's expert MLPs (moe.cu runs the prefill's grouped
 // GEMMs and the combine): each token's k experts and the shared expert as
-// gathered GEMVs, in the launch shapes QR_OP_MOE_EXPERTS's arg picks, and
-// the down GEMV with the combine fused in.
+// gathered GEMVs, in the launch shapes QR_OP_MOE_EXPERTS's arg picks.
 #include <math.h>
 
 #include "model.cuh"
@@ -65,77 +64,13 @@ __global__ void __launch_bounds__(256)
 	}
 }
 
-// Decode's down projection with the combine after it fused in: block
-// (x, j) computes slot j's rows x·8R … x·8R + 8R − 1 as k_moe_gemv's down
-// form does and stores them (Y bf16, the shared expert's S fp32); the last
-// of a token's k + 1 slot blocks for those rows (an arrival count per row
-// group and token, reset by that block) then adds
-// X[t, h] += Σ_j w[t, j] · Y[t·k + j, h] + σ(gate logit) · S[t, h] in the
-// order k_moe_combine sums, so the bits are the same as the two kernels'.
-template <int R, int U>
-__global__ void __launch_bounds__(256)
-    k_moe_down_combine(bf16_t *Y, float *S, const bf16_t *__restrict__ act,
-                       const bf16_t *__restrict__ sact, const bf16_t *__restrict__ W, const bf16_t *__restrict__ Ws,
-                       const int32_t *__restrict__ ids, int nr, int k, int H, int I, int Is, float *__restrict__ X,
-                       const float *__restrict__ w, const float *__restrict__ gate_logit, int ldg,
-                       int *__restrict__ arrivals) {
-	__shared__ int last;
-	pdl_trigger();
-	pdl_wait(); // ids, w, act and the gate logits are the kernels before's outputs
-	const int j = blockIdx.y, lane = threadIdx.x & 31, row0 = (blockIdx.x * 8 + (threadIdx.x >> 5)) * R;
-	const bool shared = j >= nr;
-	const int t = shared ? j - nr : j / k, kk = shared ? Is : I;
-	if (row0 < H) {
-		const bf16_t *We = shared ? Ws : W + (size_t)ids[j] * H * I;
-		const uint4 *xv = (const uint4 *)(shared ? sact + (size_t)t * Is : act + (size_t)j * I);
-		const uint4 *wr[R];
-#pragma unroll
-		for (int r = 0; r < R; r++)
-			wr[r] = (const uint4 *)(We + (size_t)min(row0 + r, H - 1) * kk);
-		float a[R];
-		rows_dot<R, U>(a, wr, xv, kk / 8, lane);
-		if (lane == 0) {
-#pragma unroll
-			for (int r = 0; r < R; r++)
-				if (row0 + r < H) {
-					if (shared)
-						S[(size_t)t * H + row0 + r] = a[r];
-					else
-						Y[(size_t)j * H + row0 + r] = f2bf(a[r]);
-				}
-			__threadfence(); // the rows are visible before this block's arrival counts
-		}
-	}
-	__syncthreads();
-	int *count = arrivals + (size_t)t * gridDim.x + blockIdx.x;
-	if (threadIdx.x == 0) {
-		last = atomicAdd(count, 1) == k;
-		__threadfence(); // and the other blocks' rows are read after it
-	}
-	__syncthreads();
-	if (!last)
-		return;
-	const int h = blockIdx.x * 8 * R + threadIdx.x;
-	if (threadIdx.x < 8 * R && h < H) {
-		const float sg = 1.0f / (1.0f + expf(-gate_logit[(size_t)t * ldg]));
-		float acc = 0;
-		for (int q = 0; q < k; q++)
-			acc += w[(size_t)t * k + q] * bf2f(__ldcg(Y + ((size_t)t * k + q) * H + h));
-		const float m = acc + sg * __ldcg(S + (size_t)t * H + h);
-		X[(size_t)t * H + h] += m;
-	}
-	if (threadIdx.x == 0)
-		*count = 0; // ready for the next step (a graph replays the same counters)
-}
-
-// The decode GEMVs' launch shapes, bits 0-1 of QR_OP_MOE_EXPERTS's arg: rows
-// per warp and chunks in flight per lane for gate/up, then for down (bit 2
-// fuses the combine into the down kernel, bit 3 the top-k into the router,
-// moe.cu). Every shape gives the same bits; shape 0 is the first measured.
+// The decode GEMVs' launch shapes, QR_OP_MOE_EXPERTS's arg: rows per warp
+// and chunks in flight per lane for gate/up, then for down. Every shape
+// gives the same bits; shape 0 is the first one measured.
 struct MoeDecodeShape {
 	int gu_rows, gu_chunks, down_rows, down_chunks;
 };
-static constexpr MoeDecodeShape moe_decode_shapes[4] = {{2, 2, 4, 2}, {1, 4, 2, 2}, {1, 8, 4, 2}, {2, 4, 1, 2}};
+static constexpr MoeDecodeShape moe_decode_shapes[QR_MOE_DECODE_SHAPES] = {{2, 2, 4, 2}, {1, 4, 2, 2}, {1, 8, 4, 2}, {2, 4, 1, 2}};
 
 template <int R, int U>
 static int moe_gateup_launch(const MoeDecodeArgs &a, cudaStream_t st) {
@@ -146,27 +81,17 @@ static int moe_gateup_launch(const MoeDecodeArgs &a, cudaStream_t st) {
 }
 
 template <int R, int U>
-static int moe_down_launch(const MoeDecodeArgs &a, bool fused, cudaStream_t st) {
-	const dim3 grid(cdiv(a.H, 8 * R), a.n + a.T);
+static int moe_down_launch(const MoeDecodeArgs &a, cudaStream_t st) {
 	MoeActs &A = *a.A;
-	if (!fused)
-		return launch_pdl(k_moe_gemv<MOE_DOWN, R, U>, grid, dim3(256), 0, st, A.y.p, A.act.as<const bf16_t>(),
-		                  a.M->down.as<const bf16_t>(), A.ids.as<const int32_t>(), a.n, a.k, a.H, a.I,
-		                  a.M->shared_down.as<const bf16_t>(), a.H, a.Is, A.shared_act.p, A.shared_out.as<float>());
-	QR_ARG(a.T <= MOE_GATHER_ROWS && A.arrivals.p, "moe: the fused combine takes up to %d rows, got %d",
-	       MOE_GATHER_ROWS, a.T);
-	return launch_pdl(k_moe_down_combine<R, U>, grid, dim3(256), 0, st, A.y.as<bf16_t>(), A.shared_out.as<float>(),
-	                  A.act.as<const bf16_t>(), A.shared_act.as<const bf16_t>(), a.M->down.as<const bf16_t>(),
-	                  a.M->shared_down.as<const bf16_t>(), A.ids.as<const int32_t>(), a.n, a.k, a.H, a.I, a.Is, a.X,
-	                  A.w.as<const float>(), (const float *)(A.logits.as<float>() + a.E), a.ldg,
-	                  A.arrivals.as<int>());
+	return launch_pdl(k_moe_gemv<MOE_DOWN, R, U>, dim3(cdiv(a.H, 8 * R), a.n + a.T), dim3(256), 0, st, A.y.p,
+	                  A.act.as<const bf16_t>(), a.M->down.as<const bf16_t>(), A.ids.as<const int32_t>(), a.n, a.k, a.H,
+	                  a.I, a.M->shared_down.as<const bf16_t>(), a.H, a.Is, A.shared_act.p, A.shared_out.as<float>());
 }
 
 int launch_moe_decode_gemvs(int shape, const MoeDecodeArgs &a, cudaStream_t st) {
 	QR_ARG(shape >= 0 && shape < QR_MOE_DECODE_SHAPES, "moe: decode launch shape %d outside [0, %d)", shape,
 	       QR_MOE_DECODE_SHAPES);
-	const MoeDecodeShape &sh = moe_decode_shapes[shape & 3];
-	const bool fused = shape & QR_MOE_DECODE_FUSED;
+	const MoeDecodeShape &sh = moe_decode_shapes[shape];
 	if (sh.gu_rows == 2 && sh.gu_chunks == 2)
 		QR_TRY((moe_gateup_launch<2, 2>(a, st)));
 	else if (sh.gu_rows == 1 && sh.gu_chunks == 4)
@@ -178,11 +103,11 @@ int launch_moe_decode_gemvs(int shape, const MoeDecodeArgs &a, cudaStream_t st) 
 	else
 		QR_ARG(false, "moe: decode launch shape %d has no gate/up kernel", shape);
 	if (sh.down_rows == 4 && sh.down_chunks == 2)
-		return moe_down_launch<4, 2>(a, fused, st);
+		return moe_down_launch<4, 2>(a, st);
 	if (sh.down_rows == 2 && sh.down_chunks == 2)
-		return moe_down_launch<2, 2>(a, fused, st);
+		return moe_down_launch<2, 2>(a, st);
 	if (sh.down_rows == 1 && sh.down_chunks == 2)
-		return moe_down_launch<1, 2>(a, fused, st);
+		return moe_down_launch<1, 2>(a, st);
 	QR_ARG(false, "moe: decode launch shape %d has no down kernel", shape);
 	return QR_EARG;
 }

@@ -25,15 +25,21 @@ __device__ __forceinline__ bool route_better(float v, int i, float bv, int bi) {
 // taken. PER > 0: each lane keeps its PER probabilities (experts lane,
 // lane + 32, …; E <= 32·PER) and their taken bits in registers; PER = 0
 // recomputes them each round and keeps the bits in shared memory (any E).
-// One warp routes one token: l its E logits (read through L2, so a row
-// another block of the same kernel wrote is seen), ids/w/idf its k outputs;
-// taken: PER = 0's E bits of shared memory for this warp.
 template <int PER>
-__device__ __forceinline__ void route_token(const float *l, int E, int k, int norm, int32_t *ids, float *w,
-                                            float *idf, unsigned *taken, int lane) {
+__global__ void __launch_bounds__(256) k_moe_route(const float *__restrict__ logits, int ld, int T, int E, int k,
+                                                   int norm, int32_t *__restrict__ ids, float *__restrict__ w,
+                                                   float *__restrict__ idf) {
+	__shared__ unsigned taken_all[PER ? 1 : 8][PER ? 1 : MOE_MAX_EXPERTS / 32];
+	pdl_trigger();
+	pdl_wait(); // the logits are the kernel before's output
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = blockIdx.x * 8 + warp;
+	if (t >= T)
+		return;
+	unsigned *taken = taken_all[PER ? 0 : warp];
+	const float *l = logits + (size_t)t * ld;
 	float m = -INFINITY;
 	for (int i = lane; i < E; i += 32)
-		m = fmaxf(m, __ldcg(l + i));
+		m = fmaxf(m, l[i]);
 	if (!PER)
 		for (int q = lane; q < (E + 31) / 32; q += 32)
 			taken[q] = 0;
@@ -45,7 +51,7 @@ __device__ __forceinline__ void route_token(const float *l, int E, int k, int no
 #pragma unroll
 		for (int q = 0; q < (PER ? PER : 1); q++) {
 			const int i = lane + 32 * q;
-			pv[q] = i < E ? expf(__ldcg(l + i) - m) : 0.0f;
+			pv[q] = i < E ? expf(l[i] - m) : 0.0f;
 			if (i < E)
 				s += pv[q];
 			else
@@ -53,7 +59,7 @@ __device__ __forceinline__ void route_token(const float *l, int E, int k, int no
 		}
 	} else {
 		for (int i = lane; i < E; i += 32)
-			s += expf(__ldcg(l + i) - m);
+			s += expf(l[i] - m);
 	}
 	s = warp_sum(s);
 	__syncwarp();
@@ -73,7 +79,7 @@ __device__ __forceinline__ void route_token(const float *l, int E, int k, int no
 			for (int i = lane; i < E; i += 32) {
 				if (taken[i >> 5] >> (i & 31) & 1)
 					continue;
-				const float p = expf(__ldcg(l + i) - m) / s;
+				const float p = expf(l[i] - m) / s;
 				if (route_better(p, i, bv, bi))
 					bv = p, bi = i;
 			}
@@ -114,68 +120,19 @@ __device__ __forceinline__ void route_token(const float *l, int E, int k, int no
 	float sum = 0;
 	for (int j = 0; j < k; j++) // in round order, as a sequential sum
 		sum += __shfl_sync(0xffffffffu, j < 32 ? w0 : w1, j & 31);
+	const size_t o = (size_t)t * k;
 	if (lane < k) {
-		ids[lane] = i0;
-		w[lane] = norm ? w0 / sum : w0;
+		ids[o + lane] = i0;
+		w[o + lane] = norm ? w0 / sum : w0;
 		if (idf)
-			idf[lane] = (float)i0;
+			idf[o + lane] = (float)i0;
 	}
 	if (lane + 32 < k) {
-		ids[lane + 32] = i1;
-		w[lane + 32] = norm ? w1 / sum : w1;
+		ids[o + lane + 32] = i1;
+		w[o + lane + 32] = norm ? w1 / sum : w1;
 		if (idf)
-			idf[lane + 32] = (float)i1;
+			idf[o + lane + 32] = (float)i1;
 	}
-}
-
-template <int PER>
-__global__ void __launch_bounds__(256) k_moe_route(const float *__restrict__ logits, int ld, int T, int E, int k,
-                                                   int norm, int32_t *__restrict__ ids, float *__restrict__ w,
-                                                   float *__restrict__ idf) {
-	__shared__ unsigned taken_all[PER ? 1 : 8][PER ? 1 : MOE_MAX_EXPERTS / 32];
-	pdl_trigger();
-	pdl_wait(); // the logits are the kernel before's output
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = blockIdx.x * 8 + warp;
-	if (t >= T)
-		return;
-	const size_t o = (size_t)t * k;
-	route_token<PER>(logits + (size_t)t * ld, E, k, norm, ids + o, w + o, idf ? idf + o : nullptr,
-	                 taken_all[PER ? 0 : warp], lane);
-}
-
-// Decode's router for one token with the top-k fused in: block b computes
-// rows 8b … 8b + 7 of logits = x W_routerᵀ, a row per warp summed as the
-// GEMV sums them (the same bits), and the last block to finish (an arrival
-// count, reset by it) routes the row as k_moe_route does.
-template <int PER>
-__global__ void __launch_bounds__(256)
-    k_moe_router_route(float *logits, const bf16_t *__restrict__ x, const bf16_t *__restrict__ Wr, int rows, int H,
-                       int E, int k, int norm, int32_t *__restrict__ ids, float *__restrict__ w, int *arrivals) {
-	__shared__ unsigned taken[PER ? 1 : MOE_MAX_EXPERTS / 32];
-	__shared__ int last;
-	pdl_trigger();
-	pdl_wait(); // x is the kernel before's output
-	const int lane = threadIdx.x & 31, row = blockIdx.x * 8 + (threadIdx.x >> 5);
-	if (row < rows) {
-		const uint4 *wr[1] = {(const uint4 *)(Wr + (size_t)row * H)};
-		float a[1];
-		rows_dot<1, 8>(a, wr, (const uint4 *)x, H / 8, lane);
-		if (lane == 0) {
-			logits[row] = a[0];
-			__threadfence(); // the row is visible before this block's arrival counts
-		}
-	}
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		last = atomicAdd(arrivals, 1) == (int)gridDim.x - 1;
-		__threadfence(); // and the other blocks' rows are read after it
-	}
-	__syncthreads();
-	if (!last || threadIdx.x >= 32)
-		return;
-	route_token<PER>(logits, E, k, norm, ids, w, nullptr, taken, lane);
-	if (lane == 0)
-		*arrivals = 0; // ready for the next layer and step
 }
 
 // The router for T tokens: the register form where E fits (up to 1024
@@ -194,32 +151,6 @@ int launch_moe_route(const float *logits, int ld, int T, int E, int k, int norm,
 	if (E <= 1024)
 		return launch_pdl(k_moe_route<32>, dim3(g), dim3(256), 0, st, logits, ld, T, E, k, norm, ids, w, idf);
 	return launch_pdl(k_moe_route<0>, dim3(g), dim3(256), 0, st, logits, ld, T, E, k, norm, ids, w, idf);
-}
-
-// Decode's router and top-k for one token in one kernel (arrivals: one
-// int, zero between calls).
-int launch_moe_router_route(float *logits, const bf16_t *x, const bf16_t *Wr, int rows, int H, int E, int k, int norm,
-                            int32_t *ids, float *w, int *arrivals, cudaStream_t st) {
-	QR_ARG(H % 8 == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)Wr & 15) == 0 && arrivals,
-	       "moe: fused router: hidden %d (multiple of 8) or alignment", H);
-	const unsigned g = cdiv(rows, 8);
-	if (E <= 32)
-		return launch_pdl(k_moe_router_route<1>, dim3(g), dim3(256), 0, st, logits, x, Wr, rows, H, E, k, norm, ids, w,
-		                  arrivals);
-	if (E <= 128)
-		return launch_pdl(k_moe_router_route<4>, dim3(g), dim3(256), 0, st, logits, x, Wr, rows, H, E, k, norm, ids, w,
-		                  arrivals);
-	if (E <= 256)
-		return launch_pdl(k_moe_router_route<8>, dim3(g), dim3(256), 0, st, logits, x, Wr, rows, H, E, k, norm, ids, w,
-		                  arrivals);
-	if (E <= 512)
-		return launch_pdl(k_moe_router_route<16>, dim3(g), dim3(256), 0, st, logits, x, Wr, rows, H, E, k, norm, ids,
-		                  w, arrivals);
-	if (E <= 1024)
-		return launch_pdl(k_moe_router_route<32>, dim3(g), dim3(256), 0, st, logits, x, Wr, rows, H, E, k, norm, ids,
-		                  w, arrivals);
-	return launch_pdl(k_moe_router_route<0>, dim3(g), dim3(256), 0, st, logits, x, Wr, rows, H, E, k, norm, ids, w,
-	                  arrivals);
 }
 
 // ---- host API ----

@@ -26,6 +26,11 @@ static bool moe_op(int op) { return op >= QR_OP_MOE_ROUTE && op <= QR_OP_MOE_COM
 static bool model_op(int op) { return op == QR_OP_EMBED || op == QR_OP_LM_HEAD; }
 
 bool plan_mixer_op(int op) { return gdn_op(op) || att_op(op); }
+// The ops whose decode form is one GEMV, its launch shape in the step's arg.
+static bool plan_gemv_op(int op) {
+	return op == QR_OP_GDN_IN_PROJ || op == QR_OP_GDN_OUT || op == QR_OP_ATT_QKV || op == QR_OP_ATT_OUT ||
+	       op == QR_OP_MLP_GATE_UP || op == QR_OP_MLP_DOWN || op == QR_OP_MOE_ROUTE || op == QR_OP_LM_HEAD;
+}
 
 int DevModel::set_plan(const qr_step *steps, int n, const char *names, size_t names_len) {
 	QR_ARG(n >= 2 && n <= 32 * (d.nlayers + 1), "model plan: %d steps for %d layers", n, d.nlayers);
@@ -43,6 +48,9 @@ int DevModel::set_plan(const qr_step *steps, int n, const char *names, size_t na
 		if (s.op == QR_OP_NORM)
 			QR_ARG(s.layer == -1 ? s.arg == QR_W_FINAL_NORM : s.arg == QR_W_INPUT_NORM || s.arg == QR_W_POST_NORM,
 			       "model plan: step %d: norm weight %d on layer %d", i, s.arg, s.layer);
+		if (plan_gemv_op(s.op))
+			QR_ARG(s.arg >= 0 && s.arg < QR_GEMV_SHAPES, "model plan: step %d: GEMV launch shape %d outside [0, %d)",
+			       i, s.arg, QR_GEMV_SHAPES);
 		if (s.op == QR_OP_MOE_EXPERTS)
 			QR_ARG(s.arg >= 0 && s.arg < QR_MOE_DECODE_SHAPES,
 			       "model plan: step %d: expert GEMV launch shape %d outside [0, %d)", i, s.arg,
@@ -68,9 +76,6 @@ int DevModel::set_plan(const qr_step *steps, int n, const char *names, size_t na
 	QR_CK(cudaStreamSynchronize(g_qr.stream));
 	drop_graphs(); // they replay the old plan
 	plan.swap(p);
-	for (const PlanStep &s : plan) // the combine step reads how its experts step ran
-		if (s.op == QR_OP_MOE_EXPERTS)
-			blocks[s.layer]->moe_decode = s.arg;
 	return QR_OK;
 }
 
@@ -160,7 +165,7 @@ int DevModel::step_decode(const PlanStep &s, int greedy, cudaStream_t st) {
 		return launch_rmsnorm(XN, 1, X, 0, 1, H, w, d.eps, 1, st);
 	}
 	case QR_OP_RECORD: return QR_OK; // a decode step is never traced
-	case QR_OP_GDN_IN_PROJ: return launch_gemv(GEMV_Y_BF16, proj, XN, L->w_in.as<bf16_t>(), L->NIN, H, st);
+	case QR_OP_GDN_IN_PROJ: return launch_gemv(GEMV_Y_BF16, proj, XN, L->w_in.as<bf16_t>(), L->NIN, H, st, s.arg);
 	case QR_OP_GDN_CONV:
 		return launch_conv_decode(gacts.u.as<bf16_t>(), L->conv_state[0].as<bf16_t>(), proj, L->conv_w.as<float>(),
 		                          L->C, d.kconv, st);
@@ -170,8 +175,8 @@ int DevModel::step_decode(const PlanStep &s, int greedy, cudaStream_t st) {
 		                            L->rec_state.as<float>(), d.nk, d.nv, L->a_log.as<float>(),
 		                            L->dt_bias.as<float>(), st);
 	case QR_OP_GDN_NORM: return L->s_norm(1, st);
-	case QR_OP_GDN_OUT: return launch_gemv(GEMV_Y_ADD_F32, X, gacts.y.as<bf16_t>(), L->w_out.as<bf16_t>(), H, hv, st);
-	case QR_OP_ATT_QKV: return launch_gemv(GEMV_Y_BF16, QKV, XN, A->w_qkv.as<bf16_t>(), NQKV, H, st);
+	case QR_OP_GDN_OUT: return launch_gemv(GEMV_Y_ADD_F32, X, gacts.y.as<bf16_t>(), L->w_out.as<bf16_t>(), H, hv, st, s.arg);
+	case QR_OP_ATT_QKV: return launch_gemv(GEMV_Y_BF16, QKV, XN, A->w_qkv.as<bf16_t>(), NQKV, H, st, s.arg);
 	case QR_OP_ATT_PREP:
 		return launch_attn_prep(qn.as<bf16_t>(), A->kc.as<bf16_t>(), A->vc.as<bf16_t>(), QKV, NQKV, 1, d.nh, d.nkv,
 		                        d.hd, d.rot, d.theta, A->qnorm.as<float>(), A->knorm.as<float>(), d.eps, P, st);
@@ -179,16 +184,16 @@ int DevModel::step_decode(const PlanStep &s, int greedy, cudaStream_t st) {
 		return launch_attn_decode(ya.as<bf16_t>(), part.as<float>(), qn.as<bf16_t>(), A->kc.as<bf16_t>(),
 		                          A->vc.as<bf16_t>(), QKV, d.nh, d.nkv, d.hd, d.max_tokens, 1.0f / sqrtf((float)d.hd),
 		                          P, st);
-	case QR_OP_ATT_OUT: return launch_gemv(GEMV_Y_ADD_F32, X, ya.as<bf16_t>(), A->w_o.as<bf16_t>(), H, qd, st);
+	case QR_OP_ATT_OUT: return launch_gemv(GEMV_Y_ADD_F32, X, ya.as<bf16_t>(), A->w_o.as<bf16_t>(), H, qd, st, s.arg);
 	case QR_OP_MLP_GATE_UP: // SwiGLU fused into the GEMV
-		return launch_gemv(GEMV_Y_SWIGLU, act.p, XN, b->w_gu.as<bf16_t>(), 2 * I, H, st);
-	case QR_OP_MLP_DOWN: return launch_gemv(GEMV_Y_ADD_F32, X, act.as<bf16_t>(), b->w_down.as<bf16_t>(), H, I, st);
+		return launch_gemv(GEMV_Y_SWIGLU, act.p, XN, b->w_gu.as<bf16_t>(), 2 * I, H, st, s.arg);
+	case QR_OP_MLP_DOWN: return launch_gemv(GEMV_Y_ADD_F32, X, act.as<bf16_t>(), b->w_down.as<bf16_t>(), H, I, st, s.arg);
 	case QR_OP_MOE_ROUTE:
 	case QR_OP_MOE_EXPERTS:
 	case QR_OP_MOE_SHARED:
 	case QR_OP_MOE_COMBINE: return moe_step(s, 1, 1, st);
 	case QR_OP_LM_HEAD:
-		QR_TRY(launch_gemv(GEMV_Y_F32, logits.p, XN, lm_head.as<bf16_t>(), d.vocab, H, st));
+		QR_TRY(launch_gemv(GEMV_Y_F32, logits.p, XN, lm_head.as<bf16_t>(), d.vocab, H, st, s.arg));
 		return greedy ? launch_argmax_next(st) : QR_OK;
 	}
 	QR_ARG(false, "model plan: op %d has no decode form", s.op);

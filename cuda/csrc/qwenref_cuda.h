@@ -241,15 +241,13 @@ enum {
 	QR_OP_COUNT
 };
 #define QR_STEP_RECORDS 6
-/* Launch shapes of the bf16 model's MoE decode (QR_OP_MOE_EXPERTS's arg,
- * for the layer's route, experts and combine steps): bits 0-1 the expert
- * GEMVs' rows per warp and loads in flight, bit 2 (QR_MOE_DECODE_FUSED)
- * the combine fused into the down GEMV, bit 3 (QR_MOE_DECODE_FUSED_ROUTE)
- * the top-k fused into the router GEMV (one row). Every shape gives the
- * same bits. */
-#define QR_MOE_DECODE_SHAPES 16
-#define QR_MOE_DECODE_FUSED 4
-#define QR_MOE_DECODE_FUSED_ROUTE 8
+/* Launch shapes of the bf16 model's decode expert GEMVs (QR_OP_MOE_EXPERTS's
+ * arg): rows per warp and loads in flight; every shape gives the same bits. */
+#define QR_MOE_DECODE_SHAPES 4
+/* Launch shapes of the bf16 model's decode GEMVs (the arg of the GDN and
+ * attention projections, the dense MLP, the router and the head): rows per
+ * warp and loads in flight; every shape gives the same bits. */
+#define QR_GEMV_SHAPES 4
 /* One step. rec[i] is the byte offset in the plan's names of the full stage
  * name ("layers.3.qkv_proj") the op's i-th output is recorded under while a
  * trace is on, or -1 where it is not recorded. */
