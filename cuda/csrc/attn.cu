@@ -102,15 +102,20 @@ int launch_attn_prep(bf16_t *qn, bf16_t *kc, bf16_t *vc, const bf16_t *qkv, int 
 
 // ---- decode attention: one query token, keys split across blocks ----
 // The S = *pos_dev + 1 keys (read on the device, so a captured graph replays
-// at any position) fall into splits of DEC_SPL; block (head, g) of 4 warps
+// at any position) fall into splits of dec_split(S) keys; block (head, g) of 4 warps
 // takes splits g, g + G, … below S (G = gridDim.y, fixed at launch, so the
 // work follows the position, not the cache's capacity). In a split, warp w
-// takes keys split·DEC_SPL + w, +4, …; lane l holds dims 8l..8l+7 (one
+// takes keys split·dec_split(S) + w, +4, …; lane l holds dims 8l..8l+7 (one
 // 16-byte load per key row). Each split's partial (max, sum, unnormalised
 // output) goes to part[head][split] (row stride nsp_cap) for the combine.
 // Batch row r (blockIdx.z) has its own query, caches (+ r·cstride) and
 // partials.
-#define DEC_SPL 64
+#define DEC_SPL 64 // the shorter split: the partials hold cdiv(cap, DEC_SPL) splits a head
+#define DEC_KB 8   // keys a warp loads at once
+// Keys a split: 64 below 4096 keys, 128 from there (fewer partials for the
+// combine; on the H200 the 35B-A3B's decode at position 8192 took 2.80 ms
+// with 128 against 2.84 with 64, and at 2048 2.65 against 2.635).
+__device__ __forceinline__ int dec_split(int S) { return S >= 4096 ? 2 * DEC_SPL : DEC_SPL; }
 __global__ void __launch_bounds__(128) k_attn_decode(float *__restrict__ part, const bf16_t *__restrict__ q,
                                                      const bf16_t *__restrict__ kc, const bf16_t *__restrict__ vc,
                                                      int nh, int nkv, int nsp_cap, float scale_log2,
@@ -126,7 +131,7 @@ __global__ void __launch_bounds__(128) k_attn_decode(float *__restrict__ part, c
 	const int h = blockIdx.x;
 	const int hk = h / (nh / nkv), lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 	const int S = *pos_dev + 1;
-	const int nsp = min(nsp_cap, (S + DEC_SPL - 1) / DEC_SPL);
+	const int spl = dec_split(S), nsp = min(nsp_cap, (S + spl - 1) / spl);
 	float qv[8];
 	{
 		const uint4 u = *(const uint4 *)(q + (size_t)h * 256 + 8 * lane);
@@ -139,28 +144,57 @@ __global__ void __launch_bounds__(128) k_attn_decode(float *__restrict__ part, c
 	}
 	for (int sp = blockIdx.y; sp < nsp; sp += gridDim.y) { // block-uniform: the barriers below are safe
 		float *out = part + ((size_t)h * nsp_cap + sp) * (256 + 2);
-		const int k0 = sp * DEC_SPL, k1 = min(S, k0 + DEC_SPL);
+		const int k0 = sp * spl, k1 = min(S, k0 + spl);
 		float m = -INFINITY, l = 0.0f, acc[8];
 #pragma unroll
 		for (int i = 0; i < 8; i++)
 			acc[i] = 0.0f;
-		for (int j = k0 + w; j < k1; j += 4) {
-			const size_t off = ((size_t)j * nkv + hk) * 256 + 8 * lane;
-			const uint4 ku = *(const uint4 *)(kc + off), vu = *(const uint4 *)(vc + off);
-			const unsigned kw[4] = {ku.x, ku.y, ku.z, ku.w}, vw[4] = {vu.x, vu.y, vu.z, vu.w};
-			float s = 0.0f;
+		// DEC_KB keys a warp at a time: all their K and V loads in flight
+		// first, then the scores, then one rescale of the running sums (a
+		// key at a time was a chain of DRAM round trips, 13 µs at S = 2048).
+		for (int j0 = k0 + w; j0 < k1; j0 += 4 * DEC_KB) {
+			uint4 ku[DEC_KB], vu[DEC_KB];
 #pragma unroll
-			for (int i = 0; i < 4; i++) {
-				s = fmaf(qv[2 * i], __uint_as_float(kw[i] << 16), s);
-				s = fmaf(qv[2 * i + 1], __uint_as_float(kw[i] & 0xffff0000u), s);
+			for (int b = 0; b < DEC_KB; b++) {
+				const int j = j0 + 4 * b;
+				const size_t off = ((size_t)(j < k1 ? j : j0) * nkv + hk) * 256 + 8 * lane;
+				ku[b] = *(const uint4 *)(kc + off);
+				vu[b] = *(const uint4 *)(vc + off);
 			}
-			s = warp_sum(s);
-			const float mn = fmaxf(m, s), cr = exp2f(m - mn), p = exp2f(s - mn);
-			l = l * cr + p;
+			float s[DEC_KB];
 #pragma unroll
-			for (int i = 0; i < 4; i++) {
-				acc[2 * i] = acc[2 * i] * cr + p * __uint_as_float(vw[i] << 16);
-				acc[2 * i + 1] = acc[2 * i + 1] * cr + p * __uint_as_float(vw[i] & 0xffff0000u);
+			for (int b = 0; b < DEC_KB; b++) {
+				const unsigned kw[4] = {ku[b].x, ku[b].y, ku[b].z, ku[b].w};
+				float x = 0.0f;
+#pragma unroll
+				for (int i = 0; i < 4; i++) {
+					x = fmaf(qv[2 * i], __uint_as_float(kw[i] << 16), x);
+					x = fmaf(qv[2 * i + 1], __uint_as_float(kw[i] & 0xffff0000u), x);
+				}
+				s[b] = x;
+			}
+#pragma unroll
+			for (int b = 0; b < DEC_KB; b++)
+				s[b] = j0 + 4 * b < k1 ? warp_sum(s[b]) : -INFINITY; // key j0 is always below k1
+			float mn = m;
+#pragma unroll
+			for (int b = 0; b < DEC_KB; b++)
+				mn = fmaxf(mn, s[b]);
+			const float cr = exp2f(m - mn);
+			l *= cr;
+#pragma unroll
+			for (int i = 0; i < 8; i++)
+				acc[i] *= cr;
+#pragma unroll
+			for (int b = 0; b < DEC_KB; b++) {
+				const float p = exp2f(s[b] - mn);
+				const unsigned vw[4] = {vu[b].x, vu[b].y, vu[b].z, vu[b].w};
+				l += p;
+#pragma unroll
+				for (int i = 0; i < 4; i++) {
+					acc[2 * i] = fmaf(p, __uint_as_float(vw[i] << 16), acc[2 * i]);
+					acc[2 * i + 1] = fmaf(p, __uint_as_float(vw[i] & 0xffff0000u), acc[2 * i + 1]);
+				}
 			}
 			m = mn;
 		}
@@ -191,14 +225,15 @@ __global__ void __launch_bounds__(128) k_attn_decode(float *__restrict__ part, c
 
 // Combine the partials of each head's splits below S and apply the output
 // gate: one block of 1024 threads per head, four groups of 256 (one thread
-// per dim), group g summing splits g, g + 4, …; the four partial sums are
-// then added in group order. One group over every split was a chain of 3·S/64
-// loads per thread, 12 µs a layer at S = 2048.
+// per dim), group g summing splits g, g + 4, … under its own running
+// maximum; the four partial sums are then rescaled to the common maximum
+// and added in group order. One group over every split was a chain of
+// 3·S/64 loads per thread, 12 µs a layer at S = 2048.
 #define COMB_G 4
 __global__ void __launch_bounds__(256 * COMB_G) k_attn_combine(bf16_t *__restrict__ y, const float *__restrict__ part,
                                                                int nsp_cap, const bf16_t *__restrict__ gate,
                                                                int ldg, const int *__restrict__ pos_dev) {
-	__shared__ float red[8 * COMB_G], sacc[COMB_G][256], sl[COMB_G];
+	__shared__ float sacc[COMB_G][256], sl[COMB_G], sm[COMB_G];
 	pdl_trigger(); // the o_proj GEMV after it may start streaming its weights
 	pdl_wait();    // the partials are the kernel before's output
 	const size_t r = blockIdx.y; // batch row
@@ -207,40 +242,41 @@ __global__ void __launch_bounds__(256 * COMB_G) k_attn_combine(bf16_t *__restric
 	gate += r * ldg;
 	part += r * nhs * nsp_cap * (256 + 2);
 	const int h = blockIdx.x, d = threadIdx.x & 255, g = threadIdx.x >> 8;
-	const int nsp = min(nsp_cap, (*pos_dev + 1 + DEC_SPL - 1) / DEC_SPL);
+	const int S = *pos_dev + 1, spl = dec_split(S), nsp = min(nsp_cap, (S + spl - 1) / spl);
 	const float *ph = part + (size_t)h * nsp_cap * (256 + 2);
-	float M = -INFINITY; // the splits' maximum, every thread taking some
-	for (int s = threadIdx.x; s < nsp; s += 256 * COMB_G)
-		M = fmaxf(M, ph[(size_t)s * 258]);
-	M = warp_max(M);
-	if ((threadIdx.x & 31) == 0)
-		red[threadIdx.x >> 5] = M;
-	__syncthreads();
-#pragma unroll
-	for (int i = 0; i < 8 * COMB_G; i++)
-		M = fmaxf(M, red[i]);
-	float L = 0.0f, acc = 0.0f;
+	// One pass: group g keeps a running maximum of its splits and rescales
+	// its sums when it grows, so every load of a group is issued at once
+	// (a first pass for the maximum was one more round trip, and a branch
+	// on each split's maximum made its other loads wait for it).
+	float M = -INFINITY, L = 0.0f, acc = 0.0f;
 #pragma unroll 4
 	for (int s = g; s < nsp; s += COMB_G) {
-		const float ms = ph[(size_t)s * 258];
-		if (ms == -INFINITY)
-			continue;
-		const float f = exp2f(ms - M);
-		L += f * ph[(size_t)s * 258 + 1];
-		acc += f * ph[(size_t)s * 258 + 2 + d];
+		const float ms = ph[(size_t)s * 258], ls = ph[(size_t)s * 258 + 1], as = ph[(size_t)s * 258 + 2 + d];
+		const float mn = fmaxf(M, ms);
+		const float cr = M == -INFINITY ? 0.0f : exp2f(M - mn), f = ms == -INFINITY ? 0.0f : exp2f(ms - mn);
+		L = L * cr + f * ls;
+		acc = acc * cr + f * as;
+		M = mn;
 	}
 	sacc[g][d] = acc;
-	if (d == 0)
+	if (d == 0) {
 		sl[g] = L;
+		sm[g] = M;
+	}
 	__syncthreads();
 	if (g)
 		return;
-	acc = sacc[0][d];
-	L = sl[0];
+	M = sm[0];
 #pragma unroll
-	for (int q = 1; q < COMB_G; q++) {
-		acc += sacc[q][d];
-		L += sl[q];
+	for (int q = 1; q < COMB_G; q++)
+		M = fmaxf(M, sm[q]);
+	acc = 0.0f;
+	L = 0.0f;
+#pragma unroll
+	for (int q = 0; q < COMB_G; q++) {
+		const float f = sm[q] == -INFINITY ? 0.0f : exp2f(sm[q] - M); // a group with no splits adds nothing
+		acc += f * sacc[q][d];
+		L += f * sl[q];
 	}
 	const float gv = bf2f(gate[(size_t)h * 512 + 256 + d]);
 	y[(size_t)h * 256 + d] = f2bf(acc / L / (1.0f + __expf(-gv)));

@@ -229,12 +229,13 @@ struct MoeDecodeArgs {
 	const MoeW *M;
 	const bf16_t *XN;
 	int n, T, k, H, I, Is;
+	int shared = 0; // shared-expert slots: T, or 0 where they run elsewhere (the one-row step's side stream)
 };
 // Decode's expert MLPs as gathered GEMVs (moe_decode.cu): gate/up with
 // SwiGLU into act [n, I] and shared_act [T, Is], then down into y [n, H]
 // bf16 and shared_out [T, H] fp32 (slot j < n is expert ids[j] of token
-// j / k, slot n + t token t's shared expert); shape < QR_MOE_DECODE_SHAPES
-// picks the launch shape.
+// j / k, slot n + t < n + a.shared token t's shared expert); shape <
+// QR_MOE_DECODE_SHAPES picks the launch shape.
 int launch_moe_decode_gemvs(int shape, const MoeDecodeArgs &a, cudaStream_t st);
 // Tiles of the grouped GEMMs: at most one partial tile per expert with rows.
 static inline unsigned moe_max_tiles(int n, int E) { return cdiv(n, MOE_BM) + (unsigned)(n < E ? n : E); }
@@ -297,14 +298,21 @@ struct DevModel {
 	cudaEvent_t fwd_ev[2] = {nullptr, nullptr};
 	float fwd_ms = -1.0f;
 	std::vector<PlanStep> plan;      // the decoder, as Go built it (qr_model_plan)
+	// The one-row decode's side stream (moe.cu): a sparse layer's shared
+	// expert runs there beside its router and routed experts, forked after
+	// the post-norm (ev_fork) and joined before the combine (ev_join).
+	cudaStream_t side = nullptr;
+	cudaEvent_t ev_fork = nullptr, ev_join = nullptr;
 	Prof *prof = nullptr;            // set while a profiled pass runs
 	std::unique_ptr<Trace> trace;    // set while tracing (model_trace.cu)
 
 	~DevModel() {
 		drop_graphs();
-		for (cudaEvent_t e : fwd_ev)
+		for (cudaEvent_t e : {fwd_ev[0], fwd_ev[1], ev_fork, ev_join})
 			if (e)
 				cudaEventDestroy(e);
+		if (side)
+			cudaStreamDestroy(side);
 	}
 	// Record fwd_ev[i] on st (creating the pair on first use).
 	int fwd_mark(int i, cudaStream_t st) {
@@ -372,6 +380,9 @@ struct DevModel {
 	// the gathered-GEMV forms (one token, or a few batch rows), else the
 	// grouped GEMMs (graph-capturable either way).
 	int moe_step(const PlanStep &s, int T, int decode, cudaStream_t st);
+	// The one-row step's shared expert of M on the side stream (GEMV launch
+	// shape `shape`); the combine waits for ev_join.
+	int shared_expert_side(const MoeW &M, int shape, cudaStream_t st);
 	// ids[0] = argmax of the logits, and *d_pos advances (the greedy step).
 	int launch_argmax_next(cudaStream_t st);
 	// Free the captured decode graphs (their pointers or plan went stale).

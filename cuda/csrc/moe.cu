@@ -15,9 +15,10 @@
 // on the device, so nothing waits for the host. The gate/up GEMM applies
 // SwiGLU in its epilogue; the combine adds the weighted expert rows, the
 // gated shared expert and the residual in one pass. The decode step (one
-// token, captured in a CUDA graph) skips the sort: its k experts and the
-// shared expert are gathered GEMVs that read the chosen ids on the device
-// (moe_decode.cu). The router itself is moe_route.cu's.
+// token, captured in a CUDA graph) skips the sort: its k experts are
+// gathered GEMVs that read the chosen ids on the device (moe_decode.cu),
+// and its shared expert runs on a side stream beside them (a batch of rows
+// gathers its shared experts too). The router itself is moe_route.cu's.
 #include <math.h>
 
 #include "model.cuh"
@@ -415,6 +416,29 @@ static int moe_gemm_launch(unsigned max_tiles, void *act, const bf16_t *XN, cons
 	return QR_OK;
 }
 
+// The one-row decode's shared expert on the side stream, beside the router
+// and the routed experts on st (their launches wait on each other, so
+// running it apart takes a ninth of the gathered GEMVs' rows off that
+// chain): its gate/up GEMV with SwiGLU on XN, then its down GEMV into
+// shared_out, the same sums as its gathered slot. The combine waits for
+// ev_join.
+int DevModel::shared_expert_side(const MoeW &M, int shape, cudaStream_t st) {
+	if (!side) {
+		QR_CK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+		QR_CK(cudaEventCreateWithFlags(&ev_fork, cudaEventDisableTiming));
+		QR_CK(cudaEventCreateWithFlags(&ev_join, cudaEventDisableTiming));
+	}
+	const int H = d.hidden, Is = d.shared_inter;
+	QR_CK(cudaEventRecord(ev_fork, st)); // XN is ready
+	QR_CK(cudaStreamWaitEvent(side, ev_fork, 0));
+	QR_TRY(launch_gemv(GEMV_Y_SWIGLU, macts.shared_act.p, xn.as<bf16_t>(), M.shared_gu.as<bf16_t>(), 2 * Is, H, side,
+	                   shape));
+	QR_TRY(launch_gemv(GEMV_Y_F32, macts.shared_out.p, macts.shared_act.as<bf16_t>(), M.shared_down.as<bf16_t>(), H,
+	                   Is, side, shape));
+	QR_CK(cudaEventRecord(ev_join, side));
+	return QR_OK;
+}
+
 int DevModel::moe_step(const PlanStep &s, int T, int decode, cudaStream_t st) {
 	MoeW &M = *blocks[s.layer]->moe;
 	MoeActs &A = macts;
@@ -427,16 +451,17 @@ int DevModel::moe_step(const PlanStep &s, int T, int decode, cudaStream_t st) {
 	float *SO = A.shared_out.as<float>();
 	switch (s.op) {
 	case QR_OP_MOE_ROUTE:
-		if (decode && T == 1)
+		if (decode && T == 1) {
+			QR_TRY(shared_expert_side(M, s.arg, st));
 			QR_TRY(launch_gemv(GEMV_Y_F32, RL, XN, M.router.as<bf16_t>(), RR, H, st, s.arg));
-		else
+		} else
 			QR_TRY(qr_gemm_bf16(RL, 1, RR, XN, H, M.router.as<bf16_t>(), H, T, RR, H, st));
 		QR_TRY(launch_moe_route(RL, RR, T, E, k, d.norm_topk, A.ids.as<int32_t>(), A.w.as<float>(),
 		                        trace ? A.idf.as<float>() : nullptr, st));
 		return QR_OK;
 	case QR_OP_MOE_EXPERTS: {
-		if (decode) { // the shared experts ride along as slots n … n + T − 1
-			const MoeDecodeArgs da{&A, &M, XN, n, T, k, H, I, Is};
+		if (decode) { // a batch's shared experts ride along as slots n … n + T − 1
+			const MoeDecodeArgs da{&A, &M, XN, n, T, k, H, I, Is, T == 1 ? 0 : T};
 			return launch_moe_decode_gemvs(s.arg, da, st);
 		}
 		QR_TRY(mark(ST_MOE_ROUTE, st)); // the grouping counts with the router
@@ -447,7 +472,7 @@ int DevModel::moe_step(const PlanStep &s, int T, int decode, cudaStream_t st) {
 		                       A.perm.as<int32_t>(), k, A.off.as<int32_t>(), A.tiles.as<int32_t>(), E, I, H, st);
 	}
 	case QR_OP_MOE_SHARED:
-		if (decode) // computed with the routed experts
+		if (decode) // with the router (one row) or the routed experts (a batch)
 			return QR_OK;
 		QR_TRY(qr_gemm_bf16(big.p, 0, 2 * Is, XN, H, M.shared_gu.as<bf16_t>(), H, T, 2 * Is, H, st));
 		QR_TRY(launch_swiglu_rows(A.shared_act.as<bf16_t>(), big.as<bf16_t>(), T, Is, st));
@@ -455,6 +480,8 @@ int DevModel::moe_step(const PlanStep &s, int T, int decode, cudaStream_t st) {
 	case QR_OP_MOE_COMBINE: {
 		float *eo, *mo; // the routed sum and the whole output, for the trace
 		QR_TRY(trace_scratch(T, &eo, &mo));
+		if (decode && T == 1) // the shared expert's output, from the side stream
+			QR_CK(cudaStreamWaitEvent(st, ev_join, 0));
 		QR_TRY(launch_pdl(k_moe_combine<bf16_t>, dim3(T, decode ? cdiv(H, 256) : 1), dim3(256), 0, st, X,
 		                  A.y.as<const bf16_t>(), decode ? (const int32_t *)nullptr : A.pos.as<const int32_t>(),
 		                  A.w.as<const float>(), (const float *)SO, (const float *)(RL + E), RR, H, k, eo, mo));

@@ -1,6 +1,7 @@
 // moe_decode.cu: decode's expert MLPs (moe.cu runs the prefill's grouped
-// GEMMs and the combine): each token's k experts and the shared expert as
-// gathered GEMVs, in the launch shapes QR_OP_MOE_EXPERTS's arg picks.
+// GEMMs and the combine): each token's k experts, and a batch's shared
+// experts, as gathered GEMVs, in the launch shapes QR_OP_MOE_EXPERTS's arg
+// picks.
 #include <math.h>
 
 #include "model.cuh"
@@ -75,7 +76,7 @@ static constexpr MoeDecodeShape moe_decode_shapes[QR_MOE_DECODE_SHAPES] = {{2, 2
 template <int R, int U>
 static int moe_gateup_launch(const MoeDecodeArgs &a, cudaStream_t st) {
 	const int gn = a.I > a.Is ? a.I : a.Is;
-	return launch_pdl(k_moe_gemv<MOE_GATEUP, R, U>, dim3(cdiv(gn, 8 * R), a.n + a.T), dim3(256), 0, st, a.A->act.p,
+	return launch_pdl(k_moe_gemv<MOE_GATEUP, R, U>, dim3(cdiv(gn, 8 * R), a.n + a.shared), dim3(256), 0, st, a.A->act.p,
 	                  a.XN, a.M->gate_up.as<const bf16_t>(), a.A->ids.as<const int32_t>(), a.n, a.k, a.I, a.H,
 	                  a.M->shared_gu.as<const bf16_t>(), a.Is, a.H, a.A->shared_act.p, (float *)nullptr);
 }
@@ -83,7 +84,7 @@ static int moe_gateup_launch(const MoeDecodeArgs &a, cudaStream_t st) {
 template <int R, int U>
 static int moe_down_launch(const MoeDecodeArgs &a, cudaStream_t st) {
 	MoeActs &A = *a.A;
-	return launch_pdl(k_moe_gemv<MOE_DOWN, R, U>, dim3(cdiv(a.H, 8 * R), a.n + a.T), dim3(256), 0, st, A.y.p,
+	return launch_pdl(k_moe_gemv<MOE_DOWN, R, U>, dim3(cdiv(a.H, 8 * R), a.n + a.shared), dim3(256), 0, st, A.y.p,
 	                  A.act.as<const bf16_t>(), a.M->down.as<const bf16_t>(), A.ids.as<const int32_t>(), a.n, a.k, a.H,
 	                  a.I, a.M->shared_down.as<const bf16_t>(), a.H, a.Is, A.shared_act.p, A.shared_out.as<float>());
 }
