@@ -211,11 +211,13 @@ __global__ void __launch_bounds__(256) k_gated_rmsnorm(Ty *__restrict__ y, int l
 	const Tz *zr = z + (size_t)t * ldz + (size_t)h * n;
 	Ty *yr = y + (size_t)t * ldy + (size_t)h * n;
 	float ss = 0.0f;
+#pragma unroll 4 // a head's loads in flight together (n = 128: one round)
 	for (int i = lane; i < n; i += 32) {
 		const float v = ldf(xr + i);
 		ss = fmaf(v, v, ss);
 	}
 	const float inv = rsqrtf(warp_sum(ss) / (float)n + eps);
+#pragma unroll 4
 	for (int i = lane; i < n; i += 32)
 		stf(yr + i, w[i] * (ldf(xr + i) * inv) * silu(ldf(zr + i)));
 }
