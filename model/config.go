@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 
 	"github.com/qwenref/qwenref/internal/safeio"
@@ -197,7 +198,7 @@ func LoadConfig(path string) (*Config, error) {
 	var gc struct {
 		EOS json.RawMessage `json:"eos_token_id"`
 	}
-	if err := json.Unmarshal(g, &gc); err != nil {
+	if err := strictDecode(g, &gc); err != nil {
 		return nil, fmt.Errorf("config %s: %w", safeio.Clean(gpath), err)
 	}
 	ids, err := parseIDs(gc.EOS)
@@ -213,18 +214,28 @@ func LoadConfig(path string) (*Config, error) {
 	return cfg, nil
 }
 
-// checkEOS refuses eos ids outside the vocabulary.
+// checkEOS refuses eos ids outside the vocabulary. Only the first
+// maxListedProblems are spelled out, the rest counted: a 16 MiB config can
+// list five million bad ids, and a message for each would take gigabytes.
 func checkEOS(ids []int, vocab int) error {
 	var bad []string
+	n := 0
 	for _, id := range ids {
 		if id < 0 || id >= vocab {
-			bad = append(bad, fmt.Sprintf("eos_token_id %d is outside the vocabulary [0, %d)", id, vocab))
+			if n < maxListedProblems {
+				bad = append(bad, fmt.Sprintf("eos_token_id %d is outside the vocabulary [0, %d)", id, vocab))
+			}
+			n++
 		}
 	}
-	if len(bad) > 0 {
-		return errors.New(safeio.List(bad, maxListedProblems))
+	if n == 0 {
+		return nil
 	}
-	return nil
+	msg := strings.Join(bad, "; ")
+	if n > len(bad) {
+		msg += fmt.Sprintf("; and %d more", n-len(bad))
+	}
+	return errors.New(msg)
 }
 
 // ParseConfig parses a config.json in either form that transformers writes:
@@ -398,7 +409,9 @@ func (c *Config) Validate() error {
 	}
 	pos("vocab_size", c.VocabSize)
 	pos("hidden_size", c.HiddenSize)
-	if c.hasDenseLayers() {
+	// A sparse family with a bad num_experts has no sparse layers; blaming
+	// its absent dense width as well would only mislead.
+	if c.hasDenseLayers() && !(c.configFamily().sparse && c.MoE.NumExperts <= 0) {
 		pos("intermediate_size", c.IntermediateSize)
 	}
 	errs = append(errs, c.checkMoE()...)
@@ -455,22 +468,63 @@ func parseIDs(raw json.RawMessage) ([]int, error) {
 	}
 	var many []int
 	if err := json.Unmarshal(raw, &many); err != nil {
-		return nil, fmt.Errorf("want an integer or a list of integers, got %s", raw)
+		// raw is the file's text: cut and escaped, as any name from an input.
+		return nil, fmt.Errorf("want an integer or a list of integers, got %s", safeio.Clean(string(raw)))
 	}
 	return many, nil
 }
 
 // strictDecode decodes JSON and turns type errors into messages that name
-// the key, e.g. `hidden_size: want number, got string`.
+// the key, e.g. `hidden_size: want an integer, got JSON string`.
 func strictDecode(data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return fmt.Errorf("%s: want %s, got JSON %s", te.Field, te.Type, te.Value)
+			// te.Value holds a number's whole text, which a file can make
+			// megabytes long: it is cut and escaped like any input.
+			msg := fmt.Sprintf("want %s, got JSON %s", jsonKind(te.Type), safeio.Clean(te.Value))
+			if te.Field == "" {
+				return errors.New(msg) // the document itself, not a key
+			}
+			return fmt.Errorf("%s: %s", te.Field, msg)
 		}
 		return fmt.Errorf("invalid JSON: %w", err)
 	}
 	return nil
+}
+
+// jsonKind names what a Go type decodes from, in JSON's words, for
+// messages ("an array of integers" rather than Go's []int or model.rawText).
+func jsonKind(t reflect.Type) string {
+	n := jsonNoun(t)
+	if strings.ContainsRune("aeiou", rune(n[0])) {
+		return "an " + n
+	}
+	return "a " + n
+}
+
+func jsonNoun(t reflect.Type) string {
+	if t == nil {
+		return "value of another type"
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return jsonNoun(t.Elem())
+	case reflect.Struct, reflect.Map:
+		return "object"
+	case reflect.Slice, reflect.Array:
+		return "array of " + jsonNoun(t.Elem()) + "s"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	}
+	return "value of another type"
 }
 
 func deref[T any](p *T, def T) T {

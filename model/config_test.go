@@ -1,14 +1,17 @@
 package model
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -150,6 +153,11 @@ func TestHostileConfigs(t *testing.T) {
 		{"rope_theta below one", hostileBase(`,"rope_theta":0.5`), "the config is wrong"},
 		{"rms_norm_eps of one", hostileBase(`,"rms_norm_eps":1`), "rms_norm_eps is 1"},
 		{"eos negative", hostileBase(`,"eos_token_id":-1`), "eos_token_id -1 is outside"},
+		{"a number of 5,000 digits", hostileBase(`,"hidden_size":6` + strings.Repeat("4", 5000)), "hidden_size: want an integer, got JSON number 644"},
+		{"eos of a 5,000-byte string", hostileBase(`,"eos_token_id":["` + strings.Repeat("a", 5000) + `"]`), `eos_token_id: want an integer or a list of integers, got ["aaa`},
+		{"config an array", `[]`, "want an object, got JSON array"},
+		{"text_config a string", `{"model_type":"qwen3_5","text_config":"x"}`, "text_config: want an object, got JSON string"},
+		{"layer_types a string", hostileBase(`,"layer_types":"full_attention"`), "layer_types: want an array of strings, got JSON string"},
 	} {
 		start := time.Now()
 		_, err := ParseConfig([]byte(c.json))
@@ -173,6 +181,59 @@ func TestHostileConfigs(t *testing.T) {
 	_, err := ParseConfig([]byte(hostileBase(b.String())))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "and 480 more")
+}
+
+// Text a config repeats in a message is escaped: a format (bidi)
+// character or an invalid byte written raw in the file must not reach the
+// terminal raw.
+func TestHostileConfigEchoesAreEscaped(t *testing.T) {
+	_, err := ParseConfig([]byte(hostileBase(`,"eos_token_id":["\u202e` + "\u202e" + `"]`)))
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "\u202e")
+	assert.Contains(t, err.Error(), `\u202e`)
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(hostileBase("")), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte("{\"eos_token_id\":\"\xff\"}"), 0o644))
+	_, err = LoadConfig(dir)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `generation_config.json: eos_token_id: want an integer or a list of integers, got "\xff"`)
+	assert.True(t, utf8.ValidString(err.Error()), "%q", err.Error())
+
+	// A generation config that is not an object names no Go type.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(`[1]`), 0o644))
+	_, err = LoadConfig(dir)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "generation_config.json: want an object, got JSON array")
+	assert.NotContains(t, err.Error(), "struct")
+}
+
+// A config listing a million bad eos ids formats only the ones its
+// message shows: when each got its own string, this 3 MB config made
+// ParseConfig allocate 205 MB; now 45 MB (a 16 MiB config: 715 MB of RSS
+// then, 170 MB now).
+func TestHostileManyBadEOSIDs(t *testing.T) {
+	js := []byte(hostileBase(`,"eos_token_id":[` + strings.Repeat("-1,", 999_999) + `-1]`))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := ParseConfig(js)
+	runtime.ReadMemStats(&after)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "eos_token_id -1 is outside the vocabulary [0, 10); ")
+	assert.Contains(t, err.Error(), "and 999980 more")
+	alloc := after.TotalAlloc - before.TotalAlloc
+	assert.Less(t, alloc, uint64(25*len(js)), "allocated %d bytes for a %d-byte config", alloc, len(js))
+}
+
+// A sparse config whose num_experts is wrong is told so, and not also
+// that the dense MLP width it does not have is missing.
+func TestMoEConfigWithoutExpertsBlamesNumExperts(t *testing.T) {
+	_, js := tinyMoE(t)
+	_, err := ParseConfig(bytes.Replace(js, []byte(`"num_experts":16`), []byte(`"num_experts":0`), 1))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "num_experts is 0")
+	assert.NotContains(t, err.Error(), "intermediate_size")
 }
 
 func TestHostileConfigFiles(t *testing.T) {

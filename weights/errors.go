@@ -69,3 +69,45 @@ func (p *problems) err() error {
 	}
 	return &FormatError{File: p.file, Problems: p.list}
 }
+
+// joinErrors joins the errors of several files (nil ones dropped) into one
+// error on one line, listing at most maxListedProblems of them: errors.Join
+// puts each on its own line, and an index of 4,096 broken shards would
+// print thousands. errors.Is and errors.As still see every one.
+func joinErrors(errs []error) error {
+	var keep []error
+	for _, err := range errs {
+		if err != nil {
+			keep = append(keep, err)
+		}
+	}
+	switch len(keep) {
+	case 0:
+		return nil
+	case 1:
+		return keep[0]
+	}
+	return &joinedError{errs: keep}
+}
+
+// joinedError is joinErrors' result.
+type joinedError struct{ errs []error }
+
+// Error lists the first errors on one line, then how many more there are.
+func (e *joinedError) Error() string {
+	var b strings.Builder
+	for i, err := range e.errs {
+		if i == maxListedProblems {
+			fmt.Fprintf(&b, "; and %d more", len(e.errs)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns every joined error, for errors.Is and errors.As.
+func (e *joinedError) Unwrap() []error { return e.errs }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/nlpodyssey/safetensors"
@@ -23,6 +24,12 @@ const maxHeaderSize = 100_000_000
 // A header at the 100 MB limit can list millions of one-byte tensors,
 // whose bookkeeping alone would take gigabytes.
 const MaxTensors = 1 << 17
+
+// MaxRank caps the dims of one tensor's shape: numpy 2 allows 64
+// (NPY_MAXDIMS) and a model's tensors have at most a handful, while a
+// 100 MB header could list one shape of fifty million dims, gigabytes
+// once decoded and held.
+const MaxRank = 64
 
 // metadataKey is the reserved header key holding free-form string metadata.
 const metadataKey = "__metadata__"
@@ -148,12 +155,17 @@ func parseEntry(p *problems, name string, raw json.RawMessage, dataLen uint64) (
 		p.tensorf(name, `"dtype" is missing or not a string`)
 		bad = true
 	}
-	var shape, offs []uint64
-	if err := decodeArray(fields["shape"], &shape); err != nil {
+	shape, err := decodeNaturals(fields["shape"], MaxRank)
+	switch {
+	case errors.Is(err, errTooMany):
+		p.tensorf(name, `"shape" has more than %d dims, the limit (see docs/limits.md)`, MaxRank)
+		bad = true
+	case err != nil:
 		p.tensorf(name, `"shape" is missing or not an array of natural numbers`)
 		bad = true
 	}
-	if err := decodeArray(fields["data_offsets"], &offs); err != nil || len(offs) != 2 {
+	offs, err := decodeNaturals(fields["data_offsets"], 2)
+	if err != nil || len(offs) != 2 {
 		p.tensorf(name, `"data_offsets" is missing or not a pair of natural numbers`)
 		bad = true
 	}
@@ -316,12 +328,42 @@ func decodeString(raw json.RawMessage, v *string) error {
 	return json.Unmarshal(raw, v)
 }
 
-// decodeArray unmarshals a JSON array of natural numbers; unlike plain
-// json.Unmarshal it rejects null and a missing value.
-func decodeArray(raw json.RawMessage, v *[]uint64) error {
+// decodeNaturals decodes a JSON array of natural numbers, rejecting null
+// and a missing value. More than limit elements is errTooMany, found
+// before they are all held.
+func decodeNaturals(raw json.RawMessage, limit int) ([]uint64, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '[' {
-		return errors.New("not an array")
+		return nil, errors.New("not an array")
 	}
-	return json.Unmarshal(raw, v)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if _, err := dec.Token(); err != nil { // the opening bracket
+		return nil, err
+	}
+	var out []uint64
+	for dec.More() {
+		if len(out) == limit {
+			return nil, errTooMany
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		num, ok := tok.(json.Number)
+		if !ok {
+			return nil, fmt.Errorf("%v is not a number", tok)
+		}
+		// As json.Unmarshal into a uint64: digits only, no sign, fraction
+		// or exponent.
+		v, err := strconv.ParseUint(num.String(), 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if _, err := dec.Token(); err != nil { // the closing bracket
+		return nil, err
+	}
+	return out, nil
 }

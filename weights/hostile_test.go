@@ -155,3 +155,66 @@ func TestHostileTensorCount(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, hdr.tensors, 1000)
 }
+
+// A shard name from the index reaches the message escaped, also through
+// the error of the failed stat (which would repeat the path as given).
+func TestHostileMissingShardNameIsEscaped(t *testing.T) {
+	dir := t.TempDir()
+	writeShards(t, dir)
+	writeBytes(t, dir, IndexFile, []byte(`{"weight_map":{"x":"\u001b[2J\u202e.safetensors"}}`))
+	_, err := openQwen(dir)
+	requireErrorMentions(t, err, `\x1b[2J\u202e.safetensors named in the index is missing: no such file or directory`)
+	assert.NotContains(t, err.Error(), "\x1b")
+	assert.NotContains(t, err.Error(), "\u202e")
+}
+
+// Errors of several files come back on one line, at most a dozen listed,
+// and each is still found by errors.As.
+func TestHostileFileErrorsOnOneLine(t *testing.T) {
+	// The index's own problems and a broken shard's, together.
+	dir := t.TempDir()
+	wm := writeShards(t, dir)
+	wm["ghost"] = ShardName(1, 2)
+	require.NoError(t, WriteIndex(dir, wm, 0))
+	s2 := writeBytes(t, dir, ShardName(2, 2), rawFile(`{"w":`, nil))
+	_, err := openQwen(dir)
+	requireErrorMentions(t, err, `tensor "ghost"`, s2, "header is not valid JSON")
+	assert.NotContains(t, err.Error(), "\n")
+	var fe *FormatError
+	require.ErrorAs(t, err, &fe)
+
+	// Thirty broken files of a directory without an index.
+	dir = t.TempDir()
+	for i := range 30 {
+		writeBytes(t, dir, fmt.Sprintf("f%02d.safetensors", i), []byte{1})
+	}
+	_, err = openQwen(dir)
+	requireErrorMentions(t, err, "f00.safetensors", "too short", "; and 18 more")
+	assert.NotContains(t, err.Error(), "\n")
+	assert.NotContains(t, err.Error(), "f29.safetensors")
+	require.ErrorAs(t, err, &fe)
+}
+
+// A tensor with a zero dim holds no bytes whatever its other dims are, so
+// a header may give [3, 2⁶², 0]; Stacked must not wrap A·B into negative
+// rows.
+func TestHostileStackedRowsOverflow(t *testing.T) {
+	p := writeBytes(t, t.TempDir(), "z.safetensors",
+		rawFile(`{"e":{"dtype":"F32","shape":[3,4611686018427387904,0],"data_offsets":[0,0]},`+
+			`"ok":{"dtype":"F32","shape":[2,0,5],"data_offsets":[0,0]}}`, nil))
+	s := openT(t, p)
+	m, err := s.Stacked("e")
+	assert.Nil(t, m)
+	requireErrorMentions(t, err, p, `tensor "e"`, "[3 4611686018427387904 0]", "more rows than an int can count")
+	m, err = s.Stacked("ok")
+	require.NoError(t, err)
+	assert.Equal(t, [2]int{0, 5}, [2]int{m.Rows, m.Cols})
+}
+
+// A shape of exactly MaxRank dims is accepted.
+func TestHostileRankAtLimit(t *testing.T) {
+	shape := "[" + strings.Repeat("1,", MaxRank-1) + "1]"
+	hdr, err := parseHeader("r.safetensors", rawFile(`{"w":{"dtype":"U8","shape":`+shape+`,"data_offsets":[0,1]}}`, []byte{7}))
+	require.NoError(t, err)
+	assert.Len(t, hdr.tensors[0].shape, MaxRank)
+}

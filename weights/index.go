@@ -52,7 +52,12 @@ func openSharded(source, indexPath string, namer Namer) (*Store, error) {
 	for _, shard := range shards {
 		path := filepath.Join(dir, shard)
 		if _, err := os.Stat(path); err != nil {
-			p.addf("shard %s named in the index is missing: %v", clean(shard), err)
+			// The bare errno: a *PathError would repeat the name unescaped.
+			reason := errors.Unwrap(err)
+			if reason == nil {
+				reason = err
+			}
+			p.addf("shard %s named in the index is missing: %v", clean(shard), reason)
 			continue
 		}
 		mf, err := mapFile(path)
@@ -97,7 +102,7 @@ func openSharded(source, indexPath string, namer Namer) (*Store, error) {
 		}
 	}
 
-	if err := errors.Join(append([]error{p.err()}, shardErrs...)...); err != nil {
+	if err := joinErrors(append([]error{p.err()}, shardErrs...)); err != nil {
 		s.unmapAll()
 		return nil, err
 	}
@@ -118,6 +123,10 @@ func readIndex(path string) (map[string]string, error) {
 	}
 	p := &problems{file: path}
 	top, err := decodeObject(data, 64)
+	if errors.Is(err, errTooMany) {
+		p.addf("index has more than 64 top-level members (an index holds metadata and weight_map)")
+		return nil, p.err()
+	}
 	if err != nil {
 		p.addf("index is not valid JSON: %v", err)
 		return nil, p.err()
@@ -168,8 +177,9 @@ func readIndex(path string) (map[string]string, error) {
 }
 
 // validShardName accepts only a plain file name, so an index can never make
-// the reader open a file outside the checkpoint directory.
+// the reader open a file outside the checkpoint directory. A NUL can be in
+// no file name (the system would refuse it as an invalid argument).
 func validShardName(name string) bool {
 	return name != "" && name != "." && name != ".." &&
-		!strings.ContainsAny(name, `/\`) && filepath.Base(name) == name
+		!strings.ContainsAny(name, "/\\\x00") && filepath.Base(name) == name
 }

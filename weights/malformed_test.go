@@ -75,6 +75,12 @@ func TestMalformedFiles(t *testing.T) {
 			[]string{`tensor "w"`, `"shape"`}},
 		{"three data offsets", func(*testing.T) []byte { return rawFile(`{`+ent("w", "F32", "[1]", "[0,4,8]")+`}`, make([]byte, 8)) },
 			[]string{`tensor "w"`, `"data_offsets"`}},
+		{"shape of more dims than MaxRank", func(*testing.T) []byte {
+			return rawFile(`{`+ent("w", "U8", "["+strings.Repeat("1,", MaxRank)+"1]", "[0,1]")+`}`, make([]byte, 1))
+		}, []string{`tensor "w"`, `"shape" has more than 64 dims`}},
+		{"data_offsets a long list", func(*testing.T) []byte {
+			return rawFile(`{`+ent("w", "U8", "[1]", "[0,1"+strings.Repeat(",1", 1000)+"]")+`}`, make([]byte, 1))
+		}, []string{`tensor "w"`, `"data_offsets" is missing or not a pair`}},
 		{"shape product overflows", func(*testing.T) []byte {
 			return rawFile(`{`+ent("w", "F32", "[4294967296,4294967296]", "[0,4]")+`}`, make([]byte, 4))
 		}, []string{`tensor "w"`, "overflows"}},
@@ -164,6 +170,12 @@ func TestMalformedShards(t *testing.T) {
 			"", []string{"lists no tensors"}},
 		{"shard name not a string", func(t *testing.T, dir string, _ map[string]string) { index(t, dir, `{"weight_map":{"x":3}}`) },
 			"", []string{`tensor "x"`, "not a string"}},
+		{"shard name holds a NUL", func(t *testing.T, dir string, _ map[string]string) {
+			index(t, dir, `{"weight_map":{"x":"a\u0000.safetensors"}}`)
+		}, "", []string{`tensor "x"`, `"a\x00.safetensors" is not a plain file name`}},
+		{"index of too many top-level members", func(t *testing.T, dir string, _ map[string]string) {
+			index(t, dir, `{`+strings.Repeat(`"k":1,`, 64)+`"weight_map":{"x":"a.safetensors"}}`)
+		}, "", []string{"more than 64 top-level members"}},
 		{"shard name escapes the directory", func(t *testing.T, dir string, _ map[string]string) {
 			index(t, dir, `{"weight_map":{"x":"../model.safetensors"}}`)
 		}, "", []string{`tensor "x"`, `"../model.safetensors" is not a plain file name`}},

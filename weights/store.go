@@ -120,7 +120,7 @@ func openFiles(source string, paths []string, names Namer) (*Store, error) {
 		}
 		s.files = append(s.files, mf)
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := joinErrors(errs); err != nil {
 		s.unmapAll()
 		return nil, err
 	}
