@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/qwenref/qwenref/hub"
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/weights"
 )
 
@@ -226,11 +227,12 @@ func ResolveModel(arg string, log io.Writer) (string, error) {
 	}
 	repo, rev, err := hub.ParseRef(arg)
 	if err != nil {
-		return "", fmt.Errorf("--model %s: no such directory, nor a Hugging Face repo id (org/name[@revision])", arg)
+		return "", fmt.Errorf("--model %s: no such directory, nor a Hugging Face repo id (org/name[@revision])",
+			safeio.Clean(arg))
 	}
 	dir, err := hub.Resolve(hub.CacheDir(), repo, rev)
 	if err != nil {
-		return "", fmt.Errorf("--model %s: no such directory, and %w", arg, err)
+		return "", fmt.Errorf("--model %s: no such directory, and %w", safeio.Clean(arg), err)
 	}
 	fmt.Fprintf(writerOr(log, io.Discard), "model: %s@%s from the Hugging Face cache, %s\n", repo, rev, dir)
 	return dir, nil

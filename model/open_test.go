@@ -96,6 +96,7 @@ func TestOpenFailures(t *testing.T) {
 		}), "--plugin: no such library", false},
 		{"backend before the model", opts(func(o *OpenOptions) { o.Backend, o.Model = "nosuch", "/nonexistent" }), `unknown backend "nosuch"`, false},
 		{"no such directory", opts(func(o *OpenOptions) { o.Model = "/nonexistent" }), "--model /nonexistent: no such directory, nor a Hugging Face repo id", true},
+		{"a name that is not plain text, escaped", opts(func(o *OpenOptions) { o.Model = "/no\x1b[31mred" }), `--model /no\x1b[31mred: no such directory`, true},
 		{"no model", opts(func(o *OpenOptions) { o.Model = "" }), "no model given", true},
 		{"ids", opts(func(o *OpenOptions) { o.IDs, o.IDsName = [][]int{{1}, {96}}, "--ids-json" }), "--ids-json row 1: token id 96 at position 0 is outside the vocabulary [0, 96)", true},
 		{"length", opts(func(o *OpenOptions) { o.Run = &RunSize{Rows: 1, Tokens: 1 << 30, LogitRows: 1, What: "--ctx"} }), "--ctx", true},
