@@ -22,9 +22,24 @@ func undefinedOperand(vs ...value) error {
 	return nil
 }
 
+// bigIntError is the error for computing with an integer beyond int64
+// (a literal or JSON number, kept as its digits), where Python would use
+// a big integer; nil when no operand is one.
+func bigIntError(vs ...value) error {
+	for _, v := range vs {
+		if b, ok := v.(bigInt); ok {
+			return fmt.Errorf("the integer %s is beyond 64 bits, which this renderer cannot compute with", excerpt(string(b)))
+		}
+	}
+	return nil
+}
+
 func unaryOp(op string, v value) (value, error) {
 	if err := undefinedOperand(v); err != nil {
 		return nil, err
+	}
+	if b, ok := v.(bigInt); ok {
+		return negateBig(op, b), nil
 	}
 	i, f, isF, ok := number(v)
 	if !ok {
@@ -44,7 +59,26 @@ func unaryOp(op string, v value) (value, error) {
 	return i, nil
 }
 
+// negateBig is unary + or - on a big integer, exact: -9223372036854775808
+// is a literal beyond int64 negated into it.
+func negateBig(op string, b bigInt) value {
+	if op != "-" {
+		return b
+	}
+	s, neg := strings.CutPrefix(string(b), "-")
+	if neg {
+		return bigInt(s)
+	}
+	if s == "9223372036854775808" {
+		return int64(math.MinInt64)
+	}
+	return bigInt("-" + s)
+}
+
 func opError(op string, a, b value) error {
+	if err := bigIntError(a, b); err != nil {
+		return err
+	}
 	return fmt.Errorf("unsupported operand type(s) for %s: %s and %s", op, reprQuick(typeName(a)), reprQuick(typeName(b)))
 }
 

@@ -163,8 +163,14 @@ func asString(v value) (string, bool) {
 func pyCompare(op string, a, b value, budget *int) (bool, error) {
 	c, err := pyCmp(a, b, budget)
 	if err != nil {
-		if errors.Is(err, errUnordered) {
-			return false, fmt.Errorf("'%s' not supported between instances of %s and %s", op, reprQuick(typeName(a)), reprQuick(typeName(b)))
+		var u *unorderedError
+		if errors.As(err, &u) {
+			if err := bigIntError(u.a, u.b); err != nil {
+				return false, err
+			}
+			// As Python, the message names the innermost pair: [1] < ['a']
+			// fails between 'int' and 'str'.
+			return false, fmt.Errorf("'%s' not supported between instances of %s and %s", op, reprQuick(typeName(u.a)), reprQuick(typeName(u.b)))
 		}
 		return false, err
 	}
@@ -179,7 +185,11 @@ func pyCompare(op string, a, b value, budget *int) (bool, error) {
 	return c >= 0, nil
 }
 
-var errUnordered = errors.New("unordered")
+// unorderedError is pyCmp's error for a pair of values Python does not
+// order: a and b are that pair, inside the lists compared.
+type unorderedError struct{ a, b value }
+
+func (e *unorderedError) Error() string { return "unordered" }
 
 // pyCmp orders a and b as Python does: numbers, strings by code point, and
 // lists or tuples item by item. NaN compares as neither less nor greater.
@@ -191,7 +201,7 @@ func pyCmp(a, b value, budget *int) (int, error) {
 	if ai, af, aF, ok := number(a); ok {
 		bi, bf, bF, ok := number(b)
 		if !ok {
-			return 0, errUnordered
+			return 0, &unorderedError{a, b}
 		}
 		if !aF && !bF {
 			return cmpOrdered(ai, bi), nil
@@ -213,7 +223,7 @@ func pyCmp(a, b value, budget *int) (int, error) {
 	if as, ok := asString(a); ok {
 		bs, ok := asString(b)
 		if !ok {
-			return 0, errUnordered
+			return 0, &unorderedError{a, b}
 		}
 		*budget -= len(as) / 64
 		return strings.Compare(as, bs), nil // UTF-8 byte order is code point order
@@ -221,7 +231,7 @@ func pyCmp(a, b value, budget *int) (int, error) {
 	x, ok1 := a.(*list)
 	y, ok2 := b.(*list)
 	if !ok1 || !ok2 || x.tuple != y.tuple {
-		return 0, errUnordered
+		return 0, &unorderedError{a, b}
 	}
 	for i := 0; i < len(x.items) && i < len(y.items); i++ {
 		if eqBudget(x.items[i], y.items[i], budget) {

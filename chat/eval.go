@@ -405,7 +405,7 @@ func (r *renderer) runLoop(x *forNode, s *scope, v value, depth0 int, capture bo
 	} else {
 		items, err := r.iterate(v, x.line)
 		if err != nil {
-			return "", err
+			return "", wrap(err, x.line)
 		}
 		seq = loopSeq{items: items, n: len(items)}
 	}

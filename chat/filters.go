@@ -188,6 +188,9 @@ func strFilter(f func(string) string, keepMarkup bool) filterFunc {
 }
 
 func filterAbs(_ *renderer, _ int, v value, _ []value) (value, error) {
+	if b, ok := v.(bigInt); ok {
+		return bigInt(strings.TrimPrefix(string(b), "-")), nil
+	}
 	i, f, isF, ok := number(v)
 	if !ok {
 		return nil, fmt.Errorf("bad operand type for abs(): %s", reprQuick(typeName(v)))
@@ -417,6 +420,9 @@ func filterReplace(r *renderer, line int, v value, a []value) (value, error) {
 	count := -1
 	if _, isNone := a[2].(noneType); !isNone {
 		n, _, isF, ok := number(a[2])
+		if err := bigIntError(a[2]); err != nil {
+			return nil, err
+		}
 		if !ok || isF {
 			return nil, fmt.Errorf("'%s' object cannot be interpreted as an integer", typeName(a[2]))
 		}

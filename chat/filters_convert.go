@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 )
@@ -11,6 +12,15 @@ import (
 // Filters that convert: int, float, round, and transformers' tojson.
 
 func filterFloat(_ *renderer, _ int, v value, a []value) (value, error) {
+	if b, ok := v.(bigInt); ok {
+		// Python's float(int), correctly rounded; the OverflowError it
+		// raises past the float range is not one that do_float catches.
+		f, err := strconv.ParseFloat(string(b), 64)
+		if err != nil {
+			return nil, errors.New("int too large to convert to float")
+		}
+		return f, nil
+	}
 	if f, ok := pyFloatOf(v); ok {
 		return f, nil
 	}
@@ -69,27 +79,49 @@ func filterInt(_ *renderer, _ int, v value, a []value) (value, error) {
 		if n, ok := pyIntOf(s, int(base)); ok {
 			return n, nil
 		}
-		if f, ok := pyFloatOf(s); ok && !math.IsInf(f, 0) && !math.IsNaN(f) && math.Abs(f) < 1<<63 {
-			return int64(f), nil
+		if f, ok := pyFloatOf(s); ok && !math.IsInf(f, 0) {
+			return floatToInt(f, a[0]) // int(float(s)), whose OverflowError do_int catches
 		}
 		return a[0], nil
+	}
+	if b, ok := v.(bigInt); ok {
+		return b, nil
 	}
 	if i, f, isF, ok := number(v); ok {
 		if !isF {
 			return i, nil
 		}
-		if math.IsInf(f, 0) || math.IsNaN(f) || math.Abs(f) >= 1<<63 {
-			return a[0], nil
-		}
-		return int64(f), nil
+		return floatToInt(f, a[0])
 	}
 	return a[0], nil
 }
 
+// floatToInt is do_int's int(f) of a float: NaN gives the default (a
+// ValueError, which do_int catches), an infinity fails (an OverflowError,
+// which it catches only for a string), and a float beyond int64 is its
+// exact integer, as digits.
+func floatToInt(f float64, def value) (value, error) {
+	switch {
+	case math.IsNaN(f):
+		return def, nil
+	case math.IsInf(f, 0):
+		return nil, errors.New("cannot convert float infinity to integer")
+	case f >= -(1<<63) && f < 1<<63:
+		return int64(f), nil
+	}
+	n, _ := big.NewFloat(f).Int(nil) // f is integral this far out
+	return bigInt(n.String()), nil
+}
+
+// maxIntDigits is Python's default limit on the digits int(str) reads
+// (sys.get_int_max_str_digits), which also keeps the conversion of a
+// long string to a big integer's digits cheap.
+const maxIntDigits = 4300
+
 // pyIntOf is Python's int(s, base): surrounding whitespace, a sign, the
 // base's prefix (0x, 0o, 0b; any of them for base 0), and single
 // underscores between digits; base 0 also refuses leading zeros.
-func pyIntOf(s string, base int) (int64, bool) {
+func pyIntOf(s string, base int) (value, bool) {
 	s = pyStrip(s, nil, true, true)
 	neg := false
 	if s != "" && (s[0] == '+' || s[0] == '-') {
@@ -107,20 +139,29 @@ func pyIntOf(s string, base int) (int64, bool) {
 	if base == 0 {
 		base = 10
 		if len(s) > 1 && s[0] == '0' && strings.Trim(s, "0_") != "" {
-			return 0, false
+			return nil, false
 		}
 	}
 	if base < 2 || base > 36 || s == "" || !validUnderscores(s) || strings.ContainsAny(s, "+-") {
-		return 0, false
+		return nil, false
 	}
-	n, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), base, 64)
-	if err != nil {
-		return 0, false
+	digits := strings.ReplaceAll(s, "_", "")
+	if len(digits) > maxIntDigits {
+		return nil, false // Python's ValueError: the limit for integer string conversion
 	}
 	if neg {
-		n = -n
+		digits = "-" + digits // so that -9223372036854775808 parses
 	}
-	return n, true
+	n, err := strconv.ParseInt(digits, base, 64)
+	if err == nil {
+		return n, true
+	}
+	// Beyond int64, Python's int is exact: keep its digits.
+	b, ok := new(big.Int).SetString(digits, base)
+	if !ok {
+		return nil, false
+	}
+	return bigInt(b.String()), true
 }
 
 func filterRound(_ *renderer, _ int, v value, a []value) (value, error) {
@@ -133,6 +174,12 @@ func filterRound(_ *renderer, _ int, v value, a []value) (value, error) {
 		return nil, fmt.Errorf("'%s' object cannot be interpreted as an integer", typeName(a[0]))
 	}
 	i, f, vF, ok := number(v)
+	if b, isBig := v.(bigInt); isBig && method == "common" && prec >= 0 {
+		return b, nil // round(int, ndigits ≥ 0) is the int itself
+	}
+	if err := bigIntError(v); err != nil {
+		return nil, err
+	}
 	if !ok {
 		return nil, fmt.Errorf("type %s doesn't define __round__ method", typeName(v))
 	}

@@ -38,6 +38,9 @@ func globalRange(_ *renderer, line int, pos []value, kw []kwarg) (value, error) 
 			return nil, fmt.Errorf("range expected at most 3 arguments, got %d", len(pos))
 		}
 		x, ok := indexValue(v)
+		if err := bigIntError(v); err != nil {
+			return nil, err
+		}
 		if !ok {
 			return nil, fmt.Errorf("%s object cannot be interpreted as an integer", reprQuick(typeName(v)))
 		}

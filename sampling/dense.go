@@ -23,6 +23,9 @@ var negInf = float32(math.Inf(-1))
 // every i; otherwise s.cands holds the survivors in id order.
 func (s *Sampler) filter(x []float32) (dense bool, err error) {
 	c := s.cfg
+	if err := s.checkPenalty(x); err != nil {
+		return false, err
+	}
 	if !c.truncates() {
 		_, err := maxRaw(x)
 		return true, err
@@ -76,6 +79,20 @@ func maxRaw(x []float32) (float32, error) {
 		mx = v
 	}
 	return mx, nil
+}
+
+// checkPenalty rejects a finite logit that the repetition penalty (in
+// float32, as torch casts it) takes to +Inf or NaN, whose softmax torch's
+// multinomial refuses, naming the penalty rather than the logit: a
+// penalty under about 1e-38, or one that is 0 in float32.
+func (s *Sampler) checkPenalty(x []float32) error {
+	for _, id := range s.seenIDs {
+		v := x[id]
+		if p := s.penalize(v); v == v && v <= math.MaxFloat32 && (p != p || p > math.MaxFloat32) {
+			return fmt.Errorf("sampling: repetition penalty %g takes logit %g (token %d) to %v", s.cfg.RepetitionPenalty, v, id, p)
+		}
+	}
+	return nil
 }
 
 // penalizedSrc is x with the repetition penalty applied, in scratch space

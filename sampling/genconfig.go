@@ -3,9 +3,14 @@ package sampling
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // MaxGenerationConfigBytes bounds what FromGenerationConfig parses; real
@@ -121,14 +126,21 @@ func readNumber(raw map[string]json.RawMessage, key string) (number, error) {
 	}
 	var n json.Number
 	if t := bytes.TrimSpace(v); len(t) == 0 || t[0] == '"' || json.Unmarshal(t, &n) != nil {
-		return number{}, fmt.Errorf("generation_config.json: %s must be a number, got %s", key, bytes.TrimSpace(v))
+		return number{}, fmt.Errorf("generation_config.json: %s must be a number, got %s", key, shown(v))
 	}
+	isInt := !strings.ContainsAny(string(n), ".eE")
 	f, err := n.Float64()
-	if err != nil {
-		return number{}, fmt.Errorf("generation_config.json: %s: %v", key, err)
+	if err != nil && !(isInt && errors.Is(err, strconv.ErrRange)) {
+		return number{}, fmt.Errorf("generation_config.json: %s: %s is out of the float range", key, shown(v))
 	}
-	return number{v: f, isInt: !strings.ContainsAny(string(n), ".eE"), set: true}, nil
+	// An integer past the float range is ±Inf here: Python's int compares
+	// the same way with the bounds below.
+	return number{v: f, isInt: isInt, set: true}, nil
 }
+
+// shown is a raw JSON value as an error message quotes it: escaped, and
+// cut after 200 bytes.
+func shown(v json.RawMessage) string { return safeio.Clean(string(bytes.TrimSpace(v))) }
 
 // FromGenerationConfig builds the Config that transformers 5.17's generate
 // builds from generation_config.json's contents: with do_sample true, unset
@@ -145,6 +157,9 @@ func FromGenerationConfig(data []byte) (Config, Report, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return cfg, rep, fmt.Errorf("generation_config.json: want a JSON object: %w", err)
+	}
+	if raw == nil { // null, which GenerationConfig.from_dict cannot take either
+		return cfg, rep, fmt.Errorf("generation_config.json: want a JSON object, got null")
 	}
 	for k, v := range raw {
 		switch {
@@ -164,7 +179,7 @@ func FromGenerationConfig(data []byte) (Config, Report, error) {
 
 	if v, ok := raw["do_sample"]; ok && !isNull(v) {
 		if err := json.Unmarshal(v, &cfg.DoSample); err != nil {
-			return cfg, rep, fmt.Errorf("generation_config.json: do_sample must be true or false, got %s", bytes.TrimSpace(v))
+			return cfg, rep, fmt.Errorf("generation_config.json: do_sample must be true or false, got %s", shown(v))
 		}
 	}
 	num := map[string]number{}
@@ -221,10 +236,12 @@ func applyWarpers(cfg *Config, num map[string]number) error {
 	case !k.set:
 		cfg.TopK = 50
 	case k.v == 0:
-	case !k.isInt || k.v < 0 || k.v > 1<<31:
+	case !k.isInt || k.v < 0:
 		return bad("top_k", "a positive integer (0 = off)", k.v)
 	default:
-		cfg.TopK = int(k.v)
+		// TopKLogitsWarper takes min(top_k, vocabulary size), and no
+		// vocabulary reaches 2^31 (New refuses one).
+		cfg.TopK = int(min(k.v, math.MaxInt32))
 	}
 	if p := num["top_p"]; p.set && p.v < 1 {
 		if p.v < 0 {

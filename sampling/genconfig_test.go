@@ -1,6 +1,7 @@
 package sampling
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -74,6 +75,7 @@ func TestFromGenerationConfigErrors(t *testing.T) {
 		`{"do_sample": true, "top_p": "0.9"}`:      "top_p",
 		`[1, 2]`:                                   "JSON object",
 		`{"top_k": 1e400}`:                         "top_k",
+		`null`:                                     "JSON object, got null",
 	} {
 		_, _, err := FromGenerationConfig([]byte(json))
 		if assert.Error(t, err, json) {
@@ -83,6 +85,33 @@ func TestFromGenerationConfigErrors(t *testing.T) {
 	}
 	_, _, err := FromGenerationConfig([]byte("{" + strings.Repeat(" ", MaxGenerationConfigBytes) + "}"))
 	assert.ErrorContains(t, err, "more than")
+}
+
+// A top_k past 2^31 (or past the float range, written as an integer) is
+// accepted as transformers accepts it, which keeps min(top_k, vocabulary);
+// and an error quotes at most 200 bytes of the value, escaped.
+func TestFromGenerationConfigHugeAndLongValues(t *testing.T) {
+	for _, k := range []string{"3000000000", "1" + strings.Repeat("0", 400)} {
+		cfg, _, err := FromGenerationConfig([]byte(`{"do_sample": true, "top_k": ` + k + `}`))
+		require.NoError(t, err, k)
+		assert.Equal(t, math.MaxInt32, cfg.TopK)
+		s, err := New(cfg, 5, 0)
+		require.NoError(t, err)
+		kept, err := s.Process([]float32{1, 2, 3, 4, 5})
+		require.NoError(t, err)
+		assert.Equal(t, []float32{1, 2, 3, 4, 5}, kept, "every token is kept")
+	}
+	for _, js := range []string{
+		`{"do_sample": true, "top_k": "` + strings.Repeat("x", 1<<20) + `"}`,
+		`{"do_sample": [` + strings.Repeat("1,", 1<<19) + `1]}`,
+		`{"do_sample": true, "min_p": "2J` + strings.Repeat("y", 300) + `"}`,
+	} {
+		_, _, err := FromGenerationConfig([]byte(js))
+		if assert.Error(t, err) {
+			assert.Less(t, len(err.Error()), 400)
+			assert.NotContains(t, err.Error(), "")
+		}
+	}
 }
 
 // Every key is either applied, without effect, acted on by transformers,

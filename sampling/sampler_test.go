@@ -317,6 +317,21 @@ func TestNonFinite(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Next([]float32{1e10, 0})
 	assert.ErrorContains(t, err, "to +Inf")
+
+	// A penalty that takes a finite logit to +Inf (or, 0 in float32, 0 to
+	// NaN) is named, not the logit or the temperature.
+	for _, cfg := range []Config{{DoSample: true, RepetitionPenalty: 1e-40}, {DoSample: true, RepetitionPenalty: 1e-40, TopK: 2},
+		{DoSample: true, RepetitionPenalty: 1e-40, TopP: 0.5}, {DoSample: true, RepetitionPenalty: 1e-40, MinP: 0.5},
+		{DoSample: true, RepetitionPenalty: 1e-50, TypicalP: 0.5}} {
+		s, err := New(cfg, 3, 0)
+		require.NoError(t, err)
+		require.NoError(t, s.Observe(0, 2))
+		_, err = s.Next([]float32{0, 2, 3})
+		assert.ErrorContains(t, err, "repetition penalty", "%+v", cfg)
+		assert.ErrorContains(t, err, "(token ", "%+v", cfg)
+		_, err = s.Process([]float32{0, 2, 3})
+		assert.ErrorContains(t, err, "repetition penalty", "%+v", cfg)
+	}
 }
 
 func TestBadInput(t *testing.T) {

@@ -54,7 +54,8 @@ func newAddedVocab(list []addedTokenJSON, model *bpe, nz *normalizer) (*addedVoc
 		normalForm: map[int]string{},
 		special:    map[string]bool{},
 	}
-	next := len(model.vocab)
+	vocabSize := len(model.vocab)
+	maxAdded := -1 // the highest id given to an added token so far
 	for i, j := range list {
 		if j.Content == "" {
 			continue
@@ -68,9 +69,15 @@ func newAddedVocab(list []addedTokenJSON, model *bpe, nz *normalizer) (*addedVoc
 			id, ok = model.vocab[t.Content]
 		}
 		if !ok {
-			id = next
-			next++
+			// HF's rule: after the model vocabulary, or after the highest
+			// added id once one lies there or beyond (an added token in a
+			// sparse vocabulary can), so that no two added tokens share an id.
+			id = vocabSize
+			if maxAdded >= vocabSize || vocabSize == 0 {
+				id = maxAdded + 1
+			}
 		}
+		maxAdded = max(maxAdded, id)
 		t.ID = id
 		// As in HF, a stale normalized form survives a later non-normalized
 		// duplicate.

@@ -107,3 +107,32 @@ func TestIsWordChar(t *testing.T) {
 		assert.False(t, isWordChar(r), "%U", r)
 	}
 }
+
+// In a sparse vocabulary an added token's content can be a vocabulary
+// entry at or past len(vocab); HF then numbers the next new added token
+// after the highest added id, so no two added tokens share an id (the
+// second one here once took 5 from the first, which was lost).
+func TestAddedIDsAfterSparseVocabulary(t *testing.T) {
+	vocab := map[string]int{"a": 0, "b": 1, "ab": 2, "<x>": 3, "<hi>": 9}
+	vocabR, _ := newIDTable(vocab)
+	model := newBPE(vocab, vocabR, &modelJSON{})
+	list := []addedTokenJSON{{Content: "<x>"}, {Content: "<y>"}, {Content: "<hi>"}, {Content: "<z>"}}
+	av, err := newAddedVocab(list, model, nil)
+	require.NoError(t, err)
+	// len(vocab) is 5: <y> takes 5 (the highest added id, 3, is below it);
+	// <z> comes after <hi>'s 9.
+	want := map[string]int{"<x>": 3, "<y>": 5, "<hi>": 9, "<z>": 10}
+	got := map[string]int{}
+	for _, a := range av.tokens() {
+		got[a.Content] = a.ID
+	}
+	assert.Equal(t, want, got)
+	assert.Equal(t, []string{"[<x>]", "[<hi>]", "[<y>]", "[<z>]"}, splitAll(t, av, &av.raw, "<x><hi><y><z>"))
+
+	vocab = map[string]int{"a": 0, "b": 1, "<x>": 3} // <x> at len(vocab)
+	vocabR, _ = newIDTable(vocab)
+	av, err = newAddedVocab([]addedTokenJSON{{Content: "<x>"}, {Content: "<y>"}}, newBPE(vocab, vocabR, &modelJSON{}), nil)
+	require.NoError(t, err)
+	assert.Len(t, av.tokens(), 2, "both added tokens are kept")
+	assert.Equal(t, 4, av.byContent["<y>"])
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -222,4 +223,29 @@ func TestEncodeConcurrent(t *testing.T) {
 		}(g)
 	}
 	wg.Wait()
+}
+
+// A tokenizer.json with invalid UTF-8 or an escaped lone surrogate is
+// refused, as HF refuses it, instead of each becoming U+FFFD: two such
+// vocabulary entries would silently become one, and an added token would
+// match U+FFFD in the text.
+func TestLoadRefusesBadUnicode(t *testing.T) {
+	for name, c := range map[string]struct{ from, to, want string }{
+		"lone high surrogate": {`"<s>"`, `"\ud800"`, `lone surrogate \ud800 in a string at byte`},
+		"lone low surrogate":  {`"ab": 3`, `"\udc00": 3`, `lone surrogate \udc00`},
+		"high, then no low":   {`"<s>"`, `"\ud800\u0041"`, `lone surrogate \ud800`},
+		"invalid UTF-8":       {`"<s>"`, "\"\xff\"", "invalid UTF-8 at byte"},
+	} {
+		src := strings.Replace(smallJSON, c.from, c.to, 1)
+		require.NotEqual(t, smallJSON, src, name)
+		_, err := FromJSON([]byte(src))
+		if assert.Error(t, err, name) {
+			assert.Contains(t, err.Error(), c.want, name)
+		}
+	}
+	// A pair is one character, and an escaped backslash is no escape.
+	for _, content := range []string{`"\ud83d\ude00"`, `"\\ud800"`, `"\\\\"`, `"\ufffd"`} {
+		_, err := FromJSON([]byte(strings.Replace(smallJSON, `"<s>"`, content, 1)))
+		assert.NoError(t, err, content)
+	}
 }
