@@ -234,6 +234,13 @@ func TestLoadGenerationSettings(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(`{"do_sample": true, "top_k": 2.5}`), 0o644))
 	_, err = LoadGenerationSettings(dir, SamplingOverrides{})
 	assert.ErrorContains(t, err, dir+": generation_config.json: top_k")
+	// null: refused by name, with or without an override (an override
+	// once wrote into the nil map null decodes to: a panic).
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(" null "), 0o644))
+	_, err = LoadGenerationSettings(dir, SamplingOverrides{})
+	assert.ErrorContains(t, err, "generation_config.json: want a JSON object, got null")
+	_, err = LoadGenerationSettings(dir, SamplingOverrides{Temperature: &one})
+	assert.ErrorContains(t, err, "generation_config.json: want a JSON object, got null")
 	g, err = LoadGenerationSettings("", SamplingOverrides{})
 	require.NoError(t, err)
 	assert.Equal(t, "", g.Path)

@@ -86,6 +86,9 @@ func LoadGenerationSettings(dir string, o SamplingOverrides) (GenerationSettings
 			if err := json.Unmarshal(data, &raw); err != nil {
 				return g, fmt.Errorf("%s: want a JSON object: %w", path, err)
 			}
+			if raw == nil { // null decodes to a nil map, which the overrides could not be written to
+				return g, fmt.Errorf("%s: want a JSON object, got null", path)
+			}
 		}
 	}
 	o.apply(raw)
