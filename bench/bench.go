@@ -512,6 +512,11 @@ func (o *Options) workspaceFor(op *Op, layerWS **workspace) (*workspace, error) 
 			return &workspace{cfg: o.Checkpoint.Config, m: o.Checkpoint, states: o.States}, nil
 		}
 		c := o.modelConfig()
+		// Validated first: a --vocab or config past the limits would make
+		// the weights' size overflow the estimate below.
+		if err := c.Validate(); err != nil {
+			return nil, fmt.Errorf("shape %s: %w", o.ShapeName, err)
+		}
 		if o.deviceWeights() {
 			return &workspace{cfg: c, states: o.States, deviceWeights: true, seed: o.Seed}, nil
 		}

@@ -309,3 +309,18 @@ func TestRunBatchRows(t *testing.T) {
 	_, err = Run(o)
 	assert.ErrorContains(t, err, "batch rows 0")
 }
+
+// A vocabulary that makes the random weights' size overflow int64 is
+// refused by the config's own limits before the memory estimate (which
+// it would wrap) and before any allocation (a panic in make before).
+func TestModelOpValidatesTheConfig(t *testing.T) {
+	cfg, err := model.ShapeConfig("27b")
+	require.NoError(t, err)
+	ops, err := ParseOps("model")
+	require.NoError(t, err)
+	o := &Options{Config: cfg, ShapeName: "27b", Layers: 1, Vocab: 1801439850948198, MaxMemBytes: 1 << 30}
+	var layerWS *workspace
+	_, err = o.workspaceFor(ops[0], &layerWS)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "vocab_size is 1801439850948198, over the limit")
+}

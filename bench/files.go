@@ -19,6 +19,25 @@ func WriteAtomic(path string, fill func(io.Writer) error) error {
 	return safeio.WriteFile(path, fill, safeio.WriteOptions{})
 }
 
+// dataFiles are what WriteData writes into its directory.
+var dataFiles = []string{"results.csv", "results.json", "report.txt"}
+
+// PrepareDataDir creates dir if missing and says whether WriteData could
+// write into it: each of its files absent or a regular file
+// (internal/safeio's rule), so a sweep is refused before it runs rather
+// than after its first group.
+func PrepareDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, name := range dataFiles {
+		if _, _, err := safeio.CheckTarget(filepath.Join(dir, name), safeio.WriteOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // WriteData writes results.csv, results.json and report.txt into dir
 // (created if missing). The sweep calls it after every (op, T) group, so
 // an interrupted sweep keeps what it finished.
@@ -30,9 +49,9 @@ func WriteData(dir string, meta Meta, results []Result) error {
 		name string
 		fill func(io.Writer) error
 	}{
-		{"results.csv", func(w io.Writer) error { return WriteCSV(w, meta, results) }},
-		{"results.json", func(w io.Writer) error { return WriteJSON(w, meta, results) }},
-		{"report.txt", func(w io.Writer) error { return WriteTable(w, meta, results) }},
+		{dataFiles[0], func(w io.Writer) error { return WriteCSV(w, meta, results) }},
+		{dataFiles[1], func(w io.Writer) error { return WriteJSON(w, meta, results) }},
+		{dataFiles[2], func(w io.Writer) error { return WriteTable(w, meta, results) }},
 	}
 	for _, f := range files {
 		if err := WriteAtomic(filepath.Join(dir, f.name), f.fill); err != nil {

@@ -218,6 +218,21 @@ func TestWriteFiles(t *testing.T) {
 	assert.Empty(t, paths)
 }
 
+// PrepareDataDir refuses a directory WriteData could not write into (a
+// directory where report.txt goes), so a sweep fails before it starts.
+func TestPrepareDataDir(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, PrepareDataDir(dir))
+	meta, rs := sampleResults()
+	require.NoError(t, WriteData(dir, meta, rs))
+	require.NoError(t, PrepareDataDir(dir), "its own files may be replaced")
+	require.NoError(t, os.Remove(filepath.Join(dir, "report.txt")))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "report.txt"), 0o755))
+	err := PrepareDataDir(dir)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "report.txt: refusing to replace a directory")
+}
+
 func TestProgress(t *testing.T) {
 	var buf bytes.Buffer
 	m := Method{Warmup: 1, Reps: 2}

@@ -47,8 +47,9 @@ type Method struct {
 // gcMinRun is the run time from which every run is preceded by a GC.
 const gcMinRun = 20 * time.Millisecond
 
-// maxRuns caps the repetitions of a tiny case under a large MinTime.
-const maxRuns = 10000
+// MaxRuns caps the repetitions of a tiny case under a large MinTime; the
+// CLI holds --reps and --warmup to it too (warm-up runs have no time limit).
+const MaxRuns = 10000
 
 // timing is one instance's progress through measureGroup.
 type timing struct {
@@ -112,7 +113,7 @@ func measureGroup(insts []instance, m Method, tick func(k, i int)) ([]timing, er
 			n := len(t.samples)
 			enough := n >= m.Reps && t.total >= m.MinTime
 			overBudget := n >= 1 && m.MaxTime > 0 && t.total >= m.MaxTime
-			if t.done || enough || overBudget || n >= maxRuns {
+			if t.done || enough || overBudget || n >= MaxRuns {
 				t.done = true
 				continue
 			}
@@ -164,7 +165,7 @@ func (m Method) estimateRuns(run time.Duration) int {
 	if m.MaxTime > 0 && time.Duration(n)*run > m.MaxTime {
 		n = int(m.MaxTime/run) + 1
 	}
-	return min(n, maxRuns) + m.Warmup
+	return min(n, MaxRuns) + m.Warmup
 }
 
 // CopyGBPSFor measures the memory copy rate (MeasureCopyGBPS) when an op

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // The defaults of the four limits on a slow or silent server, and the
@@ -144,7 +146,9 @@ func (c *Client) guard(resp *http.Response, cancel context.CancelFunc) *bodyGuar
 
 // windowNeed is the bytes a window must bring.
 func (g *bodyGuard) windowNeed() int64 {
-	return max(1, int64(float64(g.minRate)*g.window.Seconds()))
+	// A product past int64 would convert to a negative count, turning
+	// the limit off; capped, it asks for what was set.
+	return max(1, safeio.ClampBytes(float64(g.minRate)*g.window.Seconds()))
 }
 
 // nextCheck is how long until a limit could next be broken (0: never).

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -247,6 +248,15 @@ func TestBodyGuardIdle(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, "cdn.example:443 sent nothing for 50ms (limit set by "+EnvIdleTimeout+"; see docs/hub.md)", err.Error())
 	assert.Less(t, time.Since(start), 5*time.Second)
+}
+
+// A minimum rate whose bytes per window overflow int64 stays a limit
+// (it would otherwise convert to a negative need, which turns it off).
+func TestBodyGuardHugeMinRate(t *testing.T) {
+	g := &bodyGuard{minRate: math.MaxInt64, window: DefaultRateWindow}
+	assert.Equal(t, int64(math.MaxInt64), g.windowNeed())
+	g = &bodyGuard{minRate: DefaultMinRate, window: DefaultRateWindow}
+	assert.Equal(t, int64(DefaultMinRate*120), g.windowNeed())
 }
 
 // A revision with control characters is refused, and shown escaped.

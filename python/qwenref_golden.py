@@ -83,11 +83,23 @@ def compare(got, want):
 
 
 def tolerance(meta, output):
-    """The bars (rel_l2, max_abs_scaled) the file records for one output."""
-    try:
-        return float(meta[f"tol.{output}.rel_l2"]), float(meta[f"tol.{output}.max_abs_scaled"])
-    except KeyError as e:
-        raise ValueError(f"the file records no tolerance {e} (written by an older qwenref golden?)") from None
+    """The bars (rel_l2, max_abs_scaled) the file records for one output.
+
+    Each must be a number in [0, 1): an output of zeros has relative L2 1
+    and scaled max-abs at most 1, so a bar of 1 or more checks nothing."""
+    bars = []
+    for key in (f"tol.{output}.rel_l2", f"tol.{output}.max_abs_scaled"):
+        if key not in meta:
+            raise ValueError(f"the file records no tolerance '{key}' (written by an older qwenref golden?)")
+        try:
+            v = float(meta[key])
+        except ValueError:
+            v = float("nan")
+        if not 0 <= v < 1:
+            raise ValueError(f"metadata {key} is {meta[key][:200]!r}: a bar must be in [0, 1) "
+                             "(one of 1 or more passes an output of zeros, so the file checks nothing)")
+        bars.append(v)
+    return bars[0], bars[1]
 
 
 def cu_seqlens(meta):

@@ -122,3 +122,13 @@ def test_layer_file_reads_weights_and_catches_a_wrong_layer(tmp_path):
     assert set(qg._OUTPUTS[meta["op"]]) == {"out"}
     with pytest.raises(qg.CheckError, match="out differs"):
         qg.check(path, lambda i, m: {"out": np.zeros_like(i["x"])})
+
+
+def test_a_bar_that_checks_nothing_is_refused():
+    meta = {"tol.out.rel_l2": "1e-5", "tol.out.max_abs_scaled": "1e-4"}
+    assert qg.tolerance(meta, "out") == (1e-5, 1e-4)
+    for bad in ("1", "1e308", "-1e-5", "nan", "inf", "x"):
+        with pytest.raises(ValueError, match="tol.out.rel_l2"):
+            qg.tolerance({**meta, "tol.out.rel_l2": bad}, "out")
+    with pytest.raises(ValueError, match="no tolerance 'tol.y.rel_l2'"):
+        qg.tolerance(meta, "y")

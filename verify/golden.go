@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/layers/attention"
 	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/model"
@@ -46,7 +47,12 @@ func ReadTolerance(meta map[string]string, name string) (tensor.Tolerance, error
 		key := "tol." + name + "." + f.key
 		v, err := strconv.ParseFloat(strings.TrimSpace(meta[key]), 64)
 		if err != nil || !(v >= 0) || math.IsInf(v, 0) {
-			return tol, fmt.Errorf("metadata %s is %q, not a tolerance (a file from an older qwenref golden? write it again)", key, meta[key])
+			return tol, fmt.Errorf("metadata %s is %s, not a tolerance (a file from an older qwenref golden? write it again)", key, safeio.Quote(meta[key]))
+		}
+		// An output of zeros has relative L2 1 and scaled max-abs at most
+		// 1: a bar that high passes any kernel, so it checks nothing.
+		if v >= 1 {
+			return tol, fmt.Errorf("metadata %s is %s: a bar of 1 or more passes an output of zeros, so the file checks nothing", key, safeio.Quote(meta[key]))
 		}
 		*f.dst = v
 	}
@@ -140,9 +146,11 @@ func (g *Golden) Run(be *model.Backend) ([]Output, error) {
 	dims := map[string]int{}
 	dim := func(keys ...string) error {
 		for _, k := range keys {
+			// Every dimension is at least 1, as golden writes them: a file of
+			// zero tokens or heads would "agree" without checking a value.
 			v, err := strconv.Atoi(meta[k])
-			if err != nil || v < 0 || v > 1<<30 {
-				return fmt.Errorf("metadata %s is %q, not a dimension", k, meta[k])
+			if err != nil || v < 1 || v > 1<<30 {
+				return fmt.Errorf("metadata %s is %s, not a dimension (1 to %d)", k, safeio.Quote(meta[k]), 1<<30)
 			}
 			dims[k] = v
 		}
@@ -223,7 +231,7 @@ func (g *Golden) Run(be *model.Backend) ([]Output, error) {
 		d := attention.Dims{T: dims["T"], S: dims["S"], NH: dims["NH"], NKV: dims["NKV"], D: dims["D"]}
 		scale, err := strconv.ParseFloat(meta["scale"], 32)
 		if err != nil || !(scale > 0) || math.IsInf(scale, 0) {
-			return nil, fmt.Errorf("metadata scale is %q, not a positive number", meta["scale"])
+			return nil, fmt.Errorf("metadata scale is %s, not a positive number", safeio.Quote(meta["scale"]))
 		}
 		q, err := read("q", d.T, d.NH, d.D)
 		if err != nil {
@@ -253,13 +261,17 @@ func (g *Golden) Run(be *model.Backend) ([]Output, error) {
 		}
 		return []Output{{"out", out}}, nil
 	default:
-		return nil, fmt.Errorf("metadata op is %q: not a file 'qwenref golden' wrote (ops: gdn-core, conv, attention, gdn-layer, attention-layer, decoder-layer)", op)
+		return nil, fmt.Errorf("metadata op is %s: not a file 'qwenref golden' wrote (ops: gdn-core, conv, attention, gdn-layer, attention-layer, decoder-layer)", safeio.Quote(op))
 	}
 }
 
 // ParseCuSeqlens reads fla's cu_seqlens, "0,37,337,338", into sequence
 // lengths, checking that it starts at 0, rises strictly and ends at t.
 func ParseCuSeqlens(cu string, t int) ([]int, error) {
+	// Counted before it is split: a header may hold 100 MB of commas.
+	if n := strings.Count(cu, ",") + 1; n < 2 || n > t+1 {
+		return nil, fmt.Errorf("metadata cu_seqlens %q: want 0,…,T with T = %d", shorten(cu, 40), t)
+	}
 	fields := strings.Split(cu, ",")
 	if len(fields) < 2 || len(fields) > t+1 {
 		return nil, fmt.Errorf("metadata cu_seqlens %q: want 0,…,T with T = %d", shorten(cu, 40), t)

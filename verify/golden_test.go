@@ -2,6 +2,8 @@ package verify
 
 import (
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -117,7 +119,7 @@ func TestReadToleranceReadsWhatBuildersWrite(t *testing.T) {
 		}
 		assert.NotZero(t, outputs, op)
 	}
-	for _, bad := range []string{"", "x", "-1", "NaN", "+Inf"} {
+	for _, bad := range []string{"", "x", "-1", "NaN", "+Inf", "1", "1e308"} { // a bar of 1 passes zeros
 		_, err := ReadTolerance(map[string]string{"tol.out.rel_l2": bad, "tol.out.max_abs_scaled": "1e-5"}, "out")
 		assert.ErrorContains(t, err, "metadata tol.out.rel_l2 is", bad)
 	}
@@ -148,6 +150,15 @@ func TestParseCuSeqlens(t *testing.T) {
 		_, err := ParseCuSeqlens(c.cu, c.t)
 		assert.ErrorContains(t, err, c.want, c.cu)
 	}
+	// A header may hold 100 MB of commas: refused before it is split
+	// (which would allocate 16 bytes per comma).
+	commas := strings.Repeat(",", 32<<20)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = ParseCuSeqlens(commas, 5)
+	runtime.ReadMemStats(&after)
+	assert.ErrorContains(t, err, "want 0,…,T")
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated")
 }
 
 // Metadata that does not describe the tensors is refused with the key or
@@ -166,6 +177,8 @@ func TestGoldenRunRefusesBadMetadata(t *testing.T) {
 		{"C", "13", "tensor x has shape [9 12], the metadata says [9 13]"},
 		{"K", "-1", `metadata K is "-1", not a dimension`},
 		{"T", "99999999999", "not a dimension"},
+		{"T", "0", `metadata T is "0", not a dimension`}, // zero tokens would agree checking nothing
+		{"op", "x\x1b[2J", `metadata op is "x\x1b[2J"`},
 	} {
 		old := g.Meta[c.key]
 		g.Meta[c.key] = c.value

@@ -26,21 +26,21 @@ func ReadMetadata(path string) (map[string]string, error) {
 	defer f.Close()
 	var lenBuf [8]byte
 	if _, err := io.ReadFull(f, lenBuf[:]); err != nil {
-		return nil, fmt.Errorf("%s: too short for a safetensors header: %w", path, err)
+		return nil, fmt.Errorf("%s: too short for a safetensors header: %w", safeio.Clean(path), err)
 	}
 	n := binary.LittleEndian.Uint64(lenBuf[:])
 	if n > maxMetadataHeader || n > uint64(st.Size())-8 {
-		return nil, fmt.Errorf("%s: header length %d is past the file's %d bytes or the %d-byte cap", path, n, st.Size(), maxMetadataHeader)
+		return nil, fmt.Errorf("%s: header length %d is past the file's %d bytes or the %d-byte cap", safeio.Clean(path), n, st.Size(), maxMetadataHeader)
 	}
 	hdr := make([]byte, n)
 	if _, err := io.ReadFull(f, hdr); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", safeio.Clean(path), err)
 	}
 	var parsed struct {
 		Meta map[string]string `json:"__metadata__"`
 	}
 	if err := json.Unmarshal(hdr, &parsed); err != nil {
-		return nil, fmt.Errorf("%s: safetensors header: %w", path, err)
+		return nil, fmt.Errorf("%s: safetensors header: %w", safeio.Clean(path), err)
 	}
 	if parsed.Meta == nil {
 		parsed.Meta = map[string]string{}

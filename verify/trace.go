@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tensor"
 	"github.com/qwenref/qwenref/weights"
@@ -77,7 +78,7 @@ func CheckTraceIDs(path string, ids []int) error {
 		return nil
 	}
 	if want := idList(ids); got != want {
-		return fmt.Errorf("it was traced on ids %s, not %s", shorten(got, 60), shorten(want, 60))
+		return fmt.Errorf("it was traced on ids %s, not %s", safeio.Clean(shorten(got, 60)), shorten(want, 60))
 	}
 	return nil
 }

@@ -4,7 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -162,6 +162,9 @@ Examples:
 		return usageError(fs, stderr, "--format %q: want one of %s", *format, strings.Join(bench.Formats, ", "))
 	}
 	bad := func(format string, a ...any) error { return usageError(fs, stderr, format, a...) }
+	if *reps > bench.MaxRuns || *warmup > bench.MaxRuns {
+		return bad("--reps and --warmup are at most %d", bench.MaxRuns)
+	}
 	if set["model"] && !set["op"] {
 		return benchSpeed(fs, bench.SpeedOptions{Prompt: *pp, Gen: *tg, Reps: *reps, Warmup: *warmup, Seed: *seed, Progress: stderr},
 			*dir, *beList, *format, maxMem, stdout, stderr)
@@ -203,12 +206,12 @@ Examples:
 		return bad("--warmup %d: must not be negative", *warmup)
 	case *minTime < 0 || *maxTime < 0:
 		return bad("--min-time and --max-time must not be negative")
-	case *naiveMax < 0:
+	case !(*naiveMax >= 0): // NaN too: it would skip naive everywhere
 		return bad("--naive-max-gflop %g: must not be negative", *naiveMax)
-	case *layers < 0 || *vocab < 0:
-		return bad("--layers and --vocab must not be negative")
-	case *ceiling <= 0:
-		return bad("--ceiling-gflops %g: must be positive", *ceiling)
+	case *layers < 0 || *vocab < 0 || *vocab > model.MaxDim: // the weights' sizes are products of the vocabulary
+		return bad("--layers must not be negative, and --vocab must be 0 to %d", model.MaxDim)
+	case !(*ceiling > 0) || math.IsInf(*ceiling, 0):
+		return bad("--ceiling-gflops %g: must be a positive number", *ceiling)
 	}
 	switch *dtype {
 	case "bf16", "f32":
@@ -260,7 +263,7 @@ Examples:
 	meta.CPUCopyGBPS = bench.CopyGBPSFor(opts.Ops)
 
 	if *outDir != "" {
-		if err := os.MkdirAll(*outDir, 0o755); err != nil {
+		if err := bench.PrepareDataDir(*outDir); err != nil { // before the sweep, not after its first group
 			return fmt.Errorf("--out: %w", err)
 		}
 	}

@@ -142,6 +142,12 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--max-memory", "NaN"}, "-max-memory: want a positive number of GiB"},
 		{[]string{"--max-memory", "-3"}, "-max-memory: want a positive number of GiB"},
 		{[]string{"stray"}, "unexpected argument"},
+		// Past int64 in the weights' size: a panic in make before.
+		{[]string{"--op", "model", "--vocab", "1801439850948198", "--layers", "1"}, "--vocab must be 0 to 16777216"},
+		{[]string{"--ceiling-gflops", "NaN"}, "--ceiling-gflops NaN"},
+		{[]string{"--naive-max-gflop", "NaN"}, "--naive-max-gflop NaN"},
+		{[]string{"--warmup", "9223372036854775807"}, "at most 10000"}, // warm-up runs have no time limit
+		{[]string{"--model", traceGolden, "--reps", "9223372036854775807"}, "at most 10000"},
 	} {
 		code, stdout, stderr := benchCLI(c.args...)
 		assert.Equal(t, 2, code, "%v: %s", c.args, stderr)

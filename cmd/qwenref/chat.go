@@ -44,8 +44,8 @@ Examples:
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *sf.maxNew <= 0 {
-		return usageError(fs, stderr, "--max-new-tokens must be positive, got %d", *sf.maxNew)
+	if err := sf.checkMaxNew(fs, stderr); err != nil {
+		return err
 	}
 	if cf.messages() != "" || *cf.noGen {
 		return usageError(fs, stderr, "--messages and --no-generation-prompt do not apply to chat")

@@ -3,8 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/verify"
 )
@@ -31,12 +31,9 @@ Examples:
   qwenref check packed.safetensors --plugin mine=./libmine.so --backend chunked:delta=mine`, stderr)
 	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
-	// The file comes first or last: flag parsing stops at a positional.
-	var file string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		file, args = args[0], args[1:]
-	}
-	if err := parseFlags(fs, args); err != nil {
+	// The file comes first or last.
+	file, err := parseWithPositional(fs, args)
+	if err != nil {
 		return err
 	}
 	if file == "" {
@@ -59,7 +56,8 @@ Examples:
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
-	fmt.Fprintf(stdout, "check: %s (%s, %s inputs) on %s\n", file, g.Meta["op"], g.Meta["dtype"], be.Name)
+	// The dtype is the file's own text, shown escaped (the op is a known one by now).
+	fmt.Fprintf(stdout, "check: %s (%s, %s inputs) on %s\n", safeio.Clean(file), g.Meta["op"], safeio.Clean(g.Meta["dtype"]), be.Name)
 	failed := ""
 	for _, o := range got {
 		c, err := g.Compare(o)

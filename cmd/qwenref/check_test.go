@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -48,6 +50,8 @@ func TestCheckBackendsAndPlugins(t *testing.T) {
 		for _, be := range []string{"naive", "chunked"} {
 			code, stdout, stderr := runCLI("check", file, "--backend", be)
 			assert.Equal(t, 0, code, "%s on %s: %s%s", c.name, be, stdout, stderr)
+			code, stdout, stderr = runCLI("check", "--backend", be, file) // the file last
+			assert.Equal(t, 0, code, "%s on %s, file last: %s%s", c.name, be, stdout, stderr)
 		}
 		code, stdout, stderr := runCLI("check", file, "--plugin", "good="+good, "--backend", "chunked:"+c.part+"=good")
 		assert.Equal(t, 0, code, "%s, good plug-in: %s%s", c.name, stdout, stderr)
@@ -69,6 +73,23 @@ func TestCheckBackendsAndPlugins(t *testing.T) {
 	code, _, stderr = runCLI("check", filepath.Join(dir, "gdn-f32.safetensors"), "--plugin", "x="+filepath.Join(dir, "gdn-f32.safetensors"))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "cannot load")
+	// A plug-in named without a slash is the file in the working directory
+	// (dlopen alone would look for it on the system's library path).
+	conv := filepath.Join(dir, "conv-f16.safetensors")
+	ckpt, err := filepath.Abs(traceGolden)
+	require.NoError(t, err)
+	t.Chdir(filepath.Dir(good))
+	code, stdout, stderr := runCLI("check", conv, "--plugin", "goodrel=good.so", "--backend", "chunked:conv=goodrel")
+	assert.Equal(t, 0, code, "%s%s", stdout, stderr)
+	// A plug-in is an input: --out may not replace it.
+	for _, cmd := range [][]string{{"forward", "--model", ckpt}, {"trace", "--model", ckpt}} {
+		code, _, stderr = runCLI(append(cmd, "--ids", "1", "--plugin", "good="+good, "--out", good)...)
+		assert.Equal(t, 1, code, "%v: %s", cmd, stderr)
+		assert.Contains(t, stderr, "refusing to overwrite an input")
+	}
+	b, err := os.ReadFile(good)
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(b, []byte("\x7fELF")), "the plug-in was replaced")
 }
 
 // The plug-in runs inside the model: trace against a naive trace passes

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -143,36 +142,6 @@ func atRevision(rev string) string {
 		return ""
 	}
 	return "@" + rev
-}
-
-// parseWithPositional parses flags before and after one positional
-// argument (`download org/name --revision R` as well as the reverse).
-func parseWithPositional(fs *flag.FlagSet, args []string) (string, error) {
-	parse := func(a []string) error {
-		if err := fs.Parse(a); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return errUsage
-		}
-		return nil
-	}
-	if err := parse(args); err != nil {
-		return "", err
-	}
-	if fs.NArg() == 0 {
-		return "", nil
-	}
-	pos := fs.Arg(0)
-	if err := parse(fs.Args()[1:]); err != nil {
-		return "", err
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return "", errUsage
-	}
-	return pos, nil
 }
 
 // progressLine redraws one status line (only used on a terminal).

@@ -103,8 +103,20 @@ func TestDownloadErrors(t *testing.T) {
 		assert.Equal(t, c.code, code, "%v: %s", c.args, stderr)
 		assert.Contains(t, stderr, c.want, c.args)
 	}
+	// Usage errors are one line, flags before or after the repo id; -h is help on stdout.
+	for _, args := range [][]string{{"--bogus", "org/tiny"}, {"org/tiny", "--bogus"}, {"org/tiny", "extra"}, {"--threads", "-5", "org/tiny"}} {
+		code, _, stderr := runCLI(append([]string{"download"}, args...)...)
+		assert.Equal(t, 2, code, "%v: %s", args, stderr)
+		assert.Equal(t, 0, strings.Count(strings.TrimSpace(stderr), "\n"), "%v: one line, got %q", args, stderr)
+	}
+	code, stdout, stderr := runCLI("check", "-t", "0", "/nonexistent/golden.safetensors") // a short flag before the positional
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "/nonexistent/golden.safetensors")
+	code, stdout, stderr = runCLI("download", "org/tiny", "-h")
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "Usage: qwenref download")
 	t.Setenv("HF_TOKEN", "hf_ok")
-	code, _, stderr := runCLI("download", "org/gated")
+	code, _, stderr = runCLI("download", "org/gated")
 	assert.Equal(t, 0, code, stderr)
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,11 +139,26 @@ func (l *pluginList) loaders() []func() error {
 	for _, v := range *l {
 		out = append(out, func() error {
 			name, path, _ := plugin.ParseFlag(v)
+			// dlopen searches the library path, not the working directory,
+			// for a name without a slash: "mine.so" must mean ./mine.so.
+			if abs, err := filepath.Abs(path); err == nil {
+				path = abs
+			}
 			if _, err := plugin.Load(name, path); err != nil {
 				return fmt.Errorf("--plugin: %w", err)
 			}
 			return nil
 		})
+	}
+	return out
+}
+
+// paths are the libraries --plugin names: inputs an --out may not replace.
+func (l *pluginList) paths() []string {
+	var out []string
+	for _, v := range *l {
+		_, path, _ := plugin.ParseFlag(v)
+		out = append(out, path)
 	}
 	return out
 }

@@ -61,7 +61,7 @@ Example:
 	op, err := openFlags{dir, backend, plugins, mem, checkW}.open(model.OpenOptions{IDs: batch, IDsName: ids.name(),
 		Run: &model.RunSize{Rows: bsz, Tokens: t, LogitRows: bsz * t, What: "ids"},
 		Check: func(op *model.Opened) (err error) {
-			outOpts, err = outputFor("--out", *out, append(op.Inputs(), *ids.file)...)
+			outOpts, err = outputFor("--out", *out, append(append(op.Inputs(), *ids.file), plugins.paths()...)...)
 			return err
 		}}, nil, stderr, stderr)
 	if err != nil {

@@ -42,8 +42,8 @@ Examples:
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *sf.maxNew <= 0 {
-		return usageError(fs, stderr, "--max-new-tokens must be positive, got %d", *sf.maxNew)
+	if err := sf.checkMaxNew(fs, stderr); err != nil {
+		return err
 	}
 	if err := resolveModelFlag(dir, stderr); err != nil { // before reading ids: a bad --model says so first
 		return err

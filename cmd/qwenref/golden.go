@@ -161,9 +161,9 @@ Examples:
 	}
 	layer := slices.Contains(verify.LayerOps, *op)
 	switch {
-	case layer && *kind != "gdn" && *kind != "attention":
+	case *op == "decoder-layer" && *kind != "gdn" && *kind != "attention":
 		return usageErr("--kind must be gdn or attention, not %q", *kind)
-	case !layer && flagWasSet(fs, "kind"):
+	case *op != "decoder-layer" && flagWasSet(fs, "kind"): // gdn-layer and attention-layer name their mixer already
 		return usageErr("--kind applies to --op decoder-layer only")
 	}
 	spec := verify.GoldenSpec{Op: *op, Shape: *shape, Config: cfg, Overrides: map[string]int{}, T: *seq, SeqLens: lens, DType: *dtype,

@@ -189,6 +189,7 @@ func TestGoldenErrors(t *testing.T) {
 		{"layer override", []string{"--op", "gdn-layer", "--nk", "2", "--out", out}, 2, "--nk does not apply"},
 		{"bad kind", []string{"--op", "decoder-layer", "--kind", "moe", "--out", out}, 2, "--kind must be"},
 		{"kind elsewhere", []string{"--op", "conv", "--kind", "gdn", "--out", out}, 2, "--kind applies"},
+		{"kind on a mixer op", []string{"--op", "gdn-layer", "--kind", "attention", "--out", out}, 2, "--kind applies"},
 		{"layer too big", []string{"--op", "decoder-layer", "--shape", "27b", "--seq", "60000", "--max-memory", "1", "--out", out}, 1, "memory limit"},
 	} {
 		code, _, stderr := runCLI(append([]string{"golden"}, c.args...)...)

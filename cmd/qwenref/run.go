@@ -38,6 +38,19 @@ func addSampleFlags(fs *flag.FlagSet, maxNew int) sampleFlags {
 	}
 }
 
+// maxNewTokens caps --max-new-tokens at the longest max_position_embeddings
+// a config may declare (model's limit), so that the prompt plus it cannot
+// overflow an int before the length check names the model's own limit.
+const maxNewTokens = 1 << 30
+
+// checkMaxNew refuses a --max-new-tokens outside 1 to maxNewTokens.
+func (s sampleFlags) checkMaxNew(fs *flag.FlagSet, stderr io.Writer) error {
+	if n := *s.maxNew; n <= 0 || n > maxNewTokens {
+		return usageError(fs, stderr, "--max-new-tokens must be 1 to %d, got %d", maxNewTokens, n)
+	}
+	return nil
+}
+
 // settings applies the flags given to generation_config.json's sampling;
 // info hears what it is and, once, the file's keys not applied.
 func (s sampleFlags) settings(fs *flag.FlagSet, dir string, info io.Writer) (model.GenerationSettings, error) {
@@ -118,8 +131,8 @@ Examples:
 	if !slices.Contains([]string{"auto", "all", "none"}, *compare) {
 		return usageError(fs, stderr, "--compare must be auto, all or none, got %q", *compare)
 	}
-	if *sf.maxNew <= 0 {
-		return usageError(fs, stderr, "--max-new-tokens must be positive, got %d", *sf.maxNew)
+	if err := sf.checkMaxNew(fs, stderr); err != nil {
+		return err
 	}
 	if *topProbs < 0 || *topProbs > maxTopProbs {
 		return usageError(fs, stderr, "--top-probs must be 0 to %d, got %d", maxTopProbs, *topProbs)

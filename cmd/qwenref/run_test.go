@@ -88,6 +88,9 @@ func TestRunErrors(t *testing.T) {
 	}{
 		{[]string{"run", "--temperature", "-1"}, 2, "temperature"},
 		{[]string{"run", "--max-new-tokens", "0"}, 2, "--max-new-tokens"},
+		// The prompt plus this overflowed int: "negative size", exit 1.
+		{[]string{"generate", "--ids", "1,2", "--max-new-tokens", "9223372036854775807"}, 2, "--max-new-tokens must be 1 to 1073741824"},
+		{[]string{"run", "--prompt", "x", "--max-new-tokens", "9223372036854775807"}, 2, "--max-new-tokens must be 1 to 1073741824"},
 		{[]string{"run", "--compare", "some"}, 2, "--compare"},
 		{[]string{"run", "--prompt", "x", "--prompt-file", "y"}, 1, "not both"},
 		{[]string{"run", "--prompt-file", "/nonexistent/p.txt"}, 1, "nonexistent"},
@@ -280,6 +283,14 @@ func TestThreadsFlag(t *testing.T) {
 	assert.Equal(t, 1, runtime.GOMAXPROCS(0))
 	code, _, _ = runCLI("tokenize", "--text", "hi", "--threads", "-1")
 	assert.Equal(t, 2, code)
+	// GOMAXPROCS takes an int32 (2³¹ crashes the runtime) and sets up
+	// each thread's state (10⁶ of them: 20 GB): refused as usage errors.
+	for _, n := range []string{"2147483648", "9223372036854775807", "1000000"} {
+		code, _, stderr = runCLI("tokenize", "--text", "hi", "--threads", n)
+		assert.Equal(t, 2, code, n)
+		assert.Contains(t, stderr, "--threads must be 0 to")
+	}
+	assert.Equal(t, 1, runtime.GOMAXPROCS(0))
 }
 
 // A bad QWENREF_CPU exits 2 with cpu.Check's message (the level is chosen
@@ -404,6 +415,14 @@ func TestTokenizeCommand(t *testing.T) {
 	assert.Equal(t, string(list)+"\n", viaStdin)
 	code, _, _ = runCLI("tokenize")
 	assert.Equal(t, 2, code)
+	// Two inputs are a usage error before either is read; errors name the flag given.
+	code, _, stderr = runCLI("tokenize", "--text", "x", "--text-file", "/nonexistent.txt")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "give exactly one of --text, --text-file and --decode")
+	code, _, stderr = runCLI("tokenize", "--text-file", "/nonexistent.txt")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "--text-file: ")
+	assert.NotContains(t, stderr, "--prompt-file")
 	code, _, stderr = runCLI("tokenize", "--tokenizer", "/nonexistent.json", "--text", "x")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "nonexistent")

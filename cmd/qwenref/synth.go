@@ -38,23 +38,17 @@ Examples:
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *out == "" {
-		fmt.Fprintln(stderr, "missing --out")
-		fs.Usage()
-		return errUsage
+	switch {
+	case *out == "":
+		return usageError(fs, stderr, "missing --out")
+	case *layers < 0 || *layers > model.MaxLayers:
+		return usageError(fs, stderr, "--layers %d: want 0 (all) to at most %d", *layers, model.MaxLayers)
+	case !(*shardGB > 0 && *shardGB <= 1e6):
+		return usageError(fs, stderr, "--shard-gb must be in (0, 1e6], got %g", *shardGB)
 	}
 	js, err := model.ShapeConfigJSON(*shape)
 	if err != nil {
 		return err
-	}
-	if *layers < 0 {
-		return fmt.Errorf("--layers must be ≥ 0, got %d", *layers)
-	}
-	if !(*shardGB > 0 && *shardGB <= 1e6) {
-		return fmt.Errorf("--shard-gb must be in (0, 1e6], got %g", *shardGB)
-	}
-	if *layers > model.MaxLayers {
-		return fmt.Errorf("--layers %d: at most %d", *layers, model.MaxLayers)
 	}
 	if err := model.CheckSyntheticOut(*out); err != nil {
 		return err

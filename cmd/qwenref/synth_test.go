@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -27,6 +28,16 @@ func TestSynthTinyThenForward(t *testing.T) {
 	assert.Contains(t, stderr, "the directory is not empty")
 	code, _, _ = runCLI("synth")
 	assert.Equal(t, 2, code)
+	// Bad flags are usage errors: exit 2, one line naming the flag.
+	for _, c := range [][]string{{"--layers", "-1"}, {"--shard-gb", "NaN"}, {}} {
+		args := append([]string{"synth", "--shape", "tiny"}, c...)
+		if len(c) > 0 {
+			args = append(args, "--out", filepath.Join(t.TempDir(), "new"))
+		}
+		code, _, stderr = runCLI(args...)
+		assert.Equal(t, 2, code, "%v: %s", c, stderr)
+		assert.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "%v: one line, got %q", c, stderr)
+	}
 }
 
 // synth writes through a staging directory: a stale one from a killed run

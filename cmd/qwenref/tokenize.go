@@ -35,14 +35,29 @@ Examples:
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	input, haveText, err := readPrompt(*text, *textFile)
-	if err != nil {
-		return err
+	given := 0
+	for _, v := range []string{*text, *textFile, *decode} {
+		if v != "" {
+			given++
+		}
 	}
-	if haveText == (*decode != "") {
+	if given != 1 { // checked before any input is read
 		return usageError(fs, stderr, "give exactly one of --text, --text-file and --decode")
 	}
+	input := *text
+	if *text == "-" || *textFile != "" {
+		name, file := "--text-file", *textFile
+		if *text == "-" {
+			name, file = "--text", "-"
+		}
+		data, err := readText(name, file) // errors name the flag given
+		if err != nil {
+			return err
+		}
+		input = string(data)
+	}
 	var tok *tokenizer.Tokenizer
+	var err error
 	if *path == "" {
 		tok, err = bundled.Tokenizer()
 	} else {

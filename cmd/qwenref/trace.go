@@ -108,7 +108,7 @@ Examples:
 	}
 	var outOpts weights.WriteOptions
 	if *out != "" {
-		if outOpts, err = outputFor("--out", *out, append(op.Inputs(), *compare, *idf.file)...); err != nil {
+		if outOpts, err = outputFor("--out", *out, append(append(op.Inputs(), *compare, *idf.file), plugins.paths()...)...); err != nil {
 			return err
 		}
 	}
@@ -131,6 +131,10 @@ Examples:
 			}
 			bf16 := *precision == "bf16" || (*precision == "auto" && be.Precision == model.PrecisionBF16)
 			return reportForced(stdout, m, be, ref, *compare, ids, bf16, *jsonOut, *all, *layer)
+		}
+		// A trace of other ids would "differ" at the embeddings: say why instead.
+		if err := verify.CheckTraceIDs(*compare, ids); err != nil {
+			return fmt.Errorf("--compare %s: %w", *compare, err)
 		}
 	}
 	stages, err := verify.Trace(m, be, ids)

@@ -153,6 +153,16 @@ func TestTraceCompareNothingComparable(t *testing.T) {
 	code, _, stderr = runCLI("trace", "--model", traceGolden, "--ids", "1,2,4", "--compare", ref)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "traced on ids 1,2,3, not 1,2,4")
+	code, _, stderr = runCLI("trace", "--model", traceGolden, "--ids", "1,2,4", "--compare", ref, "--chained")
+	assert.Equal(t, 1, code, "chained: other ids are an error, not a difference at the embeddings")
+	assert.Contains(t, stderr, "traced on ids 1,2,3, not 1,2,4")
+	// ids with a terminal escape in them are shown escaped.
+	esc := filepath.Join(dir, "esc.safetensors")
+	require.NoError(t, weights.WriteFile(esc, []weights.NamedTensor{{Name: "unrelated", DType: "F32", Shape: []int{1}, Data: []float32{1}}},
+		map[string]string{"ids": "1,2,\x1b[2J"}))
+	code, _, stderr = runCLI("trace", "--model", traceGolden, "--ids", "1,2,3", "--compare", esc)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, `traced on ids 1,2,\x1b[2J, not 1,2,3`)
 	code, _, stderr = runCLI("trace", "--model", traceGolden, "--ids", "1,2,3", "--json")
 	assert.Equal(t, 2, code, "--json without --compare is a usage error")
 	assert.Contains(t, stderr, "need --compare")

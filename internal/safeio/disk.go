@@ -1,6 +1,7 @@
 package safeio
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 )
@@ -27,4 +28,16 @@ func nearestExisting(path string) string {
 		}
 		p = parent
 	}
+}
+
+// ClampBytes turns a byte count computed in float64 into an int64: 0 for
+// a negative (or NaN) count, math.MaxInt64 for one past it.
+func ClampBytes(f float64) int64 {
+	switch {
+	case !(f > 0):
+		return 0
+	case f >= math.MaxInt64:
+		return math.MaxInt64
+	}
+	return int64(f)
 }

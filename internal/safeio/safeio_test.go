@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func mkfifo(t *testing.T, path string) {
@@ -101,8 +102,9 @@ func TestWriteFileRefusesWhatIsNotARegularFile(t *testing.T) {
 	write(t, input, "weights")
 	hard := filepath.Join(dir, "hard")
 	linkInput := filepath.Join(dir, "link-input")
+	loop := filepath.Join(dir, "loop") // loop → loop2 → loop: EvalSymlinks' error wraps nothing
 	for _, err := range []error{os.Symlink(fifo, linkFifo), os.Symlink(filepath.Join(dir, "nowhere", "x"), dangling),
-		os.Link(input, hard), os.Symlink(input, linkInput)} {
+		os.Link(input, hard), os.Symlink(input, linkInput), os.Symlink("loop2", loop), os.Symlink("loop", filepath.Join(dir, "loop2"))} {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,12 +112,12 @@ func TestWriteFileRefusesWhatIsNotARegularFile(t *testing.T) {
 	before := dirNames(t, dir)
 	opts := WriteOptions{Inputs: []string{input}}
 	for _, c := range []struct{ path, want string }{
-		{fifo, "FIFO"}, {sub, "directory"}, {linkFifo, "FIFO"}, {dangling, "does not resolve"},
+		{fifo, "FIFO"}, {sub, "directory"}, {linkFifo, "FIFO"}, {dangling, "does not resolve"}, {loop, "does not resolve: EvalSymlinks: too many links"},
 		{input, "input"}, {hard, "input"}, {linkInput, "input"},
 		{filepath.Join(dir, "missing", "out"), "directory"}, {"/dev/null", "character device"},
 	} {
 		err := WriteFile(c.path, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }, opts)
-		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.path) {
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.path) || strings.Contains(err.Error(), "%!") {
 			t.Errorf("%s: got %v, want an error naming it and %q", c.path, err, c.want)
 		}
 	}
@@ -174,6 +176,37 @@ func TestWriteFileReplacesKeepingModeAndLinks(t *testing.T) {
 	}
 	if st, _ := os.Stat(q); st.Mode().Perm() != 0o640 {
 		t.Fatalf("new file mode %v", st.Mode().Perm())
+	}
+}
+
+// A target whose name is near the 255-byte limit still gets a temp (its
+// name repeats only part of the target's), for a file and a directory,
+// and a stale temp of it is found again.
+func TestWriteFileLongName(t *testing.T) {
+	dir := t.TempDir()
+	name := strings.Repeat("é", 120) // 240 bytes, cut inside no character
+	stale := filepath.Join(dir, "."+tempBase(name)+tempMarker+"999999999-1")
+	write(t, stale, "x")
+	p := filepath.Join(dir, name)
+	if err := WriteFile(p, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(p); err != nil || string(b) != "new" {
+		t.Fatalf("got %q, %v", b, err)
+	}
+	if _, err := os.Lstat(stale); err == nil {
+		t.Error("the stale temp of the long name was left")
+	}
+	if !utf8.ValidString(tempBase(name)) || len(tempBase(name)) > maxTempBase {
+		t.Errorf("tempBase: %q", tempBase(name))
+	}
+	tmp, done, err := TempDir(filepath.Join(dir, strings.Repeat("d", 250)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done(false)
+	if _, err := os.Lstat(tmp); err == nil {
+		t.Error("TempDir's directory was left")
 	}
 }
 

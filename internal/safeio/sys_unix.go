@@ -72,5 +72,8 @@ func freeBytes(path string) (int64, bool) {
 	if err := syscall.Statfs(path, &st); err != nil {
 		return 0, false
 	}
-	return int64(st.Bavail) * int64(st.Bsize), true
+	// In float64: the product of the two overflows int64 on filesystems
+	// that report near-unlimited space (FUSE, object stores), and some
+	// systems' Bavail is signed and may be negative.
+	return ClampBytes(float64(st.Bavail) * float64(st.Bsize)), true
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // tempMarker is in the name of every temporary file or directory qwenref
@@ -48,21 +49,21 @@ func CheckTarget(path string, opts WriteOptions) (resolved string, mode os.FileM
 	case errors.Is(err, os.ErrNotExist):
 		dir := filepath.Dir(path)
 		if st, err := os.Stat(dir); err != nil {
-			return "", 0, fmt.Errorf("output %s: directory %s: %w", Clean(path), Clean(dir), errors.Unwrap(err))
+			return "", 0, fmt.Errorf("output %s: directory %s: %w", Clean(path), Clean(dir), bare(err))
 		} else if !st.IsDir() {
 			return "", 0, fmt.Errorf("output %s: %s is not a directory", Clean(path), Clean(dir))
 		}
 		return resolved, mode, nil
 	case err != nil:
-		return "", 0, fmt.Errorf("output %s: %w", Clean(path), errors.Unwrap(err))
+		return "", 0, fmt.Errorf("output %s: %w", Clean(path), bare(err))
 	}
 	st := lst
 	if lst.Mode()&os.ModeSymlink != 0 {
 		if resolved, err = filepath.EvalSymlinks(path); err != nil {
-			return "", 0, fmt.Errorf("output %s: a symbolic link that does not resolve: %w", Clean(path), errors.Unwrap(err))
+			return "", 0, fmt.Errorf("output %s: a symbolic link that does not resolve: %w", Clean(path), bare(err))
 		}
 		if st, err = os.Lstat(resolved); err != nil {
-			return "", 0, fmt.Errorf("output %s: %w", Clean(path), errors.Unwrap(err))
+			return "", 0, fmt.Errorf("output %s: %w", Clean(path), bare(err))
 		}
 	}
 	if !st.Mode().IsRegular() {
@@ -77,6 +78,17 @@ func CheckTarget(path string, opts WriteOptions) (resolved string, mode os.FileM
 		return "", 0, fmt.Errorf("output %s: not writable: %w", Clean(path), err)
 	}
 	return resolved, st.Mode().Perm(), nil
+}
+
+// bare drops the path a *PathError repeats (the message names it already)
+// and keeps any other error whole: EvalSymlinks reports a loop of links
+// with an error that wraps nothing.
+func bare(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // WriteFile writes path atomically: fill writes the content to a temporary
@@ -131,7 +143,24 @@ func CreateTemp(path string, opts WriteOptions) (*Temp, error) {
 
 // tempPrefix is the name prefix of this process's temps for base.
 func tempPrefix(base string) string {
-	return "." + base + tempMarker + strconv.Itoa(os.Getpid()) + "-"
+	return "." + tempBase(base) + tempMarker + strconv.Itoa(os.Getpid()) + "-"
+}
+
+// maxTempBase is how much of the target's name a temp's name repeats: the
+// rest of it takes about 40 bytes, and a name may have 255 in all, so a
+// target named with 220 bytes must still get a temp.
+const maxTempBase = 160
+
+// tempBase is base cut to maxTempBase bytes at a character boundary.
+func tempBase(base string) string {
+	if len(base) <= maxTempBase {
+		return base
+	}
+	n := maxTempBase
+	for n > 0 && !utf8.RuneStart(base[n]) {
+		n--
+	}
+	return base[:n]
 }
 
 // Commit syncs the temporary file, gives it the target's mode, checks the
@@ -237,7 +266,7 @@ func RemoveStale(dir, base string) []string {
 	if err != nil {
 		return nil
 	}
-	prefix := "." + base + tempMarker
+	prefix := "." + tempBase(base) + tempMarker
 	var removed []string
 	for _, e := range entries {
 		rest, ok := strings.CutPrefix(e.Name(), prefix)

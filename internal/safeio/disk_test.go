@@ -1,0 +1,29 @@
+package safeio
+
+import (
+	"math"
+	"testing"
+)
+
+// Free space is never negative and never wraps: a filesystem reporting
+// 2⁵² free blocks of 4 KiB (2⁶⁴ bytes, as object-store and FUSE mounts do)
+// has all the space a download needs, not 0 bytes.
+func TestClampBytes(t *testing.T) {
+	for _, c := range []struct {
+		bavail, bsize float64
+		want          int64
+	}{
+		{1 << 20, 4096, 1 << 32},
+		{1 << 52, 4096, math.MaxInt64},
+		{float64(^uint64(0)), 4096, math.MaxInt64},
+		{-3, 4096, 0}, // a signed Bavail below the reserved blocks
+		{0, 4096, 0},
+	} {
+		if got := ClampBytes(c.bavail * c.bsize); got != c.want {
+			t.Errorf("%g blocks of %g: got %d, want %d", c.bavail, c.bsize, got, c.want)
+		}
+	}
+	if free, ok := FreeBytes(t.TempDir()); ok && free <= 0 {
+		t.Errorf("FreeBytes of a temporary directory: %d", free)
+	}
+}
