@@ -15,12 +15,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"time"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 //go:embed probe.py
@@ -252,7 +253,9 @@ func Run(ctx context.Context, opt Options) (*Probe, error) {
 	case runErr != nil:
 		return nil, fmt.Errorf("probe (%s) failed: %v%s", python, runErr, stderr.quote())
 	}
-	data, err := readCapped(out, maxProbeOutput)
+	// Opened without blocking: an interpreter (or its sitecustomize) could
+	// leave a FIFO there, and a plain open would wait on it forever.
+	data, err := safeio.ReadCapped(out, maxProbeOutput, "the probe's result")
 	if err != nil {
 		return nil, fmt.Errorf("probe (%s) wrote no result: %v%s", python, err, stderr.quote())
 	}
@@ -276,22 +279,6 @@ func findPython(name string) (string, error) {
 		return "", fmt.Errorf("--python %s: %w", name, err)
 	}
 	return path, nil
-}
-
-func readCapped(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
-	}
-	return data, nil
 }
 
 // tailBuffer keeps the last stderrTail bytes written to it.

@@ -231,6 +231,8 @@ func TestRunRejectsBadOutput(t *testing.T) {
 		{"another schema", writeOut + `echo '{"schema": 2}' > "$out"`, "schema 2"},
 		{"probe's own failure", writeOut + `echo '{"schema": 1, "error": "probe failed: boom"}' > "$out"`, "probe failed: boom"},
 		{"no result", `echo 'Traceback: something broke' >&2`, "wrote no result"},
+		// A FIFO left where the result goes: refused at once (a plain open waited forever).
+		{"a FIFO as the result", writeOut + `mkfifo "$out"`, "FIFO"},
 		{"non-zero exit", `echo 'ImportError: bad site' >&2; exit 3`, "ImportError: bad site"},
 	}
 	for _, c := range cases {
