@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"unsafe"
@@ -75,7 +76,14 @@ func Load(name, path string) ([]string, error) {
 	} else if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("plugin %s: %s is not a regular file", name, path)
 	}
-	h, err := dl.Open(path, dl.Now|dl.Local)
+	// dlopen searches the library path for a name without a slash, not the
+	// working directory: it would load another library than the file
+	// checked above, or none. An absolute path is the file itself.
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", name, err)
+	}
+	h, err := dl.Open(abs, dl.Now|dl.Local)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: cannot load %s: %v", name, path, err)
 	}

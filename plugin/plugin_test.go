@@ -93,3 +93,17 @@ int qwenref_conv(float *y, const float *x, int T, int C, const float *w, int K, 
 	assert.ErrorContains(t, err, "plugin convonly qwenref_conv returned 7: conv refuses T=2 C=3 K=4")
 	assert.Error(t, be.Conv.Forward(y[:5], x, 2, 3, w, 4, st), "lengths are checked before the call")
 }
+
+// A path without a slash names the file in the working directory, as the
+// CLI's file check reads it (dlopen alone would search the library path).
+func TestLoadRelativePath(t *testing.T) {
+	dir := t.TempDir()
+	so := cc(t, dir, "relconv", `#include "qwenref_plugin.h"
+int qwenref_plugin_abi(void) { return QWENREF_PLUGIN_ABI; }
+int qwenref_conv(float *y, const float *x, int T, int C, const float *w, int K, float *state, char *err, int errlen) { return 0; }
+`)
+	t.Chdir(dir)
+	parts, err := Load("relconv", filepath.Base(so))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"conv"}, parts)
+}
