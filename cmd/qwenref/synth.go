@@ -86,7 +86,8 @@ Examples:
 	keep := false
 	defer func() { done(keep) }()
 	start, last, tty := time.Now(), time.Time{}, isTerminal(stderr) // no \r into files and pipes
-	err = model.WriteSynthetic(staging, cfg, js, model.SynthOptions{Seed: *seed, ShardBytes: int64(*shardGB * 1e9),
+	shard := max(int64(*shardGB*1e9), 1)                            // under a byte: a tensor a shard, not the default (0)
+	err = model.WriteSynthetic(staging, cfg, js, model.SynthOptions{Seed: *seed, ShardBytes: shard,
 		Progress: func(done, total int64) {
 			if !tty || time.Since(last) < 200*time.Millisecond && done < total {
 				return

@@ -20,6 +20,14 @@ func TestSynthTinyThenForward(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Regexp(t, `^\[\d+,\d+\]\n$`, stdout)
 
+	// A target under one byte: a tensor a shard, not one shard of all.
+	tinyShards := filepath.Join(t.TempDir(), "ck")
+	code, _, stderr = runCLI("synth", "--shape", "tiny", "--layers", "1", "--out", tinyShards, "--shard-gb", "1e-12")
+	require.Equal(t, 0, code, stderr)
+	shards, err := filepath.Glob(filepath.Join(tinyShards, "*.safetensors"))
+	require.NoError(t, err)
+	assert.Greater(t, len(shards), 10, "one tensor a shard")
+
 	code, _, stderr = runCLI("synth", "--shape", "70b", "--out", dir)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "unknown shape")
