@@ -9,6 +9,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // Token ids come from files and command lines that other people wrote:
@@ -134,11 +136,14 @@ func parseRow(dec *json.Decoder, total *int) ([]int, error) {
 func idValue(tok json.Token, j int) (int, error) {
 	n, ok := tok.(json.Number)
 	if !ok {
-		shown := fmt.Sprint(tok)
-		if s, isStr := tok.(string); isStr {
-			shown = strconv.Quote(s)
+		switch v := tok.(type) {
+		case string:
+			return 0, fmt.Errorf("id %d is %s: want a non-negative integer (a JSON number, not a string)", j,
+				safeio.Quote(v)) // cut: a string id may be megabytes long
+		case json.Delim: // a nested array or an object where an id belongs
+			return 0, fmt.Errorf("id %d is an array or object (%s…): want a non-negative integer; rows are one level deep, [[1,2],[3]]", j, v)
 		}
-		return 0, fmt.Errorf("id %d is %s: want a non-negative integer (a JSON number, not a string)", j, shown)
+		return 0, fmt.Errorf("id %d is %v: want a non-negative integer", j, tok)
 	}
 	v, err := strconv.ParseUint(n.String(), 10, 31)
 	if err != nil || !isDigits(n.String()) || v > math.MaxInt32 {

@@ -23,12 +23,15 @@ func TestParseIDs(t *testing.T) {
 
 func TestParseIDsStrict(t *testing.T) {
 	for in, want := range map[string]string{
-		`[[1,"2"]]`: `id 1 is "2": want a non-negative integer (a JSON number, not a string)`,
-		`[1,2.0]`:   "id 1 is 2.0",
-		`[[01]]`:    "",
-		`[[-1]]`:    "id 0 is -1",
-		`[[1],[2]`:  "invalid JSON",
-		`[1,[2]]`:   "want an array of integers",
+		`[[1,"2"]]`:   `id 1 is "2": want a non-negative integer (a JSON number, not a string)`,
+		`[[1,[2]]]`:   `id 1 is an array or object ([…): want a non-negative integer; rows are one level deep`,
+		`[[{"a":1}]]`: `id 0 is an array or object ({…): want a non-negative integer`,
+		`[[true]]`:    `id 0 is true: want a non-negative integer`,
+		`[1,2.0]`:     "id 1 is 2.0",
+		`[[01]]`:      "",
+		`[[-1]]`:      "id 0 is -1",
+		`[[1],[2]`:    "invalid JSON",
+		`[1,[2]]`:     "want an array of integers",
 	} {
 		_, err := ParseIDs([]byte(in))
 		if assert.Error(t, err, in) && want != "" {
