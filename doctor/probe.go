@@ -233,7 +233,11 @@ func Run(ctx context.Context, opt Options) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	untrack := safeio.TrackTemp(dir) // removed on SIGINT, SIGTERM and SIGHUP too
+	defer func() {
+		_ = os.RemoveAll(dir)
+		untrack()
+	}()
 	script := filepath.Join(dir, "probe.py")
 	if err := os.WriteFile(script, probeSource, 0o600); err != nil {
 		return nil, fmt.Errorf("probe: %w", err)

@@ -367,6 +367,10 @@ func helperWrite(dir string) {
 	if _, done, err := TempDir(filepath.Join(dir, "ck")); err == nil {
 		defer done(false) // never reached: the signal ends the process
 	}
+	scratch := filepath.Join(dir, "scratch") // a probe's working directory, not an output
+	if os.Mkdir(scratch, 0o700) == nil {
+		defer TrackTemp(scratch)()
+	}
 	_ = WriteFile(filepath.Join(dir, "out"), func(w io.Writer) error {
 		_, _ = w.Write(make([]byte, 1<<20))
 		os.Stdout.WriteString("ready\n")

@@ -25,6 +25,11 @@ var temps struct {
 	onKill func(os.Signal) // tests replace the final re-raise
 }
 
+// TrackTemp registers a scratch file or directory that is not an output
+// (a probe's working directory, say) for removal on the signals above,
+// as the writers' temps are; call the returned function once it is gone.
+func TrackTemp(path string) (untrack func()) { return track(path) }
+
 // track registers a temp path for removal on a signal; the returned
 // function unregisters it (call it once the temp is renamed or removed).
 func track(path string) (untrack func()) {
