@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // maxJSONDepth bounds nesting in messages, tools and Vars.
@@ -23,10 +25,7 @@ const maxJSONDepth = 100
 // surrogates, which json.loads would not turn into a clean str, are
 // refused.
 func decodeJSON(data []byte) (value, error) {
-	if !utf8.Valid(data) {
-		return nil, fmt.Errorf("invalid UTF-8 at byte %d", invalidUTF8At(data))
-	}
-	if err := checkSurrogates(data); err != nil {
+	if err := safeio.CheckJSONText(data); err != nil {
 		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -39,64 +38,6 @@ func decodeJSON(data []byte) (value, error) {
 		return nil, errors.New("trailing data after the JSON value")
 	}
 	return v, nil
-}
-
-func invalidUTF8At(data []byte) int {
-	for i := 0; i < len(data); {
-		r, n := utf8.DecodeRune(data[i:])
-		if r == utf8.RuneError && n <= 1 {
-			return i
-		}
-		i += n
-	}
-	return len(data)
-}
-
-// checkSurrogates refuses \uD800–\uDFFF escapes that do not form a pair
-// (Go's decoder would turn them into U+FFFD without a word).
-func checkSurrogates(data []byte) error {
-	inString := false
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		if !inString {
-			if c == '"' {
-				inString = true
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = false
-		case '\\':
-			if i+1 < len(data) && data[i+1] == 'u' {
-				r, ok := hex4(data, i+2)
-				switch {
-				case ok && r >= 0xd800 && r < 0xdc00:
-					lo, ok2 := rune(0), false
-					if i+7 < len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
-						lo, ok2 = hex4(data, i+8)
-					}
-					if !ok2 || lo < 0xdc00 || lo >= 0xe000 {
-						return fmt.Errorf("a lone surrogate \\u%04x at byte %d", r, i)
-					}
-					i += 11
-					continue
-				case ok && r >= 0xdc00 && r < 0xe000:
-					return fmt.Errorf("a lone surrogate \\u%04x at byte %d", r, i)
-				}
-			}
-			i++ // skip the escaped character
-		}
-	}
-	return nil
-}
-
-func hex4(data []byte, i int) (rune, bool) {
-	if i+4 > len(data) {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(string(data[i:i+4]), 16, 32)
-	return rune(n), err == nil
 }
 
 func decodeValue(dec *json.Decoder, depth int) (value, error) {

@@ -92,7 +92,7 @@ func Parse(src, origin string) (*Template, error) {
 		return nil, fmt.Errorf("%s: the chat template is %d bytes, more than the limit of %d: %w", origin, len(src), MaxTemplateBytes, ErrLimit)
 	}
 	if !utf8.ValidString(src) {
-		return nil, fmt.Errorf("%s: the chat template is not valid UTF-8 (at byte %d)", origin, invalidUTF8At([]byte(src)))
+		return nil, fmt.Errorf("%s: the chat template is not valid UTF-8 (at byte %d)", origin, safeio.InvalidUTF8At([]byte(src)))
 	}
 	body, err := parseTemplate(src)
 	if err != nil {
