@@ -285,6 +285,13 @@ func poisonPool(maxFloats int) {
 }
 
 // oddCompare fails t when got is not within tol of want.
+// oddWorst is the comparison closest to its bar so far (logged: how much
+// room the bars leave on this machine).
+var oddWorst struct {
+	ratio float64
+	what  string
+}
+
 func oddCompare(t *testing.T, tol tensor.Tolerance, got, want []float32, format string, args ...any) bool {
 	t.Helper()
 	if len(got) != len(want) {
@@ -292,6 +299,9 @@ func oddCompare(t *testing.T, tol tensor.Tolerance, got, want []float32, format 
 		return false
 	}
 	e := tensor.CompareStage(got, want)
+	if r := max(e.RelL2/tol.RelL2, e.MaxAbsScaled/tol.MaxAbsScaled); r > oddWorst.ratio {
+		oddWorst.ratio, oddWorst.what = r, fmt.Sprintf(format, args...)
+	}
 	if !e.Within(tol) {
 		t.Errorf("%s: rel L2 %.3g (bar %.0e), scaled max-abs %.3g (bar %.0e)", fmt.Sprintf(format, args...), e.RelL2, tol.RelL2, e.MaxAbsScaled, tol.MaxAbsScaled)
 		return false
@@ -380,8 +390,16 @@ func oddCheckCached(t *testing.T, m *Model, ref *oddRecord, spec string, tol ten
 }
 
 // oddCheckChained runs the whole unrecorded forward and a two-row runner.
+// Chained, each layer adds its own float32 rounding to what it was fed, so
+// the logits are held to tol once per layer: the teacher-forced checks
+// hold every layer to tol alone, and docs/tolerances.md measures chained
+// drift growing with depth (1.2e-5 by layer 15 of the 27B-shaped model).
+// The six-GDN-layer case reaches 1.2e-5 at kernel level portable; a wrong
+// kernel errs by 1e-3 or more.
 func oddCheckChained(t *testing.T, m *Model, ref *oddRecord, spec string, tol tensor.Tolerance, ids []int, what string) {
 	t.Helper()
+	depth := float64(max(m.Config.NumLayers, 1))
+	tol = tensor.Tolerance{RelL2: tol.RelL2 * depth, MaxAbsScaled: tol.MaxAbsScaled * depth}
 	be, err := NewBackend(spec)
 	require.NoError(t, err)
 	defer be.Close()
@@ -459,7 +477,8 @@ func TestOddShapes(t *testing.T) {
 			break // one shape's failures say enough; the full sweep lists all
 		}
 	}
-	t.Logf("%d of %d shapes, %s, kernel level %s", ran, len(shapes), time.Since(start).Round(time.Millisecond), cpu.Selected())
+	t.Logf("%d of %d shapes, %s, kernel level %s; closest to its bar: %s at %.2f of it", ran, len(shapes),
+		time.Since(start).Round(time.Millisecond), cpu.Selected(), oddWorst.what, oddWorst.ratio)
 }
 
 // TestOddShapesKernelLevels re-runs TestOddShapes (every third case) with
