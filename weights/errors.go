@@ -30,19 +30,8 @@ func (e *FormatError) Error() string {
 	if len(e.Problems) == 1 {
 		return fmt.Sprintf("weights: %s: %s", clean(e.File), e.Problems[0])
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "weights: %s: %d problems: ", clean(e.File), len(e.Problems))
-	for i, p := range e.Problems {
-		if i == maxListedProblems {
-			fmt.Fprintf(&b, "; and %d more", len(e.Problems)-i)
-			break
-		}
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(p)
-	}
-	return b.String()
+	return fmt.Sprintf("weights: %s: %d problems: %s", clean(e.File), len(e.Problems),
+		safeio.List(e.Problems, maxListedProblems))
 }
 
 // problems collects format problems for one file.
@@ -95,18 +84,15 @@ type joinedError struct{ errs []error }
 
 // Error lists the first errors on one line, then how many more there are.
 func (e *joinedError) Error() string {
-	var b strings.Builder
-	for i, err := range e.errs {
-		if i == maxListedProblems {
-			fmt.Fprintf(&b, "; and %d more", len(e.errs)-i)
-			break
-		}
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(err.Error())
+	msgs := make([]string, 0, min(len(e.errs), maxListedProblems))
+	for _, err := range e.errs[:cap(msgs)] {
+		msgs = append(msgs, err.Error())
 	}
-	return b.String()
+	s := strings.Join(msgs, "; ")
+	if n := len(e.errs) - len(msgs); n > 0 {
+		s += fmt.Sprintf("; and %d more", n) // as safeio.List counts the rest
+	}
+	return s
 }
 
 // Unwrap returns every joined error, for errors.Is and errors.As.

@@ -52,12 +52,7 @@ func openSharded(source, indexPath string, namer Namer) (*Store, error) {
 	for _, shard := range shards {
 		path := filepath.Join(dir, shard)
 		if _, err := os.Stat(path); err != nil {
-			// The bare errno: a *PathError would repeat the name unescaped.
-			reason := errors.Unwrap(err)
-			if reason == nil {
-				reason = err
-			}
-			p.addf("shard %s named in the index is missing: %v", clean(shard), reason)
+			p.addf("shard %s named in the index is missing: %v", clean(shard), safeio.Bare(err))
 			continue
 		}
 		mf, err := mapFile(path)

@@ -49,21 +49,21 @@ func CheckTarget(path string, opts WriteOptions) (resolved string, mode os.FileM
 	case errors.Is(err, os.ErrNotExist):
 		dir := filepath.Dir(path)
 		if st, err := os.Stat(dir); err != nil {
-			return "", 0, fmt.Errorf("output %s: directory %s: %w", Clean(path), Clean(dir), bare(err))
+			return "", 0, fmt.Errorf("output %s: directory %s: %w", Clean(path), Clean(dir), Bare(err))
 		} else if !st.IsDir() {
 			return "", 0, fmt.Errorf("output %s: %s is not a directory", Clean(path), Clean(dir))
 		}
 		return resolved, mode, nil
 	case err != nil:
-		return "", 0, fmt.Errorf("output %s: %w", Clean(path), bare(err))
+		return "", 0, fmt.Errorf("output %s: %w", Clean(path), Bare(err))
 	}
 	st := lst
 	if lst.Mode()&os.ModeSymlink != 0 {
 		if resolved, err = filepath.EvalSymlinks(path); err != nil {
-			return "", 0, fmt.Errorf("output %s: a symbolic link that does not resolve: %w", Clean(path), bare(err))
+			return "", 0, fmt.Errorf("output %s: a symbolic link that does not resolve: %w", Clean(path), Bare(err))
 		}
 		if st, err = os.Lstat(resolved); err != nil {
-			return "", 0, fmt.Errorf("output %s: %w", Clean(path), bare(err))
+			return "", 0, fmt.Errorf("output %s: %w", Clean(path), Bare(err))
 		}
 	}
 	if !st.Mode().IsRegular() {
@@ -80,10 +80,10 @@ func CheckTarget(path string, opts WriteOptions) (resolved string, mode os.FileM
 	return resolved, st.Mode().Perm(), nil
 }
 
-// bare drops the path a *PathError repeats (the message names it already)
-// and keeps any other error whole: EvalSymlinks reports a loop of links
-// with an error that wraps nothing.
-func bare(err error) error {
+// Bare drops the path a *PathError repeats (the message names it already,
+// escaped) and keeps any other error whole: EvalSymlinks reports a loop of
+// links with an error that wraps nothing.
+func Bare(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return pe.Err
