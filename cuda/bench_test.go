@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -63,7 +64,7 @@ func TestBenchTable(t *testing.T) {
 	}
 	coreAnchor := map[int]string{512: "fla 0.64", 2048: "fla 0.65", 8192: "fla 1.14", 32768: "fla 3.73"}
 	for _, T := range []int{512, 2048, 8192, 32768} {
-		for _, bv := range gdnScanShapes {
+		for _, bv := range append(slices.Clone(gdnScanShapes), int(ScanWG)) {
 			if w := fmt.Sprintf("GDN core bf16 shape %d T=%d", bv, T); want(w) {
 				tm, err := d.BenchGDNCore(T, bv)
 				x := fmt.Sprintf("%.1f TFLOP/s", first(tm))
@@ -80,7 +81,7 @@ func TestBenchTable(t *testing.T) {
 	}
 	layerAnchor := map[int]string{512: "fla 1.46", 2048: "fla 1.80", 8192: "fla 5.16 (floor 2.84)", 32768: "fla 19.9"}
 	for _, T := range []int{512, 2048, 8192, 32768} {
-		for _, bv := range gdnScanShapes {
+		for _, bv := range append(slices.Clone(gdnScanShapes), int(ScanWG)) {
 			if w := fmt.Sprintf("GDN layer prefill shape %d T=%d", bv, T); want(w) {
 				tm, err := d.BenchGDNLayer(T, bv)
 				var st []string

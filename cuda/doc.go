@@ -1,5 +1,5 @@
 // Package cuda is qwenref's CUDA backend for NVIDIA GPUs (tuned on the
-// H200, sm_90; prebuilt for sm_80, sm_90, sm_100 and sm_120 plus compute_80 PTX).
+// H200, sm_90; prebuilt for sm_80, sm_90a, sm_100 and sm_120 plus compute_80 PTX).
 //
 // The kernels live in C++/CUDA under csrc/ and are compiled by nvcc into
 // libqwenref_cuda.so, which this package embeds (prebuilt/, with the

@@ -49,6 +49,11 @@ const (
 	Auto
 )
 
+// ScanWG is ChunkBF16 with the warpgroup-MMA scan (launch shape 1064: one
+// warpgroup, 64 value columns), which only sm_90 devices run; other values
+// of 100 and up name the tensor-core scan's other launch shapes.
+const ScanWG GDNVariant = 1064
+
 func (v GDNVariant) String() string {
 	switch v {
 	case ChunkF32:
@@ -59,6 +64,9 @@ func (v GDNVariant) String() string {
 		return "recurrent"
 	case Auto:
 		return "auto"
+	}
+	if v >= 100 {
+		return fmt.Sprintf("chunk-bf16/scan-%d", int(v))
 	}
 	return fmt.Sprintf("GDNVariant(%d)", int(v))
 }
@@ -146,10 +154,11 @@ func (d *Device) attentionDecode(out, q, k, v, gate []float32, s, capacity, nh, 
 	return d.call("attention_decode", func() int { return cAttentionDecode(out, q, k, v, gate, s, capacity, nh, nkv) })
 }
 
-// FlashShapes names the prefill flash attention's launch shapes (100·warps
-// + key tile) for its test and bench; a device runs those whose shared
-// memory it holds.
-var FlashShapes = []int{432, 464, 832, 864}
+// FlashShapes names the prefill flash attention's launch shapes for its
+// test and bench: mma.sync shapes (100·warps + key tile), which a device
+// runs when its shared memory holds them, and warpgroup-MMA shapes
+// (1000·warpgroups + key tile), which only sm_90 devices run.
+var FlashShapes = []int{432, 464, 832, 864, 2064}
 
 // flashAttention runs the device model's prefill flash attention on host
 // data, for its check against the CPU: q and gate [t, nh, 256] at positions
@@ -274,13 +283,16 @@ func (d *Device) RMSNorm(y, x []float32, rows, n int, w []float32, eps float32, 
 	return d.call("rmsnorm", func() int { return cRMSNorm(y, x, rows, n, w, eps, onePlus) })
 }
 
-// GatedRMSNorm computes y = w·(x·rsqrt(mean(x²)+eps))·SiLU(z) over rows of n
-// (the GDN output norm, fp32 throughout).
-func (d *Device) GatedRMSNorm(y, x, z []float32, rows, n int, w []float32, eps float32) error {
-	if rows < 0 || n <= 0 || len(x) != rows*n || len(z) != rows*n || len(y) != rows*n || len(w) != n {
-		return fmt.Errorf("cuda: gated rmsnorm: bad lengths for %d rows of %d", rows, n)
+// GatedRMSNorm computes y = w·(x·rsqrt(mean(x²)+eps))·SiLU(z) over the heads
+// rows of n of each of t tokens (x, z, y [t, heads·n]: the GDN output norm).
+// With bf16 the inputs are rounded to bf16 and the layer's bf16 kernel runs,
+// as prefill and decode run it; otherwise it is fp32 throughout.
+func (d *Device) GatedRMSNorm(y, x, z []float32, t, heads, n int, w []float32, eps float32, bf16 bool) error {
+	m := t * heads * n
+	if t < 0 || heads <= 0 || n <= 0 || len(x) != m || len(z) != m || len(y) != m || len(w) != n {
+		return fmt.Errorf("cuda: gated rmsnorm: bad lengths for %d tokens of %d heads of %d", t, heads, n)
 	}
-	return d.call("gated_rmsnorm", func() int { return cGatedRMSNorm(y, x, z, rows, n, w, eps) })
+	return d.call("gated_rmsnorm", func() int { return cGatedRMSNorm(y, x, z, t, heads, n, w, eps, bf16) })
 }
 
 // RoPE rotates x [t, heads, dim] in place: the first rot dims of each head,

@@ -13,7 +13,7 @@ import (
 
 // abiVersion is QR_ABI_VERSION of csrc/qwenref_cuda.h: the library must
 // report the same, or its functions may take other arguments.
-const abiVersion = 11
+const abiVersion = 12
 
 // The library's entry points, bound with purego (dlopen and dlsym without
 // cgo), so the package builds with no C compiler and no CUDA toolkit. The
@@ -41,7 +41,7 @@ var lib struct {
 	gemv            func(y, x, w unsafe.Pointer, n, k, mode int32) int32
 	moeRoute        func(ids, w, logits unsafe.Pointer, t, e, k, norm int32) int32
 	rmsnorm         func(y, x unsafe.Pointer, rows, n int32, w unsafe.Pointer, eps float32, onePlus int32) int32
-	gatedRMSNorm    func(y, x, z unsafe.Pointer, rows, n int32, w unsafe.Pointer, eps float32) int32
+	gatedRMSNorm    func(y, x, z unsafe.Pointer, t, heads, n int32, w unsafe.Pointer, eps float32, bf16 int32) int32
 	rope            func(x, pos unsafe.Pointer, t, heads, d, rot int32, theta float32) int32
 	swiglu          func(y, gate, up unsafe.Pointer, n uintptr) int32
 	gdnLayer        func(out, x unsafe.Pointer, t int32, d, w, convState, recState unsafe.Pointer) int32
@@ -247,8 +247,8 @@ func cRMSNorm(y, x []float32, rows, n int, w []float32, eps float32, onePlus boo
 	return int(lib.rmsnorm(fptr(y), fptr(x), int32(rows), int32(n), fptr(w), eps, b2i(onePlus)))
 }
 
-func cGatedRMSNorm(y, x, z []float32, rows, n int, w []float32, eps float32) int {
-	return int(lib.gatedRMSNorm(fptr(y), fptr(x), fptr(z), int32(rows), int32(n), fptr(w), eps))
+func cGatedRMSNorm(y, x, z []float32, t, heads, n int, w []float32, eps float32, bf16 bool) int {
+	return int(lib.gatedRMSNorm(fptr(y), fptr(x), fptr(z), int32(t), int32(heads), int32(n), fptr(w), eps, b2i(bf16)))
 }
 
 func cRoPE(x []float32, pos []int32, t, heads, d, rot int, theta float32) int {

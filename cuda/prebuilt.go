@@ -15,7 +15,7 @@ import (
 )
 
 // The kernels ship prebuilt: `make -C cuda prebuilt` (on a machine with
-// nvcc) compiles csrc/ for sm_80, sm_90, sm_100 and sm_120 plus compute_80 PTX,
+// nvcc) compiles csrc/ for sm_80, sm_90a, sm_100 and sm_120 plus compute_80 PTX,
 // strips and gzips the library into prebuilt/, and writes prebuilt/SOURCES:
 // the sha256 of the library and of every source it was built from. A test
 // (TestPrebuiltMatchesSources) fails when a source no longer matches, so

@@ -185,7 +185,7 @@ static int bench_layer(int T, int bv, int reps, double *out, int nout) {
 	cudaStream_t st = g_qr.stream;
 	GdnLayer L;
 	QR_TRY(L.dims(dims27b()));
-	L.bv = bv ? bv : GDN_SCAN_DEFAULT;
+	L.bv = bv ? bv : gdn_scan_default();
 	QR_TRY(L.alloc_weights());
 	QR_TRY(random_layer(L, 42));
 	QR_TRY(L.alloc_acts(T));
@@ -484,11 +484,11 @@ extern "C" int qr_bench(int what, int t, int variant, int reps, double *out, int
 		return bench_conv(t, variant, reps, out, nout);
 	case QR_BENCH_GDN_CORE:
 		QR_ARG(variant == 0 || variant == 1 || variant == 32 || variant == 64 || variant == 432 || variant == 832 ||
-		           variant == 864,
-		       "qr_bench core: variant 0 (fp32), 1 (the default scan shape) or a scan shape (432, 832, 864; 32 and "
-		       "64 name 432 and 864)");
+		           variant == 864 || variant == 1064,
+		       "qr_bench core: variant 0 (fp32), 1 (the default scan shape) or a scan shape (432, 832, 864, 1064; "
+		       "32 and 64 name 432 and 864)");
 		if (variant == 1)
-			variant = GDN_SCAN_DEFAULT;
+			variant = gdn_scan_default();
 		return bench_core(t, variant, reps, out, nout);
 	case QR_BENCH_GDN_LAYER:
 		return bench_layer(t, variant, reps, out, nout);

@@ -15,6 +15,7 @@
 #include <math.h>
 
 #include "common.cuh"
+#include "flash_common.cuh"
 #include "internal.cuh"
 
 #define FA_D 256
@@ -28,13 +29,6 @@ __device__ __forceinline__ void ldsm_x4(unsigned r[4], const bf16_t *p) {
 	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
 	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
 	             : "r"(smem_addr(p)));
-}
-
-// 2^x by the special-function unit (relative error about 2^-22; -∞ → 0).
-__device__ __forceinline__ float fast_exp2(float x) {
-	float y;
-	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-	return y;
 }
 
 // Copy rows [0, nrows) of a [*, D] bf16 tile into smem (FA_LD stride) with
@@ -151,63 +145,11 @@ __global__ void __launch_bounds__(32 * NW, MINB)
 				mma_bf16(s[2 * np + 1], a, b + 2);
 			}
 		}
-		// Causal mask where the tile reaches past this warp's first row.
-		if (kpos + BN - 1 > wfirst) {
-#pragma unroll
-			for (int n = 0; n < BN / 8; n++)
-#pragma unroll
-				for (int e = 0; e < 4; e++) {
-					const int key = kpos + 8 * n + 2 * c + (e & 1);
-					if (key > (e < 2 ? p0 : p1))
-						s[n][e] = -INFINITY;
-				}
-		}
-		// Online softmax in base 2 on raw scores (the scale is positive, so
-		// the max commutes with it and folds into one FMA per score); the
-		// row max is shared by the 4 lanes of a quad.
-		float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-		for (int n = 0; n < BN / 8; n++) {
-			mx0 = fmaxf(mx0, fmaxf(s[n][0], s[n][1]));
-			mx1 = fmaxf(mx1, fmaxf(s[n][2], s[n][3]));
-		}
-		mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-		mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-		mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-		mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-		// Key 0 is visible to every row and comes first, so the running max
-		// is finite from the first tile on; a row fully masked in a later
-		// tile keeps its max and gets p = 0.
-		const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
-		const float c0 = fast_exp2((m0 - n0) * scale_log2), c1 = fast_exp2((m1 - n1) * scale_log2);
-		const float ns0 = n0 * scale_log2, ns1 = n1 * scale_log2;
-		m0 = n0;
-		m1 = n1;
-		l0 *= c0;
-		l1 *= c1;
-		// Once the maxima settle most tiles leave every row's scale at 1.
-		if (__any_sync(0xffffffffu, c0 != 1.0f || c1 != 1.0f)) {
-#pragma unroll
-			for (int n = 0; n < FA_D / 8; n++) {
-				o[n][0] *= c0;
-				o[n][1] *= c0;
-				o[n][2] *= c1;
-				o[n][3] *= c1;
-			}
-		}
+		// The online softmax in base 2 with O's rescale (flash_common.cuh).
 		unsigned pa[BN / 16][4];
-#pragma unroll
-		for (int n = 0; n < BN / 8; n++) {
-			const float e0 = fast_exp2(fmaf(s[n][0], scale_log2, -ns0));
-			const float e1 = fast_exp2(fmaf(s[n][1], scale_log2, -ns0));
-			const float e2 = fast_exp2(fmaf(s[n][2], scale_log2, -ns1));
-			const float e3 = fast_exp2(fmaf(s[n][3], scale_log2, -ns1));
-			l0 += e0 + e1;
-			l1 += e2 + e3;
-			// C fragment of key tile n → A fragment of the k16 step n/2.
-			pa[n >> 1][(n & 1) * 2] = pack_bf2(e0, e1);
-			pa[n >> 1][(n & 1) * 2 + 1] = pack_bf2(e2, e3);
-		}
+		float c0, c1;
+		fa_softmax_tile<BN, FA_D>(&s[0][0], kpos, wfirst, p0, p1, c, scale_log2, m0, m1, l0, l1, c0, c1, pa,
+		                          &o[0][0]);
 		// O += P V: V tile is [key][d] = B row-major, read with ldmatrix.trans.
 #pragma unroll
 		for (int kk = 0; kk < BN / 16; kk++) {
@@ -221,35 +163,15 @@ __global__ void __launch_bounds__(32 * NW, MINB)
 		}
 	}
 	cp_async_wait<0>();
-	l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-	l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-	l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-	l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-	const float i0 = 1.0f / l0, i1 = 1.0f / l1;
 	// Epilogue: y = (O / l) ⊙ σ(gate), bf16, rows of nh·D.
-	const int r0 = q0 + 16 * w + g, r1 = r0 + 8;
-#pragma unroll
-	for (int n = 0; n < FA_D / 8; n++) {
-		const int col = 8 * n + 2 * c;
-		if (r0 < T) {
-			const unsigned gw = *(const unsigned *)(gate + (size_t)r0 * ldg + (size_t)h * 2 * FA_D + col);
-			const float g0 = __uint_as_float(gw << 16), g1 = __uint_as_float(gw & 0xffff0000u);
-			*(unsigned *)(y + ((size_t)r0 * nh + h) * FA_D + col) =
-			    pack_bf2(o[n][0] * i0 / (1.0f + __expf(-g0)), o[n][1] * i0 / (1.0f + __expf(-g1)));
-		}
-		if (r1 < T) {
-			const unsigned gw = *(const unsigned *)(gate + (size_t)r1 * ldg + (size_t)h * 2 * FA_D + col);
-			const float g0 = __uint_as_float(gw << 16), g1 = __uint_as_float(gw & 0xffff0000u);
-			*(unsigned *)(y + ((size_t)r1 * nh + h) * FA_D + col) =
-			    pack_bf2(o[n][2] * i1 / (1.0f + __expf(-g0)), o[n][3] * i1 / (1.0f + __expf(-g1)));
-		}
-	}
+	fa_store_gated<FA_D>(y, gate, ldg, &o[0][0], l0, l1, q0 + 16 * w + g, T, h, nh, c);
 }
 
 // The launch shapes, named 100·warps + key tile. Each is set up at init when
 // the device's per-block shared memory holds it; the default is the fastest
-// measured shape this device holds (docs/perf-cuda.md): 864 where 203 KB
-// fit (sm_90, sm_100), else 432 (99 KB, the sm_120 limit).
+// measured shape this device runs (docs/perf-cuda-kernels.md): the warpgroup
+// shape 2064 on sm_90 (flash_attn_wg.cu), else 864 where 203 KB fit
+// (sm_100), else 432 (99 KB, the sm_120 limit).
 struct FaShape {
 	int name, nw, bn, smem;
 	const void *fn;
@@ -265,13 +187,27 @@ static const int g_fa_preferred[] = {864, 432};
 static int g_fa_default = 432;
 int g_fa_variant = 0; // bench's choice of shape (0: the default)
 
+// flash_attn_wg.cu: the warpgroup-MMA shapes (named 1000·warpgroups + key
+// tile), the default where the device runs them.
+int qr_flash_attn_wg_init(int want, bool *ready);
+int launch_flash_attn_wg(int name, bool *took, bf16_t *y, const bf16_t *q, const bf16_t *kc, const bf16_t *vc,
+                         const bf16_t *gate, int ldg, int t, int pos0, int nh, int nkv, float scale_log2,
+                         cudaStream_t st);
+static const int g_fw_default = 2064;
+
 int qr_flash_attn_init() {
+	bool wg = false;
+	QR_TRY(qr_flash_attn_wg_init(g_fw_default, &wg));
 	int optin = 0;
 	QR_CK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, g_qr.device));
 	for (FaShape &s : g_fa_shapes) {
 		s.ok = s.smem <= optin;
 		if (s.ok)
 			QR_CK(cudaFuncSetAttribute(s.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, s.smem));
+	}
+	if (wg) {
+		g_fa_default = g_fw_default;
+		return QR_OK;
 	}
 	for (int name : g_fa_preferred)
 		for (const FaShape &s : g_fa_shapes)
@@ -295,12 +231,16 @@ int launch_flash_attn(bf16_t *y, const bf16_t *q, const bf16_t *kc, const bf16_t
 	if (t == 0)
 		return QR_OK;
 	const int want = g_fa_variant ? g_fa_variant : g_fa_default;
+	float sl2 = scale * 1.4426950408889634f;
+	bool took = false;
+	QR_TRY(launch_flash_attn_wg(want, &took, y, q, kc, vc, gate, ldg, t, pos0, nh, nkv, sl2, st));
+	if (took)
+		return QR_OK;
 	const FaShape *sh = nullptr;
 	for (const FaShape &s : g_fa_shapes)
 		if (s.name == want)
 			sh = &s;
 	QR_ARG(sh != nullptr && sh->ok, "flash attention: shape %d not built or too large for this device", want);
-	float sl2 = scale * 1.4426950408889634f;
 	void *args[] = {&y, &q, &kc, &vc, &gate, &ldg, &t, &pos0, &nh, &nkv, &sl2};
 	QR_CK(cudaLaunchKernel(sh->fn, dim3(cdiv(t, 16 * sh->nw), nh), dim3(32 * sh->nw), args, sh->smem, st));
 	return QR_OK;

@@ -472,12 +472,21 @@ static int scan_bf16_launch(const GdnArgs &a, const void *scratch, cudaStream_t 
 // the value block alone (32: 432, 64: 864, as before the shapes had warps).
 static int scan_shape(int bv) { return bv == 32 ? 432 : bv == 64 ? 864 : bv; }
 
+// gdn_scan_wg.cu: the warpgroup-MMA scan, shape 1064 (one warpgroup, 64
+// value columns), where the device runs it (set up by qr_gdn_init).
+int qr_gdn_scan_wg_init(bool *ready);
+int gdn_scan_wg(const GdnArgs &a, int out_f32, const bf16_t *P, const bf16_t *Mb, const float *gam,
+                cudaStream_t st);
+static bool g_scan_wg_ready = false;
+int gdn_scan_default() { return g_scan_wg_ready ? 1064 : GDN_SCAN_MMA_SYNC; }
+
 static int check_bf16_args(const GdnArgs &a, int bv) {
 	QR_ARG(a.DK == 128 && a.DV == 128, "gdn bf16 chunked: needs dk = dv = 128, got %d/%d", a.DK, a.DV);
 	QR_ARG(a.NV % a.NK == 0, "gdn bf16: nv %% nk != 0");
 	const int sh = scan_shape(bv);
-	QR_ARG(sh == 432 || sh == 832 || sh == 864, "gdn bf16: scan shape %d (432, 832 or 864; 32 and 64 name 432 and 864)",
-	       bv);
+	QR_ARG(sh == 432 || sh == 832 || sh == 864 || sh == 1064,
+	       "gdn bf16: scan shape %d (432, 832, 864 or 1064; 32 and 64 name 432 and 864)", bv);
+	QR_ARG(sh != 1064 || g_scan_wg_ready, "gdn bf16: scan shape 1064 not built for this device (it needs sm_90a)");
 	QR_ARG(a.ldq % 8 == 0 && a.ldk % 8 == 0 && a.ldv % 8 == 0 && a.ldo % 2 == 0 && ((uintptr_t)a.q & 15) == 0 &&
 	           ((uintptr_t)a.k & 15) == 0 && ((uintptr_t)a.v & 15) == 0,
 	       "gdn bf16: q/k/v need 16-byte aligned rows");
@@ -500,6 +509,10 @@ int gdn_scan_bf16(const GdnArgs &a, int bv, int out_f32, const void *scratch, cu
 	if (a.T == 0)
 		return QR_OK;
 	switch (scan_shape(bv)) {
+	case 1064: {
+		const GdnScratch sc = GdnScratch::at((void *)scratch, a.NV, (a.T + GDN_C - 1) / GDN_C, sizeof(bf16_t));
+		return gdn_scan_wg(a, out_f32, (const bf16_t *)sc.P, (const bf16_t *)sc.Mb, sc.gam, st);
+	}
 	case 432:
 		return out_f32 ? scan_bf16_launch<32, 4, float>(a, scratch, st) : scan_bf16_launch<32, 4, bf16_t>(a, scratch, st);
 	case 832:
@@ -528,7 +541,7 @@ int qr_gdn_init() {
 	SCAN_SMEM(32, 8);
 	SCAN_SMEM(64, 8);
 #undef SCAN_SMEM
-	return QR_OK;
+	return qr_gdn_scan_wg_init(&g_scan_wg_ready);
 }
 
 extern "C" int qr_gdn_forward(float *out, const float *q, const float *k, const float *v, const float *g,
@@ -548,7 +561,7 @@ extern "C" int qr_gdn_forward(float *out, const float *q, const float *k, const 
 	QR_TRY(qr_fill_nan(dout.p, nvv * 4, g_qr.stream));
 	GdnArgs a = {t, nk, nv, dk, dv, dq.p, nk * dk, dk_.p, nk * dk, dv_.p, nv * dv, dg.as<float>(), db.as<float>(),
 	             dout.p, nv * dv, ds.as<float>()};
-	int shape = GDN_SCAN_DEFAULT;
+	int shape = gdn_scan_default();
 	if (variant >= 100) { // a scan shape: the bf16 chunked form with it (tests)
 		shape = variant;
 		variant = QR_GDN_CHUNK_BF16;

@@ -43,7 +43,7 @@ struct GdnLayer {
 	qr_gdn_dims d{};
 	int C = 0;   // conv channels 2 nk dk + nv dv
 	int NIN = 0; // rows of w_in: C + nv dv + 2 nv
-	int bv = GDN_SCAN_DEFAULT; // launch shape of the tensor-core scan (gdn_chunk_bf16)
+	int bv = gdn_scan_default(); // launch shape of the tensor-core scan (gdn_chunk_bf16)
 	size_t es = 2; // bytes of a projection weight and a conv-state element (4: the fp32 model)
 	// weights
 	DevBuf w_in, w_out, conv_w, a_log, dt_bias, norm_w;

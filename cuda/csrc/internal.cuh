@@ -68,7 +68,10 @@ int gdn_chunk_f32(const GdnArgs &a, void *scratch, cudaStream_t st);
 // bf16 q/k/v on tensor cores, fp32 state; dk = dv = 128; bv the scan's
 // launch shape, warps · 100 + value columns per block (432, 832, 864; 32
 // and 64 name 432 and 864); out f32 or bf16.
-#define GDN_SCAN_DEFAULT 864 // the core 2.6% faster than 432 at T = 8192 on the H200 (docs/perf-cuda-kernels.md), the same bits
+#define GDN_SCAN_MMA_SYNC 864 // the mma.sync scan's best shape: the core 2.6% faster than 432 at T = 8192 on the H200 (docs/perf-cuda-kernels.md), the same bits
+// The default scan shape: 1064 where the device runs the warpgroup-MMA scan
+// (sm_90a code on an sm_90 device, known after qr_init), else 864.
+int gdn_scan_default();
 int gdn_chunk_bf16(const GdnArgs &a, int bv, int out_f32, void *scratch, cudaStream_t st);
 // Its two kernels separately (benchmarks): the parallel per-chunk prep and
 // the sequential scan.

@@ -222,11 +222,72 @@ __global__ void __launch_bounds__(256) k_gated_rmsnorm(Ty *__restrict__ y, int l
 		stf(yr + i, w[i] * (ldf(xr + i) * inv) * silu(ldf(zr + i)));
 }
 
+// The bf16 form for rows of n = 8·L: L lanes a row, each with one 16-byte
+// load of x and one of z issued together before the reduction (the scalar
+// form above has 2-byte loads and fetches z only after it), and one 16-byte
+// store. Groups past the last row still take part in the shuffles.
+template <int L>
+__global__ void __launch_bounds__(256) k_gated_rmsnorm_v(bf16_t *__restrict__ y, int ldy, const bf16_t *__restrict__ x,
+                                                         int ldx, const bf16_t *__restrict__ z, int ldz, int T,
+                                                         int heads, const float *__restrict__ w, float eps) {
+	static_assert(L == 8 || L == 16 || L == 32, "lanes a row: a power of two within a warp");
+	pdl_trigger();
+	pdl_wait();
+	const int g = blockIdx.x * 256 + threadIdx.x, row = g / L, c = (g % L) * 8;
+	const bool live = row < T * heads;
+	const int t = live ? row / heads : 0, h = live ? row % heads : 0;
+	uint4 xv = make_uint4(0, 0, 0, 0), zv = xv;
+	if (live) {
+		xv = ld_cg((const uint4 *)(x + (size_t)t * ldx + (size_t)h * 8 * L + c));
+		zv = ld_cg((const uint4 *)(z + (size_t)t * ldz + (size_t)h * 8 * L + c));
+	}
+	const unsigned xw[4] = {xv.x, xv.y, xv.z, xv.w}, zw[4] = {zv.x, zv.y, zv.z, zv.w};
+	float xf[8], ss = 0.0f;
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		xf[2 * j] = __uint_as_float(xw[j] << 16);
+		xf[2 * j + 1] = __uint_as_float(xw[j] & 0xffff0000u);
+		ss = fmaf(xf[2 * j], xf[2 * j], ss);
+		ss = fmaf(xf[2 * j + 1], xf[2 * j + 1], ss);
+	}
+#pragma unroll
+	for (int o = L / 2; o > 0; o >>= 1)
+		ss += __shfl_xor_sync(0xffffffffu, ss, o);
+	if (!live)
+		return;
+	const float inv = rsqrtf(ss / (float)(8 * L) + eps);
+	const float4 w0 = *(const float4 *)(w + c), w1 = *(const float4 *)(w + c + 4);
+	const float wf[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+	unsigned yw[4];
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		const float z0 = __uint_as_float(zw[j] << 16), z1 = __uint_as_float(zw[j] & 0xffff0000u);
+		yw[j] = pack_bf2(wf[2 * j] * (xf[2 * j] * inv) * silu(z0), wf[2 * j + 1] * (xf[2 * j + 1] * inv) * silu(z1));
+	}
+	*(uint4 *)(y + (size_t)t * ldy + (size_t)h * 8 * L + c) = make_uint4(yw[0], yw[1], yw[2], yw[3]);
+}
+
+template <int L>
+static int gated_rmsnorm_v(void *y, int ldy, const void *x, int ldx, const void *z, int ldz, int t, int heads,
+                           const float *w, float eps, cudaStream_t st) {
+	return launch_pdl(k_gated_rmsnorm_v<L>, dim3(cdiv((size_t)t * heads * L, 256)), dim3(256), 0, st, (bf16_t *)y, ldy,
+	                  (const bf16_t *)x, ldx, (const bf16_t *)z, ldz, t, heads, w, eps);
+}
+
 int launch_gated_rmsnorm(void *y, int ybf, int ldy, const void *x, int xbf, int ldx, const void *z, int zbf, int ldz,
                          int t, int heads, int n, const float *w, float eps, cudaStream_t st) {
 	QR_ARG(t >= 0 && heads > 0 && n > 0, "gated rmsnorm: bad dims");
 	if (t == 0)
 		return QR_OK;
+	const bool vec = xbf && zbf && ybf && (n == 64 || n == 128 || n == 256) && ldx % 8 == 0 && ldy % 8 == 0 &&
+	                 ldz % 8 == 0 && (((uintptr_t)x | (uintptr_t)y | (uintptr_t)z | (uintptr_t)w) & 15) == 0;
+	if (vec && (size_t)t * heads * (n / 8) < (size_t)1 << 31) {
+		switch (n) {
+		case 64: return gated_rmsnorm_v<8>(y, ldy, x, ldx, z, ldz, t, heads, w, eps, st);
+		case 128: return gated_rmsnorm_v<16>(y, ldy, x, ldx, z, ldz, t, heads, w, eps, st);
+		default: return gated_rmsnorm_v<32>(y, ldy, x, ldx, z, ldz, t, heads, w, eps, st);
+		}
+	}
 	const unsigned nb = cdiv((size_t)t * heads, 8);
 	if (!xbf && !zbf && !ybf)
 		return launch_pdl(k_gated_rmsnorm<float, float, float>, dim3(nb), dim3(256), 0, st, (float *)y, ldy,
@@ -304,18 +365,33 @@ extern "C" int qr_rmsnorm(float *y, const float *x, int rows, int n, const float
 	return download(y, dy, (size_t)rows * n);
 }
 
-extern "C" int qr_gated_rmsnorm(float *y, const float *x, const float *z, int rows, int n, const float *w, float eps) {
+extern "C" int qr_gated_rmsnorm(float *y, const float *x, const float *z, int t, int heads, int n, const float *w,
+                                float eps, int bf16) {
 	QR_TRY(qr_require());
-	QR_ARG(rows >= 0 && n > 0, "qr_gated_rmsnorm: bad dims");
-	DevBuf dx, dz, dw, dy;
-	QR_TRY(upload(dx, x, (size_t)rows * n));
-	QR_TRY(upload(dz, z, (size_t)rows * n));
+	QR_ARG(t >= 0 && heads > 0 && n > 0, "qr_gated_rmsnorm: bad dims");
+	const size_t m = (size_t)t * heads * n;
+	DevBuf dx, dz, dw, dy, bx, bz, by;
+	QR_TRY(upload(dx, x, m));
+	QR_TRY(upload(dz, z, m));
 	QR_TRY(upload(dw, w, (size_t)n));
-	QR_TRY(dy.alloc((size_t)rows * n * 4));
-	QR_TRY(qr_fill_nan(dy.p, (size_t)rows * n * 4, g_qr.stream));
-	QR_TRY(launch_gated_rmsnorm(dy.p, 0, n, dx.p, 0, n, dz.p, 0, n, rows, 1, n, dw.as<float>(), eps, g_qr.stream));
+	QR_TRY(dy.alloc(m * 4));
+	QR_TRY(qr_fill_nan(dy.p, m * 4, g_qr.stream));
+	void *xp = dx.p, *zp = dz.p, *yp = dy.p;
+	if (bf16) { // the layer's form: bf16 in and out, as decode and prefill run it
+		QR_TRY(bx.alloc(m * 2));
+		QR_TRY(bz.alloc(m * 2));
+		QR_TRY(by.alloc(m * 2));
+		QR_TRY(qr_fill_nan(by.p, m * 2, g_qr.stream));
+		QR_TRY(qr_convert_f32_bf16(bx.as<bf16_t>(), dx.as<float>(), m, g_qr.stream));
+		QR_TRY(qr_convert_f32_bf16(bz.as<bf16_t>(), dz.as<float>(), m, g_qr.stream));
+		xp = bx.p, zp = bz.p, yp = by.p;
+	}
+	const int ld = heads * n;
+	QR_TRY(launch_gated_rmsnorm(yp, bf16, ld, xp, bf16, ld, zp, bf16, ld, t, heads, n, dw.as<float>(), eps, g_qr.stream));
+	if (bf16)
+		QR_TRY(qr_convert_bf16_f32(dy.as<float>(), by.as<bf16_t>(), m, g_qr.stream));
 	QR_CK(cudaStreamSynchronize(g_qr.stream));
-	return download(y, dy, (size_t)rows * n);
+	return download(y, dy, m);
 }
 
 extern "C" int qr_rope(float *x, const int32_t *pos, int t, int heads, int d, int rot, float theta) {

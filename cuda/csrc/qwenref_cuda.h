@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define QR_ABI_VERSION 11
+#define QR_ABI_VERSION 12
 
 enum {
 	QR_OK = 0,
@@ -126,8 +126,11 @@ int qr_moe_route(int32_t *ids, float *w, const float *logits, int t, int e, int 
 
 /* RMSNorm over rows of n: y = x * rsqrt(mean(x^2)+eps) * (one_plus ? 1+w : w). */
 int qr_rmsnorm(float *y, const float *x, int rows, int n, const float *w, float eps, int one_plus);
-/* Gated RMSNorm: y = w * (x * rsqrt(mean(x^2)+eps)) * SiLU(z), rows of n. */
-int qr_gated_rmsnorm(float *y, const float *x, const float *z, int rows, int n, const float *w, float eps);
+/* Gated RMSNorm: y = w * (x * rsqrt(mean(x^2)+eps)) * SiLU(z) over the heads
+ * rows of n of each of t tokens (x, z, y [t, heads*n]); bf16: inputs rounded
+ * to bf16 and the layer's bf16 kernel run, its bf16 output widened back. */
+int qr_gated_rmsnorm(float *y, const float *x, const float *z, int t, int heads, int n, const float *w, float eps,
+                     int bf16);
 /* Partial rotate-half RoPE in place: x [t,heads,d]; the first rot dims of
  * each head rotate (pairs i, i+rot/2) at angle pos[t] * theta^(-2i/rot). */
 int qr_rope(float *x, const int32_t *pos, int t, int heads, int d, int rot, float theta);
