@@ -54,7 +54,11 @@ func FinalNormTap(n int) Tap {
 }
 
 // Presets are the layer sets --layers accepts by name.
-var Presets = []string{"dflash", "eagle3", "last"}
+var Presets = []string{"dflash", "eagle3", "speculators", "last"}
+
+// SpeculatorsLayers is vllm-project/speculators' default capture, vLLM
+// boundaries [2, n/2, n-3, n-1], in decoder layers counted from 0.
+func SpeculatorsLayers(n int) []int { return []int{1, n/2 - 1, n - 4, n - 2} }
 
 // DFlashLayers is z-lab/dflash's build_target_layer_ids: k layers from 1 to
 // n-3 evenly spaced, rounded as Python's round (half to even); one layer
@@ -108,6 +112,13 @@ func ResolveLayers(spec string, n int) ([]Tap, error) {
 			taps = append(taps, LayerTap(i, n))
 		}
 		taps = append(taps, FinalNormTap(n))
+	case spec == "speculators":
+		if n < 5 {
+			return nil, fmt.Errorf("--layers speculators: [2, L/2, L-3, L-1] (vLLM boundaries) needs at least 5 layers, and this model has %d", n)
+		}
+		for _, i := range SpeculatorsLayers(n) {
+			taps = append(taps, LayerTap(i, n))
+		}
 	case spec == "last":
 		taps = []Tap{FinalNormTap(n)}
 	default:
