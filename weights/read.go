@@ -62,7 +62,9 @@ func matrixDims(e *entry) (rows, cols int, err error) {
 }
 
 // Float32 returns any tensor of dtype F32, BF16 or F16 widened into a new
-// float32 slice (never aliasing the mapping), together with its shape.
+// float32 slice (never aliasing the mapping), together with its shape. I64
+// and I32 tensors (token ids) are read too, exactly for values below 2^24
+// in magnitude; a larger one is an error.
 func (s *Store) Float32(name string) ([]float32, []int, error) {
 	e, err := s.lookup(name)
 	if err != nil {
@@ -81,8 +83,24 @@ func (s *Store) Float32(name string) ([]float32, []int, error) {
 			}
 		case "F16":
 			out = decodeF16(b)
+		case "I64", "I32":
+			size := 8
+			if e.info.DType == "I32" {
+				size = 4
+			}
+			out = make([]float32, len(b)/size)
+			for i := range out {
+				v := int64(int32(binary.LittleEndian.Uint32(b[4*i:])))
+				if size == 8 {
+					v = int64(binary.LittleEndian.Uint64(b[8*i:]))
+				}
+				if v > 1<<24 || v < -(1<<24) {
+					return e.errorf("value %d at index %d is too large to read exactly as float32", v, i)
+				}
+				out[i] = float32(v)
+			}
 		default:
-			return e.errorf("dtype %s cannot be read as float32 (want BF16, F16 or F32)", e.info.DType)
+			return e.errorf("dtype %s cannot be read as float32 (want BF16, F16, F32, I64 or I32)", e.info.DType)
 		}
 		return nil
 	})

@@ -17,13 +17,13 @@ import (
 )
 
 // writeChunk is how many values are converted per write: it bounds the
-// writer's own memory (≤ 256 KiB) whatever the tensor size.
+// writer's own memory (≤ 512 KiB, for I64) whatever the tensor size.
 const writeChunk = 64 << 10
 
 // TensorHeader declares one tensor of a file a StreamWriter will write.
 type TensorHeader struct {
 	Name  string // stored name, written as is
-	DType string // "F32", "BF16" or "F16"
+	DType string // "F32", "BF16", "F16", or "I64" (integral values, such as token ids)
 	Shape []int
 }
 
@@ -146,7 +146,7 @@ func checkHeaders(path string, hs []TensorHeader, metadata map[string]string) er
 		case seen[h.Name]:
 			p.tensorf(h.Name, "declared twice")
 		case elemSize(h.DType) == 0:
-			p.tensorf(h.Name, "dtype %q is not writable (want F32, BF16 or F16)", h.DType)
+			p.tensorf(h.Name, "dtype %q is not writable (want F32, BF16, F16 or I64)", h.DType)
 		}
 		seen[h.Name] = true
 		n := int64(1)
@@ -169,6 +169,8 @@ func checkHeaders(path string, hs []TensorHeader, metadata map[string]string) er
 // elemSize is the size of a writable dtype, or 0.
 func elemSize(dtype string) int {
 	switch dtype {
+	case "I64":
+		return 8
 	case "F32":
 		return 4
 	case "BF16", "F16":
@@ -245,8 +247,19 @@ func (w *StreamWriter) write(name string, s *slot, data []float32) error {
 	}
 	for len(data) > 0 {
 		n := min(len(data), writeChunk)
+		if w.buf == nil || len(w.buf) < n*size {
+			w.buf = make([]byte, writeChunk*8)
+		}
 		b := w.buf[:n*size]
-		if size == 4 {
+		if s.dtype == "I64" {
+			for i, v := range data[:n] {
+				if v != float32(math.Trunc(float64(v))) || math.Abs(float64(v)) > 1<<24 {
+					w.err = fmt.Errorf("weights: %s: tensor %q: value %g is not an integer below 2^24, as I64 tensors must be", w.path, name, v)
+					return w.err
+				}
+				binary.LittleEndian.PutUint64(b[8*i:], uint64(int64(v)))
+			}
+		} else if size == 4 {
 			for i, v := range data[:n] {
 				binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
 			}

@@ -177,3 +177,22 @@ func TestWriteF16(t *testing.T) {
 		assert.Equal(t, tensor.F16ToFloat32(tensor.Float32ToF16(v)), got[i], "value %g", v)
 	}
 }
+
+// TestWriteI64 holds the integer tensors features files store token ids
+// in: written exactly, read back by Float32, and a fraction refused.
+func TestWriteI64(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ids.safetensors")
+	ids := []float32{0, 1, 248319, 1 << 24, -3}
+	require.NoError(t, WriteFile(path, []NamedTensor{{Name: "ids", DType: "I64", Shape: []int{5}, Data: ids}}, nil))
+	s, err := Open(path)
+	require.NoError(t, err)
+	defer s.Close()
+	info, _ := s.Info("ids")
+	assert.Equal(t, "I64", info.DType)
+	got, shape, err := s.Float32("ids")
+	require.NoError(t, err)
+	assert.Equal(t, []int{5}, shape)
+	assert.Equal(t, ids, got)
+	err = WriteFile(filepath.Join(t.TempDir(), "bad.safetensors"), []NamedTensor{{Name: "ids", DType: "I64", Shape: []int{1}, Data: []float32{1.5}}}, nil)
+	assert.ErrorContains(t, err, "not an integer")
+}

@@ -20,7 +20,7 @@ var forbidden = map[string][]string{
 	"weights":   {"layers/", "linalg", "model", "bench", "cmd/", "verify"},
 	"tensor":    {"layers/", "linalg", "model", "weights", "bench", "cmd/", "verify"},
 	"internal/": {"layers/", "linalg", "model", "weights", "bench", "cmd/", "verify"},
-	"model":     {"bench", "cmd/", "reference", "cuda", "verify"},
+	"model":     {"bench", "cmd/", "reference", "cuda", "verify", "features"},
 	// The GDN and attention mixers are siblings: neither builds on the other.
 	"layers/gateddelta": {"layers/attention"},
 	"layers/attention":  {"layers/gateddelta"},
@@ -31,6 +31,9 @@ var forbidden = map[string][]string{
 	"verify":            {"bench", "cmd/", "cuda"},
 	"hub":               {"model", "bench", "cmd/", "layers/", "linalg", "weights", "verify"}, // model imports hub (ResolveModel)
 	"chat":              {"model", "bench", "cmd/", "layers/", "linalg", "weights", "verify"}, // model imports chat (Conversation)
+	// features runs a model through model's public API on whatever backend
+	// its caller opened: no kernels, devices or demo of its own.
+	"features": {"bench", "cmd/", "cuda", "verify", "bundled"},
 }
 
 func TestForbiddenImports(t *testing.T) {
