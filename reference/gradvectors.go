@@ -214,7 +214,7 @@ func BuildGradVector(op string, d VectorDims, seed uint64, zeroState, l2 bool) (
 			return nil, err
 		}
 		n := longest*max(d.DK, d.DV) + d.DK
-		outs = []gradOutput{{"out", out, []int{d.T, d.NV, d.DV}, "f32", n}, {"final_state", final, stShape(d.NV, d.DK, d.DV), "f32", n},
+		outs = []gradOutput{{"out", out, []int{d.T, d.NV, d.DV}, dtype, n}, {"final_state", final, stShape(d.NV, d.DK, d.DV), "f32", n},
 			{"dq", gr.Q, []int{d.T, d.NK, d.DK}, dtype, n}, {"dk", gr.K, []int{d.T, d.NK, d.DK}, dtype, n},
 			{"dv", gr.V, []int{d.T, d.NV, d.DV}, dtype, n}, {"dg", gr.G, []int{d.T, d.NV}, "f32", n},
 			{"dbeta", gr.Beta, []int{d.T, d.NV}, dtype, n}, {"dinitial_state", gr.State, stShape(d.NV, d.DK, d.DV), "f32", n}}
