@@ -32,7 +32,7 @@ type GoldenSpec struct {
 	// every input's gradient besides the forward tensors; L2Norm
 	// (gdn-core, with Grad) stores raw q and k, normalised in the op.
 	Grad, L2Norm bool
-	Attention bool // decoder-layer: an attention layer instead of a GDN one
+	Attention    bool // decoder-layer: an attention layer instead of a GDN one
 	// MemLimit bounds what building may allocate (0: none); MemSource
 	// names where the limit came from, for the error.
 	MemLimit  int64
