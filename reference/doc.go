@@ -22,6 +22,12 @@
 // inputs rounded to f32, bf16 or f16 (dtype.go) and the bars a correct
 // kernel meets (tolerance.go).
 //
+// The backward passes (gdngrad.go, gradops.go: GatedDeltaRuleBackward and
+// its L2 form, CausalConvSiLUBackward, GatedRMSNormBackward,
+// GatedAttentionBackward) give every input's gradient in float64, checked
+// by finite differences; BuildGradVector writes `qwenref golden --grad`
+// files from them (docs/learn/06-gradients.md).
+//
 // Nothing here is fast, and nothing should be: these functions are the
 // yardstick, not a backend.
 package reference

@@ -43,12 +43,17 @@ type VectorTolerance map[string]tensor.Tolerance
 // set writes the bars as metadata: tol.<output>.rel_l2 and
 // tol.<output>.max_abs_scaled (verify.ReadTolerance reads them back).
 func (t VectorTolerance) set(meta map[string]string) {
+	t.setBars(meta)
+	meta["tol.rule"] = fmt.Sprintf("max(%d x worst of qwenref's naive and chunked kernels on these inputs, %d x the error of storing the output in the input dtype, %g)",
+		toleranceMargin, outputRoundingMargin, minRelL2)
+}
+
+// setBars writes the bars without the rule.
+func (t VectorTolerance) setBars(meta map[string]string) {
 	for name, tol := range t {
 		meta["tol."+name+".rel_l2"] = strconv.FormatFloat(tol.RelL2, 'g', 3, 64)
 		meta["tol."+name+".max_abs_scaled"] = strconv.FormatFloat(tol.MaxAbsScaled, 'g', 3, 64)
 	}
-	meta["tol.rule"] = fmt.Sprintf("max(%d x worst of qwenref's naive and chunked kernels on these inputs, %d x the error of storing the output in the input dtype, %g)",
-		toleranceMargin, outputRoundingMargin, minRelL2)
 }
 
 // measureTolerance runs kernel k (for k < n) and returns each output's bar.

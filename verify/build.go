@@ -28,7 +28,11 @@ type GoldenSpec struct {
 	DType     string
 	Seed      uint64
 	ZeroState bool // gdn-core and conv: start from a zero state
-	Attention bool // decoder-layer: an attention layer instead of a GDN one
+	// Grad writes a gradient golden (core ops): upstream gradients and
+	// every input's gradient besides the forward tensors; L2Norm
+	// (gdn-core, with Grad) stores raw q and k, normalised in the op.
+	Grad, L2Norm bool
+	Attention    bool // decoder-layer: an attention layer instead of a GDN one
 	// MemLimit bounds what building may allocate (0: none); MemSource
 	// names where the limit came from, for the error.
 	MemLimit  int64
@@ -41,6 +45,12 @@ type GoldenSpec struct {
 func BuildGolden(s GoldenSpec) (*reference.Vector, string, error) {
 	if !slices.Contains(DTypes, s.DType) {
 		return nil, "", fmt.Errorf("dtype must be f32, bf16 or f16, not %q", s.DType)
+	}
+	if s.L2Norm && (!s.Grad || s.Op != "gdn-core") {
+		return nil, "", fmt.Errorf("--l2norm applies to --op gdn-core with --grad only")
+	}
+	if s.Grad && slices.Contains(LayerOps, s.Op) {
+		return nil, "", fmt.Errorf("--grad applies to the core ops (gdn-core, conv, attention), not %s", s.Op)
 	}
 	if slices.Contains(LayerOps, s.Op) {
 		d := LayerGoldenDims(s.Config, s.Op, s.Attention, s.T, s.DType)
@@ -82,6 +92,13 @@ func BuildGolden(s GoldenSpec) (*reference.Vector, string, error) {
 	case s.Op == "attention" && d.NH%d.NKV != 0:
 		return nil, "", fmt.Errorf("--heads %d must be a multiple of --kv-heads %d", d.NH, d.NKV)
 	}
+	if s.Grad {
+		vec, err := reference.BuildGradVector(s.Op, d, s.Seed, s.ZeroState, s.L2Norm)
+		if err != nil {
+			return nil, "", err
+		}
+		return vec, s.Op + " gradients " + d.Describe(s.Op), nil
+	}
 	vec, err := reference.BuildVector(s.Op, d, s.Seed, s.ZeroState)
 	if err != nil {
 		return nil, "", err
@@ -106,7 +123,9 @@ func layerGoldenMemory(s GoldenSpec, d reference.LayerDims) error {
 // coreGoldenMemory bounds a core-op golden before it allocates: every
 // dimension positive (the past P may be 0) and at most model.MaxDim, and
 // the vectors (float32 tensors written plus their float64 reference,
-// about 24 bytes a value) under the memory limit.
+// about 24 bytes a value; a gradient golden holds about three times as
+// many tensors, and its gdn-core backward (T/64 + 66) states a head)
+// under the memory limit.
 func coreGoldenMemory(s GoldenSpec, d reference.VectorDims) error {
 	dims := map[string]int{"--seq": d.T}
 	var perT, fixed []int
@@ -136,7 +155,19 @@ func coreGoldenMemory(s GoldenSpec, d reference.VectorDims) error {
 	}
 	a, ok1 := mulInts(append([]int{d.T}, perT...)...)
 	b, ok2 := mulInts(fixed...)
-	if total := (a + b) * 24; !ok1 || !ok2 || total < 0 || s.MemLimit > 0 && total > s.MemLimit {
+	total := (a + b) * 24
+	if s.Grad {
+		extra, ok3 := int64(0), true
+		switch s.Op {
+		case "gdn-core":
+			extra, ok3 = mulInts(d.T/64+66, d.DK, d.DV)
+		case "conv":
+			extra, ok3 = mulInts(len(d.SeqLens)+1, d.K, d.C)
+		}
+		total = 3*total + 24*extra
+		ok2 = ok2 && ok3
+	}
+	if !ok1 || !ok2 || total < 0 || s.MemLimit > 0 && total > s.MemLimit {
 		return fmt.Errorf("%s %s needs more than the limit of %.3g GiB (%s): choose a smaller --seq or dims",
 			s.Op, d.Describe(s.Op), float64(s.MemLimit)/(1<<30), s.MemSource)
 	}

@@ -197,6 +197,9 @@ func (g *Golden) Run(be *model.Backend) ([]Output, error) {
 			}
 			in[i] = x
 		}
+		if meta["l2norm"] == "1" { // a --grad --l2norm file: q and k raw, normalised in the op
+			in[0], in[1] = l2Prep(in[0], d.DK, float32(1/math.Sqrt(float64(d.DK)))), l2Prep(in[1], d.DK, 1)
+		}
 		out := make([]float32, d.T*d.NV*d.DV)
 		if err := reference.PackedRun(be.Delta, out, in[0], in[1], in[2], in[3], in[4], d, segs, in[5]); err != nil {
 			return nil, err
@@ -215,13 +218,23 @@ func (g *Golden) Run(be *model.Backend) ([]Output, error) {
 		if err != nil {
 			return nil, err
 		}
-		state, err := read("initial_state", k, c)
+		segs, stShape := []int{t}, []int{k, c}
+		if cu := meta["cu_seqlens"]; cu != "" { // --grad files: one state per sequence
+			if segs, err = ParseCuSeqlens(cu, t); err != nil {
+				return nil, err
+			}
+			stShape = []int{len(segs), k, c}
+		}
+		state, err := read("initial_state", stShape...)
 		if err != nil {
 			return nil, err
 		}
-		y := make([]float32, t*c)
-		if err := be.Conv.Forward(y, x, t, c, w, k, state); err != nil {
-			return nil, err
+		y, at := make([]float32, t*c), 0
+		for i, n := range segs {
+			if err := be.Conv.Forward(y[at*c:(at+n)*c], x[at*c:(at+n)*c], n, c, w, k, state[i*k*c:(i+1)*k*c]); err != nil {
+				return nil, err
+			}
+			at += n
 		}
 		return []Output{{"y", y}, {"final_state", state}}, nil
 	case "attention":
@@ -248,6 +261,15 @@ func (g *Golden) Run(be *model.Backend) ([]Output, error) {
 		out := make([]float32, d.T*d.NH*d.D)
 		if err := be.Attn.Forward(out, q, k, v, d, float32(scale)); err != nil {
 			return nil, err
+		}
+		if meta["gate"] == "1" { // --grad files: the layer's sigmoid gate on the output
+			gate, err := read("gate", d.T, d.NH, d.D)
+			if err != nil {
+				return nil, err
+			}
+			for i, z := range gate {
+				out[i] /= 1 + float32(math.Exp(-float64(z)))
+			}
 		}
 		return []Output{{"out", out}}, nil
 	case "gdn-layer", "attention-layer", "decoder-layer":

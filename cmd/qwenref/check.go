@@ -22,13 +22,18 @@ expected one, within the tolerances the file records. Exit status: 0
 every output agrees, 4 one differs (named), 1 the file cannot be read or
 holds no tolerances, 2 a usage error.
 
+--grad checks a gradient golden ('qwenref golden --grad') with qwenref's
+built-in naive Go backward: every input's gradient against the file's.
+
 Your own kernel: build a shared library against plugin/qwenref_plugin.h
 and name it with --plugin (docs/kernel-engineers.md).
 
 Examples:
   qwenref golden --op gdn-core --dtype bf16 --seqlens 37,300,1 --out packed.safetensors
   qwenref check packed.safetensors --backend chunked
-  qwenref check packed.safetensors --plugin mine=./libmine.so --backend chunked:delta=mine`, stderr)
+  qwenref check packed.safetensors --plugin mine=./libmine.so --backend chunked:delta=mine
+  qwenref check gdn-grad.safetensors --grad`, stderr)
+	grad := fs.Bool("grad", false, "check the gradients of a 'qwenref golden --grad' file with the built-in naive backward")
 	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
 	// The file comes first or last.
@@ -53,11 +58,19 @@ Examples:
 	}
 	defer be.Close()
 	got, err := g.Run(be)
+	if err == nil && *grad {
+		var gr []verify.Output
+		gr, err = g.RunGrad()
+		got = append(got, gr...)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
 	// The dtype is the file's own text, shown escaped (the op is a known one by now).
 	fmt.Fprintf(stdout, "check: %s (%s, %s inputs) on %s\n", safeio.Clean(file), g.Meta["op"], safeio.Clean(g.Meta["dtype"]), be.Name)
+	if *grad {
+		fmt.Fprintf(stdout, "  gradients: qwenref's naive Go backward\n")
+	}
 	failed := ""
 	for _, o := range got {
 		c, err := g.Compare(o)

@@ -71,12 +71,20 @@ correct kernel of that dtype meets; 'qwenref check' and the Python kit
 initial_state and final_state are [N, NV, DK, DV], and the metadata holds
 cu_seqlens.
 
+--grad writes a gradient golden for gdn-core, conv or attention: the
+inputs, an upstream gradient of every output (dout or dy, dfinal_state),
+the outputs and every input's float64 gradient (dq, dk, ..., dinitial_state),
+each with its bar; attention's output carries the layer's sigmoid gate,
+conv takes --seqlens too, and gdn-core --l2norm stores raw q and k that
+the op normalises. 'qwenref check --grad' checks a backward against it.
+
 The same flags and seed always give the same file.
 
 Examples:
   qwenref golden --op gdn-core --shape 27b --seq 130 --out gdn-27b.safetensors
   qwenref golden --op conv --shape 27b --seq 64 --seed 7 --out conv.safetensors
   qwenref golden --op gdn-core --dtype bf16 --seqlens 37,300,1 --out packed.safetensors
+  qwenref golden --op gdn-core --grad --l2norm --seqlens 3,64,70 --out gdn-grad.safetensors
   qwenref golden --op decoder-layer --kind attention --shape 0.8b --seq 16 --out layer.safetensors
   qwenref golden --op attention --heads 8 --kv-heads 2 --head-dim 64 \
       --seq 16 --past 48 --out attn.safetensors`, stderr)
@@ -88,7 +96,9 @@ Examples:
 	seed := fs.Uint64("seed", 1, "random seed")
 	zeroState := fs.Bool("zero-state", false, "start from a zero state (a fresh sequence) instead of a random one")
 	dtype := fs.String("dtype", "f32", "input dtype: f32, bf16 or f16 (inputs rounded to it; the reference is computed from the rounded inputs)")
-	seqlens := fs.String("seqlens", "", "gdn-core: pack sequences of these lengths, e.g. 37,300,1 (fla's cu_seqlens; each starts from its own state; sets T)")
+	seqlens := fs.String("seqlens", "", "gdn-core (and conv with --grad): pack sequences of these lengths, e.g. 37,300,1 (fla's cu_seqlens; each starts from its own state; sets T)")
+	grad := fs.Bool("grad", false, "gdn-core, conv, attention: write gradients too (upstream gradients, every input's gradient)")
+	l2 := fs.Bool("l2norm", false, "gdn-core with --grad: raw q and k, L2-normalised in the op (fla's use_qk_l2norm_in_kernel)")
 	mem := addMemoryFlag(fs)
 	over := map[string]*int{}
 	for name, help := range map[string]string{
@@ -122,8 +132,8 @@ Examples:
 	}
 	var lens []int
 	if *seqlens != "" {
-		if *op != "gdn-core" {
-			return usageErr("--seqlens applies to --op gdn-core only")
+		if *op != "gdn-core" && !(*grad && *op == "conv") {
+			return usageErr("--seqlens applies to --op gdn-core only (and to conv with --grad)")
 		}
 		total := 0
 		for _, f := range strings.Split(*seqlens, ",") {
@@ -167,7 +177,7 @@ Examples:
 		return usageErr("--kind applies to --op decoder-layer only")
 	}
 	spec := verify.GoldenSpec{Op: *op, Shape: *shape, Config: cfg, Overrides: map[string]int{}, T: *seq, SeqLens: lens, DType: *dtype,
-		Seed: *seed, ZeroState: *zeroState, Attention: *kind == "attention"}
+		Seed: *seed, ZeroState: *zeroState, Attention: *kind == "attention", Grad: *grad, L2Norm: *l2}
 	for name, v := range over {
 		spec.Overrides[name] = *v
 	}
