@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -24,7 +25,7 @@ func TestBundledRuns(t *testing.T) {
 		ids, err := tok.Encode(p)
 		require.NoError(t, err)
 		require.NotEmpty(t, ids)
-		res, err := m.Generate(ids, be, model.GenerateOptions{MaxNewTokens: 3})
+		res, err := generate.Generate(m, ids, be, generate.GenerateOptions{MaxNewTokens: 3})
 		require.NoError(t, err)
 		assert.NotEmpty(t, res.NewIDs)
 		_, err = tok.Decode(res.NewIDs)

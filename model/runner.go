@@ -381,3 +381,15 @@ func (bc *BackendComparer) Compare(m *Model, ref *Backend, ids []int, all bool) 
 	}
 	return fmt.Sprintf("[prompt logits vs %s: %s]", ref.Name, strings.Join(parts, "; ")), notes
 }
+
+// Argmax returns the index of the largest logit; ties go to the lowest
+// index, as torch.argmax does.
+func Argmax(logits []float32) int {
+	best := 0
+	for i, v := range logits {
+		if v > logits[best] {
+			best = i
+		}
+	}
+	return best
+}

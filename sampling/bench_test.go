@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/qwenref/qwenref/bundled"
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/sampling"
 )
@@ -52,7 +53,7 @@ func bundledLogits(b *testing.B) []float32 {
 		b.Fatal(err)
 	}
 	var out []float32
-	_, err = m.Generate(ids, be, model.GenerateOptions{MaxNewTokens: 1, OnToken: func(_ int, logits []float32) bool {
+	_, err = generate.Generate(m, ids, be, generate.GenerateOptions{MaxNewTokens: 1, OnToken: func(_ int, logits []float32) bool {
 		out = append([]float32(nil), logits...)
 		return false
 	}})

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/qwenref/qwenref/bundled"
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/plugin"
 	"github.com/qwenref/qwenref/tokenizer"
@@ -219,7 +220,7 @@ func (f openFlags) open(o model.OpenOptions, tok **tokenizer.Tokenizer, stderr, 
 func textTokenizer(op *model.Opened, tokPath string, demo *tokenizer.Tokenizer, stderr io.Writer) (*tokenizer.Tokenizer, error) {
 	switch {
 	case op.Dir != "":
-		return model.LoadTokenizer(op.Dir, tokPath, op.Model.Config.VocabSize, bundled.Tokenizer, stderr)
+		return generate.LoadTokenizer(op.Dir, tokPath, op.Model.Config.VocabSize, bundled.Tokenizer, stderr)
 	case tokPath != "":
 		return tokenizer.Load(tokPath)
 	case demo != nil:

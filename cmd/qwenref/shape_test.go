@@ -20,7 +20,7 @@ import (
 // lives in packages named for what they do. These caps keep it so.
 const (
 	maxCLILines   = 3200 // non-test .go lines, with those of packages only the CLI uses
-	maxCLIImports = 12   // distinct packages of the module its non-test files import
+	maxCLIImports = 13   // distinct packages of the module its non-test files import (12 before generate split from model)
 	maxCLIFile    = 300  // lines of one non-test file
 )
 

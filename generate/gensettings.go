@@ -1,4 +1,4 @@
-package model
+package generate
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/qwenref/qwenref/internal/safeio"
+	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/sampling"
 )
 
@@ -76,7 +77,7 @@ func LoadGenerationSettings(dir string, o SamplingOverrides) (GenerationSettings
 	raw := map[string]json.RawMessage{}
 	if dir != "" {
 		path := filepath.Join(dir, "generation_config.json")
-		data, err := safeio.ReadCapped(path, MaxGenerationConfigBytes, "generation_config.json")
+		data, err := safeio.ReadCapped(path, model.MaxGenerationConfigBytes, "generation_config.json")
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 		case err != nil:

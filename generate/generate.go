@@ -1,4 +1,4 @@
-package model
+package generate
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/sampling"
 )
 
@@ -41,18 +42,6 @@ func (s Sampling) Validate() error {
 type TokenProb struct {
 	ID   int
 	Prob float64
-}
-
-// Argmax returns the index of the largest logit; ties go to the lowest
-// index, as torch.argmax does.
-func Argmax(logits []float32) int {
-	best := 0
-	for i, v := range logits {
-		if v > logits[best] {
-			best = i
-		}
-	}
-	return best
 }
 
 // Softmax returns float64 probabilities of logits/temperature.
@@ -156,7 +145,7 @@ type GenerateResult struct {
 
 // Generate prefills the prompt in one call and then decodes one token at a
 // time from the caches, as transformers' generate does with use_cache.
-func (m *Model) Generate(prompt []int, be *Backend, opt GenerateOptions) (*GenerateResult, error) {
+func Generate(m *model.Model, prompt []int, be *model.Backend, opt GenerateOptions) (*GenerateResult, error) {
 	if opt.MaxNewTokens <= 0 {
 		return nil, fmt.Errorf("max new tokens must be positive, got %d", opt.MaxNewTokens)
 	}
@@ -164,7 +153,7 @@ func (m *Model) Generate(prompt []int, be *Backend, opt GenerateOptions) (*Gener
 		return nil, err
 	}
 	if err := m.CheckIDs(prompt); err != nil {
-		if errors.Is(err, ErrEmpty) {
+		if errors.Is(err, model.ErrEmpty) {
 			return nil, errors.New("empty prompt: at least one token is needed to generate from")
 		}
 		return nil, err
@@ -180,8 +169,8 @@ func (m *Model) Generate(prompt []int, be *Backend, opt GenerateOptions) (*Gener
 		}
 		sp.cfg = *opt.Processing
 	}
-	sp.prompt = prompt            // transformers penalizes the prompt's tokens too
-	r, err := NewRunner(m, be, 1) // a device-resident backend keeps the caches on its device
+	sp.prompt = prompt                  // transformers penalizes the prompt's tokens too
+	r, err := model.NewRunner(m, be, 1) // a device-resident backend keeps the caches on its device
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +178,7 @@ func (m *Model) Generate(prompt []int, be *Backend, opt GenerateOptions) (*Gener
 	res := &GenerateResult{PrefillTokens: len(prompt), StopReason: "max_new_tokens"}
 
 	start := time.Now()
-	logits, err := r.Forward([][]int{prompt}, RunOptions{Logits: LastLogits})
+	logits, err := r.Forward([][]int{prompt}, model.RunOptions{Logits: model.LastLogits})
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +201,7 @@ func (m *Model) Generate(prompt []int, be *Backend, opt GenerateOptions) (*Gener
 		if len(res.NewIDs) >= opt.MaxNewTokens {
 			break
 		}
-		if logits, err = r.Forward([][]int{{id}}, RunOptions{Logits: LastLogits, Out: logits}); err != nil {
+		if logits, err = r.Forward([][]int{{id}}, model.RunOptions{Logits: model.LastLogits, Out: logits}); err != nil {
 			return nil, err
 		}
 	}
