@@ -58,7 +58,7 @@ func randomIDs(r *rand.Rand, n, vocab int) []int {
 func checkGreedyMatchesSteps(t *testing.T, gm *residentModel, prompt []int) {
 	t.Helper()
 	v := gm.cfg.VocabSize
-	last := func(l []float32) int { return model.Argmax(l[len(l)-v:]) }
+	last := func(l []float32) int { return tensor.Argmax(l[len(l)-v:]) }
 	if err := gm.Reset(); err != nil {
 		t.Fatal(err)
 	}

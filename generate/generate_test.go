@@ -88,9 +88,6 @@ func comfortableSteps(t *testing.T, m *model.Model, prompt []int, maxNew int) in
 
 func TestSampling(t *testing.T) {
 	logits := []float32{0, 3, 1, 2.9, -5}
-	assert.Equal(t, 1, model.Argmax(logits))
-	assert.Equal(t, 0, model.Argmax([]float32{1, 1}), "ties go to the lowest index")
-
 	// top-k 1 is greedy whatever the temperature.
 	sp := newSampler(Sampling{Temperature: 5, TopK: 1, Seed: 1})
 	for i := 0; i < 20; i++ {

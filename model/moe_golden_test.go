@@ -180,7 +180,7 @@ func greedy(t *testing.T, m *Model, be *Backend, prompt []int, maxNew int) []int
 	require.NoError(t, err)
 	var ids []int
 	for len(ids) < maxNew {
-		id := Argmax(out.Data)
+		id := tensor.Argmax(out.Data)
 		ids = append(ids, id)
 		if slices.Contains(m.Config.EOSTokenIDs, id) {
 			break

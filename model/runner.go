@@ -316,7 +316,7 @@ func CompareBackends(m *Model, ref *Backend, ids []int, all bool) ([]Agreement, 
 		a := Agreement{Backend: name, BF16: be.Precision == PrecisionBF16, RelL2: tensor.RelL2(got.Data, want.Data), MaxAbs: tensor.MaxAbsDiff(got.Data, want.Data), Positions: len(ids)}
 		v := m.Config.VocabSize
 		for p := range ids {
-			if Argmax(got.Data[p*v:(p+1)*v]) == Argmax(want.Data[p*v:(p+1)*v]) {
+			if tensor.Argmax(got.Data[p*v:(p+1)*v]) == tensor.Argmax(want.Data[p*v:(p+1)*v]) {
 				a.Argmax++
 			}
 		}
@@ -380,16 +380,4 @@ func (bc *BackendComparer) Compare(m *Model, ref *Backend, ids []int, all bool) 
 		parts = append(parts, a.String())
 	}
 	return fmt.Sprintf("[prompt logits vs %s: %s]", ref.Name, strings.Join(parts, "; ")), notes
-}
-
-// Argmax returns the index of the largest logit; ties go to the lowest
-// index, as torch.argmax does.
-func Argmax(logits []float32) int {
-	best := 0
-	for i, v := range logits {
-		if v > logits[best] {
-			best = i
-		}
-	}
-	return best
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/sampling"
+	"github.com/qwenref/qwenref/tensor"
 )
 
 // Per-token cost of choosing a token, against the argmax of greedy
@@ -82,7 +83,7 @@ func BenchmarkArgmax(b *testing.B) {
 	for _, in := range inputs(b) {
 		b.Run(in.name, func(b *testing.B) {
 			for b.Loop() {
-				sink = sampling.Argmax(in.logits)
+				sink = tensor.Argmax(in.logits)
 			}
 		})
 	}
@@ -175,7 +176,7 @@ func BenchmarkVsArgmax(b *testing.B) {
 				var tArg, tNext time.Duration
 				for b.Loop() {
 					t0 := time.Now()
-					sink = sampling.Argmax(in.logits)
+					sink = tensor.Argmax(in.logits)
 					t1 := time.Now()
 					if sink, err = s.Next(in.logits); err != nil {
 						b.Fatal(err)
