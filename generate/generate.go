@@ -12,32 +12,6 @@ import (
 	"github.com/qwenref/qwenref/sampling"
 )
 
-// Sampling chooses the next token from logits. The zero value is greedy.
-type Sampling struct {
-	// Temperature divides the logits; 0 means greedy (argmax).
-	Temperature float64
-	// TopK keeps the K most likely tokens (0: all).
-	TopK int
-	// TopP keeps the smallest set of most likely tokens whose probability
-	// sums to at least TopP (0 or 1: all).
-	TopP float64
-	// Seed makes sampling reproducible.
-	Seed uint64
-}
-
-// Validate checks the sampling parameters.
-func (s Sampling) Validate() error {
-	switch {
-	case s.Temperature < 0 || math.IsNaN(s.Temperature) || math.IsInf(s.Temperature, 0):
-		return fmt.Errorf("temperature must be ≥ 0 (0 = greedy), got %g", s.Temperature)
-	case s.TopK < 0:
-		return fmt.Errorf("top-k must be ≥ 0 (0 = off), got %d", s.TopK)
-	case s.TopP < 0 || s.TopP > 1 || math.IsNaN(s.TopP):
-		return fmt.Errorf("top-p must be in [0, 1] (0 or 1 = off), got %g", s.TopP)
-	}
-	return nil
-}
-
 // TokenProb is a token id with its probability, for top-k displays.
 type TokenProb struct {
 	ID   int
@@ -81,50 +55,14 @@ func TopProbs(logits []float32, k int) []TokenProb {
 	return out
 }
 
-// config is s as package sampling's configuration.
-func (s Sampling) config() sampling.Config {
-	return sampling.Config{DoSample: s.Temperature > 0, Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP}
-}
-
-// sampler draws tokens with package sampling: transformers' processors in
-// generate's order; greedy when the configuration does not sample. The
-// Sampler is made at the first token, when the vocabulary is known, and
-// sees the prompt first (the repetition penalty's history). An error is
-// kept in err for Generate to return.
-type sampler struct {
-	cfg    sampling.Config
-	seed   uint64
-	prompt []int
-	sp     *sampling.Sampler
-	err    error
-}
-
-func newSampler(s Sampling) *sampler { return &sampler{cfg: s.config(), seed: s.Seed} }
-
-func (sp *sampler) next(logits []float32) int {
-	if sp.sp == nil && sp.err == nil {
-		if sp.sp, sp.err = sampling.New(sp.cfg, len(logits), sp.seed); sp.err == nil {
-			sp.err = sp.sp.Observe(sp.prompt...)
-		}
-	}
-	if sp.err != nil {
-		return 0
-	}
-	id, err := sp.sp.Next(logits)
-	sp.err = err
-	return id
-}
-
 // GenerateOptions control Generate.
 type GenerateOptions struct {
 	MaxNewTokens int
-	Sampling     Sampling
-	// Processing, if set, replaces Sampling's temperature, top-k and top-p
-	// with the whole of package sampling's processing (what transformers
-	// builds from a generation_config.json: repetition penalty, min-p,
-	// typical-p, …; LoadGenerationSettings reads one); Sampling.Seed still
-	// seeds the draws.
-	Processing *sampling.Config
+	// Sampling chooses the tokens as transformers' generate does (the zero
+	// Config is greedy; LoadGenerationSettings reads generation_config.json's);
+	// Seed seeds its draws.
+	Sampling sampling.Config
+	Seed     uint64
 	// EOS ids end generation (the eos token is returned); nil uses the
 	// config's (config.json / generation_config.json).
 	EOS []int
@@ -149,9 +87,6 @@ func Generate(m *model.Model, prompt []int, be *model.Backend, opt GenerateOptio
 	if opt.MaxNewTokens <= 0 {
 		return nil, fmt.Errorf("max new tokens must be positive, got %d", opt.MaxNewTokens)
 	}
-	if err := opt.Sampling.Validate(); err != nil {
-		return nil, err
-	}
 	if err := m.CheckIDs(prompt); err != nil {
 		if errors.Is(err, model.ErrEmpty) {
 			return nil, errors.New("empty prompt: at least one token is needed to generate from")
@@ -162,14 +97,13 @@ func Generate(m *model.Model, prompt []int, be *model.Backend, opt GenerateOptio
 	if eos == nil {
 		eos = m.Config.EOSTokenIDs
 	}
-	sp := newSampler(opt.Sampling)
-	if opt.Processing != nil {
-		if err := opt.Processing.Validate(); err != nil {
-			return nil, err
-		}
-		sp.cfg = *opt.Processing
+	sp, err := sampling.New(opt.Sampling, m.Config.VocabSize, opt.Seed)
+	if err != nil {
+		return nil, err
 	}
-	sp.prompt = prompt                  // transformers penalizes the prompt's tokens too
+	if err := sp.Observe(prompt...); err != nil { // transformers penalizes the prompt's tokens too
+		return nil, err
+	}
 	r, err := model.NewRunner(m, be, 1) // a device-resident backend keeps the caches on its device
 	if err != nil {
 		return nil, err
@@ -185,9 +119,9 @@ func Generate(m *model.Model, prompt []int, be *model.Backend, opt GenerateOptio
 	res.PrefillTime = time.Since(start)
 	start = time.Now()
 	for {
-		id := sp.next(logits.Data)
-		if sp.err != nil {
-			return nil, sp.err
+		id, err := sp.Next(logits.Data)
+		if err != nil {
+			return nil, err
 		}
 		res.NewIDs = append(res.NewIDs, id)
 		if opt.OnToken != nil && !opt.OnToken(id, logits.Data) {

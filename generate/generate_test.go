@@ -86,15 +86,33 @@ func comfortableSteps(t *testing.T, m *model.Model, prompt []int, maxNew int) in
 	return n
 }
 
+// sampler draws from logits of vocabulary 5 with c.
+type sampler struct {
+	t  *testing.T
+	sp *sampling.Sampler
+}
+
+func newSampler(t *testing.T, c sampling.Config, seed uint64) sampler {
+	sp, err := sampling.New(c, 5, seed)
+	require.NoError(t, err)
+	return sampler{t, sp}
+}
+
+func (s sampler) next(logits []float32) int {
+	id, err := s.sp.Next(logits)
+	require.NoError(s.t, err)
+	return id
+}
+
 func TestSampling(t *testing.T) {
 	logits := []float32{0, 3, 1, 2.9, -5}
 	// top-k 1 is greedy whatever the temperature.
-	sp := newSampler(Sampling{Temperature: 5, TopK: 1, Seed: 1})
+	sp := newSampler(t, sampling.Config{DoSample: true, Temperature: 5, TopK: 1}, 1)
 	for i := 0; i < 20; i++ {
 		assert.Equal(t, 1, sp.next(logits))
 	}
 	// top-p keeps only the smallest nucleus: tokens 1 and 3 hold ~0.86.
-	sp = newSampler(Sampling{Temperature: 1, TopP: 0.8, Seed: 2})
+	sp = newSampler(t, sampling.Config{DoSample: true, Temperature: 1, TopP: 0.8}, 2)
 	counts := map[int]int{}
 	for i := 0; i < 2000; i++ {
 		counts[sp.next(logits)]++
@@ -104,7 +122,7 @@ func TestSampling(t *testing.T) {
 
 	// Same seed, same draws; sampling frequencies follow softmax(logits/T).
 	draw := func(seed uint64) []int {
-		sp := newSampler(Sampling{Temperature: 2, Seed: seed})
+		sp := newSampler(t, sampling.Config{DoSample: true, Temperature: 2}, seed)
 		var out []int
 		for i := 0; i < 50; i++ {
 			out = append(out, sp.next(logits))
@@ -114,7 +132,7 @@ func TestSampling(t *testing.T) {
 	assert.Equal(t, draw(9), draw(9))
 	assert.NotEqual(t, draw(9), draw(10))
 	p := Softmax(logits, 2)
-	sp = newSampler(Sampling{Temperature: 2, Seed: 3})
+	sp = newSampler(t, sampling.Config{DoSample: true, Temperature: 2}, 3)
 	counts = map[int]int{}
 	const n = 20000
 	for i := 0; i < n; i++ {
@@ -126,7 +144,7 @@ func TestSampling(t *testing.T) {
 		assert.InDelta(t, want, float64(counts[id])/n, tol+1e-9, "token %d", id)
 	}
 
-	for _, bad := range []Sampling{{Temperature: -1}, {TopK: -2}, {TopP: 1.5}, {Temperature: math.NaN()}} {
+	for _, bad := range []sampling.Config{{Temperature: -1}, {TopK: -2}, {TopP: 1.5}, {Temperature: math.NaN()}} {
 		assert.Error(t, bad.Validate(), "%+v", bad)
 	}
 	top := TopProbs(logits, 2)
@@ -184,7 +202,7 @@ func TestGenerateAppliesProcessing(t *testing.T) {
 		{RepetitionPenalty: 1e6}, // greedy: no seen id can win while an unseen one has a positive logit
 		{DoSample: true, Temperature: 0.7, TopK: 20, MinP: 0.05, RepetitionPenalty: 1.3},
 	} {
-		res, err := Generate(m, prompt, be, GenerateOptions{MaxNewTokens: 8, Sampling: Sampling{Seed: 4}, Processing: &pc})
+		res, err := Generate(m, prompt, be, GenerateOptions{MaxNewTokens: 8, Sampling: pc, Seed: 4})
 		require.NoError(t, err)
 		sp, err := sampling.New(pc, cfg.VocabSize, 4)
 		require.NoError(t, err)
@@ -207,7 +225,7 @@ func TestGenerateAppliesProcessing(t *testing.T) {
 			}
 		}
 	}
-	_, err = Generate(m, prompt, be, GenerateOptions{MaxNewTokens: 1, Processing: &sampling.Config{TopP: 2}})
+	_, err = Generate(m, prompt, be, GenerateOptions{MaxNewTokens: 1, Sampling: sampling.Config{TopP: 2}})
 	assert.ErrorContains(t, err, "top-p")
 }
 

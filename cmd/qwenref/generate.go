@@ -70,7 +70,7 @@ Examples:
 	if err != nil {
 		return err
 	}
-	res, err := generate.Generate(op.Model, ids, op.Backend, generate.GenerateOptions{MaxNewTokens: *sf.maxNew, Sampling: generate.Sampling{Seed: g.Seed}, Processing: &g.Config})
+	res, err := generate.Generate(op.Model, ids, op.Backend, generate.GenerateOptions{MaxNewTokens: *sf.maxNew, Sampling: g.Config, Seed: g.Seed})
 	if err != nil {
 		return err
 	}

@@ -232,7 +232,7 @@ Examples:
 // generateOne streams one continuation and prints its timing.
 func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, ids []int, maxNew int, g generate.GenerationSettings, topK int, stdout, info io.Writer) error {
 	text := &generate.TextStream{Codec: tok}
-	res, err := generate.Generate(m, ids, be, generate.GenerateOptions{MaxNewTokens: maxNew, Sampling: generate.Sampling{Seed: g.Seed}, Processing: &g.Config,
+	res, err := generate.Generate(m, ids, be, generate.GenerateOptions{MaxNewTokens: maxNew, Sampling: g.Config, Seed: g.Seed,
 		OnToken: func(id int, logits []float32) bool {
 			if topK == 0 {
 				fmt.Fprint(stdout, text.Add(id))
