@@ -76,7 +76,7 @@ func Perplexity(m *model.Model, specs []string, rows [][]int, o PerplexityOption
 		fmt.Fprintf(o.Running, "%s in %s, windows of %d advanced by %d\n", plural(run.Tokens, "token"), plural(run.Rows, "row"), o.Ctx, o.Stride)
 	}
 	for _, spec := range specs {
-		be, err := model.NewBackend(spec)
+		be, err := model.ParseBackend(spec)
 		if err != nil {
 			return nil, err
 		}

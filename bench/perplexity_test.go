@@ -56,7 +56,7 @@ func TestPerplexityLikeLlamaCpp(t *testing.T) {
 	var b bytes.Buffer
 	run, err := Perplexity(m, []string{"chunked"}, rows, PerplexityOptions{Ctx: 4, Stride: 3, Running: &b})
 	require.NoError(t, err)
-	be, _ := model.NewBackend("chunked")
+	be, _ := model.ParseBackend("chunked")
 	var all []float64
 	want := "15 tokens in 2 rows, windows of 4 advanced by 3\nchunked: "
 	k, done := 0, 0.0 // the rows' sums so far, added as Perplexity adds them

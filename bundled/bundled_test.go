@@ -19,7 +19,7 @@ func TestBundledRuns(t *testing.T) {
 	assert.Equal(t, 6, lin)
 	assert.Equal(t, 2, full)
 	require.Len(t, m.Config.EOSTokenIDs, 2)
-	be, err := model.NewBackend("naive")
+	be, err := model.ParseBackend("naive")
 	require.NoError(t, err)
 	for _, p := range SamplePrompts {
 		ids, err := tok.Encode(p)

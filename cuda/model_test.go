@@ -153,7 +153,7 @@ func TestModelMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("model %s ×4 layers on host and device in %v", c.shape, time.Since(start).Round(time.Millisecond))
-			be, err := model.NewBackend(c.backend)
+			be, err := model.ParseBackend(c.backend)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,7 +22,7 @@ func chatSetup(t *testing.T) (*model.Model, generate.TextCodec, *chat.Template, 
 	require.NoError(t, err)
 	tpl, err := chat.LoadFile("../testdata/chat/qwen3-tokenizer_config.json")
 	require.NoError(t, err)
-	be, err := model.NewBackend("chunked")
+	be, err := model.ParseBackend("chunked")
 	require.NoError(t, err)
 	return m, tok, tpl, be
 }

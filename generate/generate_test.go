@@ -22,7 +22,7 @@ import (
 func TestGreedyMatchesTransformers(t *testing.T) {
 	root, cases := goldenCases(t)
 	for _, backend := range model.BackendNames() {
-		be, err := model.NewBackend(backend)
+		be, err := model.ParseBackend(backend)
 		if err != nil {
 			continue
 		}
@@ -61,7 +61,7 @@ const greedyMargin = 0.05
 // comfortableSteps counts the leading greedy steps of the naive (float32)
 // backend whose top-2 logit margin is at least greedyMargin·rms.
 func comfortableSteps(t *testing.T, m *model.Model, prompt []int, maxNew int) int {
-	ref, err := model.NewBackend("naive")
+	ref, err := model.ParseBackend("naive")
 	require.NoError(t, err)
 	n, stop := 0, false
 	_, err = Generate(m, prompt, ref, GenerateOptions{MaxNewTokens: maxNew, OnToken: func(_ int, logits []float32) bool {
@@ -159,7 +159,7 @@ func TestGenerateStops(t *testing.T) {
 	cfg.VocabSize = 50
 	m, err := model.NewRandom(cfg, 1, false)
 	require.NoError(t, err)
-	be, _ := model.NewBackend("naive")
+	be, _ := model.ParseBackend("naive")
 	res, err := Generate(m, []int{1, 2, 3}, be, GenerateOptions{MaxNewTokens: 6})
 	require.NoError(t, err)
 	require.Len(t, res.NewIDs, 6)
@@ -196,7 +196,7 @@ func TestGenerateAppliesProcessing(t *testing.T) {
 	cfg.VocabSize = 50
 	m, err := model.NewRandom(cfg, 1, false)
 	require.NoError(t, err)
-	be, _ := model.NewBackend("naive")
+	be, _ := model.ParseBackend("naive")
 	prompt := []int{1, 2, 3, 4, 5}
 	for _, pc := range []sampling.Config{
 		{RepetitionPenalty: 1e6}, // greedy: no seen id can win while an unseen one has a positive logit

@@ -80,7 +80,7 @@ func TestPerplexityMatchesGoldenLogits(t *testing.T) {
 				per := len(ids) * v
 				require.NoError(t, ref.ScoreLogits(w, ids, want[b*per:(b+1)*per], v))
 				for _, name := range []string{"naive", "chunked"} {
-					be, err := model.NewBackend(name)
+					be, err := model.ParseBackend(name)
 					require.NoError(t, err)
 					got, err := Perplexity(m, ids, be, len(ids), len(ids), nil)
 					be.Close()
@@ -129,7 +129,7 @@ func TestPerplexityWindowsMatchTransformers(t *testing.T) {
 			m.Close()
 		}
 	}()
-	be, err := model.NewBackend("chunked")
+	be, err := model.ParseBackend("chunked")
 	require.NoError(t, err)
 	defer be.Close()
 	worstPPL, worstNLL := 0.0, 0.0

@@ -45,7 +45,7 @@ func moeGoldenCases(t *testing.T) []moeGoldenCase {
 // experts included.
 func checkMoEGoldens(t *testing.T, backend string) {
 	cases := moeGoldenCases(t)
-	be, err := NewBackend(backend)
+	be, err := ParseBackend(backend)
 	require.NoError(t, err)
 	defer be.Close()
 	for _, c := range cases {
@@ -94,12 +94,12 @@ func TestMoEGoldensCUDAFP32(t *testing.T) {
 // for token, and cached decoding equals a full forward at the golden bar.
 func TestMoEGreedyAndDecodeMatchTransformers(t *testing.T) {
 	backends := []string{"naive", "chunked"}
-	if be, err := NewBackend("cuda-fp32"); err == nil { // the GPU's fp32 path, where a GPU is
+	if be, err := ParseBackend("cuda-fp32"); err == nil { // the GPU's fp32 path, where a GPU is
 		be.Close()
 		backends = append(backends, "cuda-fp32")
 	}
 	for _, backend := range backends {
-		be, err := NewBackend(backend)
+		be, err := ParseBackend(backend)
 		require.NoError(t, err)
 		for _, c := range moeGoldenCases(t) {
 			t.Run(backend+"/"+c.Name, func(t *testing.T) {
@@ -155,7 +155,7 @@ func TestMoEGoldenDivergenceIsDetected(t *testing.T) {
 		f[j] += 0.5
 	}
 	m.Blocks[li].MoE.W.Router = &tensor.Matrix{Rows: r.Rows, Cols: r.Cols, F32: f}
-	be, _ := NewBackend("naive")
+	be, _ := ParseBackend("naive")
 	var first string
 	rec := func(stage string, x *tensor.Tensor) {
 		if first != "" || !slices.Contains(c.Stages, stage) {

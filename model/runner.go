@@ -302,7 +302,7 @@ func CompareBackends(m *Model, ref *Backend, ids []int, all bool) ([]Agreement, 
 			out = append(out, Agreement{Backend: name, Why: fmt.Sprintf("skipped (~%.0f GFLOP; --compare all forces it)", gflop)})
 			continue
 		}
-		be, err := NewBackend(name)
+		be, err := ParseBackend(name)
 		if err != nil {
 			out = append(out, Agreement{Backend: name, Why: fmt.Sprintf("unavailable: %v", err)})
 			continue

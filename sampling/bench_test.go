@@ -45,7 +45,7 @@ func bundledLogits(b *testing.B) []float32 {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	be, err := model.NewBackend("naive")
+	be, err := model.ParseBackend("naive")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func wantChat(t *testing.T, lines string) string {
 	require.NoError(t, err)
 	tpl, err := chat.LoadFile(qwen3Tpl)
 	require.NoError(t, err)
-	be, err := model.NewBackend("chunked")
+	be, err := model.ParseBackend("chunked")
 	require.NoError(t, err)
 	conv, err := generate.NewConversation(m, generate.ConversationOptions{Template: tpl, Codec: tok, Backend: be, MaxNewTokens: 8})
 	require.NoError(t, err)

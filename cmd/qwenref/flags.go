@@ -247,22 +247,3 @@ func resolveModelFlag(dir *string, stderr io.Writer) error {
 	*dir = d
 	return err
 }
-
-// loadModelAndTokenizer opens --model DIR (prefaulted) and, when needTok
-// or tokPath asks for it, its tokenizer; with no dir, the bundled demo.
-func loadModelAndTokenizer(dir, tokPath string, needTok bool, stderr io.Writer) (*model.Model, *tokenizer.Tokenizer, error) {
-	var demo *tokenizer.Tokenizer
-	op, err := openFlags{dir: &dir}.open(model.OpenOptions{}, &demo, stderr, stderr)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !needTok && tokPath == "" {
-		return op.Model, nil, nil
-	}
-	tok, err := textTokenizer(op, tokPath, demo, stderr)
-	if err != nil {
-		op.Close()
-		return nil, nil, err
-	}
-	return op.Model, tok, nil
-}

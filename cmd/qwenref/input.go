@@ -118,6 +118,3 @@ func readPrompt(prompt, file string) (text string, ok bool, err error) {
 	}
 	return string(data), true, nil
 }
-
-// parseIDsJSON is generate.ParseIDs.
-func parseIDsJSON(data []byte) ([][]int, error) { return generate.ParseIDs(data) }
