@@ -31,7 +31,7 @@ func (s scaledMatMul) MatMulT(y, x []float32, m int, w *tensor.Matrix) error {
 
 func init() {
 	model.RegisterBackend("test-scaled", "naive with every product scaled by 1+1e-3 (bench tests)", func() (*model.Backend, error) {
-		b, err := model.NewBackend("naive")
+		b, err := model.ParseBackend("naive")
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +190,7 @@ func TestRunValidates(t *testing.T) {
 // run advances one of its states by a token (TestDecodeCoreAdvances).
 func TestOpsRepeatable(t *testing.T) {
 	o := tinyOptions(t, "all", "naive")
-	be, err := model.NewBackend("naive")
+	be, err := model.ParseBackend("naive")
 	require.NoError(t, err)
 	o.Ops, err = applicableOps(o.Ops, o.Config) // the dense tiny shape has no moe block (moe_test.go runs it)
 	require.NoError(t, err)
@@ -246,7 +246,7 @@ func TestFLOPCountsMatchAnchors(t *testing.T) {
 func TestDecodeCoreAdvances(t *testing.T) {
 	o := tinyOptions(t, "decode-core", "naive")
 	o.States = 2
-	be, err := model.NewBackend("naive")
+	be, err := model.ParseBackend("naive")
 	require.NoError(t, err)
 	op, _ := LookupOp("decode-core")
 	var layerWS *workspace

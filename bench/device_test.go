@@ -155,7 +155,7 @@ func TestDeviceTimedOps(t *testing.T) {
 // the first step's logits at position T.
 func TestDecodeStepsAdvance(t *testing.T) {
 	o := tinyOptions(t, "decode", "chunked")
-	be, err := model.NewBackend("chunked")
+	be, err := model.ParseBackend("chunked")
 	require.NoError(t, err)
 	op, _ := LookupOp("decode")
 	var layerWS *workspace

@@ -48,7 +48,7 @@ func ModelSpeed(m *model.Model, o SpeedOptions) ([]SpeedResult, error) {
 	}
 	var out []SpeedResult
 	for _, spec := range o.Backends {
-		be, err := model.NewBackend(spec)
+		be, err := model.ParseBackend(spec)
 		if err != nil {
 			return nil, err
 		}

@@ -53,7 +53,7 @@ func AvailableBackends(names []string, w io.Writer) []string {
 	var ok, reasons []string
 	skipped := map[string][]string{} // by reason: a missing GPU is one line
 	for _, n := range names {
-		be, err := model.NewBackend(n)
+		be, err := model.ParseBackend(n)
 		if err != nil {
 			if skipped[err.Error()] == nil {
 				reasons = append(reasons, err.Error())

@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -41,7 +42,7 @@ type PerplexityResult struct {
 
 // PerplexityOptions are how Perplexity scores and what it shows.
 type PerplexityOptions struct {
-	// Ctx and Stride lay out the windows (model.PerplexityWindows).
+	// Ctx and Stride lay out the windows (generate.PerplexityWindows).
 	Ctx, Stride int
 	// Running, if set, is told the run as llama-perplexity tells it: a
 	// header, then per backend the perplexity so far after each window
@@ -75,7 +76,7 @@ func Perplexity(m *model.Model, specs []string, rows [][]int, o PerplexityOption
 		fmt.Fprintf(o.Running, "%s in %s, windows of %d advanced by %d\n", plural(run.Tokens, "token"), plural(run.Rows, "row"), o.Ctx, o.Stride)
 	}
 	for _, spec := range specs {
-		be, err := model.NewBackend(spec)
+		be, err := model.ParseBackend(spec)
 		if err != nil {
 			return nil, err
 		}
@@ -113,7 +114,7 @@ func perplexityOn(m *model.Model, be *model.Backend, rows [][]int, o PerplexityO
 	var sum, sum2 float64
 	window := 0
 	for r, ids := range rows {
-		res, err := m.Perplexity(ids, be, o.Ctx, o.Stride, func(done, total int, sofar *model.PerplexityResult) {
+		res, err := generate.Perplexity(m, ids, be, o.Ctx, o.Stride, func(done, total int, sofar *generate.PerplexityResult) {
 			if tty != nil {
 				fmt.Fprintf(tty, "\r%s: row %d/%d, window %d/%d", be.Name, r+1, len(rows), done, total)
 			}

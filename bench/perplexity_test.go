@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -55,14 +56,14 @@ func TestPerplexityLikeLlamaCpp(t *testing.T) {
 	var b bytes.Buffer
 	run, err := Perplexity(m, []string{"chunked"}, rows, PerplexityOptions{Ctx: 4, Stride: 3, Running: &b})
 	require.NoError(t, err)
-	be, _ := model.NewBackend("chunked")
+	be, _ := model.ParseBackend("chunked")
 	var all []float64
 	want := "15 tokens in 2 rows, windows of 4 advanced by 3\nchunked: "
 	k, done := 0, 0.0 // the rows' sums so far, added as Perplexity adds them
 	for _, ids := range rows {
-		res, err := m.Perplexity(ids, be, 4, 3, nil)
+		res, err := generate.Perplexity(m, ids, be, 4, 3, nil)
 		require.NoError(t, err)
-		ws, err := model.PerplexityWindows(len(ids), 4, 3)
+		ws, err := generate.PerplexityWindows(len(ids), 4, 3)
 		require.NoError(t, err)
 		row := 0.0
 		for _, w := range ws {

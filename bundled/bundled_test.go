@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -18,13 +19,13 @@ func TestBundledRuns(t *testing.T) {
 	assert.Equal(t, 6, lin)
 	assert.Equal(t, 2, full)
 	require.Len(t, m.Config.EOSTokenIDs, 2)
-	be, err := model.NewBackend("naive")
+	be, err := model.ParseBackend("naive")
 	require.NoError(t, err)
 	for _, p := range SamplePrompts {
 		ids, err := tok.Encode(p)
 		require.NoError(t, err)
 		require.NotEmpty(t, ids)
-		res, err := m.Generate(ids, be, model.GenerateOptions{MaxNewTokens: 3})
+		res, err := generate.Generate(m, ids, be, generate.GenerateOptions{MaxNewTokens: 3})
 		require.NoError(t, err)
 		assert.NotEmpty(t, res.NewIDs)
 		_, err = tok.Decode(res.NewIDs)

@@ -54,7 +54,7 @@ func TestFP32ModelMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer gm.Close()
-			be, err := model.NewBackend("chunked")
+			be, err := model.ParseBackend("chunked")
 			if err != nil {
 				t.Fatal(err)
 			}

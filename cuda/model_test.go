@@ -58,7 +58,7 @@ func randomIDs(r *rand.Rand, n, vocab int) []int {
 func checkGreedyMatchesSteps(t *testing.T, gm *residentModel, prompt []int) {
 	t.Helper()
 	v := gm.cfg.VocabSize
-	last := func(l []float32) int { return model.Argmax(l[len(l)-v:]) }
+	last := func(l []float32) int { return tensor.Argmax(l[len(l)-v:]) }
 	if err := gm.Reset(); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestModelMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("model %s ×4 layers on host and device in %v", c.shape, time.Since(start).Round(time.Millisecond))
-			be, err := model.NewBackend(c.backend)
+			be, err := model.ParseBackend(c.backend)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -328,10 +328,6 @@ func ParseBackend(spec string) (*Backend, error) {
 	return &be, nil
 }
 
-// NewBackend is ParseBackend: every command and test accepts the same
-// grammar.
-func NewBackend(spec string) (*Backend, error) { return ParseBackend(spec) }
-
 func newBase(name string) (*Backend, error) {
 	regMu.Lock()
 	f, ok := registry[name]

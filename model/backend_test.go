@@ -24,7 +24,7 @@ import (
 // names what is missing.
 func TestEveryBackendNameParsesAndRuns(t *testing.T) {
 	m, dir, ids := firstGolden(t)
-	ref, err := NewBackend("naive")
+	ref, err := ParseBackend("naive")
 	require.NoError(t, err)
 	want, err := m.NewSession().Forward(ids, ref, Options{})
 	require.NoError(t, err)

@@ -1,6 +1,6 @@
 // Package model is the Qwen3.5/3.6 text model: config parsing, checkpoint
-// loading and validation, the decoder stack, cached decoding and
-// generation.
+// loading and validation, the decoder stack and cached decoding
+// (generation, conversations and perplexity are package generate's).
 //
 // The forward pass (docs/spec.md §3.1):
 //

@@ -65,7 +65,7 @@ func ExampleNewRandom() {
 		return
 	}
 	defer m.Close()
-	be, err := model.NewBackend("naive")
+	be, err := model.ParseBackend("naive")
 	if err != nil {
 		fmt.Println(err)
 		return

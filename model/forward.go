@@ -83,6 +83,21 @@ func (m *Model) CheckIDs(ids []int) error {
 	return nil
 }
 
+// CheckRows checks rows of token ids against m's vocabulary before any
+// work, naming the input: "what: ..." for one row, "what row R: ..." for
+// several.
+func (m *Model) CheckRows(rows [][]int, what string) error {
+	for r, ids := range rows {
+		if err := m.CheckIDs(ids); err != nil {
+			if len(rows) > 1 {
+				return fmt.Errorf("%s row %d: %w", what, r, err)
+			}
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	return nil
+}
+
 // Forward feeds ids to the session and returns logits [T, V] (or [1, V]
 // with LastOnly). The hidden state of the last position is Hidden().
 func (s *Session) Forward(ids []int, be *Backend, opt Options) (*tensor.Tensor, error) {

@@ -43,7 +43,7 @@ func init() { bf16Backends["cuda-ops"] = true } // the op-by-op bf16 debugging p
 // (no driver, cuBLAS or GPU) unless QWENREF_CUDA_REQUIRE=1.
 func cudaOrSkip(t *testing.T, spec string) *Backend {
 	t.Helper()
-	be, err := NewBackend(spec)
+	be, err := ParseBackend(spec)
 	if err != nil {
 		if os.Getenv("QWENREF_CUDA_REQUIRE") == "1" {
 			t.Fatalf("%s: %v", spec, err)

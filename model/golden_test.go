@@ -213,7 +213,7 @@ func runGolden(t *testing.T, dir string, c goldenCase, be *Backend) []stageCheck
 // worst errors measured.
 func checkGoldens(t *testing.T, backend string) {
 	root, cases := goldenCases(t)
-	be, err := NewBackend(backend)
+	be, err := ParseBackend(backend)
 	require.NoError(t, err)
 	defer be.Close()
 	for _, c := range cases {
@@ -266,7 +266,7 @@ func TestGoldenDivergenceIsDetected(t *testing.T) {
 	require.NotNil(t, g)
 	g.W.ALog = slices.Clone(g.W.ALog)
 	g.W.ALog[0] += 0.5
-	be, _ := NewBackend("naive")
+	be, _ := ParseBackend("naive")
 	var first string
 	rec := func(stage string, x *tensor.Tensor) {
 		if first != "" || !slices.Contains(c.Stages, stage) {

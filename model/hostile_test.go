@@ -87,7 +87,7 @@ func TestNonFiniteWeights(t *testing.T) {
 	err = m.CheckFinite(nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "layers.2.mlp.up_proj.weight")
-	be, _ := NewBackend("naive")
+	be, _ := ParseBackend("naive")
 	_, err = m.NewSession().Forward([]int{1, 2, 3}, be, Options{})
 	require.Error(t, err, "the forward pass refuses non-finite logits")
 	assert.Contains(t, err.Error(), "non-finite logit")
@@ -103,7 +103,7 @@ func TestConcurrentSessions(t *testing.T) {
 	require.NoError(t, err)
 	ids := []int{3, 1, 4, 1, 5, 9, 2, 6}
 	for _, backend := range BackendNames() {
-		be, err := NewBackend(backend)
+		be, err := ParseBackend(backend)
 		if err != nil { // a registered GPU backend without a GPU
 			t.Logf("skipping backend %s: %v", backend, err)
 			continue
@@ -128,7 +128,7 @@ func TestConcurrentSessions(t *testing.T) {
 
 	s := m.NewSession()
 	s.mu.Lock() // as if another goroutine were inside Forward
-	be, _ := NewBackend("naive")
+	be, _ := ParseBackend("naive")
 	_, err = s.Forward(ids, be, Options{})
 	s.mu.Unlock()
 	assert.ErrorContains(t, err, "two goroutines")

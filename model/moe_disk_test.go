@@ -104,7 +104,7 @@ func TestMoEDecodeReadsOnlyActiveExperts(t *testing.T) {
 	defer m.Close()
 	require.True(t, m.Config.IsMoE(), "%s is not a mixture-of-experts checkpoint", dir)
 	m.SetStreaming(true)
-	be, err := NewBackend("chunked")
+	be, err := ParseBackend("chunked")
 	require.NoError(t, err)
 	chosen := map[int]map[int]bool{}
 	rec := func(stage string, x *tensor.Tensor) {

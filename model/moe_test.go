@@ -88,7 +88,7 @@ func TestMoEConfigs(t *testing.T) {
 }
 
 func forwardLogits(t *testing.T, m *Model, ids []int, backend string, rec tensor.Recorder) []float32 {
-	be, err := NewBackend(backend)
+	be, err := ParseBackend(backend)
 	require.NoError(t, err)
 	defer be.Close()
 	out, err := m.NewSession().Forward(ids, be, Options{Record: rec})
@@ -128,7 +128,7 @@ func TestMoEDecodeEqualsFullForward(t *testing.T) {
 	ids := []int{4, 8, 15, 16, 23, 42, 7, 1, 0, 99}
 	for _, backend := range []string{"naive", "chunked"} {
 		full := forwardLogits(t, m, ids, backend, nil)
-		be, _ := NewBackend(backend)
+		be, _ := ParseBackend(backend)
 		s := m.NewSession()
 		var got []float32
 		out, err := s.Forward(ids[:6], be, Options{})
@@ -169,7 +169,7 @@ func TestNextFusedProjectionsMatchTransformersSplit(t *testing.T) {
 	r := nv / nk
 	x := RandomValues(1, TensorSpec{Name: "x", Shape: []int{3, h}})
 	got := map[string][]float32{}
-	be, _ := NewBackend("naive")
+	be, _ := ParseBackend("naive")
 	st := m.Blocks[0].NewState()
 	out := make([]float32, len(x))
 	require.NoError(t, m.Blocks[0].Mix(out, x, 3, st, be, func(s string, v *tensor.Tensor) { got[s] = slices.Clone(v.Data) }))

@@ -314,7 +314,7 @@ func oddCompare(t *testing.T, tol tensor.Tolerance, got, want []float32, format 
 // naive's final norm.
 func oddCheckTeacherForced(t *testing.T, m *Model, ref *oddRecord, spec string, tol tensor.Tolerance, n int, what string) {
 	t.Helper()
-	be, err := NewBackend(spec)
+	be, err := ParseBackend(spec)
 	require.NoError(t, err)
 	defer be.Close()
 	s := m.NewSession()
@@ -363,7 +363,7 @@ func oddPieces(n int) []int {
 // forward.
 func oddCheckCached(t *testing.T, m *Model, ref *oddRecord, spec string, tol tensor.Tolerance, n int, what string) {
 	t.Helper()
-	be, err := NewBackend(spec)
+	be, err := ParseBackend(spec)
 	require.NoError(t, err)
 	defer be.Close()
 	h := m.Config.HiddenSize
@@ -400,7 +400,7 @@ func oddCheckChained(t *testing.T, m *Model, ref *oddRecord, spec string, tol te
 	t.Helper()
 	depth := float64(max(m.Config.NumLayers, 1))
 	tol = tensor.Tolerance{RelL2: tol.RelL2 * depth, MaxAbsScaled: tol.MaxAbsScaled * depth}
-	be, err := NewBackend(spec)
+	be, err := ParseBackend(spec)
 	require.NoError(t, err)
 	defer be.Close()
 	n, v := len(ids), m.Config.VocabSize
@@ -435,7 +435,7 @@ func oddCheckChained(t *testing.T, m *Model, ref *oddRecord, spec string, tol te
 // oddNaive is naive's recorded forward of ids, the reference of every check.
 func oddNaive(t *testing.T, m *Model, ids []int) *oddRecord {
 	t.Helper()
-	be, err := NewBackend("naive")
+	be, err := ParseBackend("naive")
 	require.NoError(t, err)
 	ref := &oddRecord{}
 	_, err = m.NewSession().Forward(ids, be, Options{Record: ref.recorder("")})
@@ -543,7 +543,7 @@ var oddHeadBF16Tol = tensor.Tolerance{RelL2: 4.0 / 256, MaxAbsScaled: 40.0 / 256
 // bf16 backend computes in float32 and is held to the golden bars against
 // naive itself.
 func TestOddShapesBF16(t *testing.T) {
-	be, err := NewBackend("chunked-bf16")
+	be, err := ParseBackend("chunked-bf16")
 	require.NoError(t, err)
 	widen := be.Precision == PrecisionF32
 	be.Close()
@@ -564,7 +564,7 @@ func TestOddShapesBF16(t *testing.T) {
 		require.NoError(t, err, s.Name)
 		ids := oddIDs(s.T, cfg.VocabSize, s.T+ci)
 		what := fmt.Sprintf("%s T=%d", s.Name, s.T)
-		rb, err := NewBackend(ref)
+		rb, err := ParseBackend(ref)
 		require.NoError(t, err)
 		rec := &oddRecord{}
 		_, err = m.NewSession().Forward(ids, rb, Options{Record: rec.recorder("")})
@@ -575,7 +575,7 @@ func TestOddShapesBF16(t *testing.T) {
 		if !widen {
 			f32 := oddNaive(t, m, ids)
 			logits := make([]float32, s.T*cfg.VocabSize)
-			bb, err := NewBackend("chunked-bf16")
+			bb, err := ParseBackend("chunked-bf16")
 			require.NoError(t, err)
 			require.NoError(t, bb.MatMul.MatMulT(logits, f32.stages["final_norm"], s.T, m.LMHead))
 			oddCompare(t, oddHeadBF16Tol, logits, f32.stages["logits"], "%s: chunked-bf16 lm_head vs float32 naive's", what)

@@ -302,7 +302,7 @@ func CompareBackends(m *Model, ref *Backend, ids []int, all bool) ([]Agreement, 
 			out = append(out, Agreement{Backend: name, Why: fmt.Sprintf("skipped (~%.0f GFLOP; --compare all forces it)", gflop)})
 			continue
 		}
-		be, err := NewBackend(name)
+		be, err := ParseBackend(name)
 		if err != nil {
 			out = append(out, Agreement{Backend: name, Why: fmt.Sprintf("unavailable: %v", err)})
 			continue
@@ -316,7 +316,7 @@ func CompareBackends(m *Model, ref *Backend, ids []int, all bool) ([]Agreement, 
 		a := Agreement{Backend: name, BF16: be.Precision == PrecisionBF16, RelL2: tensor.RelL2(got.Data, want.Data), MaxAbs: tensor.MaxAbsDiff(got.Data, want.Data), Positions: len(ids)}
 		v := m.Config.VocabSize
 		for p := range ids {
-			if Argmax(got.Data[p*v:(p+1)*v]) == Argmax(want.Data[p*v:(p+1)*v]) {
+			if tensor.Argmax(got.Data[p*v:(p+1)*v]) == tensor.Argmax(want.Data[p*v:(p+1)*v]) {
 				a.Argmax++
 			}
 		}

@@ -17,7 +17,7 @@ func TestRunnerOutReusesBuffer(t *testing.T) {
 	m, _, ids := firstGolden(t)
 	v := m.Config.VocabSize
 	for _, name := range BackendNames() {
-		be, err := NewBackend(name)
+		be, err := ParseBackend(name)
 		if err != nil {
 			t.Logf("skipping backend %s: %v", name, err)
 			continue
@@ -63,7 +63,7 @@ func TestRunnerOutReusesBuffer(t *testing.T) {
 // position, and a backend that cannot open here says why.
 func TestCompareBackends(t *testing.T) {
 	m, _, ids := firstGolden(t)
-	ref, err := NewBackend("chunked")
+	ref, err := ParseBackend("chunked")
 	require.NoError(t, err)
 	as, err := CompareBackends(m, ref, ids, false)
 	require.NoError(t, err)

@@ -40,7 +40,7 @@ const bf16RelL2 = 1e-2
 func TestPrefillDecodeEqualsFullForward(t *testing.T) {
 	root, cases := goldenCases(t)
 	for _, backend := range BackendNames() {
-		be, err := NewBackend(backend)
+		be, err := ParseBackend(backend)
 		if err != nil {
 			t.Logf("skipping backend %s: %v", backend, err)
 			continue
@@ -112,7 +112,7 @@ func TestRandomModelIsDeterministic(t *testing.T) {
 	cfg, err := ShapeConfig("tiny")
 	require.NoError(t, err)
 	cfg.VocabSize = 300
-	be, _ := NewBackend("naive")
+	be, _ := ParseBackend("naive")
 	a, err := NewRandom(cfg, 7, true)
 	require.NoError(t, err)
 	b, err := NewRandom(cfg, 7, true)
@@ -153,7 +153,7 @@ func TestForwardOnTruncatedShardIsAnError(t *testing.T) {
 		require.NoError(t, err)
 		p := filepath.Join(dir, "model.safetensors")
 		require.NoError(t, os.Truncate(p, 4096))
-		be, err := NewBackend(backend)
+		be, err := ParseBackend(backend)
 		require.NoError(t, err)
 		_, err = m.NewSession().Forward([]int{1, 2, 3, 4, 5, 6, 7, 8}, be, Options{})
 		require.Error(t, err, backend)
@@ -172,7 +172,7 @@ func TestSessionMethodsAreSafeConcurrently(t *testing.T) {
 	m, err := Load(filepath.Join(root, cases[0].Name))
 	require.NoError(t, err)
 	defer m.Close()
-	be, err := NewBackend("chunked")
+	be, err := ParseBackend("chunked")
 	require.NoError(t, err)
 	ids := []int{1, 2, 3, 4, 5}
 	s := m.NewSession()

@@ -15,7 +15,7 @@ func TestSessionSnapshotRestore(t *testing.T) {
 	cfg.VocabSize = 64
 	m, err := NewRandom(cfg, 3, false)
 	require.NoError(t, err)
-	be, _ := NewBackend("chunked")
+	be, _ := ParseBackend("chunked")
 	a, b, c := []int{1, 2, 3, 4, 5}, []int{6, 7, 8}, []int{9, 10}
 	s := m.NewSession()
 	_, err = s.Forward(a, be, Options{NoLogits: true})

@@ -17,7 +17,7 @@ func TestModelStagesAreWhatForwardRecords(t *testing.T) {
 	for name, cfg := range familyConfigs(t) {
 		m, err := NewRandom(cfg, 3, false)
 		require.NoError(t, err, name)
-		be, err := NewBackend("naive")
+		be, err := ParseBackend("naive")
 		require.NoError(t, err)
 		var got []tensor.Stage
 		rec := func(stage string, x *tensor.Tensor) {

@@ -34,7 +34,7 @@ func TestSyntheticCheckpointEqualsRandomModel(t *testing.T) {
 	defer disk.Close()
 	mem, err := NewRandom(cfg, 11, true)
 	require.NoError(t, err)
-	be, _ := NewBackend("chunked")
+	be, _ := ParseBackend("chunked")
 	ids := []int{0, 151935, 42, 7}
 	a, err := disk.NewSession().Forward(ids, be, Options{})
 	require.NoError(t, err)
@@ -81,7 +81,7 @@ func TestStreamingWeightsSameLogits(t *testing.T) {
 	m, err := Load(dir)
 	require.NoError(t, err)
 	defer m.Close()
-	be, _ := NewBackend("chunked")
+	be, _ := ParseBackend("chunked")
 	ids := []int{9, 8, 7, 6, 5}
 	run := func() []float32 {
 		s := m.NewSession()

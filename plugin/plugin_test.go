@@ -85,7 +85,7 @@ int qwenref_conv(float *y, const float *x, int T, int C, const float *w, int K, 
 	_, err = Load("convonly", cc(t, t.TempDir(), "convonly", src))
 	assert.ErrorContains(t, err, "already taken")
 
-	be, err := model.NewBackend("chunked:conv=convonly")
+	be, err := model.ParseBackend("chunked:conv=convonly")
 	require.NoError(t, err)
 	defer be.Close()
 	y, x, w, st := make([]float32, 6), make([]float32, 6), make([]float32, 12), make([]float32, 12)

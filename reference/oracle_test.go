@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 	gt "gorgonia.org/tensor"
 
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/layers/norm"
 	"github.com/qwenref/qwenref/linalg"
-	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tensor"
 )
 
@@ -69,7 +69,7 @@ func TestSoftmaxAgainstGorgonia(t *testing.T) {
 	logits := Normals(Rand(12, 1), 300, 4)
 	want, err := gt.SoftMax(dense(1, len(logits), logits), 1)
 	require.NoError(t, err)
-	got := model.Softmax(logits, 1)
+	got := generate.Softmax(logits, 1)
 	w := want.Data().([]float64)
 	for i := range got {
 		require.InDelta(t, w[i], got[i], 1e-12, "p[%d]", i)

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/qwenref/qwenref/bundled"
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/sampling"
+	"github.com/qwenref/qwenref/tensor"
 )
 
 // Per-token cost of choosing a token, against the argmax of greedy
@@ -43,7 +45,7 @@ func bundledLogits(b *testing.B) []float32 {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	be, err := model.NewBackend("naive")
+	be, err := model.ParseBackend("naive")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,7 +54,7 @@ func bundledLogits(b *testing.B) []float32 {
 		b.Fatal(err)
 	}
 	var out []float32
-	_, err = m.Generate(ids, be, model.GenerateOptions{MaxNewTokens: 1, OnToken: func(_ int, logits []float32) bool {
+	_, err = generate.Generate(m, ids, be, generate.GenerateOptions{MaxNewTokens: 1, OnToken: func(_ int, logits []float32) bool {
 		out = append([]float32(nil), logits...)
 		return false
 	}})
@@ -81,7 +83,7 @@ func BenchmarkArgmax(b *testing.B) {
 	for _, in := range inputs(b) {
 		b.Run(in.name, func(b *testing.B) {
 			for b.Loop() {
-				sink = sampling.Argmax(in.logits)
+				sink = tensor.Argmax(in.logits)
 			}
 		})
 	}
@@ -174,7 +176,7 @@ func BenchmarkVsArgmax(b *testing.B) {
 				var tArg, tNext time.Duration
 				for b.Loop() {
 					t0 := time.Now()
-					sink = sampling.Argmax(in.logits)
+					sink = tensor.Argmax(in.logits)
 					t1 := time.Now()
 					if sink, err = s.Next(in.logits); err != nil {
 						b.Fatal(err)

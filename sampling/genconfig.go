@@ -149,17 +149,32 @@ func shown(v json.RawMessage) string { return safeio.Clean(string(bytes.TrimSpac
 // is an error here, as it is there. The Report names every key it does not
 // apply.
 func FromGenerationConfig(data []byte) (Config, Report, error) {
-	var cfg Config
-	var rep Report
 	if len(data) > MaxGenerationConfigBytes {
-		return cfg, rep, fmt.Errorf("generation_config.json: %d bytes, more than the %d accepted", len(data), MaxGenerationConfigBytes)
+		return Config{}, Report{}, fmt.Errorf("generation_config.json: %d bytes, more than the %d accepted", len(data), MaxGenerationConfigBytes)
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return cfg, rep, fmt.Errorf("generation_config.json: want a JSON object: %w", err)
+		return Config{}, Report{}, fmt.Errorf("generation_config.json: want a JSON object: %w", err)
 	}
 	if raw == nil { // null, which GenerationConfig.from_dict cannot take either
-		return cfg, rep, fmt.Errorf("generation_config.json: want a JSON object, got null")
+		return Config{}, Report{}, fmt.Errorf("generation_config.json: want a JSON object, got null")
+	}
+	return FromKeys(raw, nil, nil)
+}
+
+// FromKeys is FromGenerationConfig over the file's keys, decoded (nil: no
+// file), with a caller's values applied first, as generate(**kwargs)
+// applies keyword arguments: doSample, if set, replaces do_sample, and each
+// number in given replaces the key it names (top_k an integer, the others
+// floats, as transformers' type checks tell them apart), before the
+// processors are built.
+func FromKeys(raw map[string]json.RawMessage, doSample *bool, given map[string]float64) (Config, Report, error) {
+	var cfg Config
+	var rep Report
+	for k := range given {
+		if !slices.Contains(appliedKeys[1:], k) {
+			return cfg, rep, fmt.Errorf("sampling: %q is not a number key qwenref applies (%s)", k, strings.Join(appliedKeys[1:], ", "))
+		}
 	}
 	for k, v := range raw {
 		switch {
@@ -177,13 +192,19 @@ func FromGenerationConfig(data []byte) (Config, Report, error) {
 	slices.Sort(rep.Unapplied)
 	slices.Sort(rep.Ignored)
 
-	if v, ok := raw["do_sample"]; ok && !isNull(v) {
+	if doSample != nil {
+		cfg.DoSample = *doSample
+	} else if v, ok := raw["do_sample"]; ok && !isNull(v) {
 		if err := json.Unmarshal(v, &cfg.DoSample); err != nil {
 			return cfg, rep, fmt.Errorf("generation_config.json: do_sample must be true or false, got %s", shown(v))
 		}
 	}
 	num := map[string]number{}
 	for _, k := range appliedKeys[1:] {
+		if v, ok := given[k]; ok {
+			num[k] = number{v: v, isInt: k == "top_k" && v == math.Trunc(v), set: true}
+			continue
+		}
 		n, err := readNumber(raw, k)
 		if err != nil {
 			return cfg, rep, err

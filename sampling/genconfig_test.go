@@ -1,6 +1,7 @@
 package sampling
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -145,4 +146,28 @@ func FuzzFromGenerationConfig(f *testing.F) {
 			t.Fatalf("FromGenerationConfig accepted %s but New rejects %+v: %v", data, cfg, err)
 		}
 	})
+}
+
+// A caller's values replace the file's keys as the same values written in
+// the file would (top_k read as an integer, the others as floats), a
+// replaced key's bad value in the file is not read, and a key FromKeys
+// does not apply is refused.
+func TestFromKeysAppliesValuesAsKeys(t *testing.T) {
+	raw := map[string]json.RawMessage{"do_sample": json.RawMessage(`"yes"`), "temperature": json.RawMessage(`"hot"`), "top_p": json.RawMessage(`0.9`)}
+	on := true
+	cfg, _, err := FromKeys(raw, &on, map[string]float64{"temperature": 1, "top_k": 7, "min_p": 0.05})
+	require.NoError(t, err)
+	want, _, err := FromGenerationConfig([]byte(`{"do_sample": true, "temperature": 1.0, "top_k": 7, "min_p": 0.05, "top_p": 0.9}`))
+	require.NoError(t, err)
+	assert.Equal(t, want, cfg)
+	assert.Equal(t, Config{DoSample: true, TopK: 7, TopP: 0.9, MinP: 0.05}, cfg)
+
+	_, _, err = FromKeys(raw, nil, map[string]float64{"temperature": 1})
+	assert.ErrorContains(t, err, `do_sample must be true or false, got "yes"`, "do_sample not given: the file's is read")
+	_, _, err = FromKeys(nil, &on, map[string]float64{"top_k": 2.5})
+	assert.ErrorContains(t, err, "top_k must be a positive integer")
+	_, _, err = FromKeys(nil, nil, map[string]float64{"repetition_penalty": 2})
+	require.NoError(t, err, "a given penalty is a float, as a flag's is")
+	_, _, err = FromKeys(nil, nil, map[string]float64{"do_sample": 1})
+	assert.ErrorContains(t, err, `"do_sample" is not a number key`)
 }

@@ -235,18 +235,6 @@ func (s *Sampler) Process(logits []float32) ([]float32, error) {
 	return out, nil
 }
 
-// Argmax returns the index of the largest value, the lowest one on ties, as
-// torch.argmax does for finite values; NaN is never chosen.
-func Argmax(x []float32) int {
-	best, bv := 0, float32(math.Inf(-1))
-	for i, v := range x {
-		if v > bv {
-			best, bv = i, v
-		}
-	}
-	return best
-}
-
 // sortByID restores the candidates' id order, which every stage keeps
 // between stages so that sums run in the same order however the set was
 // found.

@@ -24,3 +24,23 @@ func TestCompareStage(t *testing.T) {
 		}
 	}
 }
+
+// Argmax takes the first of equal values and never a NaN, wherever it is.
+func TestArgmax(t *testing.T) {
+	nan := float32(math.NaN())
+	for _, c := range []struct {
+		x    []float32
+		want int
+	}{
+		{[]float32{0, 3, 1, 2.9, -5}, 1},
+		{[]float32{1, 1}, 0},
+		{[]float32{nan, 1, 2}, 2},
+		{[]float32{1, nan, 0}, 0},
+		{[]float32{float32(math.Inf(-1)), -1}, 1},
+		{[]float32{nan, nan}, 0},
+	} {
+		if got := Argmax(c.x); got != c.want {
+			t.Errorf("Argmax(%v) = %d, want %d", c.x, got, c.want)
+		}
+	}
+}

@@ -123,3 +123,16 @@ func (r Recorder) Record(stage string, data []float32, shape ...int) {
 	}
 	r(stage, t)
 }
+
+// Argmax returns the index of the largest value, the lowest one on ties, as
+// torch.argmax does for finite values; NaN is never chosen (all NaN: 0).
+// Greedy decoding and the backends' agreement count both use it.
+func Argmax(x []float32) int {
+	best, bv := 0, float32(math.Inf(-1))
+	for i, v := range x {
+		if v > bv {
+			best, bv = i, v
+		}
+	}
+	return best
+}

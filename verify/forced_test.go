@@ -47,7 +47,7 @@ func openRef(t *testing.T, path string) *weights.Store {
 func TestTeacherForcedAgreesWithTransformers(t *testing.T) {
 	m := openModel(t, traceGolden)
 	refPath := filepath.Join(traceGolden, "expected.safetensors")
-	be, err := model.NewBackend("naive")
+	be, err := model.ParseBackend("naive")
 	require.NoError(t, err)
 	ids := goldenIDs(t, traceGolden)
 	rep, err := TeacherForced(m, be, openRef(t, refPath), refPath, ids, false)
@@ -80,7 +80,7 @@ func TestTeacherForcedAgreesWithTransformers(t *testing.T) {
 // isolation; one traced on other ids is refused.
 func TestTeacherForcedNamesTheWrongStage(t *testing.T) {
 	m := openModel(t, traceGolden)
-	be, err := model.NewBackend("naive")
+	be, err := model.ParseBackend("naive")
 	require.NoError(t, err)
 	ids := []int{1, 2, 3}
 	stages, err := Trace(m, be, ids)
@@ -110,7 +110,7 @@ func TestTeacherForcedNamesTheWrongStage(t *testing.T) {
 func TestTeacherForcedBF16Bars(t *testing.T) {
 	m := openModel(t, traceGolden)
 	refPath := filepath.Join(traceGolden, "expected.safetensors")
-	be, err := model.NewBackend("naive")
+	be, err := model.ParseBackend("naive")
 	require.NoError(t, err)
 	ids := goldenIDs(t, traceGolden)
 	f32, err := TeacherForced(m, be, openRef(t, refPath), refPath, ids, false)
@@ -128,7 +128,7 @@ func TestTeacherForcedBF16Bars(t *testing.T) {
 // verdict says so.
 func TestTeacherForcedNothingCompared(t *testing.T) {
 	m := openModel(t, traceGolden)
-	be, err := model.NewBackend("naive")
+	be, err := model.ParseBackend("naive")
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "other.safetensors")
 	require.NoError(t, weights.WriteFile(path, []weights.NamedTensor{{Name: "unrelated", DType: "F32", Shape: []int{2}, Data: []float32{1, 2}}}, nil))

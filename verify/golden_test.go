@@ -76,7 +76,7 @@ func TestGoldenCheck(t *testing.T) {
 		require.NoError(t, err, name)
 		assert.Equal(t, "tiny", g.Meta["shape"], name)
 		for _, spec := range []string{"naive", "chunked"} {
-			be, err := model.NewBackend(spec)
+			be, err := model.ParseBackend(spec)
 			require.NoError(t, err)
 			checks, err := g.Check(be)
 			require.NoError(t, err, "%s on %s", name, spec)
@@ -86,7 +86,7 @@ func TestGoldenCheck(t *testing.T) {
 				assert.Positive(t, c.Tolerance.RelL2)
 			}
 		}
-		be, err := model.NewBackend("naive")
+		be, err := model.ParseBackend("naive")
 		require.NoError(t, err)
 		be.Delta, be.Conv, be.Attn = offDelta{be.Delta}, offConv{be.Conv}, offAttn{be.Attn}
 		checks, err := g.Check(be)
@@ -168,7 +168,7 @@ func TestGoldenRunRefusesBadMetadata(t *testing.T) {
 	g, err := OpenGolden(path)
 	require.NoError(t, err)
 	defer g.Close()
-	be, err := model.NewBackend("naive")
+	be, err := model.ParseBackend("naive")
 	require.NoError(t, err)
 	for _, c := range []struct {
 		key, value, want string
@@ -220,7 +220,7 @@ func TestGoldenWrongSizeExpected(t *testing.T) {
 	g, err := OpenGolden(path)
 	require.NoError(t, err)
 	defer g.Close()
-	be, err := model.NewBackend("naive")
+	be, err := model.ParseBackend("naive")
 	require.NoError(t, err)
 	_, err = g.Check(be)
 	require.ErrorContains(t, err, "expected tensor y has shape [8 12] (96 values), but the op gives 108 values")

@@ -17,7 +17,7 @@ import (
 // files) and the gradients from the naive Go backward meet the file's
 // bars; a forward golden refuses RunGrad.
 func TestGradGoldenRoundTrip(t *testing.T) {
-	be, err := model.NewBackend("chunked")
+	be, err := model.ParseBackend("chunked")
 	require.NoError(t, err)
 	defer be.Close()
 	for _, c := range []struct {

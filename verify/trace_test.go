@@ -15,7 +15,7 @@ import (
 // shapes; written out, it keeps its stages and records the ids.
 func TestTraceIsTheModelsStageList(t *testing.T) {
 	m := openModel(t, traceGolden)
-	be, err := model.NewBackend("naive")
+	be, err := model.ParseBackend("naive")
 	require.NoError(t, err)
 	ids := []int{5, 17, 42, 7}
 	stages, err := Trace(m, be, ids)

@@ -57,7 +57,7 @@ func TestBenchJSONEndToEnd(t *testing.T) {
 		assert.Contains(t, backends, r["backend"])
 		assert.LessOrEqual(t, r["min_ms"], r["median_ms"])
 		assert.LessOrEqual(t, r["median_ms"], r["max_ms"])
-		switch be, err := model.NewBackend(r["backend"].(string)); {
+		switch be, err := model.ParseBackend(r["backend"].(string)); {
 		case r["backend"] == "naive":
 			assert.Zero(t, r["rel_l2_vs_naive"])
 		case err == nil && be.Precision == model.PrecisionBF16:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tokenizer"
 )
@@ -25,7 +26,7 @@ saved state, or prefills the conversation again, and a line on stderr says
 so. End of input ends the chat.
 
 Commands:
-`+model.ChatCommands+`
+`+generate.ChatCommands+`
 
 Sampling is generation_config.json's, with the flags of run (--temperature,
 --top-k, --top-p, --min-p, --repetition-penalty, --seed, --greedy).
@@ -38,7 +39,7 @@ Examples:
 	cf := addChatFlags(fs)
 	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
-	sf := addSampleFlags(fs, model.DefaultReplyTokens)
+	sf := addSampleFlags(fs, generate.DefaultReplyTokens)
 	quiet := fs.Bool("quiet", false, "leave out the speeds and the notes on the caches (stderr)")
 	mem := addMemoryFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -85,7 +86,7 @@ Examples:
 	if err != nil {
 		return err
 	}
-	conv, err := op.Model.NewConversation(model.ConversationOptions{Template: tpl, Codec: tok, Backend: op.Backend,
+	conv, err := generate.NewConversation(op.Model, generate.ConversationOptions{Template: tpl, Codec: tok, Backend: op.Backend,
 		Sampling: g.Config, Seed: g.Seed, MaxNewTokens: *sf.maxNew, System: *cf.system, Vars: vars, Tools: tools,
 		Check: func(n int) error { return op.CheckRun(1, n, 1, "the conversation plus --max-new-tokens") }})
 	if err != nil {
@@ -93,7 +94,7 @@ Examples:
 	}
 	defer conv.Close()
 	fmt.Fprintln(info, "chat: type a message; /help lists the commands; /exit or end of input ends")
-	return conv.Chat(model.ChatIO{In: stdin, Out: stdout, Notes: stderr, Info: info, Prompt: func() {
+	return conv.Chat(generate.ChatIO{In: stdin, Out: stdout, Notes: stderr, Info: info, Prompt: func() {
 		if isTerminal(stdin) {
 			fmt.Fprint(stderr, "> ")
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/qwenref/qwenref/bundled"
 	"github.com/qwenref/qwenref/chat"
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -22,15 +23,15 @@ const (
 	chatReplyMax = "8"
 )
 
-// wantChat is what model.Conversation replies to the session's lines.
+// wantChat is what generate.Conversation replies to the session's lines.
 func wantChat(t *testing.T, lines string) string {
 	m, tok, err := bundled.Model()
 	require.NoError(t, err)
 	tpl, err := chat.LoadFile(qwen3Tpl)
 	require.NoError(t, err)
-	be, err := model.NewBackend("chunked")
+	be, err := model.ParseBackend("chunked")
 	require.NoError(t, err)
-	conv, err := m.NewConversation(model.ConversationOptions{Template: tpl, Codec: tok, Backend: be, MaxNewTokens: 8})
+	conv, err := generate.NewConversation(m, generate.ConversationOptions{Template: tpl, Codec: tok, Backend: be, MaxNewTokens: 8})
 	require.NoError(t, err)
 	var out strings.Builder
 	for _, line := range strings.Split(lines, "\n") {

@@ -52,7 +52,7 @@ Examples:
 		return err
 	}
 	defer g.Close()
-	be, err := model.NewBackend(*backend)
+	be, err := model.ParseBackend(*backend)
 	if err != nil {
 		return err
 	}

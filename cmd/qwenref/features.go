@@ -201,7 +201,7 @@ Examples:
 // checkSet runs features.Check on backend and prints its report: exit 4
 // on a finding.
 func checkSet(m *model.Model, backend string, o features.CheckOptions, stdout io.Writer) error {
-	be, err := model.NewBackend(backend)
+	be, err := model.ParseBackend(backend)
 	if err != nil {
 		return err
 	}

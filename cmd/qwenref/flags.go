@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/qwenref/qwenref/bundled"
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/plugin"
 	"github.com/qwenref/qwenref/tokenizer"
@@ -219,7 +220,7 @@ func (f openFlags) open(o model.OpenOptions, tok **tokenizer.Tokenizer, stderr, 
 func textTokenizer(op *model.Opened, tokPath string, demo *tokenizer.Tokenizer, stderr io.Writer) (*tokenizer.Tokenizer, error) {
 	switch {
 	case op.Dir != "":
-		return model.LoadTokenizer(op.Dir, tokPath, op.Model.Config.VocabSize, bundled.Tokenizer, stderr)
+		return generate.LoadTokenizer(op.Dir, tokPath, op.Model.Config.VocabSize, bundled.Tokenizer, stderr)
 	case tokPath != "":
 		return tokenizer.Load(tokPath)
 	case demo != nil:
@@ -245,23 +246,4 @@ func resolveModelFlag(dir *string, stderr io.Writer) error {
 	d, err := model.ResolveModel(*dir, stderr)
 	*dir = d
 	return err
-}
-
-// loadModelAndTokenizer opens --model DIR (prefaulted) and, when needTok
-// or tokPath asks for it, its tokenizer; with no dir, the bundled demo.
-func loadModelAndTokenizer(dir, tokPath string, needTok bool, stderr io.Writer) (*model.Model, *tokenizer.Tokenizer, error) {
-	var demo *tokenizer.Tokenizer
-	op, err := openFlags{dir: &dir}.open(model.OpenOptions{}, &demo, stderr, stderr)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !needTok && tokPath == "" {
-		return op.Model, nil, nil
-	}
-	tok, err := textTokenizer(op, tokPath, demo, stderr)
-	if err != nil {
-		op.Close()
-		return nil, nil, err
-	}
-	return op.Model, tok, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -69,7 +70,7 @@ Examples:
 	if err != nil {
 		return err
 	}
-	res, err := op.Model.Generate(ids, op.Backend, model.GenerateOptions{MaxNewTokens: *sf.maxNew, Sampling: model.Sampling{Seed: g.Seed}, Processing: &g.Config})
+	res, err := generate.Generate(op.Model, ids, op.Backend, generate.GenerateOptions{MaxNewTokens: *sf.maxNew, Sampling: g.Config, Seed: g.Seed})
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/internal/safeio"
-	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tokenizer"
 )
 
@@ -70,7 +70,7 @@ func readIDs(list, jsonPath string) ([][]int, error) {
 		if err != nil {
 			return nil, err
 		}
-		rows, err := model.ParseIDs(data)
+		rows, err := generate.ParseIDs(data)
 		if err != nil {
 			return nil, fmt.Errorf("--ids-json %s: %w", jsonPath, err)
 		}
@@ -87,13 +87,13 @@ func readIDs(list, jsonPath string) ([][]int, error) {
 		text = strings.Join(strings.Fields(strings.ReplaceAll(string(data), ",", " ")), ",")
 	}
 	if t := bytes.TrimSpace([]byte(text)); len(t) > 0 && t[0] == '[' {
-		rows, err := model.ParseIDs(t)
+		rows, err := generate.ParseIDs(t)
 		if err != nil {
 			return nil, fmt.Errorf("--ids: %w", err)
 		}
 		return rows, nil
 	}
-	ids, err := model.ParseIDList(text)
+	ids, err := generate.ParseIDList(text)
 	if err != nil {
 		return nil, fmt.Errorf("--ids: %w", err)
 	}
@@ -118,6 +118,3 @@ func readPrompt(prompt, file string) (text string, ok bool, err error) {
 	}
 	return string(data), true, nil
 }
-
-// parseIDsJSON is model.ParseIDs.
-func parseIDsJSON(data []byte) ([][]int, error) { return model.ParseIDs(data) }

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qwenref/qwenref/bench"
-	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/weights"
 )
 
@@ -42,7 +42,7 @@ func TestPerplexityCommandMatchesGoldens(t *testing.T) {
 		for b, ids := range in.IDs {
 			for j := 1; j < len(ids); j++ {
 				p := (b*len(ids) + j - 1) * v
-				sum += model.TokenNLL(logits[p:p+v], ids[j])
+				sum += generate.TokenNLL(logits[p:p+v], ids[j])
 				n++
 			}
 		}

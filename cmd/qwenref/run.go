@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/qwenref/qwenref/bundled"
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tokenizer"
 )
@@ -53,8 +54,8 @@ func (s sampleFlags) checkMaxNew(fs *flag.FlagSet, stderr io.Writer) error {
 
 // settings applies the flags given to generation_config.json's sampling;
 // info hears what it is and, once, the file's keys not applied.
-func (s sampleFlags) settings(fs *flag.FlagSet, dir string, info io.Writer) (model.GenerationSettings, error) {
-	o := model.SamplingOverrides{Greedy: *s.greedy, Seed: *s.seed}
+func (s sampleFlags) settings(fs *flag.FlagSet, dir string, info io.Writer) (generate.GenerationSettings, error) {
+	o := generate.SamplingOverrides{Greedy: *s.greedy, Seed: *s.seed}
 	for name, p := range map[string]**float64{"temperature": &o.Temperature, "top-p": &o.TopP, "min-p": &o.MinP, "repetition-penalty": &o.RepetitionPenalty} {
 		if v := fs.Lookup(name).Value.(flag.Getter).Get().(float64); flagWasSet(fs, name) {
 			*p = &v
@@ -64,9 +65,9 @@ func (s sampleFlags) settings(fs *flag.FlagSet, dir string, info io.Writer) (mod
 		o.TopK = s.topK
 	}
 	if err := o.Validate(); err != nil {
-		return model.GenerationSettings{}, usageError(fs, fs.Output(), "%v", err)
+		return generate.GenerationSettings{}, usageError(fs, fs.Output(), "%v", err)
 	}
-	g, err := model.LoadGenerationSettings(dir, o)
+	g, err := generate.LoadGenerationSettings(dir, o)
 	if err != nil {
 		return g, err
 	}
@@ -229,9 +230,9 @@ Examples:
 }
 
 // generateOne streams one continuation and prints its timing.
-func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, ids []int, maxNew int, g model.GenerationSettings, topK int, stdout, info io.Writer) error {
-	text := &model.TextStream{Codec: tok}
-	res, err := m.Generate(ids, be, model.GenerateOptions{MaxNewTokens: maxNew, Sampling: model.Sampling{Seed: g.Seed}, Processing: &g.Config,
+func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, ids []int, maxNew int, g generate.GenerationSettings, topK int, stdout, info io.Writer) error {
+	text := &generate.TextStream{Codec: tok}
+	res, err := generate.Generate(m, ids, be, generate.GenerateOptions{MaxNewTokens: maxNew, Sampling: g.Config, Seed: g.Seed,
 		OnToken: func(id int, logits []float32) bool {
 			if topK == 0 {
 				fmt.Fprint(stdout, text.Add(id))
@@ -239,7 +240,7 @@ func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, id
 			}
 			piece, _ := tok.Decode([]int{id})
 			fmt.Fprintf(stdout, "  %-16q", piece)
-			for _, tp := range model.TopProbs(logits, topK) {
+			for _, tp := range generate.TopProbs(logits, topK) {
 				s, _ := tok.Decode([]int{tp.ID})
 				fmt.Fprintf(stdout, "  %q %.3f", s, tp.Prob)
 			}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/qwenref/qwenref/bundled"
 	"github.com/qwenref/qwenref/chat"
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/internal/cpu"
-	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/sampling"
 )
 
@@ -143,7 +143,7 @@ func TestRunCheckpointTemplateAndSampling(t *testing.T) {
 
 	code, _, stderr = runCLI("run", "--model", dir, "--prompt", "hi", "--temperature", "0", "--max-new-tokens", "2", "--compare", "none")
 	require.Equal(t, 0, code, stderr)
-	settings := func(dir string, args ...string) model.GenerationSettings {
+	settings := func(dir string, args ...string) generate.GenerationSettings {
 		fs := flag.NewFlagSet("run", flag.ContinueOnError)
 		sf := addSampleFlags(fs, 1)
 		require.NoError(t, fs.Parse(args))
@@ -346,14 +346,14 @@ func runCLIStdin(in string, args ...string) (code int, stdout, stderr string) {
 func TestTokenizerFallbackAndWarnings(t *testing.T) {
 	empty := t.TempDir()
 	var w strings.Builder
-	tok, err := model.LoadTokenizer(empty, "", 151936, bundled.Tokenizer, &w)
+	tok, err := generate.LoadTokenizer(empty, "", 151936, bundled.Tokenizer, &w)
 	require.NoError(t, err)
 	assert.Equal(t, 151669, tok.VocabSize())
 	assert.Contains(t, w.String(), "embedded Qwen3 tokenizer")
-	_, err = model.LoadTokenizer(empty, "", 200, bundled.Tokenizer, io.Discard)
+	_, err = generate.LoadTokenizer(empty, "", 200, bundled.Tokenizer, io.Discard)
 	assert.ErrorContains(t, err, "does not fit")
 	w.Reset()
-	_, err = model.LoadTokenizer(empty, "../../testdata/tokenizer/tiny/bytelevel.json", 200, bundled.Tokenizer, &w)
+	_, err = generate.LoadTokenizer(empty, "../../testdata/tokenizer/tiny/bytelevel.json", 200, bundled.Tokenizer, &w)
 	require.NoError(t, err)
 	assert.Contains(t, w.String(), "the model's vocabulary is 200")
 }

@@ -19,8 +19,8 @@ import (
 // The CLI only parses flags, calls the library and prints: its logic
 // lives in packages named for what they do. These caps keep it so.
 const (
-	maxCLILines   = 3500 // non-test .go lines, with those of packages only the CLI uses
-	maxCLIImports = 13   // distinct packages of the module its non-test files import
+	maxCLILines   = 3500 // non-test .go lines, with those of packages only the CLI uses (3,200 before features)
+	maxCLIImports = 14   // distinct packages of the module its non-test files import (12 before generate split from model and features came)
 	maxCLIFile    = 300  // lines of one non-test file
 )
 

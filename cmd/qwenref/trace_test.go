@@ -424,7 +424,7 @@ func TestTracePrecisionFromTheBackend(t *testing.T) {
 	specs := append(model.BackendNames(), "chunked:matmul=bf16", "naive:matmul=bf16", "chunked:delta=naive")
 	built := 0
 	for _, spec := range specs {
-		be, err := model.NewBackend(spec)
+		be, err := model.ParseBackend(spec)
 		if err != nil {
 			continue // a GPU backend without a GPU
 		}

@@ -1,4 +1,4 @@
-package model
+package generate
 
 import (
 	"encoding/json"
@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qwenref/qwenref/weights"
+
+	"github.com/qwenref/qwenref/model"
 )
 
 // pplRelTol is the bar for perplexity and per-token NLL against
@@ -68,7 +70,7 @@ func TestPerplexityMatchesGoldenLogits(t *testing.T) {
 		want, _, err := exp.Float32("logits")
 		exp.Close()
 		require.NoError(t, err)
-		m, err := Load(dir)
+		m, err := model.Load(dir)
 		require.NoError(t, err)
 		v := m.Config.VocabSize
 		for b, ids := range in.IDs {
@@ -78,9 +80,9 @@ func TestPerplexityMatchesGoldenLogits(t *testing.T) {
 				per := len(ids) * v
 				require.NoError(t, ref.ScoreLogits(w, ids, want[b*per:(b+1)*per], v))
 				for _, name := range []string{"naive", "chunked"} {
-					be, err := NewBackend(name)
+					be, err := model.ParseBackend(name)
 					require.NoError(t, err)
-					got, err := m.Perplexity(ids, be, len(ids), len(ids), nil)
+					got, err := Perplexity(m, ids, be, len(ids), len(ids), nil)
 					be.Close()
 					require.NoError(t, err)
 					require.Equal(t, ref.Scored, got.Scored)
@@ -121,13 +123,13 @@ func TestPerplexityWindowsMatchTransformers(t *testing.T) {
 	require.NoError(t, json.Unmarshal(data, &exp))
 	require.NotEmpty(t, exp.Results)
 	root := filepath.Join("..", "testdata", "golden")
-	models := map[string]*Model{}
+	models := map[string]*model.Model{}
 	defer func() {
 		for _, m := range models {
 			m.Close()
 		}
 	}()
-	be, err := NewBackend("chunked")
+	be, err := model.ParseBackend("chunked")
 	require.NoError(t, err)
 	defer be.Close()
 	worstPPL, worstNLL := 0.0, 0.0
@@ -135,12 +137,12 @@ func TestPerplexityWindowsMatchTransformers(t *testing.T) {
 	for _, r := range exp.Results {
 		m := models[r.Case]
 		if m == nil {
-			m, err = Load(filepath.Join(root, r.Case))
+			m, err = model.Load(filepath.Join(root, r.Case))
 			require.NoError(t, err)
 			models[r.Case] = m
 		}
 		ids := readInputs(t, filepath.Join(root, r.Case)).IDs[r.Row]
-		got, err := m.Perplexity(ids, be, r.Ctx, r.Stride, nil)
+		got, err := Perplexity(m, ids, be, r.Ctx, r.Stride, nil)
 		require.NoError(t, err)
 		require.Equal(t, r.Scored, got.Scored, "%s row %d ctx %d stride %d", r.Case, r.Row, r.Ctx, r.Stride)
 		worstPPL = math.Max(worstPPL, relErr(got.Perplexity(), r.Perplexity))

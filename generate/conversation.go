@@ -1,4 +1,4 @@
-package model
+package generate
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/qwenref/qwenref/chat"
+	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/sampling"
 	"github.com/qwenref/qwenref/tensor"
 )
@@ -24,7 +25,7 @@ type ConversationOptions struct {
 	// checkpoint's tokenizer.
 	Codec TextCodec
 	// Backend runs the model.
-	Backend *Backend
+	Backend *model.Backend
 	// Sampling chooses the replies' tokens (the zero Config is greedy);
 	// Seed seeds its draws, a stream per turn.
 	Sampling sampling.Config
@@ -70,20 +71,20 @@ const (
 // the cache resumes from the latest saved state its render starts with, or
 // prefills everything again. Reply.Note says so.
 type Conversation struct {
-	m        *Model
+	m        *model.Model
 	o        ConversationOptions
-	r        Runner
-	rw       Rewinder // nil: the runner cannot go back
+	r        model.Runner
+	rw       model.Rewinder // nil: the runner cannot go back
 	msgs     []json.RawMessage
 	system   string
 	thinking *bool
 	ids      []int // what the caches hold
-	snaps    []*Snapshot
+	snaps    []*model.Snapshot
 	turns    int
 }
 
 // NewConversation starts a conversation with m.
-func (m *Model) NewConversation(o ConversationOptions) (*Conversation, error) {
+func NewConversation(m *model.Model, o ConversationOptions) (*Conversation, error) {
 	switch {
 	case o.Template == nil || o.Codec == nil || o.Backend == nil:
 		return nil, errors.New("a conversation needs a template, a tokenizer and a backend")
@@ -102,12 +103,12 @@ func (m *Model) NewConversation(o ConversationOptions) (*Conversation, error) {
 	if o.EOS == nil {
 		o.EOS = m.Config.EOSTokenIDs
 	}
-	r, err := NewRunner(m, o.Backend, 1)
+	r, err := model.NewRunner(m, o.Backend, 1)
 	if err != nil {
 		return nil, err
 	}
 	c := &Conversation{m: m, o: o, r: r, system: o.System}
-	c.rw, _ = r.(Rewinder)
+	c.rw, _ = r.(model.Rewinder)
 	return c, nil
 }
 
@@ -175,7 +176,7 @@ func (c *Conversation) prefill(ids []int, boundary int, rep *Reply) (*tensor.Ten
 	same := commonPrefix(c.ids, ids)
 	rep.Resume = "extended"
 	if same < len(c.ids) || same == len(ids) {
-		var back *Snapshot
+		var back *model.Snapshot
 		for _, sn := range c.snaps {
 			if sn.Pos() <= same && sn.Pos() < len(ids) {
 				back = sn
@@ -186,7 +187,7 @@ func (c *Conversation) prefill(ids []int, boundary int, rep *Reply) (*tensor.Ten
 			rep.Note = fmt.Sprintf("chat: the conversation's render departs from the cached tokens at token %d (an earlier turn renders, or encodes, differently now): resuming from the state saved at token %d, prefilling %d tokens",
 				same, back.Pos(), len(ids)-back.Pos())
 			c.ids = c.ids[:back.Pos()]
-			c.snaps = slices.DeleteFunc(c.snaps, func(sn *Snapshot) bool { return sn.Pos() > back.Pos() })
+			c.snaps = slices.DeleteFunc(c.snaps, func(sn *model.Snapshot) bool { return sn.Pos() > back.Pos() })
 		} else {
 			if err := c.r.Reset(); err != nil {
 				return nil, err
@@ -202,7 +203,7 @@ func (c *Conversation) prefill(ids []int, boundary int, rep *Reply) (*tensor.Ten
 	}
 	rep.Reused, rep.Prefilled = len(c.ids), len(ids)-len(c.ids)
 	if c.rw != nil && boundary > len(c.ids) && boundary < len(ids) {
-		if _, err := c.feed(ids[len(c.ids):boundary], NoLogits); err != nil {
+		if _, err := c.feed(ids[len(c.ids):boundary], model.NoLogits); err != nil {
 			return nil, err
 		}
 		sn, err := c.rw.Snapshot()
@@ -213,12 +214,12 @@ func (c *Conversation) prefill(ids []int, boundary int, rep *Reply) (*tensor.Ten
 			c.snaps = c.snaps[1:]
 		}
 	}
-	return c.feed(ids[len(c.ids):], LastLogits)
+	return c.feed(ids[len(c.ids):], model.LastLogits)
 }
 
 // feed runs ids on the caches.
-func (c *Conversation) feed(ids []int, logits Logits) (*tensor.Tensor, error) {
-	out, err := c.r.Forward([][]int{ids}, RunOptions{Logits: logits})
+func (c *Conversation) feed(ids []int, logits model.Logits) (*tensor.Tensor, error) {
+	out, err := c.r.Forward([][]int{ids}, model.RunOptions{Logits: logits})
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +265,7 @@ func (c *Conversation) reply(logits []float32, rep *Reply, stream func(string)) 
 		if len(rep.IDs) >= c.o.MaxNewTokens {
 			break
 		}
-		if out, err = c.r.Forward([][]int{{id}}, RunOptions{Logits: LastLogits, Out: out}); err != nil {
+		if out, err = c.r.Forward([][]int{{id}}, model.RunOptions{Logits: model.LastLogits, Out: out}); err != nil {
 			return err
 		}
 		c.ids = append(c.ids, id)

@@ -1,4 +1,4 @@
-package model
+package generate
 
 import (
 	"encoding/json"
@@ -7,17 +7,17 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/qwenref/qwenref/internal/safeio"
+	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/sampling"
 )
 
 // SamplingOverrides are a command line's changes to generation_config.json,
 // applied as transformers' generate(**kwargs) applies keyword arguments:
 // each one given replaces the file's key before the processors are built
-// (sampling.FromGenerationConfig). A nil field leaves the file's value.
+// (sampling.FromKeys), with no JSON written in between. A nil field leaves the file's value.
 type SamplingOverrides struct {
 	// Greedy turns sampling off (do_sample false); the repetition penalty
 	// still applies, as in transformers.
@@ -73,10 +73,10 @@ func LoadGenerationSettings(dir string, o SamplingOverrides) (GenerationSettings
 	if err := o.Validate(); err != nil {
 		return g, err
 	}
-	raw := map[string]json.RawMessage{}
+	var raw map[string]json.RawMessage
 	if dir != "" {
 		path := filepath.Join(dir, "generation_config.json")
-		data, err := safeio.ReadCapped(path, MaxGenerationConfigBytes, "generation_config.json")
+		data, err := safeio.ReadCapped(path, model.MaxGenerationConfigBytes, "generation_config.json")
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 		case err != nil:
@@ -86,14 +86,13 @@ func LoadGenerationSettings(dir string, o SamplingOverrides) (GenerationSettings
 			if err := json.Unmarshal(data, &raw); err != nil {
 				return g, fmt.Errorf("%s: want a JSON object: %w", path, err)
 			}
-			if raw == nil { // null decodes to a nil map, which the overrides could not be written to
+			if raw == nil {
 				return g, fmt.Errorf("%s: want a JSON object, got null", path)
 			}
 		}
 	}
-	o.apply(raw)
-	data, _ := json.Marshal(raw)
-	cfg, rep, err := sampling.FromGenerationConfig(data)
+	doSample, given := o.keys()
+	cfg, rep, err := sampling.FromKeys(raw, doSample, given)
 	if err != nil {
 		if g.Path != "" {
 			err = fmt.Errorf("%s: %w", filepath.Dir(g.Path), err)
@@ -104,33 +103,29 @@ func LoadGenerationSettings(dir string, o SamplingOverrides) (GenerationSettings
 	return g, nil
 }
 
-// apply writes o's values over the file's keys, numbers in the JSON form
-// transformers' type checks accept (floats with a decimal point).
-func (o SamplingOverrides) apply(raw map[string]json.RawMessage) {
-	float := func(v float64) json.RawMessage {
-		s := strconv.FormatFloat(v, 'g', -1, 64)
-		if !strings.ContainsAny(s, ".eE") {
-			s += ".0"
-		}
-		return json.RawMessage(s)
-	}
+// keys are o's values as generation_config.json's keys: a temperature
+// sets do_sample (> 0: on, with it; 0: off), Greedy turns it off.
+func (o SamplingOverrides) keys() (doSample *bool, given map[string]float64) {
+	given = map[string]float64{}
 	if t := o.Temperature; t != nil {
-		raw["do_sample"] = json.RawMessage(strconv.FormatBool(*t > 0))
-		if *t > 0 {
-			raw["temperature"] = float(*t)
+		on := *t > 0
+		doSample = &on
+		if on {
+			given["temperature"] = *t
 		}
 	}
 	if o.Greedy {
-		raw["do_sample"] = json.RawMessage("false")
+		doSample = new(bool)
 	}
 	if o.TopK != nil {
-		raw["top_k"] = json.RawMessage(strconv.Itoa(*o.TopK))
+		given["top_k"] = float64(*o.TopK)
 	}
 	for key, v := range map[string]*float64{"top_p": o.TopP, "min_p": o.MinP, "repetition_penalty": o.RepetitionPenalty} {
 		if v != nil {
-			raw[key] = float(*v)
+			given[key] = *v
 		}
 	}
+	return doSample, given
 }
 
 // String describes the processing in one phrase: "greedy", or the

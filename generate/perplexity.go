@@ -1,9 +1,11 @@
-package model
+package generate
 
 import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/qwenref/qwenref/model"
 )
 
 // PerplexityWindow is one forward pass of a windowed perplexity run: the
@@ -86,7 +88,7 @@ func (r *PerplexityResult) ScoreLogits(w PerplexityWindow, ids []int, logits []f
 // Perplexity scores ids with windows of ctx tokens advanced by stride (see
 // PerplexityWindows), one fresh session per window. progress, if set, is
 // called after each window with the result so far.
-func (m *Model) Perplexity(ids []int, be *Backend, ctx, stride int, progress func(done, total int, sofar *PerplexityResult)) (*PerplexityResult, error) {
+func Perplexity(m *model.Model, ids []int, be *model.Backend, ctx, stride int, progress func(done, total int, sofar *PerplexityResult)) (*PerplexityResult, error) {
 	ws, err := PerplexityWindows(len(ids), ctx, stride)
 	if err != nil {
 		return nil, err
@@ -99,7 +101,7 @@ func (m *Model) Perplexity(ids []int, be *Backend, ctx, stride int, progress fun
 		r.NLL[i] = math.NaN()
 	}
 	for i, w := range ws {
-		logits, err := m.NewSession().Forward(ids[w.Begin:w.End], be, Options{})
+		logits, err := m.NewSession().Forward(ids[w.Begin:w.End], be, model.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("window %d [%d, %d): %w", i, w.Begin, w.End, err)
 		}

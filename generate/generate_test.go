@@ -1,4 +1,4 @@
-package model
+package generate
 
 import (
 	"math"
@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qwenref/qwenref/sampling"
+
+	"github.com/qwenref/qwenref/model"
 )
 
 // Greedy continuations must equal transformers' generate(do_sample=False)
@@ -19,8 +21,8 @@ import (
 // that, bf16 rounding may legitimately pick the other token.
 func TestGreedyMatchesTransformers(t *testing.T) {
 	root, cases := goldenCases(t)
-	for _, backend := range BackendNames() {
-		be, err := NewBackend(backend)
+	for _, backend := range model.BackendNames() {
+		be, err := model.ParseBackend(backend)
 		if err != nil {
 			continue
 		}
@@ -31,11 +33,11 @@ func TestGreedyMatchesTransformers(t *testing.T) {
 				continue
 			}
 			t.Run(backend+"/"+c.Name, func(t *testing.T) {
-				m, err := Load(dir)
+				m, err := model.Load(dir)
 				require.NoError(t, err)
 				defer m.Close()
 				for b, prompt := range in.IDs {
-					res, err := m.Generate(prompt, be, GenerateOptions{MaxNewTokens: in.Generate.MaxNewTokens})
+					res, err := Generate(m, prompt, be, GenerateOptions{MaxNewTokens: in.Generate.MaxNewTokens})
 					require.NoError(t, err)
 					want := in.Generate.NewIDs[b]
 					if bf16Backends[backend] {
@@ -58,11 +60,11 @@ const greedyMargin = 0.05
 
 // comfortableSteps counts the leading greedy steps of the naive (float32)
 // backend whose top-2 logit margin is at least greedyMargin·rms.
-func comfortableSteps(t *testing.T, m *Model, prompt []int, maxNew int) int {
-	ref, err := NewBackend("naive")
+func comfortableSteps(t *testing.T, m *model.Model, prompt []int, maxNew int) int {
+	ref, err := model.ParseBackend("naive")
 	require.NoError(t, err)
 	n, stop := 0, false
-	_, err = m.Generate(prompt, ref, GenerateOptions{MaxNewTokens: maxNew, OnToken: func(_ int, logits []float32) bool {
+	_, err = Generate(m, prompt, ref, GenerateOptions{MaxNewTokens: maxNew, OnToken: func(_ int, logits []float32) bool {
 		best, second, ss := math.Inf(-1), math.Inf(-1), 0.0
 		for _, v := range logits {
 			x := float64(v)
@@ -84,18 +86,33 @@ func comfortableSteps(t *testing.T, m *Model, prompt []int, maxNew int) int {
 	return n
 }
 
+// sampler draws from logits of vocabulary 5 with c.
+type sampler struct {
+	t  *testing.T
+	sp *sampling.Sampler
+}
+
+func newSampler(t *testing.T, c sampling.Config, seed uint64) sampler {
+	sp, err := sampling.New(c, 5, seed)
+	require.NoError(t, err)
+	return sampler{t, sp}
+}
+
+func (s sampler) next(logits []float32) int {
+	id, err := s.sp.Next(logits)
+	require.NoError(s.t, err)
+	return id
+}
+
 func TestSampling(t *testing.T) {
 	logits := []float32{0, 3, 1, 2.9, -5}
-	assert.Equal(t, 1, Argmax(logits))
-	assert.Equal(t, 0, Argmax([]float32{1, 1}), "ties go to the lowest index")
-
 	// top-k 1 is greedy whatever the temperature.
-	sp := newSampler(Sampling{Temperature: 5, TopK: 1, Seed: 1})
+	sp := newSampler(t, sampling.Config{DoSample: true, Temperature: 5, TopK: 1}, 1)
 	for i := 0; i < 20; i++ {
 		assert.Equal(t, 1, sp.next(logits))
 	}
 	// top-p keeps only the smallest nucleus: tokens 1 and 3 hold ~0.86.
-	sp = newSampler(Sampling{Temperature: 1, TopP: 0.8, Seed: 2})
+	sp = newSampler(t, sampling.Config{DoSample: true, Temperature: 1, TopP: 0.8}, 2)
 	counts := map[int]int{}
 	for i := 0; i < 2000; i++ {
 		counts[sp.next(logits)]++
@@ -105,7 +122,7 @@ func TestSampling(t *testing.T) {
 
 	// Same seed, same draws; sampling frequencies follow softmax(logits/T).
 	draw := func(seed uint64) []int {
-		sp := newSampler(Sampling{Temperature: 2, Seed: seed})
+		sp := newSampler(t, sampling.Config{DoSample: true, Temperature: 2}, seed)
 		var out []int
 		for i := 0; i < 50; i++ {
 			out = append(out, sp.next(logits))
@@ -115,7 +132,7 @@ func TestSampling(t *testing.T) {
 	assert.Equal(t, draw(9), draw(9))
 	assert.NotEqual(t, draw(9), draw(10))
 	p := Softmax(logits, 2)
-	sp = newSampler(Sampling{Temperature: 2, Seed: 3})
+	sp = newSampler(t, sampling.Config{DoSample: true, Temperature: 2}, 3)
 	counts = map[int]int{}
 	const n = 20000
 	for i := 0; i < n; i++ {
@@ -127,7 +144,7 @@ func TestSampling(t *testing.T) {
 		assert.InDelta(t, want, float64(counts[id])/n, tol+1e-9, "token %d", id)
 	}
 
-	for _, bad := range []Sampling{{Temperature: -1}, {TopK: -2}, {TopP: 1.5}, {Temperature: math.NaN()}} {
+	for _, bad := range []sampling.Config{{Temperature: -1}, {TopK: -2}, {TopP: 1.5}, {Temperature: math.NaN()}} {
 		assert.Error(t, bad.Validate(), "%+v", bad)
 	}
 	top := TopProbs(logits, 2)
@@ -137,25 +154,25 @@ func TestSampling(t *testing.T) {
 }
 
 func TestGenerateStops(t *testing.T) {
-	cfg, err := ShapeConfig("tiny")
+	cfg, err := model.ShapeConfig("tiny")
 	require.NoError(t, err)
 	cfg.VocabSize = 50
-	m, err := NewRandom(cfg, 1, false)
+	m, err := model.NewRandom(cfg, 1, false)
 	require.NoError(t, err)
-	be, _ := NewBackend("naive")
-	res, err := m.Generate([]int{1, 2, 3}, be, GenerateOptions{MaxNewTokens: 6})
+	be, _ := model.ParseBackend("naive")
+	res, err := Generate(m, []int{1, 2, 3}, be, GenerateOptions{MaxNewTokens: 6})
 	require.NoError(t, err)
 	require.Len(t, res.NewIDs, 6)
 	assert.Equal(t, "max_new_tokens", res.StopReason)
 	// Make the 3rd greedy token an EOS id: generation stops at its first
 	// occurrence, returning the EOS token.
 	eos := res.NewIDs[2]
-	res2, err := m.Generate([]int{1, 2, 3}, be, GenerateOptions{MaxNewTokens: 6, EOS: []int{eos}})
+	res2, err := Generate(m, []int{1, 2, 3}, be, GenerateOptions{MaxNewTokens: 6, EOS: []int{eos}})
 	require.NoError(t, err)
 	assert.Equal(t, "eos", res2.StopReason)
 	assert.Equal(t, res.NewIDs[:slices.Index(res.NewIDs, eos)+1], res2.NewIDs)
 	var streamed []int
-	res3, err := m.Generate([]int{1, 2, 3}, be, GenerateOptions{MaxNewTokens: 6, OnToken: func(id int, _ []float32) bool {
+	res3, err := Generate(m, []int{1, 2, 3}, be, GenerateOptions{MaxNewTokens: 6, OnToken: func(id int, _ []float32) bool {
 		streamed = append(streamed, id)
 		return len(streamed) < 2
 	}})
@@ -163,9 +180,9 @@ func TestGenerateStops(t *testing.T) {
 	assert.Equal(t, "stopped", res3.StopReason)
 	assert.Equal(t, res.NewIDs[:2], streamed)
 
-	_, err = m.Generate(nil, be, GenerateOptions{MaxNewTokens: 1})
+	_, err = Generate(m, nil, be, GenerateOptions{MaxNewTokens: 1})
 	assert.ErrorContains(t, err, "empty prompt")
-	_, err = m.Generate([]int{1}, be, GenerateOptions{})
+	_, err = Generate(m, []int{1}, be, GenerateOptions{})
 	assert.ErrorContains(t, err, "max new tokens")
 }
 
@@ -174,18 +191,18 @@ func TestGenerateStops(t *testing.T) {
 // repetition penalty's history: a fresh forward per step, a Sampler that
 // observed the prompt, must give the same ids.
 func TestGenerateAppliesProcessing(t *testing.T) {
-	cfg, err := ShapeConfig("tiny")
+	cfg, err := model.ShapeConfig("tiny")
 	require.NoError(t, err)
 	cfg.VocabSize = 50
-	m, err := NewRandom(cfg, 1, false)
+	m, err := model.NewRandom(cfg, 1, false)
 	require.NoError(t, err)
-	be, _ := NewBackend("naive")
+	be, _ := model.ParseBackend("naive")
 	prompt := []int{1, 2, 3, 4, 5}
 	for _, pc := range []sampling.Config{
 		{RepetitionPenalty: 1e6}, // greedy: no seen id can win while an unseen one has a positive logit
 		{DoSample: true, Temperature: 0.7, TopK: 20, MinP: 0.05, RepetitionPenalty: 1.3},
 	} {
-		res, err := m.Generate(prompt, be, GenerateOptions{MaxNewTokens: 8, Sampling: Sampling{Seed: 4}, Processing: &pc})
+		res, err := Generate(m, prompt, be, GenerateOptions{MaxNewTokens: 8, Sampling: pc, Seed: 4})
 		require.NoError(t, err)
 		sp, err := sampling.New(pc, cfg.VocabSize, 4)
 		require.NoError(t, err)
@@ -208,7 +225,7 @@ func TestGenerateAppliesProcessing(t *testing.T) {
 			}
 		}
 	}
-	_, err = m.Generate(prompt, be, GenerateOptions{MaxNewTokens: 1, Processing: &sampling.Config{TopP: 2}})
+	_, err = Generate(m, prompt, be, GenerateOptions{MaxNewTokens: 1, Sampling: sampling.Config{TopP: 2}})
 	assert.ErrorContains(t, err, "top-p")
 }
 

@@ -1,4 +1,4 @@
-package model_test
+package generate_test
 
 import (
 	"slices"
@@ -10,18 +10,19 @@ import (
 
 	"github.com/qwenref/qwenref/bundled"
 	"github.com/qwenref/qwenref/chat"
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tensor"
 )
 
 // chatSetup is the bundled model and tokenizer with Qwen3's chat template,
 // which drops the reasoning of earlier replies and reads enable_thinking.
-func chatSetup(t *testing.T) (*model.Model, model.TextCodec, *chat.Template, *model.Backend) {
+func chatSetup(t *testing.T) (*model.Model, generate.TextCodec, *chat.Template, *model.Backend) {
 	m, tok, err := bundled.Model()
 	require.NoError(t, err)
 	tpl, err := chat.LoadFile("../testdata/chat/qwen3-tokenizer_config.json")
 	require.NoError(t, err)
-	be, err := model.NewBackend("chunked")
+	be, err := model.ParseBackend("chunked")
 	require.NoError(t, err)
 	return m, tok, tpl, be
 }
@@ -32,7 +33,7 @@ func chatSetup(t *testing.T) (*model.Model, model.TextCodec, *chat.Template, *mo
 func TestConversationMatchesFreshPrefill(t *testing.T) {
 	m, tok, tpl, be := chatSetup(t)
 	var steps [][]float32
-	conv, err := m.NewConversation(model.ConversationOptions{Template: tpl, Codec: tok, Backend: be, MaxNewTokens: 4,
+	conv, err := generate.NewConversation(m, generate.ConversationOptions{Template: tpl, Codec: tok, Backend: be, MaxNewTokens: 4,
 		OnToken: func(_ int, logits []float32) bool { steps = append(steps, slices.Clone(logits)); return true }})
 	require.NoError(t, err)
 	defer conv.Close()
@@ -98,7 +99,7 @@ func TestConversationPrefillsOnlyNewTokens(t *testing.T) {
 	for i := range all {
 		all[i] = i
 	}
-	conv, err := m.NewConversation(model.ConversationOptions{Template: tpl, Codec: tok, Backend: be, EOS: all, System: "You are terse."})
+	conv, err := generate.NewConversation(m, generate.ConversationOptions{Template: tpl, Codec: tok, Backend: be, EOS: all, System: "You are terse."})
 	require.NoError(t, err)
 	defer conv.Close()
 	prev := 0
@@ -127,7 +128,7 @@ func TestConversationPrefillsOnlyNewTokens(t *testing.T) {
 // unknown command is named, // sends a slash, /exit ends.
 func TestConversationCommands(t *testing.T) {
 	m, tok, _, be := chatSetup(t)
-	conv, err := m.NewConversation(model.ConversationOptions{Template: chat.MustParse(chat.ChatML, "ChatML"), Codec: tok, Backend: be, MaxNewTokens: 2})
+	conv, err := generate.NewConversation(m, generate.ConversationOptions{Template: chat.MustParse(chat.ChatML, "ChatML"), Codec: tok, Backend: be, MaxNewTokens: 2})
 	require.NoError(t, err)
 	defer conv.Close()
 	res, err := conv.Line("/think", nil)
@@ -136,7 +137,7 @@ func TestConversationCommands(t *testing.T) {
 	res, _ = conv.Line("/bogus x", nil)
 	assert.Contains(t, res.Note, "unknown command /bogus")
 	res, _ = conv.Line("   ", nil)
-	assert.Equal(t, model.LineResult{}, res)
+	assert.Equal(t, generate.LineResult{}, res)
 	res, err = conv.Line("//usr/bin?", nil)
 	require.NoError(t, err)
 	require.NotNil(t, res.Reply)
@@ -149,14 +150,14 @@ func TestConversationCommands(t *testing.T) {
 	// A template that renders only with the generation prompt still chats
 	// (no state is saved before the reply's opening, then).
 	genOnly := chat.MustParse("{% if not add_generation_prompt %}{{ raise_exception('no') }}{% endif %}"+chat.ChatML, "gen-only")
-	conv3, err := m.NewConversation(model.ConversationOptions{Template: genOnly, Codec: tok, Backend: be, MaxNewTokens: 1})
+	conv3, err := generate.NewConversation(m, generate.ConversationOptions{Template: genOnly, Codec: tok, Backend: be, MaxNewTokens: 1})
 	require.NoError(t, err)
 	_, err = conv3.Send("hi", nil)
 	require.NoError(t, err)
 
-	_, err = m.NewConversation(model.ConversationOptions{Codec: tok, Backend: be})
+	_, err = generate.NewConversation(m, generate.ConversationOptions{Codec: tok, Backend: be})
 	assert.ErrorContains(t, err, "needs a template")
-	conv2, err := m.NewConversation(model.ConversationOptions{Template: chat.MustParse(chat.ChatML, "ChatML"), Codec: tok, Backend: be,
+	conv2, err := generate.NewConversation(m, generate.ConversationOptions{Template: chat.MustParse(chat.ChatML, "ChatML"), Codec: tok, Backend: be,
 		Check: func(n int) error { return assert.AnError }})
 	require.NoError(t, err)
 	_, err = conv2.Send("hi", nil)

@@ -1,4 +1,4 @@
-package model
+package generate
 
 import (
 	"bytes"
@@ -288,19 +288,4 @@ func ParseIDList(s string) ([]int, error) {
 		ids = append(ids, v)
 	}
 	return ids, nil
-}
-
-// CheckRows checks rows of token ids against m's vocabulary before any
-// work, naming the input: "what: ..." for one row, "what row R: ..." for
-// several.
-func (m *Model) CheckRows(rows [][]int, what string) error {
-	for r, ids := range rows {
-		if err := m.CheckIDs(ids); err != nil {
-			if len(rows) > 1 {
-				return fmt.Errorf("%s row %d: %w", what, r, err)
-			}
-			return fmt.Errorf("%s: %w", what, err)
-		}
-	}
-	return nil
 }
