@@ -1,7 +1,10 @@
 package model
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -87,4 +90,56 @@ func ShapeConfigJSON(name string) ([]byte, error) {
 		return nil, fmt.Errorf("unknown shape %q (known: %s)", name, strings.Join(ShapeNames(), ", "))
 	}
 	return []byte(js), nil
+}
+
+// ShapeConfigJSONLayers is ShapeConfigJSON with only the first layers
+// decoder layers (0 keeps them all), and that config parsed. The layer
+// count is set where the shape keeps its text keys, under text_config
+// (the hub form) or at the top level (the flat form, as Qwen3-Next's), so
+// every named shape takes every count; an explicit layer_types list is cut
+// to the same length and mlp_only_layers keeps the layers that remain.
+func ShapeConfigJSONLayers(name string, layers int) ([]byte, *Config, error) {
+	js, err := ShapeConfigJSON(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if layers < 0 || layers > MaxLayers {
+		return nil, nil, fmt.Errorf("%d layers: want 0 (all) to %d", layers, MaxLayers)
+	}
+	if layers > 0 {
+		if js, err = withLayers(js, layers); err != nil {
+			return nil, nil, fmt.Errorf("shape %s: %w", name, err)
+		}
+	}
+	cfg, err := ParseConfig(js)
+	if err != nil {
+		return nil, nil, fmt.Errorf("shape %s: %w", name, err)
+	}
+	return js, cfg, nil
+}
+
+// withLayers rewrites a shape's config.json text for n layers.
+func withLayers(js []byte, n int) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber() // keeps 1e-6 and 1e7 as written
+	var top map[string]any
+	if err := dec.Decode(&top); err != nil {
+		return nil, err
+	}
+	text := top
+	if tc, ok := top["text_config"].(map[string]any); ok {
+		text = tc
+	}
+	text["num_hidden_layers"] = n
+	if lt, ok := text["layer_types"].([]any); ok && len(lt) > n {
+		text["layer_types"] = lt[:n]
+	}
+	if mlp, ok := text["mlp_only_layers"].([]any); ok {
+		text["mlp_only_layers"] = slices.DeleteFunc(mlp, func(v any) bool {
+			num, _ := v.(json.Number)
+			i, err := num.Int64()
+			return err == nil && i >= int64(n)
+		})
+	}
+	return json.MarshalIndent(top, "", "  ")
 }

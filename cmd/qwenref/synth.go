@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -46,24 +45,13 @@ Examples:
 	case !(*shardGB > 0 && *shardGB <= 1e6):
 		return usageError(fs, stderr, "--shard-gb must be in (0, 1e6], got %g", *shardGB)
 	}
-	js, err := model.ShapeConfigJSON(*shape)
-	if err != nil {
+	if _, err := model.ShapeConfigJSON(*shape); err != nil {
 		return err
 	}
 	if err := model.CheckSyntheticOut(*out); err != nil {
 		return err
 	}
-	if *layers > 0 {
-		var raw map[string]any
-		if err := json.Unmarshal(js, &raw); err != nil {
-			return err
-		}
-		raw["text_config"].(map[string]any)["num_hidden_layers"] = *layers
-		if js, err = json.MarshalIndent(raw, "", "  "); err != nil {
-			return err
-		}
-	}
-	cfg, err := model.ParseConfig(js)
+	js, cfg, err := model.ShapeConfigJSONLayers(*shape, *layers)
 	if err != nil {
 		return err
 	}
