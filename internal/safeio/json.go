@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strconv"
 	"strings"
@@ -50,8 +49,10 @@ func DecodeJSON(data []byte, v any) error {
 	if err := CheckJSONText(data); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
+	if !json.Valid(data) { // checked before the walk, which then trusts the syntax
+		var raw json.RawMessage
+		return fmt.Errorf("invalid JSON: %w", json.Unmarshal(data, &raw))
+	}
 	var t reflect.Type
 	if v != nil {
 		t = reflect.TypeOf(v)
@@ -59,12 +60,9 @@ func DecodeJSON(data []byte, v any) error {
 			t = t.Elem() // the document itself is not optional
 		}
 	}
-	w := &jsonWalker{dec: dec}
-	if err := w.value(t, "", 0); err != nil {
+	w := &jsonWalker{data: data}
+	if err := w.value(t, jsonPath{"", -1}, 0); err != nil {
 		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("invalid JSON: trailing data after the document")
 	}
 	if v == nil {
 		return nil
@@ -79,19 +77,61 @@ func DecodeJSON(data []byte, v any) error {
 	return nil
 }
 
-// jsonWalker checks a document token by token against the Go type it
-// will be decoded into (nil: any value).
-type jsonWalker struct{ dec *json.Decoder }
+// jsonWalker checks a syntactically valid document byte by byte against
+// the Go type it will be decoded into (nil: any value). It allocates only
+// for object keys, so a long list costs no more than its bytes.
+type jsonWalker struct {
+	data []byte
+	i    int
+}
 
 var rawMessageType = reflect.TypeFor[json.RawMessage]()
 
-func (w *jsonWalker) value(t reflect.Type, path string, depth int) error {
-	if depth > MaxJSONDepth {
-		return fmt.Errorf("%snested deeper than %d levels", at(path), MaxJSONDepth)
+func (w *jsonWalker) skipSpace() {
+	for w.i < len(w.data) && (w.data[w.i] == ' ' || w.data[w.i] == '\t' || w.data[w.i] == '\n' || w.data[w.i] == '\r') {
+		w.i++
 	}
-	tok, err := w.dec.Token()
-	if err != nil {
-		return fmt.Errorf("invalid JSON: %w", err)
+}
+
+// str steps over the string at w.i and returns its text with the quotes.
+func (w *jsonWalker) str() []byte {
+	start := w.i
+	for w.i++; w.data[w.i] != '"'; w.i++ {
+		if w.data[w.i] == '\\' {
+			w.i++
+		}
+	}
+	w.i++
+	return w.data[start:w.i]
+}
+
+// scalar steps over a number or literal and returns its text.
+func (w *jsonWalker) scalar() []byte {
+	start := w.i
+	for w.i < len(w.data) && !strings.ContainsRune(" \t\n\r,]}", rune(w.data[w.i])) {
+		w.i++
+	}
+	return w.data[start:w.i]
+}
+
+// jsonPath is where a value sits: its parent's path and, in an array, its
+// index. It is spelled out only for a message, so a long list costs
+// nothing per element.
+type jsonPath struct {
+	parent string
+	index  int // -1: parent is the value's own path
+}
+
+func (p jsonPath) String() string {
+	if p.index < 0 {
+		return p.parent
+	}
+	return fmt.Sprintf("%s[%d]", p.parent, p.index)
+}
+
+func (w *jsonWalker) value(t reflect.Type, path jsonPath, depth int) error {
+	if depth > MaxJSONDepth {
+		return fmt.Errorf("%snested deeper than %d levels", at(path.String()), MaxJSONDepth)
 	}
 	nullable := t == nil || t == rawMessageType
 	for t != nil && t.Kind() == reflect.Pointer {
@@ -101,64 +141,99 @@ func (w *jsonWalker) value(t reflect.Type, path string, depth int) error {
 		t = nil // any value: text and duplicates only
 	}
 	mismatch := func(got string) error {
-		return fmt.Errorf("%swant %s, got JSON %s", at(path), JSONKind(t), got)
+		return fmt.Errorf("%swant %s, got JSON %s", at(path.String()), JSONKind(t), got)
 	}
 	kind := reflect.Invalid
 	if t != nil {
 		kind = t.Kind()
 	}
-	switch tok := tok.(type) {
-	case nil:
-		if !nullable && kind != reflect.Slice && kind != reflect.Map {
-			return mismatch("null")
+	w.skipSpace()
+	switch c := w.data[w.i]; c {
+	case '[':
+		if t != nil && kind != reflect.Slice && kind != reflect.Array {
+			return mismatch("array")
 		}
-	case bool:
-		if t != nil && kind != reflect.Bool {
-			return mismatch("boolean")
-		}
-	case string:
-		if t != nil && kind != reflect.String {
-			return mismatch("string")
-		}
-	case json.Number:
-		return checkNumber(t, string(tok), mismatch)
-	case json.Delim:
-		if tok == '[' {
-			if t != nil && kind != reflect.Slice && kind != reflect.Array {
-				return mismatch("array")
-			}
-			return w.array(t, path, depth)
-		}
+		return w.array(t, path, depth)
+	case '{':
 		if t != nil && kind != reflect.Struct && kind != reflect.Map {
 			return mismatch("object")
 		}
 		return w.object(t, path, depth)
+	case '"':
+		w.str()
+		if t != nil && kind != reflect.String {
+			return mismatch("string")
+		}
+	default:
+		lit := w.scalar()
+		switch string(lit) {
+		case "null":
+			if !nullable && kind != reflect.Slice && kind != reflect.Map {
+				return mismatch("null")
+			}
+		case "true", "false":
+			if t != nil && kind != reflect.Bool {
+				return mismatch("boolean")
+			}
+		default:
+			if t != nil {
+				return checkNumber(t, string(lit), mismatch)
+			}
+		}
 	}
 	return nil
 }
 
-func (w *jsonWalker) array(t reflect.Type, path string, depth int) error {
+// next steps over a comma and reports whether another element follows
+// before the closing bracket or brace.
+func (w *jsonWalker) next() bool {
+	w.skipSpace()
+	if w.data[w.i] == ',' {
+		w.i++
+		return true
+	}
+	if w.data[w.i] == ']' || w.data[w.i] == '}' {
+		w.i++
+	}
+	return false
+}
+
+func (w *jsonWalker) array(t reflect.Type, path jsonPath, depth int) error {
+	parent := path.String()
 	var elem reflect.Type
 	if t != nil {
 		elem = t.Elem()
 	}
-	for i := 0; w.dec.More(); i++ {
-		if err := w.value(elem, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+	w.i++ // [
+	if w.skipSpace(); w.data[w.i] == ']' {
+		w.i++
+		return nil
+	}
+	for i := 0; ; i++ {
+		if err := w.value(elem, jsonPath{parent, i}, depth+1); err != nil {
 			return err
 		}
+		if !w.next() {
+			return nil
+		}
 	}
-	_, err := w.dec.Token() // ]
-	return err
 }
 
-func (w *jsonWalker) object(t reflect.Type, path string, depth int) error {
+func (w *jsonWalker) object(t reflect.Type, at jsonPath, depth int) error {
+	path := at.String()
+	w.i++ // {
+	if w.skipSpace(); w.data[w.i] == '}' {
+		w.i++
+		return nil
+	}
 	seen := make(map[string]bool)
-	for w.dec.More() {
-		tok, err := w.dec.Token()
-		if err != nil {
-			return fmt.Errorf("invalid JSON: %w", err)
+	for {
+		w.skipSpace()
+		raw := w.str()
+		key := string(raw[1 : len(raw)-1])
+		if bytes.IndexByte(raw, '\\') >= 0 {
+			_ = json.Unmarshal(raw, &key) // valid: checked above
 		}
-		key, _ := tok.(string)
 		if seen[key] {
 			where := "at the top level"
 			if path != "" {
@@ -167,6 +242,8 @@ func (w *jsonWalker) object(t reflect.Type, path string, depth int) error {
 			return fmt.Errorf("the key %s appears twice %s", Quote(key), where)
 		}
 		seen[key] = true
+		w.skipSpace()
+		w.i++ // :
 		var vt reflect.Type
 		switch {
 		case t == nil:
@@ -179,12 +256,13 @@ func (w *jsonWalker) object(t reflect.Type, path string, depth int) error {
 			}
 			vt = f
 		}
-		if err := w.value(vt, join(path, key), depth+1); err != nil {
+		if err := w.value(vt, jsonPath{join(path, key), -1}, depth+1); err != nil {
 			return err
 		}
+		if !w.next() {
+			return nil
+		}
 	}
-	_, err := w.dec.Token() // }
-	return err
 }
 
 // field finds the struct field that reads key: its type, or the key it
@@ -214,9 +292,6 @@ func field(t reflect.Type, key string) (reflect.Type, string) {
 
 // checkNumber accepts a number literal where t can hold it.
 func checkNumber(t reflect.Type, lit string, mismatch func(string) error) error {
-	if t == nil {
-		return nil
-	}
 	got := "number " + Clean(lit)
 	var err error
 	switch t.Kind() {

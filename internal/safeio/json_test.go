@@ -49,7 +49,7 @@ func TestDecodeJSONRefusesWhatEncodingJSONAccepts(t *testing.T) {
 		{"object for a list", `{"layer_types":{}}`, "layer_types: want an array of strings, got JSON object"},
 		{"number for a map value", `{"weight_map":{"model.x":1}}`, `weight_map."model.x": want a string, got JSON number 1`},
 		{"deep", `{"text_config":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`, "nested deeper than 64 levels"},
-		{"trailing", `{} {}`, "trailing data"},
+		{"trailing", `{} {}`, "invalid JSON"},
 		{"truncated", `{"hidden_size":`, "invalid JSON"},
 	} {
 		var d jsonDoc
