@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 
 	"github.com/qwenref/qwenref/internal/safeio"
@@ -474,58 +473,10 @@ func parseIDs(raw json.RawMessage) ([]int, error) {
 	return many, nil
 }
 
-// strictDecode decodes JSON and turns type errors into messages that name
-// the key, e.g. `hidden_size: want an integer, got JSON string`.
-func strictDecode(data []byte, v any) error {
-	if err := json.Unmarshal(data, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			// te.Value holds a number's whole text, which a file can make
-			// megabytes long: it is cut and escaped like any input.
-			msg := fmt.Sprintf("want %s, got JSON %s", jsonKind(te.Type), safeio.Clean(te.Value))
-			if te.Field == "" {
-				return errors.New(msg) // the document itself, not a key
-			}
-			return fmt.Errorf("%s: %s", te.Field, msg)
-		}
-		return fmt.Errorf("invalid JSON: %w", err)
-	}
-	return nil
-}
-
-// jsonKind names what a Go type decodes from, in JSON's words, for
-// messages ("an array of integers" rather than Go's []int or model.rawText).
-func jsonKind(t reflect.Type) string {
-	n := jsonNoun(t)
-	if strings.ContainsRune("aeiou", rune(n[0])) {
-		return "an " + n
-	}
-	return "a " + n
-}
-
-func jsonNoun(t reflect.Type) string {
-	if t == nil {
-		return "value of another type"
-	}
-	switch t.Kind() {
-	case reflect.Pointer:
-		return jsonNoun(t.Elem())
-	case reflect.Struct, reflect.Map:
-		return "object"
-	case reflect.Slice, reflect.Array:
-		return "array of " + jsonNoun(t.Elem()) + "s"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "integer"
-	case reflect.Float32, reflect.Float64:
-		return "number"
-	case reflect.String:
-		return "string"
-	case reflect.Bool:
-		return "boolean"
-	}
-	return "value of another type"
-}
+// strictDecode decodes JSON with safeio's strict reader: invalid UTF-8,
+// duplicate keys, [null] for [0] and wrong types are refused by key path,
+// e.g. `hidden_size: want an integer, got JSON string`.
+func strictDecode(data []byte, v any) error { return safeio.DecodeJSON(data, v) }
 
 func deref[T any](p *T, def T) T {
 	if p == nil {
