@@ -14,6 +14,11 @@ import (
 // (a config is three levels deep, an index two).
 const MaxJSONDepth = 64
 
+// MaxJSONMembers bounds the members of one object in the files DecodeJSON
+// reads, so that the keys held to find duplicates stay bounded too (the
+// largest index lists about 100,000 tensors).
+const MaxJSONMembers = 1 << 20
+
 // ReadJSON reads the file at path, at most limit bytes as the file holds
 // them (what names it in the limit's message, e.g. "config.json"), and
 // decodes it with DecodeJSON. Every error names the file.
@@ -41,7 +46,8 @@ func ReadJSON(path string, limit int64, what string, v any) error {
 //     leaves the zero value, so [null] read as [0]);
 //   - a value of the wrong type, named by its key path in JSON's words:
 //     `mlp_only_layers[1]: want an integer, got JSON number 1.5`;
-//   - nesting deeper than MaxJSONDepth and trailing data.
+//   - nesting deeper than MaxJSONDepth, an object of more than
+//     MaxJSONMembers members, and trailing data.
 //
 // Keys v does not name, and values held as json.RawMessage or any, are
 // checked for the text rules and duplicates only.
@@ -242,6 +248,13 @@ func (w *jsonWalker) object(t reflect.Type, at jsonPath, depth int) error {
 			return fmt.Errorf("the key %s appears twice %s", Quote(key), where)
 		}
 		seen[key] = true
+		if len(seen) > MaxJSONMembers {
+			where := "the top-level object"
+			if path != "" {
+				where = path
+			}
+			return fmt.Errorf("%s has more than %d members (see docs/limits.md)", where, MaxJSONMembers)
+		}
 		w.skipSpace()
 		w.i++ // :
 		var vt reflect.Type

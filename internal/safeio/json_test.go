@@ -2,6 +2,7 @@ package safeio
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,4 +81,20 @@ func TestReadJSONNamesTheFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(doc), 0o644))
 	require.NoError(t, ReadJSON(path, int64(len(doc)), "config.json", &d))
 	assert.ErrorContains(t, ReadJSON(path, int64(len(doc))-1, "config.json", &d), "larger than the limit")
+}
+
+// The keys held to find duplicates are bounded: an object of more members
+// than MaxJSONMembers is refused by its path.
+func TestDecodeJSONMemberLimit(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"weight_map":{`)
+	for i := range MaxJSONMembers + 1 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%x":0`, i)
+	}
+	b.WriteString("}}")
+	err := DecodeJSON([]byte(b.String()), nil)
+	assert.ErrorContains(t, err, fmt.Sprintf("weight_map has more than %d members", MaxJSONMembers))
 }
