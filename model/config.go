@@ -145,7 +145,7 @@ type rawText struct {
 	RopeTheta             *float64        `json:"rope_theta"`
 	PartialRotaryFactor   *float64        `json:"partial_rotary_factor"`
 	RopeParameters        *rawRope        `json:"rope_parameters"`
-	RopeScaling           *rawRope        `json:"rope_scaling"`
+	RopeScaling           json.RawMessage `json:"rope_scaling"`
 	TieWordEmbeddings     *bool           `json:"tie_word_embeddings"`
 	MaxPositionEmbeddings *int            `json:"max_position_embeddings"`
 	EOSTokenID            json.RawMessage `json:"eos_token_id"`
@@ -373,18 +373,22 @@ func fromRaw(t *rawText, sparse bool) (*Config, error) {
 		}
 	}
 
-	// RoPE: rope_parameters first, then the legacy rope_scaling dict, then
-	// top-level keys, then transformers' class defaults (θ 1e4, factor 0.25).
-	rp := t.RopeParameters
-	if rp == nil {
-		rp = t.RopeScaling
+	// RoPE as transformers 5 standardises it: a non-empty legacy
+	// rope_scaling replaces rope_parameters whole (beside it or instead of
+	// it); then each key from that dict, else the top-level key, else the
+	// class default (θ 1e4, factor 0.25).
+	rp, src := t.RopeParameters, "rope_parameters"
+	if scaling, err := legacyRope(t.RopeScaling); err != nil {
+		return nil, err
+	} else if scaling != nil {
+		rp, src = scaling, "rope_scaling"
 	}
 	if rp == nil {
 		rp = &rawRope{}
 	}
 	typ := deref(rp.RopeType, deref(rp.Type, "default"))
 	if typ != "default" {
-		return nil, fmt.Errorf("rope_type %q is not supported (only the default rotary embedding is implemented)", typ)
+		return nil, fmt.Errorf("%s: rope_type %q is not supported (only the default rotary embedding is implemented)", src, typ)
 	}
 	c.RopeTheta = deref(rp.RopeTheta, deref(t.RopeTheta, 10000))
 	c.PartialRotaryFactor = deref(rp.PartialRotaryFactor, deref(t.PartialRotaryFactor, 0.25))
@@ -396,6 +400,45 @@ func fromRaw(t *rawText, sparse bool) (*Config, error) {
 	}
 	c.EOSTokenIDs = ids
 	return c, nil
+}
+
+// legacyRope reads the legacy rope_scaling dict: nil when absent, null or
+// empty (transformers then keeps rope_parameters).
+func legacyRope(raw json.RawMessage) (*rawRope, error) {
+	var members map[string]json.RawMessage
+	if err := strictDecode(raw, &members); len(raw) == 0 || err == nil && len(members) == 0 {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("rope_scaling: %w", err)
+	}
+	var rp rawRope
+	if err := strictDecode(raw, &rp); err != nil {
+		return nil, fmt.Errorf("rope_scaling.%w", err)
+	}
+	return &rp, nil
+}
+
+// checkMRope holds mrope_section to what multimodal RoPE can use: three
+// non-negative sections (time, height, width) of the rotary dim's r/2
+// frequencies, summing to r/2 as every released config's do.
+func checkMRope(s []int, rotary int) []string {
+	if s == nil {
+		return nil
+	}
+	if len(s) != 3 {
+		return []string{fmt.Sprintf("mrope_section has %d entries: want 3 (time, height, width)", len(s))}
+	}
+	sum := 0
+	for i, v := range s {
+		if v < 0 || v > rotary/2 {
+			return []string{fmt.Sprintf("mrope_section[%d] is %d: want 0 to %d (half the rotary dim)", i, v, rotary/2)}
+		}
+		sum += v
+	}
+	if sum != rotary/2 {
+		return []string{fmt.Sprintf("mrope_section %v sums to %d: want %d, half the rotary dim head_dim·partial_rotary_factor = %d", s, sum, rotary/2, rotary)}
+	}
+	return nil
 }
 
 // Validate checks that the dimensions are positive and consistent.
@@ -444,6 +487,8 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Sprintf("partial_rotary_factor must be in (0, 1], got %g", c.PartialRotaryFactor))
 	} else if r := c.RotaryDim(); r%2 != 0 || r == 0 {
 		errs = append(errs, fmt.Sprintf("rotary dim head_dim·partial_rotary_factor = %d must be even and positive", r))
+	} else {
+		errs = append(errs, checkMRope(c.MRopeSection, r)...)
 	}
 	if c.VocabSize > 0 {
 		if err := checkEOS(c.EOSTokenIDs, c.VocabSize); err != nil {

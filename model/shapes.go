@@ -49,8 +49,16 @@ func moeHubConfig(h, layers, nh, nkv, dh, nk, nv, dk, dv, experts, topK, moeInte
 "linear_conv_kernel_dim":4,"num_experts":%d,"num_experts_per_tok":%d,"moe_intermediate_size":%d,
 "shared_expert_intermediate_size":%d,"vocab_size":%d,"rms_norm_eps":1e-6,"hidden_act":"silu",
 "max_position_embeddings":262144,"rope_parameters":{"rope_type":"default","rope_theta":1e7,
-"partial_rotary_factor":0.25,"mrope_section":[11,11,10],"mrope_interleaved":true}}}`,
-		h, layers, nh, nkv, dh, nk, nv, dk, dv, experts, topK, moeInter, sharedInter, vocab)
+"partial_rotary_factor":0.25,"mrope_section":%s,"mrope_interleaved":true}}}`,
+		h, layers, nh, nkv, dh, nk, nv, dk, dv, experts, topK, moeInter, sharedInter, vocab, mropeSections(dh/4))
+}
+
+// mropeSections splits a rotary dim's r/2 frequencies into time, height
+// and width sections as the released configs do ([11,11,10] for 64).
+func mropeSections(rotary int) string {
+	half := rotary / 2
+	b, rem := half/3, half%3
+	return fmt.Sprintf("[%d,%d,%d]", b+min(rem, 1), b+rem/2, b)
 }
 
 func hubConfig(h, layers, nh, nkv, dh, nk, nv, dk, dv, inter, vocab int, tied bool, theta float64, mrope string) string {
