@@ -153,3 +153,21 @@ func TestWithLayersCutsLists(t *testing.T) {
 	assert.Equal(t, []int{0}, cfg.MoE.MLPOnlyLayers)
 	assert.Contains(t, string(cut), `"rms_norm_eps": 1e-6`, "numbers keep their text")
 }
+
+// A link to a directory is named as the link it is, with the directory to
+// give instead; a file says what it is.
+func TestCheckSyntheticOutNamesLinks(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "real")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	link := filepath.Join(parent, "link")
+	require.NoError(t, os.Symlink(dir, link))
+	assert.ErrorContains(t, CheckSyntheticOut(link), "--out "+link+" is a symbolic link to the directory "+dir+": name that directory itself")
+	require.NoError(t, CheckSyntheticOut(dir))
+	dangling := filepath.Join(parent, "dangling")
+	require.NoError(t, os.Symlink(filepath.Join(parent, "nowhere"), dangling))
+	assert.ErrorContains(t, CheckSyntheticOut(dangling), "is a symbolic link: name a new or empty directory")
+	file := filepath.Join(parent, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	assert.ErrorContains(t, CheckSyntheticOut(file), "exists and is a regular file, not a directory")
+}

@@ -57,8 +57,9 @@ Examples:
 	}
 	need := model.SyntheticBytes(cfg)
 	if free, ok := safeio.FreeBytes(*out); ok && free < need+need/50 {
-		return fmt.Errorf("%s has %.1f GB free but the checkpoint needs %.1f GB: free space or pass --layers N (full width, fewer layers)",
-			*out, float64(free)/1e9, float64(need)/1e9)
+		f, n := safeio.GBPair(free, need+need/50)
+		return fmt.Errorf("%s has %s free but the checkpoint needs %s (its size and a 2%% margin): free space or pass --layers N (full width, fewer layers)",
+			safeio.Clean(*out), f, n)
 	}
 	lin, full := cfg.CountLayers()
 	fmt.Fprintf(stderr, "synth: %s, %d layers (%d GDN + %d attention), %d parameters, %.2f GB bf16 → %s\n",
