@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -323,4 +324,15 @@ func TestModelOpValidatesTheConfig(t *testing.T) {
 	_, err = o.workspaceFor(ops[0], &layerWS)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "vocab_size is 1801439850948198, over the limit")
+}
+
+// op conv over the input generator's limit names the limit and the
+// longest T at this width, not "bad dims".
+func TestConvOverTheLimitNamesIt(t *testing.T) {
+	cfg, err := model.ShapeConfig("tiny")
+	require.NoError(t, err)
+	maxT := maxConvInputs / cfg.ConvDim()
+	_, err = prepareConv(&workspace{cfg: cfg}, maxT+1, 1)
+	assert.ErrorContains(t, err, fmt.Sprintf("over the limit of %d values: at this width T is at most %d", maxConvInputs, maxT))
+	assert.NotContains(t, fmt.Sprint(err), "bad dims")
 }

@@ -5,6 +5,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/model"
@@ -14,6 +15,10 @@ import (
 func prepareConv(ws *workspace, t int, seed uint64) (func(*model.Backend) instance, error) {
 	c := ws.cfg
 	ch, k := c.ConvDim(), c.LinearConvKernel
+	if ch > 0 && t > maxConvInputs/ch { // the input generator's limit, named here
+		return nil, fmt.Errorf("T·C = %d·%d conv inputs is over the limit of %d values: at this width T is at most %d (see docs/limits.md)",
+			t, ch, maxConvInputs, maxConvInputs/ch)
+	}
 	in, err := reference.NewConvInputs(caseSeed(seed, "conv", t), t, ch, k, false)
 	if err != nil {
 		return nil, err
@@ -24,6 +29,9 @@ func prepareConv(ws *workspace, t int, seed uint64) (func(*model.Backend) instan
 		return &convInst{be: be, x: in.X, w: w, t: t, c: ch, k: k, y: make([]float32, t*ch), state: make([]float32, k*ch)}
 	}, nil
 }
+
+// maxConvInputs is the most values reference.NewConvInputs draws for x.
+const maxConvInputs = math.MaxInt32
 
 type convInst struct {
 	be       *model.Backend

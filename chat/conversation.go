@@ -39,6 +39,9 @@ func ParseVars(data []byte) (vars map[string]any, addGenerationPrompt *bool, err
 	}
 	vars = map[string]any{}
 	for k, v := range raw {
+		if k == "messages" || k == "conversation" { // transformers: TypeError, multiple values for the argument
+			return nil, nil, fmt.Errorf("%q is the conversation itself, not a template keyword argument: give it with --messages", k)
+		}
 		if k == "add_generation_prompt" {
 			var b bool
 			if err := json.Unmarshal(v, &b); err != nil {

@@ -166,11 +166,14 @@ func (t *Template) inputVars(in Input) (map[string]value, error) {
 	size := len(in.Messages) + len(in.Tools)
 	var varsJSON []byte
 	if len(in.Vars) > 0 {
-		var err error
-		if varsJSON, err = json.Marshal(in.Vars); err != nil {
+		var buf bytes.Buffer // measured as written: json.Marshal makes each < six bytes
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(in.Vars); err != nil {
 			return nil, fmt.Errorf("vars: %w", err)
 		}
-		size += len(varsJSON)
+		varsJSON = buf.Bytes()
+		size += len(varsJSON) - 1 // Encode's newline
 	}
 	if size > MaxInputBytes {
 		return nil, fmt.Errorf("the conversation is %d bytes of JSON, more than the limit of %d: %w", size, MaxInputBytes, ErrLimit)

@@ -83,7 +83,7 @@ func LoadGenerationSettings(dir string, o SamplingOverrides) (GenerationSettings
 			return g, err
 		default:
 			g.Path = path
-			if err := json.Unmarshal(data, &raw); err != nil {
+			if err := safeio.DecodeJSON(data, &raw); err != nil {
 				return g, fmt.Errorf("%s: want a JSON object: %w", path, err)
 			}
 			if raw == nil {

@@ -292,8 +292,9 @@ func checkDiskSpace(need int64, targets []*target, dir string) error {
 	}
 	margin := need/100 + 16<<20
 	if free < need+margin {
-		return fmt.Errorf("%s has %.2f GB free but the download needs %.2f GB more: free some space or choose another cache (HF_HUB_CACHE) or --local-dir",
-			safeio.Clean(dir), float64(free)/1e9, float64(need)/1e9)
+		f, n := safeio.GBPair(free, need+margin)
+		return fmt.Errorf("%s has %s free but the download needs %s more (its size and a margin of 1%% + 16 MiB): free some space or choose another cache (HF_HUB_CACHE) or --local-dir",
+			safeio.Clean(dir), f, n)
 	}
 	return nil
 }

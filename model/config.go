@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 
 	"github.com/qwenref/qwenref/internal/safeio"
@@ -146,7 +145,7 @@ type rawText struct {
 	RopeTheta             *float64        `json:"rope_theta"`
 	PartialRotaryFactor   *float64        `json:"partial_rotary_factor"`
 	RopeParameters        *rawRope        `json:"rope_parameters"`
-	RopeScaling           *rawRope        `json:"rope_scaling"`
+	RopeScaling           json.RawMessage `json:"rope_scaling"`
 	TieWordEmbeddings     *bool           `json:"tie_word_embeddings"`
 	MaxPositionEmbeddings *int            `json:"max_position_embeddings"`
 	EOSTokenID            json.RawMessage `json:"eos_token_id"`
@@ -374,18 +373,22 @@ func fromRaw(t *rawText, sparse bool) (*Config, error) {
 		}
 	}
 
-	// RoPE: rope_parameters first, then the legacy rope_scaling dict, then
-	// top-level keys, then transformers' class defaults (θ 1e4, factor 0.25).
-	rp := t.RopeParameters
-	if rp == nil {
-		rp = t.RopeScaling
+	// RoPE as transformers 5 standardises it: a non-empty legacy
+	// rope_scaling replaces rope_parameters whole (beside it or instead of
+	// it); then each key from that dict, else the top-level key, else the
+	// class default (θ 1e4, factor 0.25).
+	rp, src := t.RopeParameters, "rope_parameters"
+	if scaling, err := legacyRope(t.RopeScaling); err != nil {
+		return nil, err
+	} else if scaling != nil {
+		rp, src = scaling, "rope_scaling"
 	}
 	if rp == nil {
 		rp = &rawRope{}
 	}
 	typ := deref(rp.RopeType, deref(rp.Type, "default"))
 	if typ != "default" {
-		return nil, fmt.Errorf("rope_type %q is not supported (only the default rotary embedding is implemented)", typ)
+		return nil, fmt.Errorf("%s: rope_type %q is not supported (only the default rotary embedding is implemented)", src, typ)
 	}
 	c.RopeTheta = deref(rp.RopeTheta, deref(t.RopeTheta, 10000))
 	c.PartialRotaryFactor = deref(rp.PartialRotaryFactor, deref(t.PartialRotaryFactor, 0.25))
@@ -397,6 +400,45 @@ func fromRaw(t *rawText, sparse bool) (*Config, error) {
 	}
 	c.EOSTokenIDs = ids
 	return c, nil
+}
+
+// legacyRope reads the legacy rope_scaling dict: nil when absent, null or
+// empty (transformers then keeps rope_parameters).
+func legacyRope(raw json.RawMessage) (*rawRope, error) {
+	var members map[string]json.RawMessage
+	if err := strictDecode(raw, &members); len(raw) == 0 || err == nil && len(members) == 0 {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("rope_scaling: %w", err)
+	}
+	var rp rawRope
+	if err := strictDecode(raw, &rp); err != nil {
+		return nil, fmt.Errorf("rope_scaling.%w", err)
+	}
+	return &rp, nil
+}
+
+// checkMRope holds mrope_section to what multimodal RoPE can use: three
+// non-negative sections (time, height, width) of the rotary dim's r/2
+// frequencies, summing to r/2 as every released config's do.
+func checkMRope(s []int, rotary int) []string {
+	if s == nil {
+		return nil
+	}
+	if len(s) != 3 {
+		return []string{fmt.Sprintf("mrope_section has %d entries: want 3 (time, height, width)", len(s))}
+	}
+	sum := 0
+	for i, v := range s {
+		if v < 0 || v > rotary/2 {
+			return []string{fmt.Sprintf("mrope_section[%d] is %d: want 0 to %d (half the rotary dim)", i, v, rotary/2)}
+		}
+		sum += v
+	}
+	if sum != rotary/2 {
+		return []string{fmt.Sprintf("mrope_section %v sums to %d: want %d, half the rotary dim head_dim·partial_rotary_factor = %d", s, sum, rotary/2, rotary)}
+	}
+	return nil
 }
 
 // Validate checks that the dimensions are positive and consistent.
@@ -445,6 +487,8 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Sprintf("partial_rotary_factor must be in (0, 1], got %g", c.PartialRotaryFactor))
 	} else if r := c.RotaryDim(); r%2 != 0 || r == 0 {
 		errs = append(errs, fmt.Sprintf("rotary dim head_dim·partial_rotary_factor = %d must be even and positive", r))
+	} else {
+		errs = append(errs, checkMRope(c.MRopeSection, r)...)
 	}
 	if c.VocabSize > 0 {
 		if err := checkEOS(c.EOSTokenIDs, c.VocabSize); err != nil {
@@ -474,58 +518,10 @@ func parseIDs(raw json.RawMessage) ([]int, error) {
 	return many, nil
 }
 
-// strictDecode decodes JSON and turns type errors into messages that name
-// the key, e.g. `hidden_size: want an integer, got JSON string`.
-func strictDecode(data []byte, v any) error {
-	if err := json.Unmarshal(data, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			// te.Value holds a number's whole text, which a file can make
-			// megabytes long: it is cut and escaped like any input.
-			msg := fmt.Sprintf("want %s, got JSON %s", jsonKind(te.Type), safeio.Clean(te.Value))
-			if te.Field == "" {
-				return errors.New(msg) // the document itself, not a key
-			}
-			return fmt.Errorf("%s: %s", te.Field, msg)
-		}
-		return fmt.Errorf("invalid JSON: %w", err)
-	}
-	return nil
-}
-
-// jsonKind names what a Go type decodes from, in JSON's words, for
-// messages ("an array of integers" rather than Go's []int or model.rawText).
-func jsonKind(t reflect.Type) string {
-	n := jsonNoun(t)
-	if strings.ContainsRune("aeiou", rune(n[0])) {
-		return "an " + n
-	}
-	return "a " + n
-}
-
-func jsonNoun(t reflect.Type) string {
-	if t == nil {
-		return "value of another type"
-	}
-	switch t.Kind() {
-	case reflect.Pointer:
-		return jsonNoun(t.Elem())
-	case reflect.Struct, reflect.Map:
-		return "object"
-	case reflect.Slice, reflect.Array:
-		return "array of " + jsonNoun(t.Elem()) + "s"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "integer"
-	case reflect.Float32, reflect.Float64:
-		return "number"
-	case reflect.String:
-		return "string"
-	case reflect.Bool:
-		return "boolean"
-	}
-	return "value of another type"
-}
+// strictDecode decodes JSON with safeio's strict reader: invalid UTF-8,
+// duplicate keys, [null] for [0] and wrong types are refused by key path,
+// e.g. `hidden_size: want an integer, got JSON string`.
+func strictDecode(data []byte, v any) error { return safeio.DecodeJSON(data, v) }
 
 func deref[T any](p *T, def T) T {
 	if p == nil {

@@ -1,7 +1,10 @@
 package model
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -46,8 +49,16 @@ func moeHubConfig(h, layers, nh, nkv, dh, nk, nv, dk, dv, experts, topK, moeInte
 "linear_conv_kernel_dim":4,"num_experts":%d,"num_experts_per_tok":%d,"moe_intermediate_size":%d,
 "shared_expert_intermediate_size":%d,"vocab_size":%d,"rms_norm_eps":1e-6,"hidden_act":"silu",
 "max_position_embeddings":262144,"rope_parameters":{"rope_type":"default","rope_theta":1e7,
-"partial_rotary_factor":0.25,"mrope_section":[11,11,10],"mrope_interleaved":true}}}`,
-		h, layers, nh, nkv, dh, nk, nv, dk, dv, experts, topK, moeInter, sharedInter, vocab)
+"partial_rotary_factor":0.25,"mrope_section":%s,"mrope_interleaved":true}}}`,
+		h, layers, nh, nkv, dh, nk, nv, dk, dv, experts, topK, moeInter, sharedInter, vocab, mropeSections(dh/4))
+}
+
+// mropeSections splits a rotary dim's r/2 frequencies into time, height
+// and width sections as the released configs do ([11,11,10] for 64).
+func mropeSections(rotary int) string {
+	half := rotary / 2
+	b, rem := half/3, half%3
+	return fmt.Sprintf("[%d,%d,%d]", b+min(rem, 1), b+rem/2, b)
 }
 
 func hubConfig(h, layers, nh, nkv, dh, nk, nv, dk, dv, inter, vocab int, tied bool, theta float64, mrope string) string {
@@ -87,4 +98,56 @@ func ShapeConfigJSON(name string) ([]byte, error) {
 		return nil, fmt.Errorf("unknown shape %q (known: %s)", name, strings.Join(ShapeNames(), ", "))
 	}
 	return []byte(js), nil
+}
+
+// ShapeConfigJSONLayers is ShapeConfigJSON with only the first layers
+// decoder layers (0 keeps them all), and that config parsed. The layer
+// count is set where the shape keeps its text keys, under text_config
+// (the hub form) or at the top level (the flat form, as Qwen3-Next's), so
+// every named shape takes every count; an explicit layer_types list is cut
+// to the same length and mlp_only_layers keeps the layers that remain.
+func ShapeConfigJSONLayers(name string, layers int) ([]byte, *Config, error) {
+	js, err := ShapeConfigJSON(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if layers < 0 || layers > MaxLayers {
+		return nil, nil, fmt.Errorf("%d layers: want 0 (all) to %d", layers, MaxLayers)
+	}
+	if layers > 0 {
+		if js, err = withLayers(js, layers); err != nil {
+			return nil, nil, fmt.Errorf("shape %s: %w", name, err)
+		}
+	}
+	cfg, err := ParseConfig(js)
+	if err != nil {
+		return nil, nil, fmt.Errorf("shape %s: %w", name, err)
+	}
+	return js, cfg, nil
+}
+
+// withLayers rewrites a shape's config.json text for n layers.
+func withLayers(js []byte, n int) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber() // keeps 1e-6 and 1e7 as written
+	var top map[string]any
+	if err := dec.Decode(&top); err != nil {
+		return nil, err
+	}
+	text := top
+	if tc, ok := top["text_config"].(map[string]any); ok {
+		text = tc
+	}
+	text["num_hidden_layers"] = n
+	if lt, ok := text["layer_types"].([]any); ok && len(lt) > n {
+		text["layer_types"] = lt[:n]
+	}
+	if mlp, ok := text["mlp_only_layers"].([]any); ok {
+		text["mlp_only_layers"] = slices.DeleteFunc(mlp, func(v any) bool {
+			num, _ := v.(json.Number)
+			i, err := num.Int64()
+			return err == nil && i >= int64(n)
+		})
+	}
+	return json.MarshalIndent(top, "", "  ")
 }

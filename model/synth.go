@@ -158,8 +158,8 @@ func WriteSynthetic(dir string, cfg *Config, configJSON []byte, opt SynthOptions
 }
 
 // CheckSyntheticOut accepts an output for WriteSynthetic: a new path in
-// an existing directory, or an empty directory (not a link); errors name
-// it as --out.
+// an existing directory, or an empty directory (not a link: a link to a
+// directory is refused naming that directory); errors name it as --out.
 func CheckSyntheticOut(out string) error {
 	st, err := os.Lstat(out)
 	switch {
@@ -171,8 +171,17 @@ func CheckSyntheticOut(out string) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("--out: %w", err)
+	case st.Mode()&os.ModeSymlink != 0:
+		// The finished checkpoint is renamed onto --out, which would
+		// replace the link, not fill the directory it points to.
+		if target, err := filepath.EvalSymlinks(out); err == nil {
+			if tst, err := os.Stat(target); err == nil && tst.IsDir() {
+				return fmt.Errorf("--out %s is a symbolic link to the directory %s: name that directory itself", safeio.Clean(out), safeio.Clean(target))
+			}
+		}
+		return fmt.Errorf("--out %s is a symbolic link: name a new or empty directory", safeio.Clean(out))
 	case !st.IsDir():
-		return fmt.Errorf("--out %s: exists and is not a directory", safeio.Clean(out))
+		return fmt.Errorf("--out %s: exists and is a %s, not a directory", safeio.Clean(out), safeio.Kind(st.Mode()))
 	}
 	entries, err := os.ReadDir(out)
 	if err != nil {

@@ -117,6 +117,12 @@ func readIndex(path string) (map[string]string, error) {
 		return nil, fmt.Errorf("weights: %w", err)
 	}
 	p := &problems{file: path}
+	// The strict reader first: invalid UTF-8, a lone surrogate or a key
+	// twice anywhere (a tensor listed twice included) is refused by name.
+	if err := safeio.DecodeJSON(data, nil); err != nil {
+		p.addf("index: %v", err)
+		return nil, p.err()
+	}
 	top, err := decodeObject(data, 64)
 	if errors.Is(err, errTooMany) {
 		p.addf("index has more than 64 top-level members (an index holds metadata and weight_map)")

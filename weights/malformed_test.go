@@ -2,6 +2,7 @@ package weights
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,7 +164,7 @@ func TestMalformedShards(t *testing.T) {
 		want   []string
 	}{
 		{"index JSON malformed", func(t *testing.T, dir string, _ map[string]string) { index(t, dir, `{"weight_map":`) },
-			"", []string{"index is not valid JSON"}},
+			"", []string{"index: invalid JSON"}},
 		{"index without weight_map", func(t *testing.T, dir string, _ map[string]string) { index(t, dir, `{"metadata":{}}`) },
 			"", []string{`no "weight_map" object`}},
 		{"weight_map empty", func(t *testing.T, dir string, _ map[string]string) { index(t, dir, `{"weight_map":{}}`) },
@@ -174,14 +175,24 @@ func TestMalformedShards(t *testing.T) {
 			index(t, dir, `{"weight_map":{"x":"a\u0000.safetensors"}}`)
 		}, "", []string{`tensor "x"`, `"a\x00.safetensors" is not a plain file name`}},
 		{"index of too many top-level members", func(t *testing.T, dir string, _ map[string]string) {
-			index(t, dir, `{`+strings.Repeat(`"k":1,`, 64)+`"weight_map":{"x":"a.safetensors"}}`)
+			var keys strings.Builder
+			for i := range 64 {
+				fmt.Fprintf(&keys, `"k%d":1,`, i)
+			}
+			index(t, dir, `{`+keys.String()+`"weight_map":{"x":"a.safetensors"}}`)
 		}, "", []string{"more than 64 top-level members"}},
 		{"shard name escapes the directory", func(t *testing.T, dir string, _ map[string]string) {
 			index(t, dir, `{"weight_map":{"x":"../model.safetensors"}}`)
 		}, "", []string{`tensor "x"`, `"../model.safetensors" is not a plain file name`}},
 		{"tensor listed twice in the index", func(t *testing.T, dir string, _ map[string]string) {
 			index(t, dir, `{"weight_map":{"lm_head.weight":"`+s2+`","lm_head.weight":"`+s1+`"}}`)
-		}, "", []string{`tensor "lm_head.weight"`, "listed twice"}},
+		}, "", []string{`the key "lm_head.weight" appears twice in weight_map`}},
+		{"metadata key twice in the index", func(t *testing.T, dir string, _ map[string]string) {
+			index(t, dir, `{"metadata":{"total_size":1,"total_size":2},"weight_map":{"lm_head.weight":"`+s2+`"}}`)
+		}, "", []string{`the key "total_size" appears twice in metadata`}},
+		{"index of invalid UTF-8", func(t *testing.T, dir string, _ map[string]string) {
+			index(t, dir, "{\"weight_map\":{\"lm_head.weight\xff\":\""+s2+"\"}}")
+		}, "", []string{"index: invalid UTF-8 at byte"}},
 		{"shard named in the index is missing", func(t *testing.T, dir string, _ map[string]string) {
 			require.NoError(t, os.Remove(filepath.Join(dir, s2)))
 		}, "", []string{"shard " + s2 + " named in the index is missing"}},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -46,31 +45,21 @@ Examples:
 	case !(*shardGB > 0 && *shardGB <= 1e6):
 		return usageError(fs, stderr, "--shard-gb must be in (0, 1e6], got %g", *shardGB)
 	}
-	js, err := model.ShapeConfigJSON(*shape)
-	if err != nil {
+	if _, err := model.ShapeConfigJSON(*shape); err != nil {
 		return err
 	}
 	if err := model.CheckSyntheticOut(*out); err != nil {
 		return err
 	}
-	if *layers > 0 {
-		var raw map[string]any
-		if err := json.Unmarshal(js, &raw); err != nil {
-			return err
-		}
-		raw["text_config"].(map[string]any)["num_hidden_layers"] = *layers
-		if js, err = json.MarshalIndent(raw, "", "  "); err != nil {
-			return err
-		}
-	}
-	cfg, err := model.ParseConfig(js)
+	js, cfg, err := model.ShapeConfigJSONLayers(*shape, *layers)
 	if err != nil {
 		return err
 	}
 	need := model.SyntheticBytes(cfg)
 	if free, ok := safeio.FreeBytes(*out); ok && free < need+need/50 {
-		return fmt.Errorf("%s has %.1f GB free but the checkpoint needs %.1f GB: free space or pass --layers N (full width, fewer layers)",
-			*out, float64(free)/1e9, float64(need)/1e9)
+		f, n := safeio.GBPair(free, need+need/50)
+		return fmt.Errorf("%s has %s free but the checkpoint needs %s (its size and a 2%% margin): free space or pass --layers N (full width, fewer layers)",
+			safeio.Clean(*out), f, n)
 	}
 	lin, full := cfg.CountLayers()
 	fmt.Fprintf(stderr, "synth: %s, %d layers (%d GDN + %d attention), %d parameters, %.2f GB bf16 → %s\n",

@@ -80,7 +80,7 @@ func TestSynthStagingAndOut(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	code, _, stderr = runCLI("synth", "--shape", "tiny", "--out", file)
 	assert.Equal(t, 1, code)
-	assert.Contains(t, stderr, "exists and is not a directory")
+	assert.Contains(t, stderr, "exists and is a regular file, not a directory")
 	es, _ = os.ReadDir(parent)
 	assert.Len(t, es, 3, "no staging directory is left behind")
 }

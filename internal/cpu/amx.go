@@ -80,7 +80,8 @@ func AMX() error {
 // best this process can run (amx, then avx512bf16, then widen). note says
 // why a better kernel is not used (empty when none is better or the choice
 // was forced); err reports a QWENREF_BF16 that names no kernel or one this
-// process cannot run, and then the best kernel is returned.
+// process cannot run, and then the best kernel is returned for
+// descriptions (the commands refuse to run, through Check).
 func BF16Choice() (k BF16Kernel, note string, err error) {
 	return chooseBF16(envBF16, HasBF16(), AMX)
 }
@@ -121,8 +122,7 @@ func chooseBF16(override string, avx512bf16 bool, amx func() error) (BF16Kernel,
 			notes = append(notes, "avx512bf16: needs AVX512_BF16 at kernel level avx512")
 		}
 	}
-	if forceErr != nil {
-		forceErr = fmt.Errorf("%w; using %s", forceErr, best)
-	}
+	// A forced kernel that cannot run is an error the commands stop on
+	// (Check), so it names no fallback: nothing runs "instead".
 	return best, strings.Join(notes, "; "), forceErr
 }

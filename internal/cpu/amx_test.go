@@ -47,8 +47,8 @@ func TestChooseBF16(t *testing.T) {
 		if (err == nil) != (c.wantErr == "") || (err != nil && !strings.Contains(err.Error(), c.wantErr)) {
 			t.Errorf("%s, amx %v: error %v, want %q", name, c.amx, err, c.wantErr)
 		}
-		if err != nil && !strings.Contains(err.Error(), "using "+c.want.String()) {
-			t.Errorf("%s: error %v does not name the kernel used instead (%s)", name, err, c.want)
+		if err != nil && strings.Contains(err.Error(), "using") {
+			t.Errorf("%s: error %v names a kernel used instead, but the commands stop on it (Check)", name, err)
 		}
 		if asked != c.amxAsked {
 			t.Errorf("%s: AMX asked %v, want %v (only a choice that could be AMX may ask the OS)", name, asked, c.amxAsked)

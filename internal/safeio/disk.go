@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 )
 
 // FreeBytes is the space available to this user on the filesystem that
@@ -40,4 +41,23 @@ func ClampBytes(f float64) int64 {
 		return math.MaxInt64
 	}
 	return int64(f)
+}
+
+// GBPair formats two byte counts as GB with the fewest decimals, at least
+// one, that tell them apart, so that a disk-space message cannot read
+// "0.0 GB free but needs 0.0 GB". Equal counts get one decimal.
+func GBPair(a, b int64) (string, string) {
+	var sa, sb string
+	for d := 1; d <= 9; d++ {
+		sa = strconv.FormatFloat(float64(a)/1e9, 'f', d, 64)
+		sb = strconv.FormatFloat(float64(b)/1e9, 'f', d, 64)
+		if sa != sb {
+			break
+		}
+	}
+	if a == b {
+		sa = strconv.FormatFloat(float64(a)/1e9, 'f', 1, 64)
+		sb = sa
+	}
+	return sa + " GB", sb + " GB"
 }
