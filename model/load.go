@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/qwenref/qwenref/internal/safeio"
-	"github.com/qwenref/qwenref/layers/attention"
 	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/layers/moe"
 	"github.com/qwenref/qwenref/tensor"
@@ -32,19 +31,20 @@ type Model struct {
 
 // Block is one decoder layer: a token mixer and the SwiGLU MLP (or the
 // sparse MoE block), each behind a (1+w) RMSNorm with a residual
-// connection (docs/spec.md §3.1). Exactly one of GDN and Attn is set, and
-// one of MLP and MoE.
+// connection (docs/spec.md §3.1). Mixer is set, and one of MLP and MoE.
 type Block struct {
 	Kind      LayerKind
-	InputNorm []float32        `tensor:"input_layernorm.weight" shape:"H" init:"zero_centred"`
-	PostNorm  []float32        `tensor:"post_attention_layernorm.weight" shape:"H" init:"zero_centred"`
-	MLP       *MLP             `tensor:"mlp."` // the dense MLP (nil in a sparse layer)
-	MoE       *moe.Layer       `tensor:"mlp."` // the sparse MoE block instead of MLP, or nil
-	Attn      *attention.Layer `tensor:"self_attn."`
+	InputNorm []float32  `tensor:"input_layernorm.weight" shape:"H" init:"zero_centred"`
+	PostNorm  []float32  `tensor:"post_attention_layernorm.weight" shape:"H" init:"zero_centred"`
+	MLP       *MLP       `tensor:"mlp."` // the dense MLP (nil in a sparse layer)
+	MoE       *moe.Layer `tensor:"mlp."` // the sparse MoE block instead of MLP, or nil
 	// Stored holds the tensors only the model's family stores (Qwen3-Next's
-	// fused GDN projections), from which the family derives the layer's.
-	Stored any               `tensor:"linear_attn."`
-	GDN    *gateddelta.Layer `tensor:"linear_attn."`
+	// fused GDN projections), named in full under the layer's prefix, from
+	// which the family derives the shared parts they replace.
+	Stored any `tensor:""`
+	// Mixer is the token mixer of the layer's Kind, its weights under the
+	// mixer's prefix (mixer_gdn.go, mixer_attention.go).
+	Mixer Mixer `tensor:""`
 }
 
 // Close releases the checkpoint's memory maps. The model must not be used
@@ -103,7 +103,6 @@ func (c *Config) expectedTensors(perExpert func(layer int) bool) []TensorSpec {
 func skeleton(cfg *Config, perExpert func(layer int) bool) *Model {
 	m := &Model{Config: cfg, Blocks: make([]Block, len(cfg.LayerTypes))}
 	fam := cfg.configFamily()
-	eps := float32(cfg.RMSNormEps)
 	for i, kind := range cfg.LayerTypes {
 		b := &m.Blocks[i]
 		b.Kind = kind
@@ -112,12 +111,9 @@ func skeleton(cfg *Config, perExpert func(layer int) bool) *Model {
 		} else {
 			b.MLP = &MLP{}
 		}
-		if kind == FullAttention {
-			b.Attn = &attention.Layer{Dims: attention.LayerDims{Hidden: cfg.HiddenSize, NH: cfg.NumHeads, NKV: cfg.NumKVHeads,
-				D: cfg.HeadDim, RotaryDim: cfg.RotaryDim(), Theta: cfg.RopeTheta, Eps: eps}}
-			continue
+		if mk := mixerOf(kind); mk != nil { // build refuses a kind with none
+			b.Mixer = mk.build(cfg)
 		}
-		b.GDN = &gateddelta.Layer{Dims: cfg.GDNDims()}
 		if fam.stored != nil {
 			fam.stored(cfg, b)
 		}
@@ -215,6 +211,11 @@ func storeLayout(cfg *Config, st *weights.Store) func(int) bool {
 // build assembles the model from a source whose tensors were checked: it
 // walks the skeleton's tensor fields and binds each from the source.
 func build(cfg *Config, st tensorSource) (*Model, error) {
+	for i, k := range cfg.LayerTypes {
+		if mixerOf(k) == nil {
+			return nil, fmt.Errorf("layer %d: no token mixer of kind %d", i, int(k))
+		}
+	}
 	m := skeleton(cfg, expertLayout(cfg, st.Has))
 	l := loader{st: st}
 	if err := walkTensors(m, l.bind); err != nil {
@@ -229,7 +230,7 @@ func build(cfg *Config, st tensorSource) (*Model, error) {
 	fam := cfg.configFamily()
 	for i := range m.Blocks {
 		b := &m.Blocks[i]
-		if fam.derive != nil && b.GDN != nil {
+		if fam.derive != nil && b.GDN() != nil {
 			fam.derive(cfg, b)
 		}
 		if b.MoE != nil {

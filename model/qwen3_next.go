@@ -30,11 +30,15 @@ var qwen3Next = &family{
 		c.MoE.MLPOnlyLayers = slices.Clone(t.MLPOnlyLayers)
 		return nil
 	},
-	sizes:  func(c *Config, s weights.Sizes) { s["separate_in_proj"] = 0 },
-	stored: func(c *Config, b *Block) { b.Stored = &nextInProj{} },
+	sizes: func(c *Config, s weights.Sizes) { s["separate_in_proj"] = 0 },
+	stored: func(c *Config, b *Block) {
+		if b.GDN() != nil {
+			b.Stored = &nextInProj{}
+		}
+	},
 	derive: func(c *Config, b *Block) {
 		if p, ok := b.Stored.(*nextInProj); ok {
-			p.derive(c, &b.GDN.W)
+			p.derive(c, &b.GDN().W)
 		}
 	},
 }
@@ -44,8 +48,8 @@ var qwen3Next = &family{
 // v_g (r·d_v) | z_g (r·d_v)] and BA per key head [b_g (r) | a_g (r)], as
 // transformers' fix_query_key_value_ordering splits them.
 type nextInProj struct {
-	QKVZ *tensor.Matrix `tensor:"in_proj_qkvz.weight" shape:"C+n_v*d_v,H"`
-	BA   *tensor.Matrix `tensor:"in_proj_ba.weight" shape:"2*n_v,H"`
+	QKVZ *tensor.Matrix `tensor:"linear_attn.in_proj_qkvz.weight" shape:"C+n_v*d_v,H"`
+	BA   *tensor.Matrix `tensor:"linear_attn.in_proj_ba.weight" shape:"2*n_v,H"`
 }
 
 // derive gathers the fused rows into the flat projections the GDN layer
