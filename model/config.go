@@ -147,12 +147,12 @@ type rawText struct {
 	NumExpertsPerTok      *int            `json:"num_experts_per_tok"`
 	MoEIntermediateSize   *int            `json:"moe_intermediate_size"`
 	SharedExpertInterSize *int            `json:"shared_expert_intermediate_size"`
-	NormTopKProb          *bool           `json:"norm_topk_prob"`
-	DecoderSparseStep     *int            `json:"decoder_sparse_step"`
-	MLPOnlyLayers         []int           `json:"mlp_only_layers"`
 	Architectures         []string        `json:"architectures"`
 	TextConfig            json.RawMessage `json:"text_config"`
 	AttentionBias         *bool           `json:"attention_bias"`
+	// raw is the text config's JSON object, from which a family decodes
+	// the keys only it reads (family.parse).
+	raw []byte
 }
 
 type rawRope struct {
@@ -235,7 +235,7 @@ func checkEOS(ids []int, vocab int) error {
 // the hub form (model_type qwen3_5, text fields under text_config) or the
 // flat text form (model_type qwen3_5_text). The result is validated.
 func ParseConfig(data []byte) (*Config, error) {
-	var top rawText
+	top := rawText{raw: data}
 	if err := strictDecode(data, &top); err != nil {
 		return nil, err
 	}
@@ -256,7 +256,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		if len(top.TextConfig) == 0 || string(top.TextConfig) == "null" {
 			return nil, fmt.Errorf("model_type %s needs a text_config object", mt)
 		}
-		var tc rawText
+		tc := rawText{raw: top.TextConfig}
 		if err := strictDecode(top.TextConfig, &tc); err != nil {
 			return nil, fmt.Errorf("text_config: %w", err)
 		}

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -45,6 +46,9 @@ type Block struct {
 	// Mixer is the token mixer of the layer's Kind, its weights under the
 	// mixer's prefix (mixer_gdn.go, mixer_attention.go).
 	Mixer Mixer `tensor:""`
+	// replaced are the shared fields the stored parts replace (pointers
+	// into the block): the walk skips them and the family derives them.
+	replaced []any
 }
 
 // Close releases the checkpoint's memory maps. The model must not be used
@@ -88,7 +92,7 @@ func (c *Config) ExpectedTensors() []TensorSpec { return c.expectedTensors(nil) 
 func (c *Config) expectedTensors(perExpert func(layer int) bool) []TensorSpec {
 	var out []TensorSpec
 	_ = walkTensors(skeleton(c, perExpert), func(f weights.Field) error {
-		hub := hubTextPrefix + f.Name
+		hub := c.configFamily().prefixes.hub + f.Name
 		if f.Tag("hub") == "top" {
 			hub = f.Name
 		}
@@ -115,7 +119,7 @@ func skeleton(cfg *Config, perExpert func(layer int) bool) *Model {
 			b.Mixer = mk.build(cfg)
 		}
 		if fam.stored != nil {
-			fam.stored(cfg, b)
+			b.Stored, b.replaced = fam.stored(cfg, b)
 		}
 	}
 	return m
@@ -165,7 +169,7 @@ func Load(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := OpenWeights(dir)
+	st, err := openWeights(dir, cfg.configFamily())
 	if err != nil {
 		return nil, err
 	}
@@ -230,8 +234,15 @@ func build(cfg *Config, st tensorSource) (*Model, error) {
 	fam := cfg.configFamily()
 	for i := range m.Blocks {
 		b := &m.Blocks[i]
-		if fam.derive != nil && b.GDN() != nil {
-			fam.derive(cfg, b)
+		if fam.derive != nil {
+			if err := fam.derive(cfg, b); err != nil {
+				return nil, fmt.Errorf("layer %d: %s: %w", i, fam.name, err)
+			}
+		}
+		for _, p := range b.replaced {
+			if unset(p) {
+				return nil, fmt.Errorf("layer %d: family %s stores a part it does not derive (%T left unset)", i, fam.name, p)
+			}
 		}
 		if b.MoE != nil {
 			b.MoE.W.BindExperts(b.MoE.Dims)
@@ -325,4 +336,18 @@ func unusedTensors(cfg *Config, st *weights.Store) []string {
 		more = fmt.Sprintf(" and %d more", len(extra)-5)
 	}
 	return append(warn, "tensors not used by this config: "+strings.Join(shown, ", ")+more)
+}
+
+// unset reports whether the field p points to (a matrix or vector) is
+// still nil.
+func unset(p any) bool {
+	v := reflect.ValueOf(p)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return true
+	}
+	switch e := v.Elem(); e.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Interface, reflect.Map:
+		return e.IsNil()
+	}
+	return false
 }
