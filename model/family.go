@@ -3,6 +3,7 @@ package model
 import (
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/qwenref/qwenref/weights"
 )
@@ -142,9 +143,13 @@ func (c *Config) Sizes() weights.Sizes {
 	return s
 }
 
+// walks counts walkTensors' walks, so that a test holds Load to one.
+var walks atomic.Int64
+
 // walkTensors visits every tensor m declares, in checkpoint order, but the
 // shared fields a family's stored parts replace.
 func walkTensors(m *Model, visit func(weights.Field) error) error {
+	walks.Add(1)
 	var skip []any
 	for i := range m.Blocks {
 		skip = append(skip, m.Blocks[i].replaced...)

@@ -151,7 +151,8 @@ func NewRandom(cfg *Config, seed uint64, bf16 bool) (*Model, error) {
 	for _, e := range cfg.ExpectedTensors() {
 		src.specs[e.Name] = e
 	}
-	return build(cfg, src)
+	m, _, err := build(cfg, src, nil)
+	return m, err
 }
 
 // RandomConvTaps are the conv taps [C, K] of the first Gated DeltaNet
