@@ -84,9 +84,10 @@ func (c *Config) RotaryDim() int { return int(float64(c.HeadDim) * c.PartialRota
 // CountLayers returns how many linear- and full-attention layers there are.
 func (c *Config) CountLayers() (linear, full int) {
 	for _, k := range c.LayerTypes {
-		if k == FullAttention {
+		switch k {
+		case FullAttention:
 			full++
-		} else {
+		case LinearAttention:
 			linear++
 		}
 	}
