@@ -575,13 +575,11 @@ func (o *Options) layerWorkspace() (*workspace, error) {
 		}
 		ws.m = m
 	}
+	ws.blocks = map[model.LayerKind]*model.Block{}
 	for i := range ws.m.Blocks {
 		b := &ws.m.Blocks[i]
-		if b.Kind == model.FullAttention && ws.attn == nil {
-			ws.attn = b
-		}
-		if b.Kind == model.LinearAttention && ws.gdn == nil {
-			ws.gdn = b
+		if ws.blocks[b.Kind] == nil {
+			ws.blocks[b.Kind] = b
 		}
 	}
 	return ws, nil

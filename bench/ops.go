@@ -52,17 +52,11 @@ type workspace struct {
 	// generates the weights from seed itself (model.NewRandomRunner).
 	deviceWeights bool
 	seed          uint64
-	rows          int          // op model and decode: batch rows B (0 or 1: one)
-	gdn           *model.Block // first linear-attention block
-	attn          *model.Block // first full-attention block
+	rows          int                              // op model and decode: batch rows B (0 or 1: one)
+	blocks        map[model.LayerKind]*model.Block // the first block of each mixer kind
 }
 
-func (ws *workspace) block(k model.LayerKind) *model.Block {
-	if k == model.FullAttention {
-		return ws.attn
-	}
-	return ws.gdn
-}
+func (ws *workspace) block(k model.LayerKind) *model.Block { return ws.blocks[k] }
 
 // Per-token FLOP of the pieces, in the anchors' conventions: a projection
 // is 2·in·out, the GDN core 7·d_k·d_v per value head (recurrent count), the

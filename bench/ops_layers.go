@@ -122,7 +122,7 @@ func (r *mixerInst) output() []float32 { return r.out }
 func (r *mixerInst) run() error        { return r.mx.forward(r.out, r.x, r.t) }
 
 func prepareMLP(ws *workspace, t int, seed uint64) (func(*model.Backend) instance, error) {
-	blk := ws.gdn
+	blk := ws.block(model.LinearAttention)
 	if blk == nil {
 		return nil, fmt.Errorf("the model has no decoder layer")
 	}
@@ -150,7 +150,7 @@ func (r *mlpInst) run() error        { return r.mlp.Forward(r.out, r.x, r.t, r.b
 // prepareMoE runs the first GDN layer's sparse MoE block (Block.MoE) on
 // the backend's MoE kernel and matrix product.
 func prepareMoE(ws *workspace, t int, seed uint64) (func(*model.Backend) instance, error) {
-	blk := ws.gdn
+	blk := ws.block(model.LinearAttention)
 	if blk == nil || blk.MoE == nil {
 		return nil, fmt.Errorf("the model's first GDN layer has no mixture-of-experts block (use a MoE shape such as 35b-a3b)")
 	}

@@ -238,7 +238,7 @@ func prepareGEMM(ws *workspace, t int, seed uint64) (func(*model.Backend) instan
 	if blk == nil {
 		return nil, fmt.Errorf("the model has no linear-attention layer")
 	}
-	w := blk.GDN.W.InProjQKV
+	w := blk.GDN().W.InProjQKV
 	x := hiddenInput(seed, "gemm", t, w.Cols)
 	return func(be *model.Backend) instance {
 		return &gemmInst{be: be, w: w, x: x, t: t, y: make([]float32, t*w.Rows)}

@@ -243,11 +243,8 @@ func (m *residentModel) upload(hm *model.Model, progress func(done, total int64)
 				total += size(w.Gate[e]) + size(w.Up[e]) + size(w.Down[e])
 			}
 		}
-		if g := b.GDN; g != nil {
-			total += size(g.W.InProjQKV) + size(g.W.InProjZ) + size(g.W.InProjB) + size(g.W.InProjA) + size(g.W.OutProj)
-		}
-		if a := b.Attn; a != nil {
-			total += size(a.W.QProj) + size(a.W.KProj) + size(a.W.VProj) + size(a.W.OProj)
+		for _, w := range b.Mixer.Matrices() {
+			total += size(w)
 		}
 	}
 	var first error
@@ -300,7 +297,7 @@ func (m *residentModel) upload(hm *model.Model, progress func(done, total int64)
 				part(l, wMoEDown, e, w.Down[e])
 			}
 		}
-		if g := b.GDN; g != nil {
+		if g := b.GDN(); g != nil {
 			mat(l, wGDNQKV, g.W.InProjQKV)
 			mat(l, wGDNZ, g.W.InProjZ)
 			mat(l, wGDNB, g.W.InProjB)
@@ -311,7 +308,7 @@ func (m *residentModel) upload(hm *model.Model, progress func(done, total int64)
 			vec(l, wGDNDtBias, g.W.DtBias)
 			vec(l, wGDNNorm, g.W.NormW)
 		}
-		if a := b.Attn; a != nil {
+		if a := b.Attn(); a != nil {
 			mat(l, wAttQ, a.W.QProj)
 			mat(l, wAttK, a.W.KProj)
 			mat(l, wAttV, a.W.VProj)

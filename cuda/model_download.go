@@ -54,22 +54,22 @@ func (m *residentModel) Download() (*model.Model, error) {
 		}
 		if kind == model.FullAttention {
 			nh, nkv, dh := cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim
-			b.Attn = &attention.Layer{
+			b.Mixer = &model.AttentionMixer{Layer: &attention.Layer{
 				Dims: attention.LayerDims{Hidden: h, NH: nh, NKV: nkv, D: dh, RotaryDim: cfg.RotaryDim(),
 					Theta: cfg.RopeTheta, Eps: eps},
 				W: attention.LayerWeights{QProj: mat(l, wAttQ, 2*nh*dh, h), KProj: mat(l, wAttK, nkv*dh, h),
 					VProj: mat(l, wAttV, nkv*dh, h), OProj: mat(l, wAttO, h, nh*dh), QNorm: vec(l, wAttQNorm, dh),
 					KNorm: vec(l, wAttKNorm, dh)},
-			}
+			}}
 		} else {
 			gd := gateddelta.LayerDims{Hidden: h, NK: cfg.LinearNumKeyHeads, NV: cfg.LinearNumValueHeads,
 				DK: cfg.LinearKeyHeadDim, DV: cfg.LinearValueHeadDim, ConvK: cfg.LinearConvKernel, Eps: eps}
 			c, hv := gd.ConvDim(), gd.NV*gd.DV
-			b.GDN = &gateddelta.Layer{Dims: gd, W: gateddelta.LayerWeights{
+			b.Mixer = &model.GDNMixer{Layer: &gateddelta.Layer{Dims: gd, W: gateddelta.LayerWeights{
 				InProjQKV: mat(l, wGDNQKV, c, h), InProjZ: mat(l, wGDNZ, hv, h), InProjB: mat(l, wGDNB, gd.NV, h),
 				InProjA: mat(l, wGDNA, gd.NV, h), OutProj: mat(l, wGDNOut, h, hv),
 				ConvW: vec(l, wGDNConv, c*gd.ConvK), ALog: vec(l, wGDNALog, gd.NV), DtBias: vec(l, wGDNDtBias, gd.NV),
-				NormW: vec(l, wGDNNorm, gd.DV)}}
+				NormW: vec(l, wGDNNorm, gd.DV)}}}
 		}
 		hm.Blocks = append(hm.Blocks, b)
 	}

@@ -5,39 +5,24 @@ import (
 
 	"github.com/qwenref/qwenref/internal/bufpool"
 	"github.com/qwenref/qwenref/internal/parallel"
-	"github.com/qwenref/qwenref/layers/attention"
-	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/layers/moe"
 	"github.com/qwenref/qwenref/layers/norm"
 	"github.com/qwenref/qwenref/tensor"
 )
 
-// BlockState is one sequence's cache for one decoder block: the conv and
-// recurrent state of a linear-attention block or the KV cache of a
-// full-attention one. It is kept apart from the Block's weights so that a
-// loaded Model stays read-only and shareable.
+// BlockState is one sequence's cache for one decoder block: its mixer's
+// state (the conv and recurrent state of a Gated DeltaNet block, the KV
+// cache of an attention one). It is kept apart from the Block's weights so
+// that a loaded Model stays read-only and shareable.
 type BlockState struct {
-	GDN *gateddelta.State // linear attention
-	KV  *attention.Cache  // full attention
+	Mixer MixerState
 }
 
 // NewState returns the empty cache for this block (position 0).
-func (b *Block) NewState() *BlockState {
-	if b.Kind == FullAttention {
-		return &BlockState{KV: &attention.Cache{}}
-	}
-	return &BlockState{GDN: gateddelta.NewState(b.GDN.Dims)}
-}
+func (b *Block) NewState() *BlockState { return &BlockState{Mixer: b.Mixer.NewState()} }
 
 // Reset empties the cache for a new sequence.
-func (s *BlockState) Reset() {
-	if s.KV != nil {
-		s.KV.Reset()
-	}
-	if s.GDN != nil {
-		s.GDN.Reset()
-	}
-}
+func (s *BlockState) Reset() { s.Mixer.Reset() }
 
 // BlockBuffers are the block's [T, H] work areas, reused across blocks and
 // calls; the zero value is ready and grows as needed.
@@ -56,7 +41,7 @@ func (w *BlockBuffers) grow(n int) (normed, mix []float32) {
 // already normalised, continuing the sequence in st: the mixer's steps of
 // the block plan, without the residual add.
 func (b *Block) Mix(out, x []float32, t int, st *BlockState, be *Backend, rec tensor.Recorder) error {
-	steps, err := blockPlan(b.Kind, b.MoE != nil, -1, "")
+	steps, err := blockPlan(b.Mixer.Kind(), b.MoE != nil, -1, "")
 	if err != nil {
 		return err
 	}
@@ -87,7 +72,7 @@ func (b *Block) Forward(x []float32, t int, eps float32, st *BlockState, be *Bac
 	if len(x) != t*h {
 		return fmt.Errorf("block input has %d values, want T·H = %d·%d", len(x), t, h)
 	}
-	steps, err := blockPlan(b.Kind, b.MoE != nil, -1, "")
+	steps, err := blockPlan(b.Mixer.Kind(), b.MoE != nil, -1, "")
 	if err != nil {
 		return err
 	}
@@ -104,24 +89,25 @@ func (b *Block) Forward(x []float32, t int, eps float32, st *BlockState, be *Bac
 
 // blockWork is what one walk of a block hands from step to step.
 type blockWork struct {
-	gdn  *gateddelta.Work
-	attn *attention.Work
-	moe  *moe.Work
-	act  []float32 // the dense MLP's SwiGLU rows
+	mix mixerWork
+	moe *moe.Work
+	act []float32 // the dense MLP's SwiGLU rows
 }
 
 func (w *blockWork) release() {
-	if w.gdn != nil {
-		w.gdn.Release()
-	}
-	if w.attn != nil {
-		w.attn.Release()
-	}
+	w.mix.release()
 	bufpool.Put(w.act)
 }
 
 // mixer reports whether o is one of a token mixer's ops.
-func (o PlanOp) mixer() bool { return o >= OpGDNInProj && o <= OpAttnOut }
+func (o PlanOp) mixer() bool {
+	for _, k := range mixerKinds {
+		if k != nil && k.owns(o) {
+			return true
+		}
+	}
+	return false
+}
 
 // step runs one plan step on the CPU: in is the normed rows a mixer or MLP
 // reads, out their product, x the residual stream (nil: no residual add,
@@ -130,18 +116,10 @@ func (o PlanOp) mixer() bool { return o >= OpGDNInProj && o <= OpAttnOut }
 // product it adds as its step's last stage.
 func (b *Block) step(s PlanStep, x, in, out []float32, t int, eps float32, st *BlockState, be *Backend, w *blockWork, rec tensor.Recorder) error {
 	h := len(b.InputNorm)
-	gops := gateddelta.Ops{MatMul: be.MatMul, Conv: be.Conv, Core: be.Delta}
-	aops := attention.Ops{MatMul: be.MatMul, Core: be.Attn}
 	residual := func() error {
 		if x != nil {
 			rec.Record(s.Stages[len(s.Stages)-1], out, t, h)
 			addInto(x, out)
-		}
-		return nil
-	}
-	mixer := func(err error) error {
-		if err != nil {
-			return fmt.Errorf("%s mixer: %w", b.Kind, err)
 		}
 		return nil
 	}
@@ -159,34 +137,6 @@ func (b *Block) step(s PlanStep, x, in, out []float32, t int, eps float32, st *B
 		}
 		rec.Record(s.Stages[0], in, t, h)
 		return nil
-	case OpGDNInProj:
-		w.gdn = b.GDN.NewWork(t, rec == nil)
-		return mixer(b.GDN.InProj(w.gdn, in, gops, rec))
-	case OpGDNConv:
-		return mixer(b.GDN.Conv(w.gdn, st.GDN, gops, rec))
-	case OpGDNPrep:
-		return mixer(b.GDN.Prep(w.gdn, rec))
-	case OpGDNCore:
-		return mixer(b.GDN.Core(w.gdn, st.GDN, gops, rec))
-	case OpGDNNorm:
-		return mixer(b.GDN.GatedNorm(w.gdn, rec))
-	case OpGDNOut:
-		if err := mixer(b.GDN.OutProj(out, w.gdn, gops)); err != nil {
-			return err
-		}
-		return residual()
-	case OpAttnQKV:
-		w.attn = b.Attn.NewWork(t, rec == nil)
-		return mixer(b.Attn.QKV(w.attn, in, aops, rec))
-	case OpAttnPrep:
-		return mixer(b.Attn.Prep(w.attn, st.KV.Len, rec))
-	case OpAttnCore:
-		return mixer(b.Attn.Core(w.attn, st.KV, aops, rec))
-	case OpAttnOut:
-		if err := mixer(b.Attn.OutProj(out, w.attn, aops)); err != nil {
-			return err
-		}
-		return residual()
 	case OpMLPGateUp:
 		w.act = bufpool.Get(t * b.MLP.Gate.Rows)
 		return b.MLP.GateUp(w.act, in, t, be.MatMul)
@@ -206,7 +156,17 @@ func (b *Block) step(s PlanStep, x, in, out []float32, t int, eps float32, st *B
 		b.MoE.Combine(out, w.moe)
 		return residual()
 	}
-	return fmt.Errorf("plan: %s is not a block's op", s.Op)
+	mk := mixerOf(b.Mixer.Kind())
+	if mk == nil || !mk.owns(s.Op) {
+		return fmt.Errorf("plan: %s is not a block's op", s.Op)
+	}
+	if err := b.Mixer.step(s.Op, &w.mix, in, out, t, st.Mixer, be, rec); err != nil {
+		return fmt.Errorf("%s mixer: %w", b.Kind, err)
+	}
+	if mk.ops[len(mk.ops)-1].op == s.Op {
+		return residual()
+	}
+	return nil
 }
 
 // addInto is the residual add x += y, split over the cores when long.

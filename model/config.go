@@ -24,10 +24,10 @@ const (
 
 // String returns the name transformers uses in layer_types.
 func (k LayerKind) String() string {
-	if k == FullAttention {
-		return "full_attention"
+	if mk := mixerOf(k); mk != nil {
+		return mk.name
 	}
-	return "linear_attention"
+	return fmt.Sprintf("LayerKind(%d)", int(k))
 }
 
 // Config holds the text-model hyper-parameters of a Qwen3.5/3.6 checkpoint,
@@ -83,9 +83,10 @@ func (c *Config) RotaryDim() int { return int(float64(c.HeadDim) * c.PartialRota
 // CountLayers returns how many linear- and full-attention layers there are.
 func (c *Config) CountLayers() (linear, full int) {
 	for _, k := range c.LayerTypes {
-		if k == FullAttention {
+		switch k {
+		case FullAttention:
 			full++
-		} else {
+		case LinearAttention:
 			linear++
 		}
 	}
@@ -96,12 +97,6 @@ func (c *Config) CountLayers() (linear, full int) {
 // them (docs/spec.md §1.3): embedding, decoder stack, final norm and an untied head.
 func (c *Config) TextParams() int64 {
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
-	nv := int64(c.LinearNumValueHeads)
-	dv := int64(c.LinearValueHeadDim)
-	conv := int64(c.ConvDim())
-	gdn := h*conv + h*nv*dv + 2*h*nv + conv*int64(c.LinearConvKernel) + 2*nv + dv + nv*dv*h
-	nh, nkv, dh := int64(c.NumHeads), int64(c.NumKVHeads), int64(c.HeadDim)
-	attn := h*2*nh*dh + 2*h*nkv*dh + nh*dh*h + 2*dh
 	common := 3*h*int64(c.IntermediateSize) + 2*h
 	var total int64
 	for i, k := range c.LayerTypes {
@@ -109,11 +104,10 @@ func (c *Config) TextParams() int64 {
 		if c.SparseLayer(i) {
 			mlp = c.moeLayerParams(false) + 2*h
 		}
-		if k == FullAttention {
-			total += attn + mlp
-		} else {
-			total += gdn + mlp
+		if mk := mixerOf(k); mk != nil {
+			total += mk.params(c)
 		}
+		total += mlp
 	}
 	total += v*h + h // embedding and final norm
 	if !c.TieWordEmbeddings {
@@ -153,12 +147,12 @@ type rawText struct {
 	NumExpertsPerTok      *int            `json:"num_experts_per_tok"`
 	MoEIntermediateSize   *int            `json:"moe_intermediate_size"`
 	SharedExpertInterSize *int            `json:"shared_expert_intermediate_size"`
-	NormTopKProb          *bool           `json:"norm_topk_prob"`
-	DecoderSparseStep     *int            `json:"decoder_sparse_step"`
-	MLPOnlyLayers         []int           `json:"mlp_only_layers"`
 	Architectures         []string        `json:"architectures"`
 	TextConfig            json.RawMessage `json:"text_config"`
 	AttentionBias         *bool           `json:"attention_bias"`
+	// raw is the text config's JSON object, from which a family decodes
+	// the keys only it reads (family.parse).
+	raw []byte
 }
 
 type rawRope struct {
@@ -241,7 +235,7 @@ func checkEOS(ids []int, vocab int) error {
 // the hub form (model_type qwen3_5, text fields under text_config) or the
 // flat text form (model_type qwen3_5_text). The result is validated.
 func ParseConfig(data []byte) (*Config, error) {
-	var top rawText
+	top := rawText{raw: data}
 	if err := strictDecode(data, &top); err != nil {
 		return nil, err
 	}
@@ -262,7 +256,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		if len(top.TextConfig) == 0 || string(top.TextConfig) == "null" {
 			return nil, fmt.Errorf("model_type %s needs a text_config object", mt)
 		}
-		var tc rawText
+		tc := rawText{raw: top.TextConfig}
 		if err := strictDecode(top.TextConfig, &tc); err != nil {
 			return nil, fmt.Errorf("text_config: %w", err)
 		}
@@ -350,14 +344,11 @@ func fromRaw(t *rawText, sparse bool) (*Config, error) {
 			return nil, fmt.Errorf("layer_types has %d entries but num_hidden_layers is %d", len(t.LayerTypes), c.NumLayers)
 		}
 		for i, s := range t.LayerTypes {
-			switch s {
-			case "linear_attention":
-				c.LayerTypes = append(c.LayerTypes, LinearAttention)
-			case "full_attention":
-				c.LayerTypes = append(c.LayerTypes, FullAttention)
-			default:
-				return nil, fmt.Errorf("layer_types[%d] = %q (want linear_attention or full_attention)", i, s)
+			mk := mixerNamed(s)
+			if mk == nil {
+				return nil, fmt.Errorf("layer_types[%d] = %q (want %s)", i, s, mixerNames())
 			}
+			c.LayerTypes = append(c.LayerTypes, mk.kind)
 		}
 	default:
 		every := deref(t.FullAttentionInterval, 4)

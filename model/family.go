@@ -3,6 +3,7 @@ package model
 import (
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/qwenref/qwenref/weights"
 )
@@ -23,17 +24,37 @@ type family struct {
 	// wrapper is the model_type of the hub (VLM) form, whose text keys sit
 	// under text_config; "" when the family has none.
 	wrapper string
-	sparse  bool // has mixture-of-experts layers (intermediate_size may be absent)
-	// parse reads the family's own keys after the shared ones.
+	// prefixes are where its checkpoints keep the text model's tensors.
+	prefixes storedPrefixes
+	sparse   bool // has mixture-of-experts layers (intermediate_size may be absent)
+	// parse reads the family's own keys after the shared ones; it decodes
+	// them from t.raw, the text config's JSON object, into its own struct.
 	parse func(c *Config, t *rawText) error
 	// sizes sets the family's shape symbols and flags.
 	sizes func(c *Config, s weights.Sizes)
-	// stored gives a layer the parts only this family stores (Block.Stored),
-	// before the walk; derive fills what the layer packages read from them
-	// after it.
-	stored func(c *Config, b *Block)
-	derive func(c *Config, b *Block)
+	// stored runs on every layer before the walk: it returns the parts
+	// only this family stores for the layer (a tagged struct whose names
+	// are in full under the layer's prefix, kept in Block.Stored; nil for
+	// none) and the shared fields they replace (pointers into the block,
+	// e.g. &b.MLP.Gate), which the walk then skips.
+	stored func(c *Config, b *Block) (parts any, replaces []any)
+	// derive runs on every layer after binding and fills the replaced
+	// fields from the stored parts.
+	derive func(c *Config, b *Block) error
 }
+
+// storedPrefixes are the name prefixes of a family's checkpoints: hub for
+// the hub (VLM) form's text model, flat for the flat form's, and skipped
+// for tensors that are not the text model's (a vision tower, an MTP head).
+type storedPrefixes struct {
+	hub, flat string
+	skipped   []string
+}
+
+// qwenPrefixes are the Qwen3.5/3.6 and Qwen3-Next layouts: the hub form
+// under model.language_model., the flat form under model., the vision
+// tower and the multi-token prediction head skipped.
+var qwenPrefixes = storedPrefixes{hub: "model.language_model.", flat: "model.", skipped: []string{"model.visual.", "mtp."}}
 
 // families are the registered families, in the order errors list them.
 var families = []*family{qwen35, qwen35MoE, qwen3Next}
@@ -66,38 +87,38 @@ func modelTypeList() string {
 	return strings.Join(all[:len(all)-1], ", ") + " or " + all[len(all)-1]
 }
 
-// Hub checkpoints (the VLM form) keep the text model under this prefix,
-// the flat form under "model."; the vision tower and the multi-token
-// prediction head are not part of the text model.
-const (
-	hubTextPrefix  = "model.language_model."
-	flatTextPrefix = "model."
-)
-
-var skippedPrefixes = []string{"model.visual.", "mtp."}
-
-// canonicalName maps a stored tensor name to the text model's canonical
-// name, or reports that the tensor is skipped. It is the same for every
-// family today; a family with other prefixes would carry its own.
-func canonicalName(stored string) (string, bool) {
-	for _, p := range skippedPrefixes {
-		if strings.HasPrefix(stored, p) {
+// canonical maps a stored tensor name to the text model's canonical
+// name, or reports that the tensor is skipped.
+func (p storedPrefixes) canonical(stored string) (string, bool) {
+	for _, s := range p.skipped {
+		if strings.HasPrefix(stored, s) {
 			return "", true
 		}
 	}
-	if c, ok := strings.CutPrefix(stored, hubTextPrefix); ok {
+	if c, ok := strings.CutPrefix(stored, p.hub); ok && p.hub != "" {
 		return c, false
 	}
-	if c, ok := strings.CutPrefix(stored, flatTextPrefix); ok {
+	if c, ok := strings.CutPrefix(stored, p.flat); ok && p.flat != "" {
 		return c, false
 	}
 	return stored, false
 }
 
 // OpenWeights maps a checkpoint's tensors under their canonical names,
-// as Load does (for tools that read a checkpoint's tensors directly).
+// as Load does (for tools that read a checkpoint's tensors directly); the
+// family of its config.json names them, the Qwen3.5 layout when the
+// config cannot be read.
 func OpenWeights(dir string) (*weights.Store, error) {
-	return weights.OpenNamed(dir, canonicalName)
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		return openWeights(dir, qwen35)
+	}
+	return openWeights(dir, cfg.configFamily())
+}
+
+// openWeights maps a checkpoint's tensors under fam's canonical names.
+func openWeights(dir string, fam *family) (*weights.Store, error) {
+	return weights.OpenNamed(dir, fam.prefixes.canonical)
 }
 
 // Sizes are the shape symbols of the config's tensors (docs/spec.md §1):
@@ -122,7 +143,26 @@ func (c *Config) Sizes() weights.Sizes {
 	return s
 }
 
-// walkTensors visits every tensor m declares, in checkpoint order.
+// walks counts walkTensors' walks, so that a test holds Load to one.
+var walks atomic.Int64
+
+// walkTensors visits every tensor m declares, in checkpoint order, but the
+// shared fields a family's stored parts replace.
 func walkTensors(m *Model, visit func(weights.Field) error) error {
-	return weights.Walk(m, "", m.Config.Sizes(), visit)
+	walks.Add(1)
+	var skip []any
+	for i := range m.Blocks {
+		skip = append(skip, m.Blocks[i].replaced...)
+	}
+	if len(skip) == 0 {
+		return weights.Walk(m, "", m.Config.Sizes(), visit)
+	}
+	return weights.Walk(m, "", m.Config.Sizes(), func(f weights.Field) error {
+		for _, p := range skip {
+			if f.Is(p) {
+				return nil
+			}
+		}
+		return visit(f)
+	})
 }

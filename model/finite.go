@@ -12,8 +12,9 @@ import (
 // Non-finite weights policy: a NaN or Inf in any weight is an error, never a
 // warning, because it poisons every logit downstream and a reference must
 // not print numbers it cannot stand behind. The small tensors (norms, gates,
-// conv taps) are always scanned at load, which costs nothing. The large
-// matrices are scanned only on request (CheckFinite, `--check-weights`),
+// conv taps) are always scanned at load, in its one walk (build), which
+// costs nothing. The large matrices are scanned only on request
+// (CheckFinite, `--check-weights`),
 // since that reads the whole checkpoint; instead every forward pass checks
 // its logits and fails, naming the position, if one is not finite.
 
@@ -25,17 +26,6 @@ func firstNonFinite(v []float32) int {
 		}
 	}
 	return -1
-}
-
-// checkSmallTensors scans every vector parameter for NaN/Inf.
-func (m *Model) checkSmallTensors() error {
-	return walkTensors(m, func(f weights.Field) error {
-		v := f.Vector()
-		if i := firstNonFinite(v); i >= 0 {
-			return fmt.Errorf("weight %s has a non-finite value (%v at index %d)", m.describe(f.Name), v[i], i)
-		}
-		return nil
-	})
 }
 
 // describe names a tensor as its checkpoint stores it, with its file.

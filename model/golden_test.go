@@ -262,7 +262,7 @@ func TestGoldenDivergenceIsDetected(t *testing.T) {
 	in := readInputs(t, dir)
 
 	// Perturb layer 1's A_log (a copy, so the mmap is untouched).
-	g := m.Blocks[1].GDN
+	g := m.Blocks[1].GDN()
 	require.NotNil(t, g)
 	g.W.ALog = slices.Clone(g.W.ALog)
 	g.W.ALog[0] += 0.5

@@ -2,11 +2,11 @@ package model
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/qwenref/qwenref/internal/safeio"
-	"github.com/qwenref/qwenref/layers/attention"
 	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/layers/moe"
 	"github.com/qwenref/qwenref/tensor"
@@ -32,19 +32,23 @@ type Model struct {
 
 // Block is one decoder layer: a token mixer and the SwiGLU MLP (or the
 // sparse MoE block), each behind a (1+w) RMSNorm with a residual
-// connection (docs/spec.md §3.1). Exactly one of GDN and Attn is set, and
-// one of MLP and MoE.
+// connection (docs/spec.md §3.1). Mixer is set, and one of MLP and MoE.
 type Block struct {
 	Kind      LayerKind
-	InputNorm []float32        `tensor:"input_layernorm.weight" shape:"H" init:"zero_centred"`
-	PostNorm  []float32        `tensor:"post_attention_layernorm.weight" shape:"H" init:"zero_centred"`
-	MLP       *MLP             `tensor:"mlp."` // the dense MLP (nil in a sparse layer)
-	MoE       *moe.Layer       `tensor:"mlp."` // the sparse MoE block instead of MLP, or nil
-	Attn      *attention.Layer `tensor:"self_attn."`
+	InputNorm []float32  `tensor:"input_layernorm.weight" shape:"H" init:"zero_centred"`
+	PostNorm  []float32  `tensor:"post_attention_layernorm.weight" shape:"H" init:"zero_centred"`
+	MLP       *MLP       `tensor:"mlp."` // the dense MLP (nil in a sparse layer)
+	MoE       *moe.Layer `tensor:"mlp."` // the sparse MoE block instead of MLP, or nil
 	// Stored holds the tensors only the model's family stores (Qwen3-Next's
-	// fused GDN projections), from which the family derives the layer's.
-	Stored any               `tensor:"linear_attn."`
-	GDN    *gateddelta.Layer `tensor:"linear_attn."`
+	// fused GDN projections), named in full under the layer's prefix, from
+	// which the family derives the shared parts they replace.
+	Stored any `tensor:""`
+	// Mixer is the token mixer of the layer's Kind, its weights under the
+	// mixer's prefix (mixer_gdn.go, mixer_attention.go).
+	Mixer Mixer `tensor:""`
+	// replaced are the shared fields the stored parts replace (pointers
+	// into the block): the walk skips them and the family derives them.
+	replaced []any
 }
 
 // Close releases the checkpoint's memory maps. The model must not be used
@@ -88,7 +92,7 @@ func (c *Config) ExpectedTensors() []TensorSpec { return c.expectedTensors(nil) 
 func (c *Config) expectedTensors(perExpert func(layer int) bool) []TensorSpec {
 	var out []TensorSpec
 	_ = walkTensors(skeleton(c, perExpert), func(f weights.Field) error {
-		hub := hubTextPrefix + f.Name
+		hub := c.configFamily().prefixes.hub + f.Name
 		if f.Tag("hub") == "top" {
 			hub = f.Name
 		}
@@ -103,7 +107,6 @@ func (c *Config) expectedTensors(perExpert func(layer int) bool) []TensorSpec {
 func skeleton(cfg *Config, perExpert func(layer int) bool) *Model {
 	m := &Model{Config: cfg, Blocks: make([]Block, len(cfg.LayerTypes))}
 	fam := cfg.configFamily()
-	eps := float32(cfg.RMSNormEps)
 	for i, kind := range cfg.LayerTypes {
 		b := &m.Blocks[i]
 		b.Kind = kind
@@ -112,14 +115,11 @@ func skeleton(cfg *Config, perExpert func(layer int) bool) *Model {
 		} else {
 			b.MLP = &MLP{}
 		}
-		if kind == FullAttention {
-			b.Attn = &attention.Layer{Dims: attention.LayerDims{Hidden: cfg.HiddenSize, NH: cfg.NumHeads, NKV: cfg.NumKVHeads,
-				D: cfg.HeadDim, RotaryDim: cfg.RotaryDim(), Theta: cfg.RopeTheta, Eps: eps}}
-			continue
+		if mk := mixerOf(kind); mk != nil { // build refuses a kind with none
+			b.Mixer = mk.build(cfg)
 		}
-		b.GDN = &gateddelta.Layer{Dims: cfg.GDNDims()}
 		if fam.stored != nil {
-			fam.stored(cfg, b)
+			b.Stored, b.replaced = fam.stored(cfg, b)
 		}
 	}
 	return m
@@ -142,24 +142,11 @@ var supportedDTypes = []string{"BF16", "F16", "F32"}
 
 // CheckTensors verifies, before any compute, that every tensor the config
 // needs is present with a supported dtype and the right shape. It reports
-// all problems at once.
+// all problems at once. Loading makes the same checks in its one walk.
 func CheckTensors(cfg *Config, st *weights.Store) error {
-	var problems []string
-	for _, e := range cfg.expectedTensors(storeLayout(cfg, st)) {
-		info, ok := st.Info(e.Name)
-		switch {
-		case !ok:
-			problems = append(problems, fmt.Sprintf("%s: missing (want shape %v)", e.Name, e.Shape))
-		case !slices.Contains(supportedDTypes, info.DType):
-			problems = append(problems, fmt.Sprintf("%s (in %s): dtype %s is not supported (want BF16, F16 or F32)", e.Name, safeio.Clean(info.File), safeio.Quote(info.DType)))
-		case !slices.Equal(info.Shape, e.Shape):
-			problems = append(problems, fmt.Sprintf("%s (in %s): shape %v, want %v from the config", e.Name, safeio.Clean(info.File), info.Shape, e.Shape))
-		}
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("checkpoint does not match its config (%d problems): %s", len(problems), safeio.List(problems, maxListedProblems))
-	}
-	return nil
+	l := loader{store: st, checkOnly: true}
+	_ = walkTensors(skeleton(cfg, storeLayout(cfg, st)), l.visit)
+	return l.checkErr()
 }
 
 // Load opens a checkpoint directory (config.json plus safetensors, single or
@@ -169,7 +156,7 @@ func Load(dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := OpenWeights(dir)
+	st, err := openWeights(dir, cfg.configFamily())
 	if err != nil {
 		return nil, err
 	}
@@ -184,16 +171,13 @@ func Load(dir string) (*Model, error) {
 // FromStore builds a model over an open store (opened with the families'
 // names, as Load opens it); on success the model owns it.
 func FromStore(cfg *Config, st *weights.Store) (*Model, error) {
-	if err := CheckTensors(cfg, st); err != nil {
-		return nil, err
-	}
-	m, err := build(cfg, storeSource{st})
+	m, seen, err := build(cfg, storeSource{st}, st)
 	if err != nil {
 		return nil, err
 	}
 	m.store = st
 	m.adviseExperts()
-	m.Warnings = append(m.Warnings, unusedTensors(cfg, st)...)
+	m.Warnings = append(m.Warnings, unusedTensors(cfg, st, seen)...)
 	return m, nil
 }
 
@@ -212,16 +196,29 @@ func storeLayout(cfg *Config, st *weights.Store) func(int) bool {
 	return expertLayout(cfg, func(n string) bool { _, ok := st.Info(n); return ok })
 }
 
-// build assembles the model from a source whose tensors were checked: it
-// walks the skeleton's tensor fields and binds each from the source.
-func build(cfg *Config, st tensorSource) (*Model, error) {
-	m := skeleton(cfg, expertLayout(cfg, st.Has))
-	l := loader{st: st}
-	if err := walkTensors(m, l.bind); err != nil {
-		return nil, err
+// build assembles the model in one walk of its skeleton: each declared
+// tensor is checked against the store (when there is one: present, a
+// supported dtype, its shape), bound from the source, and, if a vector,
+// scanned for NaN/Inf; the names it saw are returned for unusedTensors.
+// The errors come in the order the separate passes gave them: the check's
+// problems (nothing is read once one is found), the read errors, the
+// family's and the MoE blocks' checks, then the first non-finite vector.
+func build(cfg *Config, src tensorSource, st *weights.Store) (*Model, map[string]bool, error) {
+	for i, k := range cfg.LayerTypes {
+		if mixerOf(k) == nil {
+			return nil, nil, fmt.Errorf("layer %d: no token mixer of kind %d", i, int(k))
+		}
+	}
+	m := skeleton(cfg, expertLayout(cfg, src.Has))
+	l := loader{src: src, store: st, seen: map[string]bool{}}
+	if err := walkTensors(m, l.visit); err != nil {
+		return nil, nil, err
+	}
+	if err := l.checkErr(); err != nil {
+		return nil, nil, err
 	}
 	if err := l.err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if cfg.TieWordEmbeddings {
 		m.LMHead = m.Embed
@@ -229,26 +226,73 @@ func build(cfg *Config, st tensorSource) (*Model, error) {
 	fam := cfg.configFamily()
 	for i := range m.Blocks {
 		b := &m.Blocks[i]
-		if fam.derive != nil && b.GDN != nil {
-			fam.derive(cfg, b)
+		if fam.derive != nil {
+			if err := fam.derive(cfg, b); err != nil {
+				return nil, nil, fmt.Errorf("layer %d: %s: %w", i, fam.name, err)
+			}
+		}
+		for _, p := range b.replaced {
+			if unset(p) {
+				return nil, nil, fmt.Errorf("layer %d: family %s stores a part it does not derive (%T left unset)", i, fam.name, p)
+			}
 		}
 		if b.MoE != nil {
 			b.MoE.W.BindExperts(b.MoE.Dims)
 			if err := b.MoE.Check(); err != nil {
-				return nil, fmt.Errorf("layer %d: %w", i, err)
+				return nil, nil, fmt.Errorf("layer %d: %w", i, err)
 			}
 		}
 	}
-	if err := m.checkSmallTensors(); err != nil {
-		return nil, err
+	if l.nonFinite != nil {
+		return nil, nil, l.nonFinite
 	}
-	return m, nil
+	return m, l.seen, nil
 }
 
-// loader collects read errors so that Load reports them together.
+// loader is the one walk of Load: it checks, binds and records.
 type loader struct {
-	st   tensorSource
-	errs []string
+	src       tensorSource
+	store     *weights.Store // the checkpoint's, whose entries are checked; nil for random weights
+	checkOnly bool           // check, bind nothing (CheckTensors)
+	problems  []string       // the check's
+	errs      []string       // the reads'
+	nonFinite error          // the first vector with a NaN or Inf
+	seen      map[string]bool
+}
+
+// visit checks, binds and scans one declared tensor.
+func (l *loader) visit(f weights.Field) error {
+	if l.seen != nil {
+		l.seen[f.Name] = true
+	}
+	if l.store != nil {
+		info, ok := l.store.Info(f.Name)
+		switch {
+		case !ok:
+			l.problems = append(l.problems, fmt.Sprintf("%s: missing (want shape %v)", f.Name, f.Shape))
+		case !slices.Contains(supportedDTypes, info.DType):
+			l.problems = append(l.problems, fmt.Sprintf("%s (in %s): dtype %s is not supported (want BF16, F16 or F32)", f.Name, safeio.Clean(info.File), safeio.Quote(info.DType)))
+		case !slices.Equal(info.Shape, f.Shape):
+			l.problems = append(l.problems, fmt.Sprintf("%s (in %s): shape %v, want %v from the config", f.Name, safeio.Clean(info.File), info.Shape, f.Shape))
+		}
+	}
+	if l.checkOnly || len(l.problems) > 0 {
+		return nil
+	}
+	l.bind(f)
+	if v := f.Vector(); l.nonFinite == nil {
+		if i := firstNonFinite(v); i >= 0 {
+			l.nonFinite = fmt.Errorf("weight %s has a non-finite value (%v at index %d)", f.Name, v[i], i)
+		}
+	}
+	return nil
+}
+
+func (l *loader) checkErr() error {
+	if len(l.problems) > 0 {
+		return fmt.Errorf("checkpoint does not match its config (%d problems): %s", len(l.problems), safeio.List(l.problems, maxListedProblems))
+	}
+	return nil
 }
 
 func (l *loader) fail(name string, err error) {
@@ -257,26 +301,25 @@ func (l *loader) fail(name string, err error) {
 
 // bind reads one declared tensor: a matrix (a rank-3 tensor as its
 // [A·B, C] matrix) or a flat vector.
-func (l *loader) bind(f weights.Field) error {
+func (l *loader) bind(f weights.Field) {
 	var err error
 	switch {
 	case f.IsMatrix() && len(f.Shape) == 3:
 		var m *tensor.Matrix
-		m, err = l.st.Stacked(f.Name)
+		m, err = l.src.Stacked(f.Name)
 		f.SetMatrix(m)
 	case f.IsMatrix():
 		var m *tensor.Matrix
-		m, err = l.st.Matrix(f.Name)
+		m, err = l.src.Matrix(f.Name)
 		f.SetMatrix(m)
 	default:
 		var v []float32
-		v, _, err = l.st.Float32(f.Name)
+		v, _, err = l.src.Float32(f.Name)
 		f.SetVector(v)
 	}
 	if err != nil {
 		l.fail(f.Name, err)
 	}
-	return nil
 }
 
 func (l *loader) err() error {
@@ -286,29 +329,22 @@ func (l *loader) err() error {
 	return fmt.Errorf("reading weights (%d problems): %s", len(l.errs), safeio.List(l.errs, maxListedProblems))
 }
 
-// unusedTensors names text tensors the config does not use, which usually
-// means the config and checkpoint disagree about the layout.
-func unusedTensors(cfg *Config, st *weights.Store) []string {
-	want := map[string]bool{}
-	for _, e := range cfg.expectedTensors(storeLayout(cfg, st)) {
-		want[e.Name] = true
-	}
+// unusedTensors names text tensors the config does not use (not in seen,
+// the names the load's walk saw), which usually means the config and
+// checkpoint disagree about the layout; a tied model's own head tensor is
+// named apart.
+func unusedTensors(cfg *Config, st *weights.Store, seen map[string]bool) []string {
 	var warn []string
 	if cfg.TieWordEmbeddings {
-		untied := *cfg
-		untied.TieWordEmbeddings = false
-		for _, e := range untied.expectedTensors(storeLayout(cfg, st)) {
-			if !want[e.Name] {
-				want[e.Name] = true
-				if _, ok := st.Info(e.Name); ok {
-					warn = append(warn, fmt.Sprintf("tie_word_embeddings is true: %s in the checkpoint is ignored", e.Name))
-				}
-			}
+		head := untiedHead()
+		if _, ok := st.Info(head); ok {
+			warn = append(warn, fmt.Sprintf("tie_word_embeddings is true: %s in the checkpoint is ignored", head))
 		}
+		seen[head] = true
 	}
 	var extra []string
 	for _, n := range st.Names() {
-		if !want[n] {
+		if !seen[n] {
 			extra = append(extra, n)
 		}
 	}
@@ -324,4 +360,25 @@ func unusedTensors(cfg *Config, st *weights.Store) []string {
 		more = fmt.Sprintf(" and %d more", len(extra)-5)
 	}
 	return append(warn, "tensors not used by this config: "+strings.Join(shown, ", ")+more)
+}
+
+// untiedHead is the canonical name of the head tensor an untied model
+// reads (Model.LMHead's tag), which a tied one ignores.
+func untiedHead() string {
+	f, _ := reflect.TypeFor[Model]().FieldByName("LMHead")
+	return f.Tag.Get("tensor")
+}
+
+// unset reports whether the field p points to (a matrix or vector) is
+// still nil.
+func unset(p any) bool {
+	v := reflect.ValueOf(p)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return true
+	}
+	switch e := v.Elem(); e.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Interface, reflect.Map:
+		return e.IsNil()
+	}
+	return false
 }

@@ -152,16 +152,16 @@ func EstimateMemory(cfg *Config, rows, tokens, logitRows int) (Memory, error) {
 	}
 	const f32 = 4
 	h, inter, v := int64(cfg.HiddenSize), int64(cfg.IntermediateSize), int64(cfg.VocabSize)
-	conv := int64(cfg.ConvDim())
-	nv, dk, dv := int64(cfg.LinearNumValueHeads), int64(cfg.LinearKeyHeadDim), int64(cfg.LinearValueHeadDim)
-	q, kv := int64(2*cfg.NumHeads*cfg.HeadDim), int64(cfg.NumKVHeads*cfg.HeadDim)
 	// Widest layer's live buffers per token: the residual stream and its
-	// norm, then the largest of the GDN, attention and MLP working sets.
-	gdn := 2*conv + 3*nv*dv + 2*nv + h
-	attn := 2*q + 2*kv + h
+	// norm, then the largest of every mixer's and the MLP's working sets.
 	mlp := max(2*inter+h, cfg.moeWorkingSet())
-	perTok := 3*h + max(gdn, attn, mlp)
-	lin, full := cfg.CountLayers()
+	widest := mlp
+	for _, k := range mixerKinds {
+		if k != nil {
+			widest = max(widest, k.work(cfg))
+		}
+	}
+	perTok := 3*h + widest
 	var m Memory
 	var ok [5]bool
 	var a, sc int64
@@ -175,8 +175,22 @@ func EstimateMemory(cfg *Config, rows, tokens, logitRows int) (Memory, error) {
 	// this estimate is 4.4 MiB; at T = 4096 35 MiB against 76 MiB.
 	m.Activations = 2 * (a + sc)
 	m.Logits, ok[2] = mulCap(math.MaxInt64/4, logitRows, int(v+h), f32)
-	m.States, ok[3] = mulCap(math.MaxInt64/4, rows, lin, int(nv*dk*dv+conv*int64(cfg.LinearConvKernel)), f32)
-	m.Caches, ok[4] = mulCap(math.MaxInt64/4, rows, full, tokens, int(2*kv), f32)
+	ok[3], ok[4] = true, true
+	for _, k := range mixerKinds {
+		n := 0
+		for _, l := range cfg.LayerTypes {
+			if k != nil && l == k.kind {
+				n++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		st, o1 := mulCap(math.MaxInt64/4, rows, n, int(k.state(cfg)), f32)
+		ca, o2 := mulCap(math.MaxInt64/4, rows, n, tokens, int(k.cache(cfg)), f32)
+		m.States, m.Caches = m.States+st, m.Caches+ca
+		ok[3], ok[4] = ok[3] && o1 && m.States <= math.MaxInt64/4, ok[4] && o2 && m.Caches <= math.MaxInt64/4
+	}
 	for _, o := range ok {
 		if !o {
 			return Memory{}, fmt.Errorf("%d rows × %d tokens overflow any memory estimate", rows, tokens)

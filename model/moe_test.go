@@ -158,7 +158,7 @@ func TestNextFusedProjectionsMatchTransformersSplit(t *testing.T) {
 	for _, e := range cfg.ExpectedTensors() {
 		src.specs[e.Name] = e
 	}
-	m, err := build(cfg, src)
+	m, _, err := build(cfg, src, nil)
 	require.NoError(t, err)
 	qkvz, err := src.Matrix("layers.0.linear_attn.in_proj_qkvz.weight")
 	require.NoError(t, err)

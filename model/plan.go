@@ -88,19 +88,12 @@ type planOp struct {
 //	x ← x + Mixer(RMSNorm₁₊(x; w_in))
 //	x ← x + MLP(RMSNorm₁₊(x; w_post))
 //
-// with the mixer a Gated DeltaNet or gated attention and the MLP dense or
-// the sparse MoE block. The residual adds are the mixer's and MLP's last
+// with the mixer's ops as its kind lists them (mixer_*.go) and the MLP
+// dense or the sparse MoE block. The residual adds are the mixer's and MLP's last
 // ops (x += …), so each records its product before the add.
 func blockOps(kind LayerKind, sparse bool) []planOp {
 	ops := []planOp{{OpRecord, NormNone, 1}, {OpNorm, NormInput, 1}} // input, mixer_in
-	if kind == FullAttention {
-		ops = append(ops, planOp{OpAttnQKV, NormNone, 3}, planOp{OpAttnPrep, NormNone, 2},
-			planOp{OpAttnCore, NormNone, 2}, planOp{OpAttnOut, NormNone, 1})
-	} else {
-		ops = append(ops, planOp{OpGDNInProj, NormNone, 4}, planOp{OpGDNConv, NormNone, 1},
-			planOp{OpGDNPrep, NormNone, 5}, planOp{OpGDNCore, NormNone, 2}, planOp{OpGDNNorm, NormNone, 1},
-			planOp{OpGDNOut, NormNone, 1})
-	}
+	ops = append(ops, mixerOf(kind).ops...)
 	ops = append(ops, planOp{OpNorm, NormPost, 1}) // mlp_in
 	if sparse {
 		ops = append(ops, planOp{OpMoERoute, NormNone, 3}, planOp{OpMoEExperts, NormNone, 0},
@@ -137,6 +130,9 @@ func Plan(cfg *Config) ([]PlanStep, error) {
 // blockPlan is one block's steps on layer li, its stage names (in
 // Block.Stages order) under prefix.
 func blockPlan(kind LayerKind, sparse bool, li int, prefix string) ([]PlanStep, error) {
+	if mixerOf(kind) == nil {
+		return nil, fmt.Errorf("plan: layer %d: no token mixer of kind %d", li, int(kind))
+	}
 	names := StageNames(kind, sparse)
 	ops := blockOps(kind, sparse)
 	steps := make([]PlanStep, 0, len(ops))

@@ -28,13 +28,8 @@ func (b *Block) matrices() []*tensor.Matrix {
 	if b.MLP != nil {
 		out = append(out, b.MLP.Gate, b.MLP.Up, b.MLP.Down)
 	}
-	if b.GDN != nil {
-		w := &b.GDN.W
-		out = append(out, w.InProjQKV, w.InProjZ, w.InProjB, w.InProjA, w.OutProj)
-	}
-	if b.Attn != nil {
-		w := &b.Attn.W
-		out = append(out, w.QProj, w.KProj, w.VProj, w.OProj)
+	if b.Mixer != nil {
+		out = append(out, b.Mixer.Matrices()...)
 	}
 	return out
 }

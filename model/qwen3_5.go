@@ -10,4 +10,5 @@ var qwen35 = &family{
 	name:       "qwen3_5",
 	modelTypes: []string{"qwen3_5", "qwen3_5_text"},
 	wrapper:    "qwen3_5",
+	prefixes:   qwenPrefixes,
 }

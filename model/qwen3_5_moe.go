@@ -13,6 +13,7 @@ var qwen35MoE = &family{
 	name:       "qwen3_5_moe",
 	modelTypes: []string{"qwen3_5_moe", "qwen3_5_moe_text"},
 	wrapper:    "qwen3_5_moe",
+	prefixes:   qwenPrefixes,
 	sparse:     true,
 	parse: func(c *Config, t *rawText) error {
 		if err := c.parseMoE(t); err != nil {

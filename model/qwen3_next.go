@@ -16,27 +16,48 @@ import (
 var qwen3Next = &family{
 	name:       "qwen3_next",
 	modelTypes: []string{"qwen3_next"},
+	prefixes:   qwenPrefixes,
 	sparse:     true,
 	parse: func(c *Config, t *rawText) error {
 		if err := c.parseMoE(t); err != nil {
 			return err
 		}
-		c.FusedGDNProjections = true
-		c.MoE.NormTopKProb = deref(t.NormTopKProb, true)
-		c.MoE.DecoderSparseStep = deref(t.DecoderSparseStep, 1)
-		if len(t.MLPOnlyLayers) > MaxLayers {
-			return fmt.Errorf("mlp_only_layers has %d entries: more than the %d layers allowed", len(t.MLPOnlyLayers), MaxLayers)
+		var k nextKeys
+		if err := strictDecode(t.raw, &k); err != nil {
+			return err
 		}
-		c.MoE.MLPOnlyLayers = slices.Clone(t.MLPOnlyLayers)
+		c.FusedGDNProjections = true
+		c.MoE.NormTopKProb = deref(k.NormTopKProb, true)
+		c.MoE.DecoderSparseStep = deref(k.DecoderSparseStep, 1)
+		if len(k.MLPOnlyLayers) > MaxLayers {
+			return fmt.Errorf("mlp_only_layers has %d entries: more than the %d layers allowed", len(k.MLPOnlyLayers), MaxLayers)
+		}
+		c.MoE.MLPOnlyLayers = slices.Clone(k.MLPOnlyLayers)
 		return nil
 	},
-	sizes:  func(c *Config, s weights.Sizes) { s["separate_in_proj"] = 0 },
-	stored: func(c *Config, b *Block) { b.Stored = &nextInProj{} },
-	derive: func(c *Config, b *Block) {
-		if p, ok := b.Stored.(*nextInProj); ok {
-			p.derive(c, &b.GDN.W)
+	sizes: func(c *Config, s weights.Sizes) { s["separate_in_proj"] = 0 },
+	// The fused projections replace the GDN's four input projections,
+	// which separate_in_proj = 0 already keeps out of the walk.
+	stored: func(c *Config, b *Block) (any, []any) {
+		if b.GDN() == nil {
+			return nil, nil
 		}
+		return &nextInProj{}, nil
 	},
+	derive: func(c *Config, b *Block) error {
+		if p, ok := b.Stored.(*nextInProj); ok {
+			p.derive(c, &b.GDN().W)
+		}
+		return nil
+	},
+}
+
+// nextKeys are the config keys only Qwen3-Next reads (transformers 5.17's
+// qwen3_5_moe has none of them).
+type nextKeys struct {
+	NormTopKProb      *bool `json:"norm_topk_prob"`
+	DecoderSparseStep *int  `json:"decoder_sparse_step"`
+	MLPOnlyLayers     []int `json:"mlp_only_layers"`
 }
 
 // nextInProj are Qwen3-Next's fused GDN input projections. With
@@ -44,8 +65,8 @@ var qwen3Next = &family{
 // v_g (r·d_v) | z_g (r·d_v)] and BA per key head [b_g (r) | a_g (r)], as
 // transformers' fix_query_key_value_ordering splits them.
 type nextInProj struct {
-	QKVZ *tensor.Matrix `tensor:"in_proj_qkvz.weight" shape:"C+n_v*d_v,H"`
-	BA   *tensor.Matrix `tensor:"in_proj_ba.weight" shape:"2*n_v,H"`
+	QKVZ *tensor.Matrix `tensor:"linear_attn.in_proj_qkvz.weight" shape:"C+n_v*d_v,H"`
+	BA   *tensor.Matrix `tensor:"linear_attn.in_proj_ba.weight" shape:"2*n_v,H"`
 }
 
 // derive gathers the fused rows into the flat projections the GDN layer

@@ -151,7 +151,8 @@ func NewRandom(cfg *Config, seed uint64, bf16 bool) (*Model, error) {
 	for _, e := range cfg.ExpectedTensors() {
 		src.specs[e.Name] = e
 	}
-	return build(cfg, src)
+	m, _, err := build(cfg, src, nil)
+	return m, err
 }
 
 // RandomConvTaps are the conv taps [C, K] of the first Gated DeltaNet
@@ -159,7 +160,7 @@ func NewRandom(cfg *Config, seed uint64, bf16 bool) (*Model, error) {
 func RandomConvTaps(cfg *Config, seed uint64) []float32 {
 	m := skeleton(cfg, nil)
 	for i := range m.Blocks {
-		if g := m.Blocks[i].GDN; g != nil {
+		if g := m.Blocks[i].GDN(); g != nil {
 			var taps []float32
 			_ = walkTensors(m, func(f weights.Field) error {
 				if f.Is(&g.W.ConvW) {

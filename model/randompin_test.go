@@ -43,7 +43,7 @@ func digestModel(t *testing.T, m *model.Model) string {
 		b := &m.Blocks[i]
 		words(b.InputNorm)
 		words(b.PostNorm)
-		if g := b.GDN; g != nil {
+		if g := b.GDN(); g != nil {
 			for _, x := range []*tensor.Matrix{g.W.InProjQKV, g.W.InProjZ, g.W.InProjB, g.W.InProjA, g.W.OutProj} {
 				mat(x)
 			}
@@ -52,7 +52,7 @@ func digestModel(t *testing.T, m *model.Model) string {
 			words(g.W.DtBias)
 			words(g.W.NormW)
 		}
-		if a := b.Attn; a != nil {
+		if a := b.Attn(); a != nil {
 			for _, x := range []*tensor.Matrix{a.W.QProj, a.W.KProj, a.W.VProj, a.W.OProj} {
 				mat(x)
 			}

@@ -162,7 +162,7 @@ func (r *sessionRunner) Forward(ids [][]int, opt RunOptions) (*tensor.Tensor, er
 		out = opt.OutTensor(len(ids), 1, v)
 	}
 	for b, row := range ids {
-		lg, err := r.rows[b].Forward(row, r.be, Options{LastOnly: opt.Logits == LastLogits, NoLogits: opt.Logits == NoLogits, Record: opt.Record})
+		lg, err := r.rows[b].forwardIDs(row, r.be, Options{LastOnly: opt.Logits == LastLogits, NoLogits: opt.Logits == NoLogits, Record: opt.Record}, true)
 		if err != nil {
 			if len(ids) > 1 {
 				err = fmt.Errorf("batch row %d: %w", b, err)

@@ -3,7 +3,6 @@ package model
 import (
 	"errors"
 	"fmt"
-	"slices"
 )
 
 // Snapshot is a session's decoding state at one position, kept so that the
@@ -14,11 +13,9 @@ import (
 type Snapshot struct {
 	owner *Session
 	pos   int
-	epoch int // the owner's epoch and
-	taken int // number of rewinds when taken
-	gdn   [][2][]float32
-	kv    [][2]int // len(K), len(V)
-	kvLen []int
+	epoch int         // the owner's epoch and
+	taken int         // number of rewinds when taken
+	saved []mixerSave // per block
 }
 
 // Pos is the number of tokens the snapshot's state has consumed.
@@ -27,8 +24,8 @@ func (sn *Snapshot) Pos() int { return sn.pos }
 // Bytes is the memory the snapshot holds.
 func (sn *Snapshot) Bytes() int64 {
 	var n int64
-	for _, g := range sn.gdn {
-		n += 4 * int64(len(g[0])+len(g[1]))
+	for _, v := range sn.saved {
+		n += v.bytes()
 	}
 	return n
 }
@@ -39,13 +36,7 @@ func (s *Session) Snapshot() *Snapshot {
 	defer s.mu.Unlock()
 	sn := &Snapshot{owner: s, pos: s.Pos(), epoch: s.epoch, taken: len(s.rewinds)}
 	for _, st := range s.states {
-		switch {
-		case st.GDN != nil:
-			sn.gdn = append(sn.gdn, [2][]float32{slices.Clone(st.GDN.Conv), slices.Clone(st.GDN.S)})
-		case st.KV != nil:
-			sn.kv = append(sn.kv, [2]int{len(st.KV.K), len(st.KV.V)})
-			sn.kvLen = append(sn.kvLen, st.KV.Len)
-		}
+		sn.saved = append(sn.saved, st.Mixer.save())
 	}
 	return sn
 }
@@ -75,17 +66,8 @@ func (s *Session) Restore(sn *Snapshot) error {
 	if sn.pos > s.Pos() {
 		return fmt.Errorf("restore: the snapshot is at token %d, past the session's %d", sn.pos, s.Pos())
 	}
-	gi, ki := 0, 0
-	for _, st := range s.states {
-		switch {
-		case st.GDN != nil:
-			copy(st.GDN.Conv, sn.gdn[gi][0])
-			copy(st.GDN.S, sn.gdn[gi][1])
-			gi++
-		case st.KV != nil:
-			st.KV.K, st.KV.V, st.KV.Len = st.KV.K[:sn.kv[ki][0]], st.KV.V[:sn.kv[ki][1]], sn.kvLen[ki]
-			ki++
-		}
+	for i, st := range s.states {
+		sn.saved[i].restore(st.Mixer)
 	}
 	s.rewinds = append(s.rewinds, sn.pos)
 	s.pos.Store(int64(sn.pos))

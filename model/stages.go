@@ -3,8 +3,6 @@ package model
 import (
 	"fmt"
 
-	"github.com/qwenref/qwenref/layers/attention"
-	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/layers/moe"
 	"github.com/qwenref/qwenref/tensor"
 )
@@ -29,14 +27,8 @@ func (b *Block) Stages(t int) []tensor.Stage {
 			stages = append(stages, s)
 		}
 	}
-	var mixer tensor.StagePath
-	if b.Kind == FullAttention {
-		add(mixerIn, b.Attn.Dims.Stages(t))
-		mixer = b.Attn.Dims.OutputPath(t)
-	} else {
-		add(mixerIn, b.GDN.Dims.Stages(t))
-		mixer = b.GDN.Dims.OutputPath(t)
-	}
+	inner, mixer := b.Mixer.Stages(t)
+	add(mixerIn, inner)
 	mixerOut := mixerIn.Then(mixer)
 	mlpIn := mixerOut.Then(tensor.StagePath{Reduction: h, Amp: 1})
 	stages = append(stages, tensor.Stage{Name: "mixer_out", Shape: row, Path: mixerOut}, tensor.Stage{Name: "mlp_in", Shape: row, Path: mlpIn})
@@ -80,7 +72,11 @@ func (m *Model) Stages(t int) []tensor.Stage {
 // a block of this mixer with a dense MLP or, sparse, an MoE block: the
 // names do not depend on the model's widths.
 func StageNames(kind LayerKind, sparse bool) []string {
-	b := &Block{Kind: kind, GDN: &gateddelta.Layer{}, Attn: &attention.Layer{}}
+	mk := mixerOf(kind)
+	if mk == nil {
+		return nil
+	}
+	b := &Block{Kind: kind, Mixer: mk.build(nil)}
 	if sparse {
 		b.MoE = &moe.Layer{}
 	}

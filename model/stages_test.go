@@ -76,9 +76,9 @@ func TestBlockStagePaths(t *testing.T) {
 		var mixer tensor.StagePath
 		first := "qkv_proj"
 		if b.Kind == FullAttention {
-			mixer, first = b.Attn.Dims.OutputPath(9), "q_proj"
+			mixer, first = b.Attn().Dims.OutputPath(9), "q_proj"
 		} else {
-			mixer = b.GDN.Dims.OutputPath(9)
+			mixer = b.GDN().Dims.OutputPath(9)
 		}
 		assert.Equal(t, tensor.StagePath{Reduction: h, Amp: 1}, paths["mixer_in"])
 		assert.Equal(t, tensor.StagePath{Reduction: 2 * h, Amp: 1, Products: 1}, paths[first])

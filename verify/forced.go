@@ -299,8 +299,7 @@ func isolatedChecks(m *model.Model, li int, be *model.Backend, ref *weights.Stor
 		y := make([]float32, t*w.Rows)
 		add(stage, y, w.Cols, be.MatMul.MatMulT(y, in, t, w))
 	}
-	if blk.Kind == model.FullAttention {
-		a := blk.Attn
+	if a := blk.Attn(); a != nil {
 		d := a.Dims
 		mixIn := read("mixer_in", t*h)
 		project(mixIn, a.W.QProj, "q_proj")
@@ -315,7 +314,10 @@ func isolatedChecks(m *model.Model, li int, be *model.Backend, ref *weights.Stor
 		project(read("gated", t*d.NH*d.D), a.W.OProj, "mixer_out")
 		return out, failed
 	}
-	g := blk.GDN
+	g := blk.GDN()
+	if g == nil { // a mixer without isolated checks
+		return out, failed
+	}
 	d := g.Dims
 	c := d.ConvDim()
 	mixIn := read("mixer_in", t*h)

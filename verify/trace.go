@@ -40,8 +40,7 @@ func Trace(m *model.Model, be *model.Backend, ids []int) ([]TracedStage, error) 
 // LayerKinds says how many layers of each mixer m has, e.g. "3 Gated
 // DeltaNet, 1 attention".
 func LayerKinds(m *model.Model) string {
-	lin, full := m.Config.CountLayers()
-	return fmt.Sprintf("%d Gated DeltaNet, %d attention", lin, full)
+	return m.Config.DescribeLayers()
 }
 
 // WriteTrace writes every stage as an F32 tensor named as recorded, with
