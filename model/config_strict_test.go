@@ -23,7 +23,9 @@ func TestConfigStrictJSON(t *testing.T) {
 		{"mlp_only_layers null", `{"model_type":"qwen3_next","vocab_size":10,"hidden_size":8,"num_hidden_layers":2,"num_attention_heads":2,"num_key_value_heads":1,"head_dim":8,
 			"linear_num_key_heads":2,"linear_num_value_heads":4,"linear_key_head_dim":4,"linear_value_head_dim":4,"num_experts":2,"num_experts_per_tok":1,
 			"moe_intermediate_size":4,"shared_expert_intermediate_size":4,"mlp_only_layers":[null]}`, "", "mlp_only_layers[0]: want an integer, got JSON null"},
-		{"mlp_only_layers 1.5", hostileBase(`,"mlp_only_layers":[1.5]`), "", "mlp_only_layers[0]: want an integer, got JSON number 1.5"},
+		{"mlp_only_layers 1.5", `{"model_type":"qwen3_next","vocab_size":10,"hidden_size":8,"num_hidden_layers":2,"num_attention_heads":2,"num_key_value_heads":1,"head_dim":8,
+			"linear_num_key_heads":2,"linear_num_value_heads":4,"linear_key_head_dim":4,"linear_value_head_dim":4,"num_experts":2,"num_experts_per_tok":1,
+			"moe_intermediate_size":4,"shared_expert_intermediate_size":4,"mlp_only_layers":[1.5]}`, "", "mlp_only_layers[0]: want an integer, got JSON number 1.5"},
 	} {
 		dir := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(c.config), 0o644))

@@ -156,7 +156,7 @@ func TestFamilyRecipeFusedLayout(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	assert.Empty(t, b.Warnings)
-	be, err := NewBackend("chunked")
+	be, err := ParseBackend("chunked")
 	require.NoError(t, err)
 	ids := []int{3, 95, 0, 41, 7, 7, 60}
 	la, err := a.NewSession().Forward(ids, be, Options{})

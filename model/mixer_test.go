@@ -73,7 +73,7 @@ func TestThirdMixerKindIsOneRegistration(t *testing.T) {
 	b, err := NewRandom(cfg, 4, false)
 	require.NoError(t, err)
 	b.Blocks[0].Mixer.(*testMixer).Inner = a.Blocks[0].GDN() // the weights the other name drew
-	be, err := NewBackend("chunked")
+	be, err := ParseBackend("chunked")
 	require.NoError(t, err)
 	sa, sb := a.NewSession(), b.NewSession()
 	for _, ids := range [][]int{{5, 9, 1, 77}, {3}, {60, 2}} {

@@ -60,7 +60,7 @@ func TestRunnerChecksIDsOnce(t *testing.T) {
 	require.NoError(t, err)
 	m, err := NewRandom(cfg, 1, false)
 	require.NoError(t, err)
-	be, err := NewBackend("naive")
+	be, err := ParseBackend("naive")
 	require.NoError(t, err)
 	r, err := NewRunner(m, be, 1)
 	require.NoError(t, err)
