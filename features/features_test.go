@@ -121,7 +121,7 @@ func writeData(t *testing.T, lines ...string) string {
 }
 
 func opts(m *model.Model, r model.Runner, data, out string, layers string) Options {
-	return Options{Model: m, Runner: r, Backend: "chunked", Data: data, Out: out, Layers: must(ResolveLayers(layers, m.Config.NumLayers)),
+	return Options{Model: m, Runner: r, Backend: "chunked", Precision: "f32", Data: data, Out: out, Layers: must(ResolveLayers(layers, m.Config.NumLayers)),
 		Prep: &Preparer{Vocab: m.Config.VocabSize}, Shard: 3000}
 }
 
@@ -238,6 +238,9 @@ func TestCheckFindsPlantedDefects(t *testing.T) {
 			setPlane(f, 1, h, len(taps), func(i int, _ float32) float32 { return neighbour[i] })
 		}, "these look like layer 5's outputs, not layer 4's"},
 		"ids": {func(_, ids []float32) { ids[2] = 77 }, "do not belong to the text"},
+		"scaled": {func(f, _ []float32) {
+			setPlane(f, 1, h, len(taps), func(_ int, v float32) float32 { return 1.1 * v })
+		}, "layer 4: relative L2 0.1 against the recomputation, over the bar"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -271,4 +274,17 @@ func setPlane(f []float32, k, h, l int, fn func(i int, v float32) float32) {
 			f[p] = fn(i*h+j, f[p])
 		}
 	}
+}
+
+// A bf16 engine's planes drift from a float32 recomputation as the square
+// root of the depth; the default bar follows that past the storage floor,
+// and a float32 engine's set keeps the floor at every depth.
+func TestDefaultBar(t *testing.T) {
+	l0, l63, fin := LayerTap(0, 64), LayerTap(63, 64), must(ResolveLayers("final_norm", 64))[0]
+	assert.Equal(t, 0.02, DefaultBar(l0, 64, "BF16", true), "the storage floor is larger near the embedding")
+	assert.InDelta(t, 4.0/256*8, DefaultBar(l63, 64, "BF16", true), 1e-12)
+	assert.InDelta(t, 4.0/256*8, DefaultBar(fin, 64, "BF16", true), 1e-12, "final_norm is after every layer")
+	assert.Equal(t, 0.02, DefaultBar(l63, 64, "BF16", false))
+	assert.Equal(t, 1e-3, DefaultBar(l63, 64, "F32", false))
+	assert.Greater(t, DefaultBar(LayerTap(21, 24), 24, "BF16", true), 0.026, "cuda's measured drift at layer 21 of a 24-layer model")
 }

@@ -46,6 +46,7 @@ type Manifest struct {
 	WorldSize  int               `json:"world_size"`
 	ShardBytes int64             `json:"shard_bytes"`
 	Backend    string            `json:"backend"`
+	Precision  string            `json:"backend_precision,omitempty"` // "bf16" or "f32"
 
 	// Progress: NextIndex is the first sample (of the whole file) not yet
 	// decided; samples before it are written or skipped.

@@ -17,21 +17,25 @@ import (
 
 // Options say what Run captures and where it writes.
 type Options struct {
-	Model    *model.Model
-	Runner   model.Runner // one row, on the backend named by Backend
-	Backend  string
-	ModelDir string // the checkpoint directory ("" for the bundled demo), hashed into the manifest
-	Data     string // the JSONL file
-	Out      string // the output directory (created if absent)
-	Layers   []Tap
-	DType    string // "BF16" (default) or "F32"
-	Format   string // FormatShards (default) or FormatSpeculators
-	Prep     *Preparer
-	OnError  string // "fail" (default) or "skip"
-	Rank     int
-	World    int   // 0 or 1: no split
-	Shard    int64 // target bytes of features per shard (default 1 GiB)
-	Progress io.Writer
+	Model   *model.Model
+	Runner  model.Runner // one row, on the backend named by Backend
+	Backend string
+	// Precision is the backend's (model.Backend.Precision): "bf16" when its
+	// matrix products round their operands to bf16. Check's default bar
+	// follows it.
+	Precision string
+	ModelDir  string // the checkpoint directory ("" for the bundled demo), hashed into the manifest
+	Data      string // the JSONL file
+	Out       string // the output directory (created if absent)
+	Layers    []Tap
+	DType     string // "BF16" (default) or "F32"
+	Format    string // FormatShards (default) or FormatSpeculators
+	Prep      *Preparer
+	OnError   string // "fail" (default) or "skip"
+	Rank      int
+	World     int   // 0 or 1: no split
+	Shard     int64 // target bytes of features per shard (default 1 GiB)
+	Progress  io.Writer
 	// FreeBytes reports the free space at a path (safeio.FreeBytes when nil).
 	FreeBytes func(string) (int64, bool)
 	// AfterCommit, if set, runs after each manifest update (tests stop a
@@ -93,7 +97,7 @@ func Run(o Options) (*Manifest, error) {
 	cfg := o.Model.Config
 	want := &Manifest{Format: o.Format, Model: o.ModelDir, Data: o.Data, Layers: o.Layers, Convention: Convention,
 		DType: o.DType, Hidden: cfg.HiddenSize, NumLayers: cfg.NumLayers, MaxLen: o.Prep.MaxLen,
-		Rank: o.Rank, WorldSize: o.World, ShardBytes: o.Shard, Backend: o.Backend}
+		Rank: o.Rank, WorldSize: o.World, ShardBytes: o.Shard, Backend: o.Backend, Precision: o.Precision}
 	var err error
 	if want.ModelFiles, err = modelFiles(o.ModelDir); err != nil {
 		return nil, err

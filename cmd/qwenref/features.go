@@ -100,7 +100,7 @@ Examples:
 		return err
 	}
 	defer r.Close()
-	man, err := features.Run(features.Options{Model: op.Model, Runner: r, Backend: op.Backend.Name, ModelDir: op.Dir,
+	man, err := features.Run(features.Options{Model: op.Model, Runner: r, Backend: op.Backend.Name, Precision: string(op.Backend.Precision), ModelDir: op.Dir,
 		Data: *data, Out: *out, Layers: taps, DType: strings.ToUpper(*dtype), Format: *format, Prep: prep,
 		OnError: *onError, Rank: *rank, World: *world, Shard: int64(*shardMB) << 20, Progress: stderr})
 	if err != nil {
