@@ -9,6 +9,7 @@ import (
 
 	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/layers/attention"
+	"github.com/qwenref/qwenref/layers/conv1d"
 	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/reference"
@@ -220,7 +221,7 @@ func (g *Golden) Run(be *model.Backend) ([]Output, error) {
 			return nil, err
 		}
 		y := make([]float32, t*c)
-		if err := be.Conv.Forward(y, x, t, c, w, k, state); err != nil {
+		if err := be.Conv.Forward(y, x, w, conv1d.Dims{T: t, C: c, K: k}, state); err != nil {
 			return nil, err
 		}
 		return []Output{{"y", y}, {"final_state", state}}, nil

@@ -36,10 +36,11 @@ const minOutputsPerWorker = 1 << 15
 var tapBufs = sync.Pool{New: func() any { return new([]float32) }}
 
 // Forward implements Kernel.
-func (Chunked) Forward(y, x []float32, t, c int, w []float32, k int, state []float32) error {
-	if err := CheckDims(y, x, t, c, w, k, state); err != nil {
+func (Chunked) Forward(y, x, w []float32, d Dims, state []float32) error {
+	if err := d.Check(y, x, w, state); err != nil {
 		return err
 	}
+	t, c, k := d.T, d.C, d.K
 	if t == 0 {
 		return nil // no tokens: no outputs, and the state is unchanged
 	}
