@@ -28,8 +28,8 @@ import (
 )
 
 // The assembly of every architecture is generated on any host.
-//go:generate go run gen_amd64.go
-//go:generate go run gen_arm64.go
+//go:generate go run ../../internal/kernelgen/vecmath/x86/gen.go
+//go:generate go run ../../internal/kernelgen/vecmath/arm/gen.go
 
 // The constants of the exponential (see internal/vecmath/expconst).
 const (
