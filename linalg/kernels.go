@@ -83,10 +83,7 @@ func registerGemv(k *gemvKernel) {
 // gen_portable.go): the tile shape the Go compiler keeps in registers.
 var genericGemm = &gemmKernel{name: "go4x2", mr: 4, nr: 2, prio: 0, tile: goTile4x2}
 
-//go:generate go run ../internal/kernelgen/linalg/portable/gen.go
-//go:generate go run ../internal/kernelgen/linalg/arm/gen.go
-//go:generate go run ../internal/kernelgen/linalg/x86/gen.go ../internal/kernelgen/linalg/x86/avx2.go
-//go:generate go run ../internal/kernelgen/linalg/amx/gen.go
+//go:generate go run github.com/qwenref/qwenref/internal/kernelgen linalg
 
 func goTile4x2(kc int, a, b, c []float32, ldc, rows, cols int, acc bool) {
 	var t [8]float32

@@ -28,8 +28,7 @@ import (
 )
 
 // The assembly of every architecture is generated on any host.
-//go:generate go run ../../internal/kernelgen/vecmath/x86/gen.go
-//go:generate go run ../../internal/kernelgen/vecmath/arm/gen.go
+//go:generate go run github.com/qwenref/qwenref/internal/kernelgen internal/vecmath
 
 // The constants of the exponential (see internal/vecmath/expconst).
 const (

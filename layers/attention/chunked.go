@@ -9,8 +9,7 @@ import (
 )
 
 // The assembly of every architecture is generated on any host.
-//go:generate go run ../../internal/kernelgen/attention/x86/gen.go
-//go:generate go run ../../internal/kernelgen/attention/arm/gen.go
+//go:generate go run github.com/qwenref/qwenref/internal/kernelgen layers/attention
 
 // Chunked is flash-style attention: queries are processed in tiles, keys in
 // blocks, and an online softmax (running row maximum m and sum l) rescales

@@ -7,8 +7,7 @@ import (
 )
 
 // The assembly of every architecture is generated on any host.
-//go:generate go run ../../internal/kernelgen/conv1d/x86/gen.go
-//go:generate go run ../../internal/kernelgen/conv1d/arm/gen.go
+//go:generate go run github.com/qwenref/qwenref/internal/kernelgen layers/conv1d
 
 // Chunked is the fast convolution: one streaming pass over time, SIMD over
 // channels, with the rows shared out among GOMAXPROCS workers in

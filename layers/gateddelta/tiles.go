@@ -7,8 +7,7 @@ import (
 )
 
 // The assembly of every architecture is generated here, whatever the host.
-//go:generate go run ../../internal/kernelgen/gateddelta/x86/gen.go
-//go:generate go run ../../internal/kernelgen/gateddelta/arm/gen.go
+//go:generate go run github.com/qwenref/qwenref/internal/kernelgen layers/gateddelta
 
 // kernels is one kernel level's set of inner loops: the small GEMM with its
 // triangular modes, the vector helpers of the chunk step and the column
