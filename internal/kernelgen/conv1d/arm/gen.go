@@ -1,12 +1,16 @@
 // Package arm writes layers/conv1d's chunked_arm64.s, the NEON K = 4 row
-// kernels of Chunked (4 channels per register); the kernelgen command runs
-// it (`go generate ./layers/conv1d`). They mirror package x86's kernels: w0·m0, then fused
-// multiply-adds of w1·m1, w2·m2, w3·m3, then SiLU from internal/vecmath/emit.
+// kernels of Chunked (4 channels per register), and chunked_arm64_gen.go,
+// their declarations and table; the kernelgen command runs it
+// (`go generate ./layers/conv1d`). They mirror package x86's kernels:
+// w0·m0, then fused multiply-adds of w1·m1, w2·m2, w3·m3, then SiLU from
+// internal/vecmath/emit.
 package arm
 
 import (
 	"fmt"
+	"go/format"
 
+	"github.com/qwenref/qwenref/internal/kernelgen/gofile"
 	"github.com/qwenref/qwenref/internal/vecmath/emit"
 )
 
@@ -17,7 +21,16 @@ func Files() (map[string][]byte, error) {
 	a.WriteConsts()
 	rows4x4(a)
 	row4(a)
-	return map[string][]byte{"chunked_arm64.s": a.Bytes()}, nil
+	g := gofile.New("internal/kernelgen/conv1d/arm", "arm64", "conv1d", "github.com/qwenref/qwenref/internal/cpu")
+	fmt.Fprintf(g, "// asmLevels are the levels with assembly kernels on arm64.\nvar asmLevels = []asmLevel{\n")
+	fmt.Fprintf(g, "\t{cpu.NEON, \"neon\", 4, row4NEON, rows4x4NEON},\n}\n")
+	fmt.Fprintf(g, "\n//go:noescape\nfunc row4NEON(n int, y, r0, r1, r2, r3, w0, w1, w2, w3 *float32)\n")
+	fmt.Fprintf(g, "\n//go:noescape\nfunc rows4x4NEON(n, c int, y, x, w *float32)\n")
+	src, err := format.Source(g.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{"chunked_arm64.s": a.Bytes(), "chunked_arm64_gen.go": src}, nil
 }
 
 // rows4x4 writes rows4x4NEON(n, c int, y, x, w *float32); see package x86.
