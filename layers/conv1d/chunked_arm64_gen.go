@@ -6,7 +6,7 @@ package conv1d
 
 import "github.com/qwenref/qwenref/internal/cpu"
 
-// asmLevels are the levels with assembly kernels on arm64.
+// asmLevels are the levels with assembly kernels on arm64, best first.
 var asmLevels = []asmLevel{
 	{cpu.NEON, "neon", 4, row4NEON, rows4x4NEON},
 }

@@ -1,10 +1,14 @@
-// Package gofile starts the Go files the kernel generators write beside
-// their assembly: the header, the build constraint and the imports.
+// Package gofile writes the Go files the kernel generators put beside
+// their assembly: the header, the build constraint, the imports, and for
+// most packages the declarations of the kernels with the table of levels
+// the package's binding (its *_asm.go) builds its kernel sets from.
 package gofile
 
 import (
 	"bytes"
 	"fmt"
+	"go/format"
+	"strings"
 )
 
 // New returns a buffer holding the start of a Go file of package pkg,
@@ -17,4 +21,43 @@ func New(gen, goarch, pkg string, imports ...string) *bytes.Buffer {
 		fmt.Fprintf(&b, "import %q\n\n", im)
 	}
 	return &b
+}
+
+// Level is one instruction set's row of a table: its internal/cpu level
+// constant (AVX512, AVX2, NEON), which also suffixes its kernels' names,
+// and its float32 lanes per register.
+type Level struct {
+	Const string
+	Lanes int
+}
+
+// Func is a kernel of every level: its name before the level's suffix and
+// its parameters, e.g. "(dst, x *float32, n int)" or with a result.
+type Func struct {
+	Name, Sig string
+}
+
+// Levels returns a Go file of package pkg for goarch that declares every
+// level's funcs (assembly, //go:noescape) and lists them in
+//
+//	var asmLevels = []asmLevel{{cpu.<Const>, "<const in lower case>", <Lanes>, <func><Const>, …}, …}
+//
+// best level first; the package declares asmLevel with fields in that order.
+func Levels(gen, goarch, pkg string, levels []Level, funcs []Func) ([]byte, error) {
+	b := New(gen, goarch, pkg, "github.com/qwenref/qwenref/internal/cpu")
+	fmt.Fprintf(b, "// asmLevels are the levels with assembly kernels on %s, best first.\nvar asmLevels = []asmLevel{\n", goarch)
+	for _, l := range levels {
+		fmt.Fprintf(b, "\t{cpu.%s, %q, %d", l.Const, strings.ToLower(l.Const), l.Lanes)
+		for _, f := range funcs {
+			fmt.Fprintf(b, ", %s%s", f.Name, l.Const)
+		}
+		fmt.Fprintf(b, "},\n")
+	}
+	fmt.Fprintf(b, "}\n")
+	for _, l := range levels {
+		for _, f := range funcs {
+			fmt.Fprintf(b, "\n//go:noescape\nfunc %s%s%s\n", f.Name, l.Const, f.Sig)
+		}
+	}
+	return format.Source(b.Bytes())
 }

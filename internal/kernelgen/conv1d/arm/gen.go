@@ -8,8 +8,8 @@ package arm
 
 import (
 	"fmt"
-	"go/format"
 
+	"github.com/qwenref/qwenref/internal/kernelgen/conv1d/x86"
 	"github.com/qwenref/qwenref/internal/kernelgen/gofile"
 	"github.com/qwenref/qwenref/internal/vecmath/emit"
 )
@@ -21,12 +21,7 @@ func Files() (map[string][]byte, error) {
 	a.WriteConsts()
 	rows4x4(a)
 	row4(a)
-	g := gofile.New("internal/kernelgen/conv1d/arm", "arm64", "conv1d", "github.com/qwenref/qwenref/internal/cpu")
-	fmt.Fprintf(g, "// asmLevels are the levels with assembly kernels on arm64.\nvar asmLevels = []asmLevel{\n")
-	fmt.Fprintf(g, "\t{cpu.NEON, \"neon\", 4, row4NEON, rows4x4NEON},\n}\n")
-	fmt.Fprintf(g, "\n//go:noescape\nfunc row4NEON(n int, y, r0, r1, r2, r3, w0, w1, w2, w3 *float32)\n")
-	fmt.Fprintf(g, "\n//go:noescape\nfunc rows4x4NEON(n, c int, y, x, w *float32)\n")
-	src, err := format.Source(g.Bytes())
+	src, err := gofile.Levels("internal/kernelgen/conv1d/arm", "arm64", "conv1d", []gofile.Level{{Const: "NEON", Lanes: 4}}, x86.Funcs)
 	if err != nil {
 		return nil, err
 	}
