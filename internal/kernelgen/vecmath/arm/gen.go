@@ -1,14 +1,17 @@
 // Package arm writes internal/vecmath's vecmath_arm64.s, the NEON slice
-// kernels. The kernelgen command runs it (`go generate ./internal/vecmath`).
+// kernels, and vecmath_arm64_gen.go, their declarations and table. The
+// kernelgen command runs it (`go generate ./internal/vecmath`).
 //
 // Every kernel handles n values, n a multiple of 4; the Go wrappers in
-// vecmath_arm64.go pass the tail to the portable loop. The exponential
+// vecmath_asm.go pass the tail to the portable loop. The exponential
 // comes from internal/vecmath/emit, as on amd64.
 package arm
 
 import (
 	"fmt"
 
+	"github.com/qwenref/qwenref/internal/kernelgen/gofile"
+	"github.com/qwenref/qwenref/internal/kernelgen/vecmath/x86"
 	"github.com/qwenref/qwenref/internal/vecmath/emit"
 )
 
@@ -29,7 +32,11 @@ func Files() (map[string][]byte, error) {
 		a.Fmul(0, 0, 6)
 	})
 	sumSquares(a)
-	return map[string][]byte{"vecmath_arm64.s": a.Bytes()}, nil
+	src, err := gofile.Levels("internal/kernelgen/vecmath/arm", "arm64", "vecmath", []gofile.Level{{Const: "NEON", Lanes: 4}}, x86.Funcs)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{"vecmath_arm64.s": a.Bytes(), "vecmath_arm64_gen.go": src}, nil
 }
 
 // unary writes fn(dst, x *float32, n int): V0 = f(V0) over 4 lanes a step.
