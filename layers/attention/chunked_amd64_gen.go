@@ -4,6 +4,8 @@
 
 package attention
 
+import "github.com/qwenref/qwenref/internal/cpu"
+
 //go:noescape
 func tileAVX5121x1(kdim int, a *float32, ars, aks int, b *float32, ldb int, c *float32, ldc int, rs *float32)
 
@@ -104,4 +106,10 @@ func softmaxAVX2(st *float32, mp, jn int, m, l, corr *float32)
 var tilesAVX2 = [][]tileFunc{
 	{nil, tileAVX21x1, tileAVX22x1, tileAVX23x1, tileAVX24x1, tileAVX25x1, tileAVX26x1},
 	{nil, tileAVX21x2, tileAVX22x2, tileAVX23x2, tileAVX24x2, tileAVX25x2, tileAVX26x2},
+}
+
+// asmLevels are the levels with assembly kernels on amd64, best first.
+var asmLevels = []asmLevel{
+	{cpu.AVX512, "avx512", 16, tilesAVX512, softmaxAVX512},
+	{cpu.AVX2, "avx2", 8, tilesAVX2, softmaxAVX2},
 }

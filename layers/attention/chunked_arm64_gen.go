@@ -4,6 +4,8 @@
 
 package attention
 
+import "github.com/qwenref/qwenref/internal/cpu"
+
 //go:noescape
 func tileNEON1x1(kdim int, a *float32, ars, aks int, b *float32, ldb int, c *float32, ldc int, rs *float32)
 
@@ -59,4 +61,9 @@ func softmaxNEON(st *float32, mp, jn int, m, l, corr *float32)
 var tilesNEON = [][]tileFunc{
 	{nil, tileNEON1x1, tileNEON2x1, tileNEON3x1, tileNEON4x1, tileNEON5x1, tileNEON6x1, tileNEON7x1, tileNEON8x1},
 	{nil, tileNEON1x2, tileNEON2x2, tileNEON3x2, tileNEON4x2, tileNEON5x2, tileNEON6x2, tileNEON7x2, tileNEON8x2},
+}
+
+// asmLevels are the levels with assembly kernels on arm64, best first.
+var asmLevels = []asmLevel{
+	{cpu.NEON, "neon", 4, tilesNEON, softmaxNEON},
 }
