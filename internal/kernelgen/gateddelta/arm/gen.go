@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"strings"
 
+	gofiles "github.com/qwenref/qwenref/internal/kernelgen/gateddelta"
 	vecemit "github.com/qwenref/qwenref/internal/vecmath/emit"
 )
 
@@ -60,7 +61,13 @@ func Files() (map[string][]byte, error) {
 	header(&r)
 	recBlock(&r, 4)
 	recBlock(&r, 2)
-	return map[string][]byte{"tiles_arm64.s": t.Bytes(), "recurrent_arm64.s": r.Bytes()}, nil
+	files, err := gofiles.GoFiles("internal/kernelgen/gateddelta/arm", "arm64",
+		[]gofiles.Level{{Const: "NEON", Lanes: 4, TileCols: []int{16, 8}, RecNarrow: 8}})
+	if err != nil {
+		return nil, err
+	}
+	files["tiles_arm64.s"], files["recurrent_arm64.s"] = t.Bytes(), r.Bytes()
+	return files, nil
 }
 
 // tile writes tile4x{4nv}NEON: the 4-row GEMM tile of package x86.

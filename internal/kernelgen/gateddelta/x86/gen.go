@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math"
 
+	gofiles "github.com/qwenref/qwenref/internal/kernelgen/gateddelta"
 	vecemit "github.com/qwenref/qwenref/internal/vecmath/emit"
 )
 
@@ -75,12 +76,23 @@ func Files() (map[string][]byte, error) {
 		t.Write(a.Bytes())
 	}
 	header(&r)
+	var levels []gofiles.Level
 	for _, s := range []isa{avx512, avx2} {
 		for _, nv := range []int{1, 2} {
 			recBlock(&r, s, nv)
 		}
+		cols := []int{3 * s.Lanes, 2 * s.Lanes, s.Lanes}
+		if s.Reg == "Z" {
+			cols[0] = 4 * s.Lanes
+		}
+		levels = append(levels, gofiles.Level{Const: s.Name, Lanes: s.Lanes, TileCols: cols, ExpAffine: true, RecNarrow: s.Lanes})
 	}
-	return map[string][]byte{"tiles_amd64.s": t.Bytes(), "recurrent_amd64.s": r.Bytes()}, nil
+	files, err := gofiles.GoFiles("internal/kernelgen/gateddelta/x86", "amd64", levels)
+	if err != nil {
+		return nil, err
+	}
+	files["tiles_amd64.s"], files["recurrent_amd64.s"] = t.Bytes(), r.Bytes()
+	return files, nil
 }
 
 // tile writes tile4x{cols}{ISA}: a 4×cols block of C (cols = nv vectors)
