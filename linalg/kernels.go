@@ -80,7 +80,8 @@ func registerGemv(k *gemvKernel) {
 }
 
 // genericGemm is the portable 4×2 micro-kernel (tile_portable.go, from
-// gen_portable.go): the tile shape the Go compiler keeps in registers.
+// internal/kernelgen/linalg/portable): the tile shape the Go compiler keeps
+// in registers.
 var genericGemm = &gemmKernel{name: "go4x2", mr: 4, nr: 2, prio: 0, tile: goTile4x2}
 
 //go:generate go run github.com/qwenref/qwenref/internal/kernelgen linalg
