@@ -33,6 +33,8 @@ const fakeRunnerDeviceTime = 777 * time.Microsecond
 
 func (r countingRunner) LastDeviceTime() (time.Duration, bool) { return fakeRunnerDeviceTime, true }
 
+var _ model.DeviceTimer = countingRunner{}
+
 const fakeDeviceMedian = 1234 * time.Microsecond
 
 // The stand-in's device: its ceiling, and the refusal its Supports gives.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/qwenref/qwenref/layers/conv1d"
 	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/reference"
@@ -43,7 +44,7 @@ type convInst struct {
 func (r *convInst) reset()            { clear(r.state) }
 func (r *convInst) output() []float32 { return r.y }
 func (r *convInst) run() error {
-	return r.be.Conv.Forward(r.y, r.x, r.t, r.c, r.w, r.k, r.state)
+	return r.be.Conv.Forward(r.y, r.x, r.w, conv1d.Dims{T: r.t, C: r.c, K: r.k}, r.state)
 }
 
 // prepareCore draws core inputs that obey the core's contract

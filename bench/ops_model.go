@@ -87,7 +87,7 @@ func (r *modelInst) output() []float32 { return r.out }
 // deviceTime is the last run's time on the device, when the runner is
 // device-resident and reports it (the cuda runner's CUDA events).
 func (r *modelInst) deviceTime() (time.Duration, bool) {
-	if dt, ok := r.runner.(interface{ LastDeviceTime() (time.Duration, bool) }); ok {
+	if dt, ok := r.runner.(model.DeviceTimer); ok {
 		return dt.LastDeviceTime()
 	}
 	return 0, false

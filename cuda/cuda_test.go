@@ -112,11 +112,11 @@ func TestConvMatchesCPU(t *testing.T) {
 		w := uniform(r, c.ch*c.k, -0.7, 0.7)
 		st0 := uniform(r, c.k*c.ch, -1, 1)
 		want, wantSt := make([]float32, c.t*c.ch), append([]float32(nil), st0...)
-		if err := (conv1d.Naive{}).Forward(want, x, c.t, c.ch, w, c.k, wantSt); err != nil {
+		if err := (conv1d.Naive{}).Forward(want, x, w, conv1d.Dims{T: c.t, C: c.ch, K: c.k}, wantSt); err != nil {
 			t.Fatal(err)
 		}
 		got, gotSt := nans(c.t*c.ch), append([]float32(nil), st0...)
-		if err := (Conv{d}).Forward(got, x, c.t, c.ch, w, c.k, gotSt); err != nil {
+		if err := (Conv{d}).Forward(got, x, w, conv1d.Dims{T: c.t, C: c.ch, K: c.k}, gotSt); err != nil {
 			t.Fatal(err)
 		}
 		name := fmt.Sprintf("conv T=%d C=%d K=%d", c.t, c.ch, c.k)

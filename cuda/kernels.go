@@ -24,10 +24,11 @@ type Conv struct{ Dev *Device }
 var _ conv1d.Kernel = Conv{}
 
 // Forward implements conv1d.Kernel.
-func (c Conv) Forward(y, x []float32, t, ch int, w []float32, k int, state []float32) error {
-	if err := conv1d.CheckDims(y, x, t, ch, w, k, state); err != nil {
+func (c Conv) Forward(y, x, w []float32, d conv1d.Dims, state []float32) error {
+	if err := d.Check(y, x, w, state); err != nil {
 		return err
 	}
+	t, ch, k := d.T, d.C, d.K
 	return c.Dev.call("conv", func() int { return cConv(y, x, t, ch, w, k, state) })
 }
 

@@ -1,9 +1,9 @@
 package doctor
 
 import (
+	"errors"
 	"fmt"
 
-	"github.com/qwenref/qwenref/cuda"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -24,15 +24,32 @@ type Layers struct {
 	// FusedGDNProjections marks Qwen3-Next's in_proj_qkvz/in_proj_ba layout.
 	FusedGDNProjections bool `json:"fused_gdn_projections,omitempty"`
 	// QwenrefCUDA says why qwenref's device-resident cuda backend cannot
-	// hold this model as it holds the released sizes ("" when it can).
+	// hold this model as it holds the released sizes, or cannot start here
+	// at all ("" when it holds it).
 	QwenrefCUDA string `json:"qwenref_cuda,omitempty"`
 }
 
-// qwenrefCUDA is Layers.QwenrefCUDA for cfg: the resident backend runs
-// the dense and MoE models whose head dims (and router limits) its kernels have.
+// CUDABackend is the registered backend whose device part Layers asks
+// about the model; the qwenref command links it in.
+const CUDABackend = "cuda"
+
+// qwenrefCUDA is Layers.QwenrefCUDA for cfg: what the cuda backend's
+// device part (model.Device.Supports) says of the model, the head dims and
+// router limits of its resident kernels.
 func qwenrefCUDA(cfg *model.Config) string {
-	if err := cuda.SupportsResident(cfg); err != nil {
-		return err.Error()
+	be, err := model.ParseBackend(CUDABackend)
+	if err != nil {
+		return fmt.Sprintf("the %s backend cannot start here: %v", CUDABackend, err)
+	}
+	var why error
+	if be.Device != nil && be.Device.Supports != nil {
+		why = be.Device.Supports(cfg)
+	}
+	if be.Release != nil {
+		why = errors.Join(why, be.Release())
+	}
+	if why != nil {
+		return why.Error()
 	}
 	return ""
 }

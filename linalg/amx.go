@@ -56,7 +56,7 @@ type amxBlocks struct {
 // 5–25%.
 var defaultAMXBlocks = amxBlocks{kc: 2560, nc: 128}
 
-// The AMX layouts (gen_amx_amd64.go), in steps of 32 k values: a row block
+// The AMX layouts (internal/kernelgen/linalg/amx), in steps of 32 k values: a row block
 // of x is 32 rows × 32 bf16 per step (1024 bf16), a W panel 16 pair rows ×
 // 32 columns × 2 bf16 per step (1024 bf16 too).
 const (

@@ -188,7 +188,7 @@ func packBAMX(dst []uint16, w *tensor.Matrix, j0, cols, k0, kb int) {
 }
 
 // amxSmallRows is the W rows one small-M kernel call covers: two strips
-// of 16 (gen_amx_amd64.go's smallStrips).
+// of 16 (internal/kernelgen/linalg/amx's smallStrips).
 const amxSmallRows = 32
 
 // amxSmallConfigs[m] is the tile configuration of the small-M kernel for

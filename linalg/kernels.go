@@ -80,13 +80,11 @@ func registerGemv(k *gemvKernel) {
 }
 
 // genericGemm is the portable 4×2 micro-kernel (tile_portable.go, from
-// gen_portable.go): the tile shape the Go compiler keeps in registers.
+// internal/kernelgen/linalg/portable): the tile shape the Go compiler keeps
+// in registers.
 var genericGemm = &gemmKernel{name: "go4x2", mr: 4, nr: 2, prio: 0, tile: goTile4x2}
 
-//go:generate go run gen_portable.go
-//go:generate go run gen_arm64.go
-//go:generate go run gen_amd64.go gen_avx2_amd64.go
-//go:generate go run gen_amx_amd64.go
+//go:generate go run github.com/qwenref/qwenref/internal/kernelgen linalg
 
 func goTile4x2(kc int, a, b, c []float32, ldc, rows, cols int, acc bool) {
 	var t [8]float32

@@ -89,6 +89,13 @@ type DeviceTiming struct {
 	ElemBytes int
 }
 
+// DeviceTimer is a Runner on a device that reports the device time of its
+// last Forward (events around the device's work, no host copies); bench
+// shows it beside the host time.
+type DeviceTimer interface {
+	LastDeviceTime() (time.Duration, bool)
+}
+
 // Ceiling is a device's practical peak rates.
 type Ceiling struct {
 	GFLOPS float64 // dense matrix products, GFLOP/s

@@ -170,10 +170,11 @@ func (k deltaKernel) Forward(out, q, kk, v, g, beta []float32, d gateddelta.Dims
 
 type convKernel struct{ l *lib }
 
-func (k convKernel) Forward(y, x []float32, t, c int, w []float32, kw int, state []float32) error {
-	if err := conv1d.CheckDims(y, x, t, c, w, kw, state); err != nil {
+func (k convKernel) Forward(y, x, w []float32, d conv1d.Dims, state []float32) error {
+	if err := d.Check(y, x, w, state); err != nil {
 		return err
 	}
+	t, c, kw := d.T, d.C, d.K
 	if !fits(t*c, c*kw) {
 		return fmt.Errorf("plugin %s: T=%d C=%d overflow the ABI's int", k.l.name, t, c)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/qwenref/qwenref/layers/conv1d"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -89,9 +90,9 @@ int qwenref_conv(float *y, const float *x, int T, int C, const float *w, int K, 
 	require.NoError(t, err)
 	defer be.Close()
 	y, x, w, st := make([]float32, 6), make([]float32, 6), make([]float32, 12), make([]float32, 12)
-	err = be.Conv.Forward(y, x, 2, 3, w, 4, st)
+	err = be.Conv.Forward(y, x, w, conv1d.Dims{T: 2, C: 3, K: 4}, st)
 	assert.ErrorContains(t, err, "plugin convonly qwenref_conv returned 7: conv refuses T=2 C=3 K=4")
-	assert.Error(t, be.Conv.Forward(y[:5], x, 2, 3, w, 4, st), "lengths are checked before the call")
+	assert.Error(t, be.Conv.Forward(y[:5], x, w, conv1d.Dims{T: 2, C: 3, K: 4}, st), "lengths are checked before the call")
 }
 
 // A path without a slash names the file in the working directory, as the

@@ -21,7 +21,7 @@ func TestCausalConvSiLUMatchesNaive(t *testing.T) {
 		s0 := randn(r, tc.k*tc.c, 1)
 		y32 := make([]float32, tc.t*tc.c)
 		s32 := append([]float32(nil), s0...)
-		require.NoError(t, conv1d.Naive{}.Forward(y32, x, tc.t, tc.c, w, tc.k, s32))
+		require.NoError(t, conv1d.Naive{}.Forward(y32, x, w, conv1d.Dims{T: tc.t, C: tc.c, K: tc.k}, s32))
 		y64 := make([]float64, len(y32))
 		s64 := Widen(s0)
 		require.NoError(t, CausalConvSiLU(y64, Widen(x), tc.t, tc.c, Widen(w), tc.k, s64))

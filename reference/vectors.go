@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/qwenref/qwenref/layers/attention"
+	"github.com/qwenref/qwenref/layers/conv1d"
 	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/weights"
 )
@@ -158,7 +159,7 @@ func BuildVector(op string, d VectorDims, seed uint64, zeroState bool) (*Vector,
 		}
 		tol, err := measureTolerance(dtype, []vectorOutput{{"y", y}, {"final_state", st}}, func(k int) ([][]float32, error) {
 			out, state := make([]float32, d.T*d.C), slices.Clone(cin.State)
-			err := convKernels[k].Forward(out, cin.X, d.T, d.C, cin.W, d.K, state)
+			err := convKernels[k].Forward(out, cin.X, cin.W, conv1d.Dims{T: d.T, C: d.C, K: d.K}, state)
 			return [][]float32{out, state}, err
 		}, len(convKernels))
 		if err != nil {

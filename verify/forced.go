@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/qwenref/qwenref/layers/attention"
+	"github.com/qwenref/qwenref/layers/conv1d"
 	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/layers/norm"
 	"github.com/qwenref/qwenref/model"
@@ -329,7 +330,7 @@ func isolatedChecks(m *model.Model, li int, be *model.Backend, ref *weights.Stor
 	}
 	if x := read("qkv_proj", t*c); x != nil {
 		y := make([]float32, t*c)
-		add("conv_out", y, d.ConvK, be.Conv.Forward(y, x, t, c, g.W.ConvW, d.ConvK, make([]float32, d.ConvK*c)))
+		add("conv_out", y, d.ConvK, be.Conv.Forward(y, x, g.W.ConvW, conv1d.Dims{T: t, C: c, K: d.ConvK}, make([]float32, d.ConvK*c)))
 	}
 	qk, hv := d.NK*d.DK, d.NV*d.DV
 	q, k, v := read("q_l2", t*qk), read("k_l2", t*qk), read("v", t*hv)

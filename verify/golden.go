@@ -9,6 +9,7 @@ import (
 
 	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/layers/attention"
+	"github.com/qwenref/qwenref/layers/conv1d"
 	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/reference"
@@ -231,7 +232,7 @@ func (g *Golden) Run(be *model.Backend) ([]Output, error) {
 		}
 		y, at := make([]float32, t*c), 0
 		for i, n := range segs {
-			if err := be.Conv.Forward(y[at*c:(at+n)*c], x[at*c:(at+n)*c], n, c, w, k, state[i*k*c:(i+1)*k*c]); err != nil {
+			if err := be.Conv.Forward(y[at*c:(at+n)*c], x[at*c:(at+n)*c], w, conv1d.Dims{T: n, C: c, K: k}, state[i*k*c:(i+1)*k*c]); err != nil {
 				return nil, err
 			}
 			at += n

@@ -42,8 +42,8 @@ func (k offDelta) Forward(out, q, kk, v, g, beta []float32, d gateddelta.Dims, s
 
 type offConv struct{ conv1d.Kernel }
 
-func (k offConv) Forward(y, x []float32, t, c int, w []float32, kk int, state []float32) error {
-	err := k.Kernel.Forward(y, x, t, c, w, kk, state)
+func (k offConv) Forward(y, x, w []float32, d conv1d.Dims, state []float32) error {
+	err := k.Kernel.Forward(y, x, w, d, state)
 	y[3] += 0.01
 	return err
 }

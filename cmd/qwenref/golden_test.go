@@ -121,7 +121,7 @@ func TestGoldenConvRoundTrip(t *testing.T) {
 	assert.Equal(t, []string{"24", "4"}, []string{g.meta["C"], g.meta["K"]})
 	y := make([]float32, 9*24)
 	s := append([]float32(nil), g.t["initial_state"]...)
-	require.NoError(t, conv1d.Naive{}.Forward(y, g.t["x"], 9, 24, g.t["weight"], 4, s))
+	require.NoError(t, conv1d.Naive{}.Forward(y, g.t["x"], g.t["weight"], conv1d.Dims{T: 9, C: 24, K: 4}, s))
 	assert.Less(t, tensor.RelL2(y, g.t["y"]), goldenTol)
 	assert.Equal(t, g.t["final_state"], s, "the final state is the last K inputs, exactly")
 }

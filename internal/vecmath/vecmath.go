@@ -28,8 +28,7 @@ import (
 )
 
 // The assembly of every architecture is generated on any host.
-//go:generate go run gen_amd64.go
-//go:generate go run gen_arm64.go
+//go:generate go run github.com/qwenref/qwenref/internal/kernelgen internal/vecmath
 
 // The constants of the exponential (see internal/vecmath/expconst).
 const (
@@ -94,6 +93,7 @@ func Sigmoid32(x float32) float32 { return 1 / (1 + Exp32(-x)) }
 // kernels is one level's slice kernels. Each handles any length; the
 // assembly ones do whole vectors and leave the tail to the portable loop.
 type kernels struct {
+	level      cpu.Level
 	name       string
 	exp        func(dst, x []float32)
 	silu       func(dst, x []float32)
@@ -103,10 +103,27 @@ type kernels struct {
 	sumSquares func(x []float32) float64
 }
 
+// active is the level's kernels: portable, or on amd64 and arm64 the
+// assembly of cpu.Selected(), chosen in vecmath_asm.go's init.
 var active = portable
 
-// use selects the kernels of a level (the init of each architecture calls
-// it with cpu.Selected(); tests call it to run every level).
+// asmKernels are the assembly levels of this build, which vecmath_asm.go
+// adds from the generated tables (none on other architectures).
+var asmKernels []kernels
+
+// kernelsFor returns the kernels of level l: its assembly if this build
+// has it, else the portable ones.
+func kernelsFor(l cpu.Level) kernels {
+	for _, k := range asmKernels {
+		if k.level == l {
+			return k
+		}
+	}
+	return portable
+}
+
+// use selects the kernels of a level (vecmath_asm.go's init calls it with
+// cpu.Selected(); tests call it to run every level).
 func use(l cpu.Level) { active = kernelsFor(l) }
 
 // KernelInfo names the kernels the slice functions run, e.g. "vecmath:avx512".

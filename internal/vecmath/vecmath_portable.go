@@ -1,9 +1,11 @@
 package vecmath
 
+import "github.com/qwenref/qwenref/internal/cpu"
+
 // The portable kernels: plain Go loops with the bounds checks hoisted. They
 // are the whole of the portable level and the tails of the vector ones.
 var portable = kernels{
-	name: "portable", exp: expPortable, silu: siluPortable, sigmoid: sigmoidPortable,
+	level: cpu.Portable, name: "portable", exp: expPortable, silu: siluPortable, sigmoid: sigmoidPortable,
 	siluMul: siluMulPortable, mulSigmoid: mulSigmoidPortable, sumSquares: sumSquaresPortable,
 }
 

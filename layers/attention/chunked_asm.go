@@ -2,10 +2,37 @@
 
 package attention
 
-import "unsafe"
+import (
+	"unsafe"
 
-// tileFunc is one generated tile kernel (see gen_amd64.go).
+	"github.com/qwenref/qwenref/internal/cpu"
+)
+
+// The assembly binding: chunked_<arch>.s holds the kernels and
+// chunked_<arch>_gen.go their declarations, their tables and asmLevels,
+// all written by internal/kernelgen.
+
+// tileFunc is one generated tile kernel (internal/kernelgen/attention/x86
+// says what it computes).
 type tileFunc func(kdim int, a *float32, ars, aks int, b *float32, ldb int, c *float32, ldc int, rs *float32)
+
+// asmLevel is one level's assembly kernels, as the generated table lists
+// them: the tiles indexed by [registers−1][rows], and the softmax step.
+type asmLevel struct {
+	level   cpu.Level
+	name    string
+	lanes   int
+	tiles   [][]tileFunc
+	softmax func(st *float32, mp, jn int, m, l, corr *float32)
+}
+
+func init() {
+	for _, a := range asmLevels {
+		asmKernels = append(asmKernels, kernels{level: a.level, name: a.name, lanes: a.lanes,
+			gemm: gemmAsm(a.tiles, a.lanes), softmax: softmaxAsm(a.softmax, a.lanes)})
+	}
+	kern = kernelsFor(cpu.Selected())
+}
 
 // gemmAsm runs the product in register tiles: lane chunks of two registers
 // (then one for the edge) in the outer loop, so one panel of b serves every

@@ -1,9 +1,13 @@
 package attention
 
-import "github.com/qwenref/qwenref/internal/vecmath"
+import (
+	"github.com/qwenref/qwenref/internal/cpu"
+	"github.com/qwenref/qwenref/internal/vecmath"
+)
 
 // kernels are the tile product and softmax step of one level.
 type kernels struct {
+	level cpu.Level
 	name  string
 	lanes int // float32 lanes per register: the tiles' row padding
 	// gemm computes, for r < rows and lanes i < lanes,
@@ -26,13 +30,29 @@ type kernels struct {
 	softmax func(st []float32, mp int, m, l, corr []float32)
 }
 
-// kern is the level's kernels, chosen in init from cpu.Selected().
+// kern is the level's kernels: portable, or on amd64 and arm64 the
+// assembly of cpu.Selected(), chosen in chunked_asm.go's init.
 var kern = portable
+
+// asmKernels are the assembly levels of this build, which chunked_asm.go
+// adds from the generated tables (none on other architectures).
+var asmKernels []kernels
+
+// kernelsFor returns the kernels of level l: its assembly if this build
+// has it, else the portable ones.
+func kernelsFor(l cpu.Level) kernels {
+	for _, k := range asmKernels {
+		if k.level == l {
+			return k
+		}
+	}
+	return portable
+}
 
 // KernelInfo names the kernels Chunked runs, e.g. "attention:avx2 vecmath:avx2".
 func KernelInfo() string { return "attention:" + kern.name + " " + vecmath.KernelInfo() }
 
-var portable = kernels{name: "portable", lanes: 8, gemm: gemmPortable, softmax: softmaxPortable}
+var portable = kernels{level: cpu.Portable, name: "portable", lanes: 8, gemm: gemmPortable, softmax: softmaxPortable}
 
 func gemmPortable(rows, kdim int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc, lanes int, rs []float32) {
 	for r := range rows {

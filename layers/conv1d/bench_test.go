@@ -22,7 +22,7 @@ func BenchmarkConv(b *testing.B) {
 				y := make([]float32, t*c)
 				b.SetBytes(int64(2 * t * c * 4))
 				for b.Loop() {
-					if err := kern.k.Forward(y, x, t, c, w, k, state); err != nil {
+					if err := kern.k.Forward(y, x, w, Dims{T: t, C: c, K: k}, state); err != nil {
 						b.Fatal(err)
 					}
 				}

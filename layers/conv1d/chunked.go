@@ -7,8 +7,7 @@ import (
 )
 
 // The assembly of every architecture is generated on any host.
-//go:generate go run gen_amd64.go
-//go:generate go run gen_arm64.go
+//go:generate go run github.com/qwenref/qwenref/internal/kernelgen layers/conv1d
 
 // Chunked is the fast convolution: one streaming pass over time, SIMD over
 // channels, with the rows shared out among GOMAXPROCS workers in
@@ -36,10 +35,11 @@ const minOutputsPerWorker = 1 << 15
 var tapBufs = sync.Pool{New: func() any { return new([]float32) }}
 
 // Forward implements Kernel.
-func (Chunked) Forward(y, x []float32, t, c int, w []float32, k int, state []float32) error {
-	if err := CheckDims(y, x, t, c, w, k, state); err != nil {
+func (Chunked) Forward(y, x, w []float32, d Dims, state []float32) error {
+	if err := d.Check(y, x, w, state); err != nil {
 		return err
 	}
+	t, c, k := d.T, d.C, d.K
 	if t == 0 {
 		return nil // no tokens: no outputs, and the state is unchanged
 	}

@@ -5,8 +5,31 @@ package conv1d
 import (
 	"unsafe"
 
+	"github.com/qwenref/qwenref/internal/cpu"
 	"github.com/qwenref/qwenref/internal/vecmath"
 )
+
+// The assembly binding: chunked_<arch>.s holds the kernels and
+// chunked_<arch>_gen.go their declarations and the table asmLevels, both
+// written by internal/kernelgen.
+
+// asmLevel is one level's assembly kernels, as the generated table lists
+// them; each takes whole vectors of lanes channels.
+type asmLevel struct {
+	level   cpu.Level
+	name    string
+	lanes   int
+	row4    func(n int, y, r0, r1, r2, r3, w0, w1, w2, w3 *float32)
+	rows4x4 func(n, c int, y, x, w *float32)
+}
+
+func init() {
+	for _, a := range asmLevels {
+		asmKernels = append(asmKernels, kernels{level: a.level, name: a.name,
+			row4: row4Asm(a.row4, a.lanes), rows4x4: rows4x4Asm(a.rows4x4, a.lanes)})
+	}
+	kern = kernelsFor(cpu.Selected())
+}
 
 // row4Asm runs an assembly row kernel over whole vectors of channels and
 // the portable loop over the rest. Every slice is checked against the row

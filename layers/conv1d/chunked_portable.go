@@ -1,10 +1,14 @@
 package conv1d
 
-import "github.com/qwenref/qwenref/internal/vecmath"
+import (
+	"github.com/qwenref/qwenref/internal/cpu"
+	"github.com/qwenref/qwenref/internal/vecmath"
+)
 
 // kernels are the K = 4 row kernels of one level.
 type kernels struct {
-	name string
+	level cpu.Level
+	name  string
 	// row4 computes y[i] = SiLU(w0·r0 + w1·r1 + w2·r2 + w3·r3) at every i.
 	row4 func(y, r0, r1, r2, r3, w0, w1, w2, w3 []float32)
 	// rows4x4 computes four rows y [4][c] from the seven input rows
@@ -12,15 +16,31 @@ type kernels struct {
 	rows4x4 func(y, x []float32, c int, wt []float32)
 }
 
-// kern is the level's kernels, chosen in init from cpu.Selected().
+// kern is the level's kernels: portable, or on amd64 and arm64 the
+// assembly of cpu.Selected(), chosen in chunked_asm.go's init.
 var kern = portable
+
+// asmKernels are the assembly levels of this build, which chunked_asm.go
+// adds from the generated tables (none on other architectures).
+var asmKernels []kernels
+
+// kernelsFor returns the kernels of level l: its assembly if this build
+// has it, else the portable ones.
+func kernelsFor(l cpu.Level) kernels {
+	for _, k := range asmKernels {
+		if k.level == l {
+			return k
+		}
+	}
+	return portable
+}
 
 // KernelInfo names the kernels Chunked runs, e.g. "conv1d:avx2 vecmath:avx2".
 func KernelInfo() string { return "conv1d:" + kern.name + " " + vecmath.KernelInfo() }
 
 // portable is plain Go: the pre-activations of a row are summed into y
 // (w0·r0 first, Naive's order), then vecmath.SiLU runs over the row.
-var portable = kernels{name: "portable", row4: row4Portable, rows4x4: rows4x4Portable}
+var portable = kernels{level: cpu.Portable, name: "portable", row4: row4Portable, rows4x4: rows4x4Portable}
 
 func row4Portable(y, r0, r1, r2, r3, w0, w1, w2, w3 []float32) {
 	n := len(y)

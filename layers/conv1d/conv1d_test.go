@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -60,7 +61,7 @@ func (p problem) run(t *testing.T, kern Kernel) (y, state []float32) {
 		y[i] = float32(math.NaN()) // every output must be written (callers lend unzeroed buffers)
 	}
 	state = append([]float32(nil), p.state...)
-	require.NoError(t, kern.Forward(y, p.x, p.t, p.c, p.w, p.k, state))
+	require.NoError(t, kern.Forward(y, p.x, p.w, Dims{T: p.t, C: p.c, K: p.k}, state))
 	return y, state
 }
 
@@ -94,7 +95,7 @@ func TestNaiveByHand(t *testing.T) {
 	state := []float32{7, 3} // m[-2] = 7 (never read), m[-1] = 3
 	x := []float32{1, -1, 4}
 	y := make([]float32, 3)
-	require.NoError(t, Naive{}.Forward(y, x, 3, 1, w, 2, state))
+	require.NoError(t, Naive{}.Forward(y, x, w, Dims{T: 3, C: 1, K: 2}, state))
 	want := []float32{SiLU(0.5*3 + 2*1), SiLU(0.5*1 + 2*-1), SiLU(0.5*-1 + 2*4)}
 	assert.Equal(t, want, y)
 	assert.Equal(t, []float32{-1, 4}, state)
@@ -113,7 +114,7 @@ func TestStreamingEquivalence(t *testing.T) {
 			state := append([]float32(nil), p.state...)
 			prev := 0
 			for _, cut := range append(cuts, tt) {
-				require.NoError(t, kern.Forward(y[prev*c:cut*c], p.x[prev*c:cut*c], cut-prev, c, p.w, k, state))
+				require.NoError(t, kern.Forward(y[prev*c:cut*c], p.x[prev*c:cut*c], p.w, Dims{T: cut - prev, C: c, K: k}, state))
 				prev = cut
 			}
 			// Each output is the same K-term sum from the same inputs, so
@@ -167,17 +168,19 @@ func TestErrors(t *testing.T) {
 	}
 	for _, kern := range []Kernel{Naive{}, Chunked{}} {
 		y, x, w, s := ok()
-		assert.NoError(t, kern.Forward(y, x, 3, 2, w, 4, s))
-		assert.Error(t, kern.Forward(y, x, 3, 0, w, 4, s), "C = 0")
-		assert.Error(t, kern.Forward(y, x, -1, 2, w, 4, s), "T < 0")
-		assert.Error(t, kern.Forward(y, x, 3, 2, w, 0, s), "K = 0")
-		assert.Error(t, kern.Forward(y[:5], x, 3, 2, w, 4, s), "short y")
-		assert.Error(t, kern.Forward(y, x[:4], 3, 2, w, 4, s), "short x")
-		assert.Error(t, kern.Forward(y, x, 3, 2, w[:6], 4, s), "short w")
-		assert.Error(t, kern.Forward(y, x, 3, 2, w, 4, s[:6]), "short state")
+		assert.NoError(t, kern.Forward(y, x, w, Dims{T: 3, C: 2, K: 4}, s))
+		assert.Error(t, kern.Forward(y, x, w, Dims{T: 3, C: 0, K: 4}, s), "C = 0")
+		assert.Error(t, kern.Forward(y, x, w, Dims{T: -1, C: 2, K: 4}, s), "T < 0")
+		assert.Error(t, kern.Forward(y, x, w, Dims{T: 3, C: 2, K: 0}, s), "K = 0")
+		assert.Error(t, kern.Forward(y[:5], x, w, Dims{T: 3, C: 2, K: 4}, s), "short y")
+		assert.Error(t, kern.Forward(y, x[:4], w, Dims{T: 3, C: 2, K: 4}, s), "short x")
+		assert.Error(t, kern.Forward(y, x, w[:6], Dims{T: 3, C: 2, K: 4}, s), "short w")
+		assert.Error(t, kern.Forward(y, x, w, Dims{T: 3, C: 2, K: 4}, s[:6]), "short state")
+		// T·C wraps to 0: empty x and y must not pass for it.
+		assert.ErrorContains(t, kern.Forward(nil, nil, w, Dims{T: 1 << (strconv.IntSize - 2), C: 4, K: 2}, s), "overflow")
 		// T = 0 is valid and leaves the state alone.
 		s0 := []float32{1, 2, 3, 4, 5, 6, 7, 8}
-		assert.NoError(t, kern.Forward(nil, nil, 0, 2, w, 4, s0))
+		assert.NoError(t, kern.Forward(nil, nil, w, Dims{T: 0, C: 2, K: 4}, s0))
 		assert.Equal(t, []float32{1, 2, 3, 4, 5, 6, 7, 8}, s0)
 	}
 }
@@ -188,9 +191,9 @@ func Example() {
 	w := []float32{1, 1} // y[t] = SiLU(m[t−1] + m[t])
 	state := make([]float32, 2)
 	y := make([]float32, 3)
-	_ = Chunked{}.Forward(y, []float32{1, 2, -3}, 3, 1, w, 2, state)
+	_ = Chunked{}.Forward(y, []float32{1, 2, -3}, w, Dims{T: 3, C: 1, K: 2}, state)
 	fmt.Printf("prefill y=%.4f state=%v\n", y, state)
-	_ = Chunked{}.Forward(y[:1], []float32{3}, 1, 1, w, 2, state)
+	_ = Chunked{}.Forward(y[:1], []float32{3}, w, Dims{T: 1, C: 1, K: 2}, state)
 	fmt.Printf("decode  y=%.4f state=%v\n", y[:1], state)
 	// Output:
 	// prefill y=[0.7311 2.8577 -0.2689] state=[2 -3]

@@ -34,7 +34,7 @@ func TestLevelsMatchReference(t *testing.T) {
 						require.NoError(t, err)
 						y := make([]float32, tt*c)
 						state := append([]float32(nil), in.State...)
-						require.NoError(t, conv1d.Chunked{}.Forward(y, in.X, tt, c, in.W, k, state))
+						require.NoError(t, conv1d.Chunked{}.Forward(y, in.X, in.W, conv1d.Dims{T: tt, C: c, K: k}, state))
 						assert.LessOrEqual(t, reference.RelL2(y, wantY), refTol, "K=%d C=%d T=%d", k, c, tt)
 						for i, s := range state {
 							require.Equal(t, wantState[i], float64(s), "state K=%d C=%d T=%d", k, c, tt)
@@ -45,8 +45,8 @@ func TestLevelsMatchReference(t *testing.T) {
 						cut := tt / 2
 						y2 := make([]float32, tt*c)
 						state2 := append([]float32(nil), in.State...)
-						require.NoError(t, conv1d.Chunked{}.Forward(y2[:cut*c], in.X[:cut*c], cut, c, in.W, k, state2))
-						require.NoError(t, conv1d.Chunked{}.Forward(y2[cut*c:], in.X[cut*c:], tt-cut, c, in.W, k, state2))
+						require.NoError(t, conv1d.Chunked{}.Forward(y2[:cut*c], in.X[:cut*c], in.W, conv1d.Dims{T: cut, C: c, K: k}, state2))
+						require.NoError(t, conv1d.Chunked{}.Forward(y2[cut*c:], in.X[cut*c:], in.W, conv1d.Dims{T: tt - cut, C: c, K: k}, state2))
 						assert.Equal(t, y, y2, "split at %d: K=%d C=%d T=%d", cut, k, c, tt)
 						assert.Equal(t, state, state2)
 					}

@@ -7,10 +7,11 @@ import "math"
 type Naive struct{}
 
 // Forward implements Kernel.
-func (Naive) Forward(y, x []float32, t, c int, w []float32, k int, state []float32) error {
-	if err := CheckDims(y, x, t, c, w, k, state); err != nil {
+func (Naive) Forward(y, x, w []float32, d Dims, state []float32) error {
+	if err := d.Check(y, x, w, state); err != nil {
 		return err
 	}
+	t, c, k := d.T, d.C, d.K
 	// m returns the pre-conv input at time tau: x for tau ≥ 0, otherwise the
 	// state, whose row K+tau holds m[tau] (docs/spec.md §3.4: the cache keeps the
 	// last K inputs; the sequence start is all zeros).

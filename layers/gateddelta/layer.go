@@ -156,7 +156,7 @@ func (l *Layer) Conv(w *Work, st *State, ops Ops, rec tensor.Recorder) error {
 		return err
 	}
 	w.U = w.buf.Get(t * c)
-	if err := ops.Conv.Forward(w.U, w.M, t, c, l.W.ConvW, d.ConvK, st.Conv); err != nil {
+	if err := ops.Conv.Forward(w.U, w.M, l.W.ConvW, conv1d.Dims{T: t, C: c, K: d.ConvK}, st.Conv); err != nil {
 		return fmt.Errorf("gateddelta conv: %w", err)
 	}
 	rec.Record("conv_out", w.U, t, c)

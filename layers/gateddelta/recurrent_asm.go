@@ -3,8 +3,9 @@
 package gateddelta
 
 // The fused recurrence's column blocks in assembly (recurrent_<arch>.s,
-// written by gen_<arch>.go): the whole token loop of one block runs in one
-// call, with y, δ′ and o in registers across the d_k rows.
+// declared in recurrent_<arch>_gen.go, both written by internal/kernelgen):
+// the whole token loop of one block runs in one call, with y, δ′ and o in
+// registers across the d_k rows. tiles_asm.go lists them per level.
 
 // recBlockAsm is the signature of every generated block.
 type recBlockAsm func(s *float32, lds, dk int, q, k *float32, ldqk int, v, out *float32, ldv int, ys, bd, rho, osc *float32, n int)

@@ -7,13 +7,13 @@ import (
 )
 
 // The assembly of every architecture is generated here, whatever the host.
-//go:generate go run gen_amd64.go
-//go:generate go run gen_arm64.go
+//go:generate go run github.com/qwenref/qwenref/internal/kernelgen layers/gateddelta
 
 // kernels is one kernel level's set of inner loops: the small GEMM with its
 // triangular modes, the vector helpers of the chunk step and the column
-// block of the fused recurrence. Each level's file (tiles_<arch>.go)
-// supplies its sets; levelKernels picks one per cpu.Level.
+// block of the fused recurrence. The portable set is tiles_portable.go's;
+// tiles_asm.go builds the assembly levels' sets from the generated tables;
+// levelKernels picks one per cpu.Level.
 type kernels struct {
 	level cpu.Level
 	// tiles are the GEMM's register tiles, widest first; each covers four
@@ -46,8 +46,33 @@ type gemmTile struct {
 	run  func(kk int, a *float32, lda, aks int, b *float32, ldb int, c *float32, ldc int, al *[4]float32, beta float32)
 }
 
-// active is the set every kernel in this package runs, chosen once.
-var active = levelKernels(cpu.Selected())
+// active is the set every kernel in this package runs: portable, or on
+// amd64 and arm64 the set of cpu.Selected(), chosen in tiles_asm.go's init.
+var active = portableKernels
+
+// asmKernels are the assembly sets of this build, which tiles_asm.go adds
+// from the generated tables (none on other architectures).
+var asmKernels []*kernels
+
+// levelKernels returns the set for level l: its assembly if this build
+// has it, else the portable set.
+func levelKernels(l cpu.Level) *kernels {
+	for _, k := range asmKernels {
+		if k.level == l {
+			return k
+		}
+	}
+	return portableKernels
+}
+
+// levelsHere lists the sets this build and CPU can run, best first.
+func levelsHere() []*kernels {
+	var ks []*kernels
+	for _, l := range cpu.Supported() {
+		ks = append(ks, levelKernels(l))
+	}
+	return ks
+}
 
 // KernelInfo names the kernel level and the inner loops Chunked and
 // Recurrent run in this process, e.g. "avx512: gemm tiles 4x64/4x32/4x16,

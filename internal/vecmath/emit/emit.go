@@ -1,4 +1,4 @@
-// Package emit writes amd64 assembly for the generators (gen_amd64.go) of
+// Package emit writes amd64 assembly for the generators (internal/kernelgen) of
 // the packages whose kernels evaluate the exponential inside their loops:
 // vecmath itself, conv1d and attention. It holds the one vector form of
 // vecmath.Exp32, so every generated kernel runs the same reduction, the

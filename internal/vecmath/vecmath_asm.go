@@ -1,0 +1,87 @@
+//go:build amd64 || arm64
+
+package vecmath
+
+import (
+	"unsafe"
+
+	"github.com/qwenref/qwenref/internal/cpu"
+)
+
+// The assembly binding: vecmath_<arch>.s holds the kernels and
+// vecmath_<arch>_gen.go their declarations and the table asmLevels, both
+// written by internal/kernelgen.
+
+// asmLevel is one level's assembly kernels, as the generated table lists
+// them; each takes whole vectors of lanes values.
+type asmLevel struct {
+	level      cpu.Level
+	name       string
+	lanes      int
+	exp        func(dst, x *float32, n int)
+	silu       func(dst, x *float32, n int)
+	sigmoid    func(dst, x *float32, n int)
+	siluMul    func(dst, x, y *float32, n int)
+	mulSigmoid func(dst, x, y *float32, n int)
+	sumSquares func(x *float32, n int) float64
+}
+
+func init() {
+	for _, a := range asmLevels {
+		asmKernels = append(asmKernels, kernels{
+			level:      a.level,
+			name:       a.name,
+			exp:        unary(a.exp, a.lanes, expPortable),
+			silu:       unary(a.silu, a.lanes, siluPortable),
+			sigmoid:    unary(a.sigmoid, a.lanes, sigmoidPortable),
+			siluMul:    binary(a.siluMul, a.lanes, siluMulPortable),
+			mulSigmoid: binary(a.mulSigmoid, a.lanes, mulSigmoidPortable),
+			sumSquares: reduce(a.sumSquares, a.lanes),
+		})
+	}
+	use(cpu.Selected())
+}
+
+// unary runs an assembly kernel over the whole vectors of x (dst is as long
+// as x: the exported functions slice it) and the portable loop on the rest.
+func unary(asm func(dst, x *float32, n int), lanes int, tail func(dst, x []float32)) func(dst, x []float32) {
+	return func(dst, x []float32) {
+		n := len(x) &^ (lanes - 1)
+		if n > 0 {
+			_ = dst[n-1]
+			asm(unsafe.SliceData(dst), unsafe.SliceData(x), n)
+		}
+		if n < len(x) {
+			tail(dst[n:], x[n:])
+		}
+	}
+}
+
+// binary is unary for kernels with a second operand as long as x.
+func binary(asm func(dst, x, y *float32, n int), lanes int, tail func(dst, x, y []float32)) func(dst, x, y []float32) {
+	return func(dst, x, y []float32) {
+		n := len(x) &^ (lanes - 1)
+		if n > 0 {
+			_, _ = dst[n-1], y[n-1]
+			asm(unsafe.SliceData(dst), unsafe.SliceData(x), unsafe.SliceData(y), n)
+		}
+		if n < len(x) {
+			tail(dst[n:], x[n:], y[n:])
+		}
+	}
+}
+
+// reduce is unary for a sum.
+func reduce(asm func(x *float32, n int) float64, lanes int) func(x []float32) float64 {
+	return func(x []float32) float64 {
+		n := len(x) &^ (lanes - 1)
+		var s float64
+		if n > 0 {
+			s = asm(unsafe.SliceData(x), n)
+		}
+		if n < len(x) {
+			s += sumSquaresPortable(x[n:])
+		}
+		return s
+	}
+}
