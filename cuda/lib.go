@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -13,7 +15,7 @@ import (
 
 // abiVersion is QR_ABI_VERSION of csrc/qwenref_cuda.h: the library must
 // report the same, or its functions may take other arguments.
-const abiVersion = 12
+const abiVersion = 13
 
 // The library's entry points, bound with purego (dlopen and dlsym without
 // cgo), so the package builds with no C compiler and no CUDA toolkit. The
@@ -62,6 +64,7 @@ var lib struct {
 	modelBench      func(h unsafe.Pointer, what, t, variant, reps int32, out unsafe.Pointer, nout int32) int32
 	modelStageName  func(i int32) string
 	modelTrace      func(h unsafe.Pointer, on int32) int32
+	modelTraceOnly  func(h, names unsafe.Pointer) int32
 	modelLayer      func(h unsafe.Pointer, layer int32, x unsafe.Pointer, t int32, out unsafe.Pointer) int32
 	modelTraceCount func(h, n unsafe.Pointer) int32
 	modelTraceEntry func(h unsafe.Pointer, i int32, name unsafe.Pointer, nameLen int32, dims, dst unsafe.Pointer, n uintptr) int32
@@ -89,7 +92,7 @@ func symbols() []struct {
 		{&l.modelRandom, "qr_model_random"}, {&l.modelSet, "qr_model_set"}, {&l.modelGet, "qr_model_get"},
 		{&l.modelReset, "qr_model_reset"}, {&l.modelForward, "qr_model_forward"}, {&l.modelLastMs, "qr_model_last_ms"},
 		{&l.modelGreedy, "qr_model_greedy"}, {&l.modelInfo, "qr_model_info"}, {&l.modelBench, "qr_model_bench"},
-		{&l.modelStageName, "qr_model_stage_name"}, {&l.modelTrace, "qr_model_trace"}, {&l.modelLayer, "qr_model_layer"},
+		{&l.modelStageName, "qr_model_stage_name"}, {&l.modelTrace, "qr_model_trace"}, {&l.modelTraceOnly, "qr_model_trace_only"}, {&l.modelLayer, "qr_model_layer"},
 		{&l.modelTraceCount, "qr_model_trace_count"}, {&l.modelTraceEntry, "qr_model_trace_entry"},
 		{&l.modelPlan, "qr_model_plan"}, {&l.modelRows, "qr_model_rows"}, {&l.modelFwdRows, "qr_model_forward_rows"},
 	}
@@ -392,6 +395,15 @@ func cModelPlan(h unsafe.Pointer, steps []cStep, names []byte) int {
 }
 
 func cModelTrace(h unsafe.Pointer, on bool) int { return int(lib.modelTrace(h, b2i(on))) }
+
+// cModelTraceOnly limits the trace that is on to the named stages (none:
+// every stage).
+func cModelTraceOnly(h unsafe.Pointer, names []string) int {
+	b := []byte(strings.Join(names, "\n") + "\x00")
+	rc := int(lib.modelTraceOnly(h, unsafe.Pointer(&b[0])))
+	runtime.KeepAlive(b)
+	return rc
+}
 
 func cModelTraceCount(h unsafe.Pointer) (n int, rc int) {
 	var c int32

@@ -481,23 +481,30 @@ func (m *residentModel) Layer(i int, x []float32, t int, rec tensor.Recorder) ([
 		return out, run()
 	}
 	prefix := fmt.Sprintf("layers.%d.", i)
-	err := m.traced(run, func(name string, x *tensor.Tensor) { rec(strings.TrimPrefix(name, prefix), x) })
+	err := m.traced(run, nil, func(name string, x *tensor.Tensor) { rec(strings.TrimPrefix(name, prefix), x) })
 	return out, err
 }
 
 // forwardTraced runs ids like forward while the device records every
-// stage, and hands each to rec (names and shapes of the CPU recorder)
-// before returning the logits.
-func (m *residentModel) forwardTraced(ids []int, rows int, logits []float32, rec tensor.Recorder) error {
-	return m.traced(func() error { return m.forward(ids, rows, logits) }, rec)
+// stage, or only those named in only, and hands each to rec (names and
+// shapes of the CPU recorder) before returning the logits.
+func (m *residentModel) forwardTraced(ids []int, rows int, logits []float32, only []string, rec tensor.Recorder) error {
+	return m.traced(func() error { return m.forward(ids, rows, logits) }, only, rec)
 }
 
-// traced runs f with the device recording stages, then hands each to rec.
-func (m *residentModel) traced(f func() error, rec tensor.Recorder) error {
+// traced runs f with the device recording stages (only those named in
+// only, when it is not empty: the other ops keep their fused forms), then
+// hands each to rec.
+func (m *residentModel) traced(f func() error, only []string, rec tensor.Recorder) error {
 	if err := m.dev.call("model_trace", func() int { return cModelTrace(m.h, true) }); err != nil {
 		return err
 	}
 	defer m.dev.call("model_trace", func() int { return cModelTrace(m.h, false) })
+	if len(only) > 0 {
+		if err := m.dev.call("model_trace_only", func() int { return cModelTraceOnly(m.h, only) }); err != nil {
+			return err
+		}
+	}
 	if err := f(); err != nil {
 		return err
 	}

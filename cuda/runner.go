@@ -312,7 +312,7 @@ func (r *deviceRunner) Forward(ids [][]int, opt model.RunOptions) (*tensor.Tenso
 		}
 		var err error
 		if opt.Record != nil && r.rows == 1 {
-			err = r.gm.forwardTraced(row, want, dst, opt.Record)
+			err = r.gm.forwardTraced(row, want, dst, opt.RecordOnly, opt.Record)
 		} else {
 			err = r.gm.forward(row, want, dst)
 		}

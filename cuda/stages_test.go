@@ -78,3 +78,56 @@ func TestDeviceStagesAreInTheStageLists(t *testing.T) {
 	slices.Sort(missing)
 	t.Logf("the device recorded %d of the %d listed stages in a forward pass; listed, never recorded: %v", forward, len(listed), missing)
 }
+
+// TestDeviceRecordOnly records a few stages by name (RecordOnly, what
+// `qwenref features` asks for): exactly those arrive, each as the full
+// trace records it (within the bf16 bar: the ops not recorded keep their
+// fused kernels, which round their sums in another order).
+func TestDeviceRecordOnly(t *testing.T) {
+	d := need(t)
+	cfg := fewLayers(t, "0.8b", 4, 1024)
+	hm, err := model.NewRandom(cfg, 17, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(MaxTokensEnv, "64")
+	r, err := newDeviceRunner(d, hm, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ids := randomIDs(rand.New(rand.NewPCG(11, 12)), 24, cfg.VocabSize)
+	full := map[string][]float32{}
+	if _, err := r.Forward([][]int{ids}, model.RunOptions{Logits: model.NoLogits, Record: func(name string, x *tensor.Tensor) {
+		full[name] = slices.Clone(x.Data)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"layers.1.output", "layers.3.output", "final_norm"}
+	got := map[string][]float32{}
+	if err := r.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Forward([][]int{ids}, model.RunOptions{Logits: model.NoLogits, RecordOnly: want, Record: func(name string, x *tensor.Tensor) {
+		got[name] = slices.Clone(x.Data)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	for name := range got {
+		if !slices.Contains(want, name) {
+			t.Errorf("recorded %s, which RecordOnly did not name", name)
+		}
+	}
+	for _, name := range want {
+		g, ok := got[name]
+		if !ok {
+			t.Errorf("%s was named but not recorded", name)
+			continue
+		}
+		if rel := tensor.RelL2(g, full[name]); !(rel <= 1e-2) {
+			t.Errorf("%s: relative L2 %.3g against the full trace's, over the bf16 bar 1e-2", name, rel)
+		} else {
+			t.Logf("%s: relative L2 %.3g against the full trace's", name, rel)
+		}
+	}
+}

@@ -373,8 +373,10 @@ func Capture(r model.Runner, ids []int, taps []Tap, h int, out []float32) error 
 		return fmt.Errorf("features: capture buffer holds %d values, want %d", len(out), t*l*h)
 	}
 	slot := make(map[string]int, l)
+	only := make([]string, 0, l)
 	for k, tp := range taps {
 		slot[tp.Stage] = k
+		only = append(only, tp.Stage)
 	}
 	seen := make([]bool, l)
 	var bad error
@@ -392,7 +394,7 @@ func Capture(r model.Runner, ids []int, taps []Tap, h int, out []float32) error 
 		}
 		seen[k] = true
 	})
-	if _, err := r.Forward([][]int{ids}, model.RunOptions{Logits: model.NoLogits, Record: rec}); err != nil {
+	if _, err := r.Forward([][]int{ids}, model.RunOptions{Logits: model.NoLogits, Record: rec, RecordOnly: only}); err != nil {
 		return err
 	}
 	if bad != nil {

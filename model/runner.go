@@ -30,6 +30,10 @@ type RunOptions struct {
 	// Options.Record ("embeddings", "layers.N.<stage>", "final_norm",
 	// "logits"). Only single-row runners record; tensors are views.
 	Record tensor.Recorder
+	// RecordOnly, if not empty, names the stages Record must receive; a
+	// runner may then skip the others (the device records these alone and
+	// keeps its fused kernels elsewhere). Empty: every stage.
+	RecordOnly []string
 	// Out, if set, receives the logits and is the tensor returned: its Data
 	// is reused when it has room for them (a decode loop passing the same
 	// tensor every step allocates nothing per step), and grown otherwise.

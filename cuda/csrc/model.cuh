@@ -175,6 +175,7 @@ struct TraceEntry {
 };
 struct Trace {
 	std::vector<TraceEntry> entries;
+	std::vector<std::string> only; // the stages to record (qr_model_trace_only); empty: every stage
 	int cap = 0;      // tokens the buffers below hold
 	DevBuf tmp;       // fp32 [cap, H]: a projection's output before its residual add
 	DevBuf tmp2;      // fp32 [cap, H]: a second one (the MoE block's whole output)
@@ -352,6 +353,9 @@ struct DevModel {
 	int rec(const PlanStep &s, int slot, const void *src, int bf, size_t ld, int rows, int cols, int d0, int d1,
 	        int d2, float mul = 1.0f);
 	int trace_grow(int T);
+	// Whether step s's record `slot` is taken: a trace is on, the plan names
+	// the slot, and the trace wants it. Where none is taken the fast path runs.
+	bool tracing(const PlanStep &s, int slot) const;
 	// Record step s's outputs after it ran, the same in both precisions (the
 	// buffers have one layout; bf16 or fp32 elements): every record but those
 	// taken inside an op (a GEMM's product before its residual add, the

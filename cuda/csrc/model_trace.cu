@@ -111,9 +111,20 @@ int DevModel::rec_step(const PlanStep &s, int T, int rows) {
 	}
 }
 
+bool DevModel::tracing(const PlanStep &s, int slot) const {
+	if (!trace || s.rec[slot].empty())
+		return false;
+	if (trace->only.empty())
+		return true;
+	for (const std::string &n : trace->only)
+		if (n == s.rec[slot])
+			return true;
+	return false;
+}
+
 int DevModel::rec(const PlanStep &s, int slot, const void *src, int bf, size_t ld, int rows, int cols, int d0,
                   int d1, int d2, float mul) {
-	if (!trace || s.rec[slot].empty())
+	if (!tracing(s, slot))
 		return QR_OK;
 	TraceEntry e;
 	e.name = s.rec[slot];
@@ -150,7 +161,7 @@ int model_gemm_acc(float *y, const bf16_t *x, const bf16_t *w, int m, int n, int
 
 int DevModel::gemm_acc_rec(const PlanStep &s, int slot, float *y, const bf16_t *x, const bf16_t *w, int m, int n,
                            int k, cudaStream_t st) {
-	if (!trace || s.rec[slot].empty())
+	if (!tracing(s, slot))
 		return model_gemm_acc(y, x, w, m, n, k, st);
 	QR_TRY(trace_grow(m));
 	float *tmp = trace->tmp.as<float>();
@@ -160,7 +171,7 @@ int DevModel::gemm_acc_rec(const PlanStep &s, int slot, float *y, const bf16_t *
 }
 
 int DevModel::rec_attn_core(const PlanStep &s, int slot, const AttnW &A, const bf16_t *qn_, int T, cudaStream_t st) {
-	if (!trace || s.rec[slot].empty())
+	if (!tracing(s, slot))
 		return QR_OK;
 	QR_TRY(trace_grow(T));
 	const int qd = d.nh * d.hd;
@@ -209,6 +220,22 @@ extern "C" int qr_model_trace(void *model, int on) {
 		m.trace.reset(new Trace);
 	else
 		m.trace.reset();
+	return QR_OK;
+}
+
+extern "C" int qr_model_trace_only(void *model, const char *names) {
+	QR_ARG(model && names, "qr_model_trace_only: nil argument");
+	DevModel &m = *trace_model(model);
+	QR_ARG(m.trace, "qr_model_trace_only: no trace is on (qr_model_trace first)");
+	m.trace->only.clear();
+	const char *p = names;
+	while (*p) {
+		const char *e = strchr(p, '\n');
+		const size_t n = e ? (size_t)(e - p) : strlen(p);
+		QR_ARG(n > 0 && n < 128, "qr_model_trace_only: a stage name of %zu bytes", n);
+		m.trace->only.emplace_back(p, n);
+		p += n + (e ? 1 : 0);
+	}
 	return QR_OK;
 }
 

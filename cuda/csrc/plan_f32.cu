@@ -110,7 +110,7 @@ int launch_swiglu_rows_f32(float *act, const float *gu, int T, int I, cudaStream
 
 int DevModel::gemm_acc_rec_f32(const PlanStep &s, int slot, float *y, const float *x, const float *w, int m, int n,
                                int k, cudaStream_t st) {
-	if (!trace || s.rec[slot].empty())
+	if (!tracing(s, slot))
 		return qr_gemm_f32(y, n, x, k, w, k, m, n, k, 1, st);
 	QR_TRY(trace_grow(m));
 	float *tmp = trace->tmp.as<float>();

@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define QR_ABI_VERSION 12
+#define QR_ABI_VERSION 13
 
 enum {
 	QR_OK = 0,
@@ -321,6 +321,10 @@ int qr_model_greedy(void *model, int32_t first_id, int n, int32_t *out_ids);
  * prefill path and copies each stage the CPU recorder names ("embeddings",
  * "layers.N.<stage>", "final_norm") to the host as fp32. */
 int qr_model_trace(void *model, int on);
+/* While a trace is on: record only the stages named in names ('\n'-separated,
+ * each under 128 bytes); the ops whose records are not wanted run their fast,
+ * fused forms. An empty string records every stage again. */
+int qr_model_trace_only(void *model, const char *names);
 /* Number of stages recorded so far. */
 int qr_model_trace_count(void *model, int *n);
 /* Stage i: its name (NUL-terminated, truncated to name_len), up to 3 dims
