@@ -3,8 +3,8 @@ package dl
 import (
 	"fmt"
 	"runtime"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 )
 
