@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/term"
+
 	"github.com/qwenref/qwenref/bundled"
 	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/model"
@@ -236,8 +238,7 @@ func isTerminal(v any) bool {
 	if !ok {
 		return false
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return term.IsTerminal(int(f.Fd())) // not /dev/null, a character device too
 }
 
 // resolveModelFlag replaces the --model value *dir with its directory

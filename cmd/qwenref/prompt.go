@@ -32,7 +32,7 @@ Examples:
   qwenref prompt --chat-template-file template.jinja --messages chat.json --no-generation-prompt`, stderr)
 	dir := addModelFlag(fs, " (its chat template and special tokens)")
 	promptFlag := fs.String("prompt", "", "a last user message (- reads stdin)")
-	cf := addChatFlags(fs)
+	cf := addChatFlags(fs, true)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

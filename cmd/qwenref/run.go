@@ -116,7 +116,7 @@ Examples:
 	tokPath := fs.String("tokenizer", "", "tokenizer.json to use instead of DIR/tokenizer.json")
 	promptFlag := fs.String("prompt", "", "prompt text, or - to read it from stdin (default: the bundled sample prompts)")
 	promptFile := fs.String("prompt-file", "", "read the prompt from this file (- for stdin)")
-	cf := addChatFlags(fs)
+	cf := addChatFlags(fs, true)
 	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
 	topProbs := fs.Int("top-probs", 0, "print the K most likely tokens with probabilities for each new token (0 to 100)")

@@ -233,7 +233,7 @@ func TestChatFlagsMatchTransformers(t *testing.T) {
 		{"multi-turn", "", []string{"--messages", msgsFile}},
 	} {
 		fs := flag.NewFlagSet("run", flag.ContinueOnError)
-		cf := addChatFlags(fs)
+		cf := addChatFlags(fs, true)
 		require.NoError(t, fs.Parse(c.args))
 		require.True(t, cf.enabled(fs), c.name)
 		got, err := cf.render(fs, tpl, c.prompt, io.Discard)
