@@ -120,7 +120,7 @@ Examples:
 	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
 	topProbs := fs.Int("top-probs", 0, "print the K most likely tokens with probabilities for each new token (0 to 100)")
-	compare := fs.String("compare", "auto", "compare prompt logits across backends (on stderr): auto (skip when too slow), all, or none")
+	compare := fs.String("compare", "none", "compare prompt logits across backends (on stderr): auto (those not too slow), all, or none; off by default, as it costs about as much as the run")
 	quiet := fs.Bool("quiet", false, "leave out the model line, speeds and backend comparison (stderr)")
 	verbosePrompt := fs.Bool("verbose-prompt", false, "print the prompt as the model sees it (rendered, and its token ids) on stderr")
 	sf := addSampleFlags(fs, 24)

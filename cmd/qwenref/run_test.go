@@ -46,6 +46,16 @@ func TestRunBundledDefault(t *testing.T) {
 	assert.LessOrEqual(t, strings.Count(stderr, "unavailable"), 1, "a missing GPU is one note, once: %s", stderr)
 }
 
+// A plain run compares no backends (it cost half a run's time) and so
+// prints no note about a missing GPU; --compare turns it on.
+func TestRunComparesOnlyWhenAsked(t *testing.T) {
+	code, _, stderr := runCLI("run", "--prompt", "hi", "--max-new-tokens", "2")
+	require.Equal(t, 0, code, stderr)
+	assert.NotContains(t, stderr, "prompt logits vs")
+	assert.NotContains(t, stderr, "unavailable")
+	assert.Contains(t, stderr, "prefill")
+}
+
 func TestRunQuiet(t *testing.T) {
 	code, stdout, stderr := runCLI("run", "--prompt", "hi", "--max-new-tokens", "2", "--quiet")
 	require.Equal(t, 0, code, stderr)
