@@ -56,7 +56,7 @@ func addIDFlags(fs *flag.FlagSet) idFlags {
 }
 
 // read reads the rows (readIDs); name is the flag they came from.
-func (f idFlags) read() ([][]int, error) { return readIDs(*f.list, *f.file) }
+func (f idFlags) read() ([][]int, error) { return readIDs("--ids", *f.list, *f.file) }
 func (f idFlags) name() string {
 	if *f.file != "" {
 		return "--ids-json"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/qwenref/qwenref/bundled"
 	"github.com/qwenref/qwenref/generate"
@@ -213,7 +214,7 @@ Examples:
 		}
 		fmt.Fprintf(info, "prompt (%s): %q\n", count(len(ids), "token"), p)
 		if *verbosePrompt {
-			fmt.Fprintf(stderr, "prompt text:\n%s\nprompt ids: %v\n", texts[i], ids)
+			fmt.Fprintf(stderr, "prompt text:\n%s\nprompt ids: %s\n", texts[i], strings.Trim(strings.Join(strings.Fields(fmt.Sprint(ids)), ","), "[]")) // as --ids takes them
 		}
 		if err := generateOne(m, tok, be, ids, *sf.maxNew, g, *topProbs, stdout, info); err != nil {
 			return err

@@ -269,11 +269,14 @@ func TestHelpVersionAndUnknown(t *testing.T) {
 		assert.Equal(t, 2, code, args)
 		assert.Regexp(t, `unknown command (or topic )?"nosuch"`, stderr)
 	}
-	code, stdout, _ = runCLI("--version")
-	assert.Equal(t, 0, code)
-	assert.Contains(t, stdout, runtime.Version())
-	assert.Contains(t, stdout, "kernels "+cpu.Describe())
-	assert.Contains(t, stdout, "commit")
+	for _, v := range []string{"--version", "-v"} {
+		code, stdout, _ = runCLI(v)
+		assert.Equal(t, 0, code, v)
+		assert.Contains(t, stdout, runtime.Version())
+		assert.Contains(t, stdout, "kernels "+cpu.Describe())
+		assert.Contains(t, stdout, "commit")
+		assert.NotContains(t, stdout, "not built from a git checkout", "-buildvcs=false is the other reason")
+	}
 }
 
 // A usage error is one line that names the problem and the help command.
