@@ -61,7 +61,7 @@ func (c chatFlags) template(dir string, chatML bool, stderr io.Writer) (*chat.Te
 	}
 	where := "the bundled demo has no chat template"
 	if dir != "" {
-		where = dir + " ships no chat template (no chat_template.jinja, none in tokenizer_config.json)"
+		where = shown(dir) + " ships no chat template (no chat_template.jinja, none in tokenizer_config.json)"
 	}
 	if !chatML {
 		return nil, fmt.Errorf("%s: pass --chat-template-file", where)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -222,13 +223,24 @@ func (f openFlags) open(o model.OpenOptions, tok **tokenizer.Tokenizer, stderr, 
 func textTokenizer(op *model.Opened, tokPath string, demo *tokenizer.Tokenizer, stderr io.Writer) (*tokenizer.Tokenizer, error) {
 	switch {
 	case op.Dir != "":
-		return generate.LoadTokenizer(op.Dir, tokPath, op.Model.Config.VocabSize, bundled.Tokenizer, stderr)
+		return generate.LoadTokenizer(op.Dir, tokPath, op.Model.Config.VocabSize, bundled.Tokenizer, renamed{stderr, op.Dir, shown(op.Dir)})
 	case tokPath != "":
 		return tokenizer.Load(tokPath)
 	case demo != nil:
 		return demo, nil
 	}
 	return bundled.Tokenizer()
+}
+
+// renamed writes to w with old replaced by new.
+type renamed struct {
+	w        io.Writer
+	old, new string
+}
+
+func (r renamed) Write(p []byte) (int, error) {
+	_, err := io.WriteString(r.w, strings.ReplaceAll(string(p), r.old, r.new))
+	return len(p), err
 }
 
 // isTerminal reports whether f (a writer or a reader) is a character
@@ -245,6 +257,15 @@ func isTerminal(v any) bool {
 // (model.ResolveModel).
 func resolveModelFlag(dir *string, stderr io.Writer) error {
 	d, err := model.ResolveModel(*dir, stderr)
+	if d != *dir {
+		typed[d] = *dir // the line above gave the snapshot's path once
+	}
 	*dir = d
 	return err
 }
+
+// typed maps a hub snapshot's directory to the org/name given for it:
+// later notes name the checkpoint as typed (shown), not by its long path.
+var typed = map[string]string{}
+
+func shown(dir string) string { return cmp.Or(typed[dir], dir) }

@@ -67,3 +67,24 @@ func TestCheckJSON(t *testing.T) {
 	require.NotEmpty(t, r.Outputs)
 	assert.Positive(t, r.Outputs[0].RelL2Tol)
 }
+
+// --model org/name names the snapshot's path once; the notes after it
+// (no chat template, no tokenizer.json) name the checkpoint as typed.
+func TestHubModelPathNamedOnce(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("HF_HUB_CACHE", cache)
+	commit := strings.Repeat("cd", 20)
+	repo := filepath.Join(cache, "models--org--tiny")
+	require.NoError(t, os.MkdirAll(filepath.Join(repo, "refs"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "refs", "main"), []byte(commit), 0o644))
+	snap := filepath.Join(repo, "snapshots", commit)
+	require.NoError(t, os.MkdirAll(filepath.Dir(snap), 0o755))
+	code, _, stderr := runCLI("synth", "--shape", "tiny", "--out", snap)
+	require.Equal(t, 0, code, stderr)
+	withStdin(t, "", func() {
+		code, _, stderr = runCLI("chat", "--model", "org/tiny", "-n", "1")
+	})
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, 1, strings.Count(stderr, commit), stderr)
+	assert.Contains(t, stderr, "org/tiny ships no chat template")
+}
