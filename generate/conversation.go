@@ -60,8 +60,13 @@ type ConversationOptions struct {
 	MaxSnapshots int
 }
 
-// DefaultSnapshots is ConversationOptions' default.
-const DefaultSnapshots = 2
+// DefaultSnapshots is ConversationOptions' default. DefaultReplyTokens
+// is a bound for callers that want one (a conversation's replies have
+// none by default: they run to their end-of-turn token).
+const (
+	DefaultSnapshots   = 2
+	DefaultReplyTokens = 512
+)
 
 // Conversation is a chat with the model that keeps its caches across
 // turns, so that a turn prefills only what the cache lacks.
