@@ -180,6 +180,7 @@ func Run(o Options) ([]Result, error) {
 		return nil, err
 	}
 	o.Ops = ops
+	o.announce()
 	prog := newProgress(o.Progress, o.TTY, o.Method)
 	defer prog.finish()
 	prog.plan(o.plan())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -335,4 +336,29 @@ func TestConvOverTheLimitNamesIt(t *testing.T) {
 	_, err = prepareConv(&workspace{cfg: cfg}, maxT+1, 1)
 	assert.ErrorContains(t, err, fmt.Sprintf("over the limit of %d values: at this width T is at most %d", maxConvInputs, maxT))
 	assert.NotContains(t, fmt.Sprint(err), "bad dims")
+}
+
+// A sweep estimated at over a minute says so before its first case, with
+// its shape; a short one says nothing.
+func TestLongSweepAnnouncesItsEstimate(t *testing.T) {
+	cfg, err := model.ShapeConfig("27b")
+	require.NoError(t, err)
+	ops, err := ParseOps("decoder-layer")
+	require.NoError(t, err)
+	var b strings.Builder
+	o := Options{Ops: ops, Seqs: []int{8192}, Backends: []string{"chunked", "chunked:delta=naive:conv=naive"}, Config: cfg, ShapeName: "27b",
+		NaiveMaxGFLOP: 30, Method: Method{Warmup: 1, Reps: 5, MaxTime: time.Minute}, Progress: &b}
+	o.announce()
+	assert.Contains(t, b.String(), "cases at shape 27b, estimated ")
+	assert.Greater(t, o.Estimate(), time.Minute)
+	b.Reset()
+	o.Config, o.ShapeName, o.Seqs = mustShape(t, "tiny"), "tiny", []int{16}
+	o.announce()
+	assert.Empty(t, b.String())
+}
+
+func mustShape(t *testing.T, name string) *model.Config {
+	c, err := model.ShapeConfig(name)
+	require.NoError(t, err)
+	return c
 }

@@ -1,11 +1,14 @@
 package bench
 
 import (
+	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"runtime"
 	"strings"
 	"time"
@@ -22,23 +25,42 @@ type SpeedOptions struct {
 	Seed         uint64 // the random token ids
 	Backends     []string
 	Progress     io.Writer // one line per test as it starts (nil: none)
+	Filename     string    // the checkpoint, for model_filename
 }
 
-// SpeedResult is one test on one backend, as llama-bench reports it.
+// SpeedResult is one test on one backend, with llama-bench's fields in
+// its order (its JSON keys and CSV columns); the fields llama.cpp's own
+// settings fill (cache types, GPU layers, split mode, ...) are left out.
+// The prompt is prefilled as one batch, so n_batch and n_ubatch are its
+// length.
 type SpeedResult struct {
-	Model   string `json:"model"`
-	Size    int64  `json:"model_size"`
-	Params  int64  `json:"model_n_params"`
-	Backend string `json:"backend"`
-	Threads int    `json:"n_threads"`
-	Test    string `json:"test"`
-	NPrompt int    `json:"n_prompt"`
-	NGen    int    `json:"n_gen"`
-	// SamplesTS are the repetitions' tokens per second; AvgTS and StdevTS
-	// their mean and sample standard deviation.
-	SamplesTS []float64 `json:"samples_ts"`
+	BuildCommit   string `json:"build_commit"`
+	BuildNumber   int    `json:"build_number"`
+	CPUInfo       string `json:"cpu_info"`
+	GPUInfo       string `json:"gpu_info"`
+	Backend       string `json:"backends"`
+	ModelFilename string `json:"model_filename"`
+	Model         string `json:"model_type"`
+	Size          int64  `json:"model_size"`
+	Params        int64  `json:"model_n_params"`
+	NBatch        int    `json:"n_batch"`
+	NUBatch       int    `json:"n_ubatch"`
+	Threads       int    `json:"n_threads"`
+	NPrompt       int    `json:"n_prompt"`
+	NGen          int    `json:"n_gen"`
+	NDepth        int    `json:"n_depth"`
+	TestTime      string `json:"test_time"`
+	// AvgNS and StddevNS are the repetitions' mean time and its sample
+	// standard deviation; AvgTS and StddevTS the same of their tokens per
+	// second; SamplesNS and SamplesTS the repetitions themselves.
+	AvgNS     int64     `json:"avg_ns"`
+	StddevNS  int64     `json:"stddev_ns"`
 	AvgTS     float64   `json:"avg_ts"`
-	StdevTS   float64   `json:"stdev_ts"`
+	StddevTS  float64   `json:"stddev_ts"`
+	SamplesNS []int64   `json:"samples_ns"`
+	SamplesTS []float64 `json:"samples_ts"`
+	// Test is the table's name of the test: pp512, tg128.
+	Test string `json:"-"`
 }
 
 // ModelSpeed runs the pp and tg tests on every backend.
@@ -47,6 +69,7 @@ func ModelSpeed(m *model.Model, o SpeedOptions) ([]SpeedResult, error) {
 		return nil, fmt.Errorf("want at least one repetition and a pp or tg test, got reps %d, pp %d, tg %d", o.Reps, o.Prompt, o.Gen)
 	}
 	var out []SpeedResult
+	env := CurrentEnv()
 	for _, spec := range o.Backends {
 		be, err := model.ParseBackend(spec)
 		if err != nil {
@@ -61,8 +84,10 @@ func ModelSpeed(m *model.Model, o SpeedOptions) ([]SpeedResult, error) {
 			if t.p+t.g == 0 {
 				continue
 			}
-			res := SpeedResult{Model: modelLabel(m), Size: m.WeightBytes(), Params: m.Config.TextParams(), Backend: be.Name,
-				Threads: runtime.GOMAXPROCS(0), NPrompt: t.p, NGen: t.g, Test: fmt.Sprintf("pp%d", t.p)}
+			res := SpeedResult{BuildCommit: env.Commit, CPUInfo: env.CPUModel, ModelFilename: o.Filename, Model: modelLabel(m),
+				Size: m.WeightBytes(), Params: m.Config.TextParams(), Backend: be.Name, NBatch: t.p, NUBatch: t.p,
+				Threads: runtime.GOMAXPROCS(0), NPrompt: t.p, NGen: t.g, Test: fmt.Sprintf("pp%d", t.p),
+				TestTime: time.Now().UTC().Format(time.RFC3339)}
 			if t.g > 0 {
 				res.Test = fmt.Sprintf("tg%d", t.g)
 			}
@@ -110,14 +135,20 @@ func speedTest(r model.Runner, vocab, prompt, gen int, o SpeedOptions, res *Spee
 			return err
 		}
 	}
+	ns := make([]float64, 0, o.Reps)
 	for range o.Reps {
 		start := time.Now()
 		if err := once(len(ids)); err != nil {
 			return err
 		}
-		res.SamplesTS = append(res.SamplesTS, float64(len(ids))/time.Since(start).Seconds())
+		d := time.Since(start)
+		ns = append(ns, float64(d.Nanoseconds()))
+		res.SamplesNS = append(res.SamplesNS, d.Nanoseconds())
+		res.SamplesTS = append(res.SamplesTS, float64(len(ids))/d.Seconds())
 	}
-	res.AvgTS, res.StdevTS = meanSD(res.SamplesTS)
+	avg, sd := meanSD(ns)
+	res.AvgNS, res.StddevNS = int64(avg), int64(sd)
+	res.AvgTS, res.StddevTS = meanSD(res.SamplesTS)
 	return nil
 }
 
@@ -173,7 +204,7 @@ func WriteSpeedTable(w io.Writer, rs []SpeedResult) error {
 		{"backend", -10, func(r SpeedResult) string { return r.Backend }},
 		{"threads", 7, func(r SpeedResult) string { return fmt.Sprint(r.Threads) }},
 		{"test", 15, func(r SpeedResult) string { return r.Test }},
-		{"t/s", 20, func(r SpeedResult) string { return fmt.Sprintf("%.2f ± %.2f", r.AvgTS, r.StdevTS) }},
+		{"t/s", 20, func(r SpeedResult) string { return fmt.Sprintf("%.2f ± %.2f", r.AvgTS, r.StddevTS) }},
 	}
 	var b strings.Builder
 	row := func(cell func(i int) (string, int)) {
@@ -201,14 +232,79 @@ func WriteSpeedTable(w io.Writer, rs []SpeedResult) error {
 	return err
 }
 
-// WriteSpeedJSON prints the results as a JSON array.
-func WriteSpeedJSON(w io.Writer, rs []SpeedResult) error {
-	out, err := json.MarshalIndent(rs, "", "  ")
-	if err != nil {
+// SpeedFormats are the output formats of WriteSpeed, as llama-bench's -o
+// (table is md).
+var SpeedFormats = []string{"md", "table", "csv", "json", "jsonl"}
+
+// WriteSpeed prints the results in one of SpeedFormats: llama-bench's
+// markdown table, CSV with its header, a JSON array, or an object a line.
+func WriteSpeed(w io.Writer, format string, rs []SpeedResult) error {
+	switch format {
+	case "md", "table":
+		return WriteSpeedTable(w, rs)
+	case "json":
+		out, err := json.MarshalIndent(rs, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(w, string(out))
 		return err
+	case "jsonl":
+		enc := json.NewEncoder(w)
+		for _, r := range rs {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "csv":
+		return writeSpeedCSV(w, rs)
 	}
-	_, err = fmt.Fprintln(w, string(out))
-	return err
+	return fmt.Errorf("output format %q: want one of %s", format, strings.Join(SpeedFormats, ", "))
+}
+
+// writeSpeedCSV writes llama-bench's CSV: its fields in order, without the
+// samples (JSON only, as in llama-bench).
+func writeSpeedCSV(w io.Writer, rs []SpeedResult) error {
+	cw := csv.NewWriter(w)
+	var header []string
+	for _, r := range rs {
+		var m map[string]any
+		b, _ := json.Marshal(r)
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.UseNumber()
+		if err := d.Decode(&m); err != nil {
+			return err
+		}
+		if header == nil {
+			header = jsonKeys(r)
+			if err := cw.Write(header); err != nil {
+				return err
+			}
+		}
+		row := make([]string, len(header))
+		for i, k := range header {
+			row[i] = fmt.Sprint(m[k])
+		}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// jsonKeys are v's JSON keys in field order, the samples left out.
+func jsonKeys(v any) []string {
+	var keys []string
+	t := reflect.TypeOf(v)
+	for i := range t.NumField() {
+		k, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if k != "" && k != "-" && !strings.HasPrefix(k, "samples_") {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 func humanBytes(n int64) string {

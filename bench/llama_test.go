@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -25,7 +26,7 @@ func TestModelSpeed(t *testing.T) {
 		require.Len(t, r.SamplesTS, 3)
 		mean, sd := meanSD(r.SamplesTS)
 		assert.Equal(t, mean, r.AvgTS)
-		assert.Equal(t, sd, r.StdevTS)
+		assert.Equal(t, sd, r.StddevTS)
 		assert.Equal(t, m.WeightBytes(), r.Size)
 		assert.True(t, strings.HasSuffix(r.Model, " BF16"), r.Model)
 	}
@@ -44,4 +45,46 @@ func TestMeanSD(t *testing.T) {
 	assert.InDelta(t, math.Sqrt(32.0/7), sd, 1e-12)
 	_, sd = meanSD([]float64{3})
 	assert.Zero(t, sd)
+}
+
+// The pp/tg results carry llama-bench's keys, in its order, in every
+// format it writes: its JSON (stddev_ts, build_commit, cpu_info, n_depth,
+// avg_ns and the samples), CSV with its header, and an object a line.
+func TestWriteSpeedFormats(t *testing.T) {
+	cfg, err := model.ShapeConfig("tiny")
+	require.NoError(t, err)
+	m, err := model.NewRandom(cfg, 3, true)
+	require.NoError(t, err)
+	rs, err := ModelSpeed(m, SpeedOptions{Prompt: 8, Gen: 2, Reps: 2, Backends: []string{"chunked"}, Filename: "dir"})
+	require.NoError(t, err)
+	var b bytes.Buffer
+	require.NoError(t, WriteSpeed(&b, "json", rs))
+	var objs []map[string]any
+	require.NoError(t, json.Unmarshal(b.Bytes(), &objs))
+	require.Len(t, objs, 2)
+	for _, k := range []string{"build_commit", "build_number", "cpu_info", "gpu_info", "backends", "model_filename", "model_type", "model_size",
+		"model_n_params", "n_batch", "n_ubatch", "n_threads", "n_prompt", "n_gen", "n_depth", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts", "samples_ns", "samples_ts"} {
+		assert.Contains(t, objs[0], k)
+	}
+	assert.NotContains(t, objs[0], "stdev_ts")
+	assert.Greater(t, objs[1]["avg_ns"], 0.0)
+	assert.Equal(t, 2.0, objs[1]["n_gen"])
+
+	b.Reset()
+	require.NoError(t, WriteSpeed(&b, "csv", rs))
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 3)
+	assert.True(t, strings.HasPrefix(lines[0], "build_commit,build_number,cpu_info,gpu_info,backends,model_filename,model_type,"), lines[0])
+	assert.True(t, strings.HasSuffix(lines[0], ",n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts"), lines[0])
+	assert.Contains(t, lines[1], ",chunked,dir,")
+
+	b.Reset()
+	require.NoError(t, WriteSpeed(&b, "jsonl", rs))
+	lines = strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 2)
+	for _, l := range lines {
+		var o map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &o))
+	}
+	assert.Error(t, WriteSpeed(&b, "sql", rs))
 }

@@ -84,13 +84,13 @@ func DefaultMaxMemoryGiB() float64 {
 // of flash-linear-attention and causal-conv1d, the penalty in question.
 const QuickFallbackMix = "chunked:delta=naive:conv=naive"
 
-// QuickSweep applies the quick default sweep (the 0.8b shape's layer ops
-// at T = 128 and 512, naive only for calls of at most 1 GFLOP, each case
-// stopped after 5 s) when set, the flags a command line gave, chooses no
-// work (op, seq, shape, model, config), keeping the flags given; it
-// reports whether it did.
+// QuickSweep applies the quick default sweep's sizes (the 0.8b shape at
+// T = 128 and 512, naive only for calls of at most 1 GFLOP, each case
+// stopped after 5 s) when set, the flags a command line gave, sizes
+// nothing (seq, shape, model, config), keeping the flags given; it
+// reports whether it did. Choosing ops or backends keeps the sizes quick.
 func QuickSweep(set map[string]bool, shape, seqs *string, naiveMax *float64, maxTime *time.Duration) bool {
-	for _, f := range []string{"op", "seq", "shape", "model", "config"} {
+	for _, f := range []string{"seq", "shape", "model", "config"} {
 		if set[f] {
 			return false
 		}

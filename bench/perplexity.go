@@ -148,8 +148,8 @@ func perplexityOn(m *model.Model, be *model.Backend, rows [][]int, o PerplexityO
 	rep.PerplexityStdErr = rep.MeanNLLStdErr * rep.Perplexity
 	if o.Running != nil {
 		fmt.Fprintf(o.Running, "\nFinal estimate: PPL = %.4f +/- %.5f\n", rep.Perplexity, rep.PerplexityStdErr)
-		fmt.Fprintf(o.Running, "%s: mean NLL %.8f ± %.8f nats over %d tokens · %d windows in %.2fs\n",
-			be.Name, rep.MeanNLL, rep.MeanNLLStdErr, rep.Scored, rep.Windows, rep.Seconds)
+		fmt.Fprintf(o.Running, "%s: mean NLL %.8f ± %.8f nats over %s · %s in %.2fs\n",
+			be.Name, rep.MeanNLL, rep.MeanNLLStdErr, plural(rep.Scored, "token"), plural(rep.Windows, "window"), rep.Seconds)
 	}
 	return rep, nil
 }

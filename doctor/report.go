@@ -57,12 +57,14 @@ func Assess(p *Probe, layers *Layers) *Report {
 		r.Verdict, r.ExitCode = VerdictNoTransformers, ExitFallback
 		r.Summary = "transformers is not installed in this environment: there is no fast path to take."
 		r.Advice = append(r.Advice, "install transformers with Qwen3.5 support (qwenref is checked against 5.17): pip install transformers")
+		r.Advice = append(r.Advice, torchAdvice(p)...)
 		return r
 	case route.Scheme == SchemeNoQwen35:
 		r.Verdict, r.ExitCode = VerdictNoQwen35, ExitFallback
 		r.Summary = fmt.Sprintf("transformers %s has no Qwen3.5 model (%s is missing): it cannot load the model at all.",
 			p.Packages["transformers"].Version, route.ModelingFile)
 		r.Advice = append(r.Advice, "upgrade transformers (qwenref is checked against 5.17): pip install -U transformers")
+		r.Advice = append(r.Advice, torchAdvice(p)...)
 		return r
 	case route.Scheme == SchemeUnknown || route.FastPath == nil:
 		r.Verdict, r.ExitCode = VerdictUndecided, ExitFailed
@@ -200,11 +202,24 @@ func kernelAdvice(p *Probe) []string {
 	return out
 }
 
+// installTorch is the advice when torch is missing: transformers runs no
+// model without it.
+const installTorch = "torch is not installed in this environment: transformers needs it to run any model; " +
+	"install a CUDA build (pip install torch, or the command https://pytorch.org/get-started/locally/ gives for your CUDA)"
+
+// torchAdvice is installTorch when torch is missing, else nothing.
+func torchAdvice(p *Probe) []string {
+	if !p.Packages["torch"].Installed {
+		return []string{installTorch}
+	}
+	return nil
+}
+
 func cudaAdvice(p *Probe) []string {
 	c := p.CUDA
 	switch {
 	case !p.Packages["torch"].Installed:
-		return []string{"torch is not installed in this environment"}
+		return []string{installTorch}
 	case c.Error != "":
 		return []string{"torch could not report CUDA: " + c.Error}
 	case c.TorchCUDA == "" && c.TorchHIP == "":

@@ -162,3 +162,16 @@ func FuzzParseProbe(f *testing.F) {
 		}
 	})
 }
+
+// Where torch is missing, the advice says to install it, whatever the verdict.
+func TestAssessSaysInstallTorch(t *testing.T) {
+	for _, scheme := range []string{SchemeNoTransformers, SchemeNoQwen35, SchemePerFunction} {
+		p := validProbe()
+		p.CUDA = CUDAInfo{}
+		p.Transformers.Scheme = scheme
+		r := Assess(&p, nil)
+		assert.Contains(t, strings.Join(r.Advice, "\n"), "pip install torch", "scheme %s", scheme)
+		p.Packages["torch"] = Package{Installed: true, Version: "2.11"}
+		assert.NotContains(t, strings.Join(Assess(&p, nil).Advice, "\n"), "pip install torch", "scheme %s with torch", scheme)
+	}
+}

@@ -1,7 +1,6 @@
 package generate
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,8 +29,12 @@ type ConversationOptions struct {
 	// Seed seeds its draws, a stream per turn.
 	Sampling sampling.Config
 	Seed     uint64
-	// MaxNewTokens bounds a reply (0: DefaultReplyTokens).
+	// MaxNewTokens bounds a reply; 0 lets it run to its end-of-turn token,
+	// bounded by Context and by what Check accepts.
 	MaxNewTokens int
+	// Context bounds the conversation's tokens (0: the config's
+	// max_position_embeddings).
+	Context int
 	// EOS ids end a reply and are not part of its text; nil: the config's.
 	EOS []int
 	// System is the system message ("": none).
@@ -42,8 +45,13 @@ type ConversationOptions struct {
 	// Tools are the tool schemas the template declares (a JSON array).
 	Tools json.RawMessage
 	// Check, if set, bounds a turn before its prefill: tokens is the
-	// rendered conversation plus MaxNewTokens.
+	// rendered conversation plus the reply's budget. With MaxNewTokens 0
+	// the budget shrinks to the most Check accepts.
 	Check func(tokens int) error
+	// Stop, if set, is asked before each new token: true ends the reply
+	// there (StopReason "interrupted"), and the turn is kept as far as it
+	// went, as a reply cut by MaxNewTokens is.
+	Stop func() bool
 	// OnToken, if set, sees every new token with the logits it was drawn
 	// from (valid during the call); false ends the reply.
 	OnToken func(id int, logits []float32) bool
@@ -52,10 +60,12 @@ type ConversationOptions struct {
 	MaxSnapshots int
 }
 
-// DefaultReplyTokens and DefaultSnapshots are ConversationOptions' defaults.
+// DefaultSnapshots is ConversationOptions' default. DefaultReplyTokens
+// is a bound for callers that want one (a conversation's replies have
+// none by default: they run to their end-of-turn token).
 const (
-	DefaultReplyTokens = 512
 	DefaultSnapshots   = 2
+	DefaultReplyTokens = 512
 )
 
 // Conversation is a chat with the model that keeps its caches across
@@ -81,6 +91,8 @@ type Conversation struct {
 	ids      []int // what the caches hold
 	snaps    []*model.Snapshot
 	turns    int
+	// reasoning is the latest Reply.Reasoning, for a stream's filter.
+	reasoning bool
 }
 
 // NewConversation starts a conversation with m.
@@ -94,8 +106,8 @@ func NewConversation(m *model.Model, o ConversationOptions) (*Conversation, erro
 	if err := o.Sampling.Validate(); err != nil {
 		return nil, err
 	}
-	if o.MaxNewTokens == 0 {
-		o.MaxNewTokens = DefaultReplyTokens
+	if o.Context <= 0 {
+		o.Context = m.Config.MaxPositionEmbeddings
 	}
 	if o.MaxSnapshots == 0 {
 		o.MaxSnapshots = DefaultSnapshots
@@ -119,9 +131,11 @@ func (c *Conversation) Close() error { return c.r.Close() }
 type Reply struct {
 	// Text is the reply as decoded, without its EOS token; IDs are its
 	// tokens, EOS included.
-	Text       string
-	IDs        []int
-	StopReason string // "eos", "max_new_tokens" or "stopped"
+	Text string
+	IDs  []int
+	// StopReason is "eos", "max_new_tokens", "context" (the conversation
+	// filled the context), "interrupted" (Stop) or "stopped" (OnToken).
+	StopReason string
 	// Prompt is the rendered conversation's ids the reply continues.
 	Prompt []int
 	// Reused prompt tokens came from the caches and Prefilled ones were
@@ -132,27 +146,67 @@ type Reply struct {
 	// "prefilled" (everything again); Note says the last two in a line.
 	Resume, Note            string
 	PrefillTime, DecodeTime time.Duration
+	// Reasoning says the reply began inside a reasoning block: the
+	// generation prompt opened one (Qwen3.5's "<think>\n").
+	Reasoning bool
+	budget    int
 }
+
+// budget is the most tokens a reply to a prompt of n tokens may have: the
+// rest of the context, or MaxNewTokens, and what Check accepts.
+func (c *Conversation) budget(n int) (int, error) {
+	b := c.o.Context - n
+	if c.o.MaxNewTokens > 0 {
+		b = min(b, c.o.MaxNewTokens)
+	}
+	if b <= 0 {
+		return 0, fmt.Errorf("the conversation's %d tokens fill the context of %d: /reset starts a new one", n, c.o.Context)
+	}
+	if c.o.Check == nil {
+		return b, nil
+	}
+	err := c.o.Check(n + b)
+	if err == nil || c.o.MaxNewTokens > 0 {
+		return b, err
+	}
+	if c.o.Check(n+1) != nil {
+		return 0, err
+	}
+	lo, hi := 1, b // Check accepts n+lo and refuses n+hi
+	for hi-lo > 1 {
+		if mid := lo + (hi-lo)/2; c.o.Check(n+mid) == nil {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+// ErrInterrupted is Send's error when Stop ended the turn before its
+// reply's first token: the message is not added, and the caches keep
+// what was prefilled.
+var ErrInterrupted = errors.New("interrupted before the reply began")
 
 // Send adds a user message and generates the reply; stream, if set,
 // receives the reply's text as it completes. On an error the message is
 // not added.
 func (c *Conversation) Send(user string, stream func(text string)) (*Reply, error) {
 	msgs := append(slices.Clip(c.msgs), message("user", user))
-	ids, err := c.encode(msgs, true)
+	ids, rendered, err := c.encode(msgs, true)
 	if err != nil {
 		return nil, err
 	}
 	boundary := 0 // the conversation before the reply's opening: the state there is worth saving
-	if history, err := c.encode(msgs, false); err == nil {
+	if history, _, err := c.encode(msgs, false); err == nil {
 		boundary = commonPrefix(history, ids)
 	}
-	if c.o.Check != nil {
-		if err := c.o.Check(len(ids) + c.o.MaxNewTokens); err != nil {
-			return nil, err
-		}
+	budget, err := c.budget(len(ids))
+	if err != nil {
+		return nil, err
 	}
-	rep := &Reply{Prompt: ids}
+	rep := &Reply{Prompt: ids, budget: budget, Reasoning: OpensReasoning(rendered)}
+	c.reasoning = rep.Reasoning
 	start := time.Now()
 	logits, err := c.prefill(ids, boundary, rep)
 	if err != nil {
@@ -160,6 +214,9 @@ func (c *Conversation) Send(user string, stream func(text string)) (*Reply, erro
 		return nil, err
 	}
 	rep.PrefillTime = time.Since(start)
+	if c.o.Stop != nil && c.o.Stop() {
+		return nil, ErrInterrupted
+	}
 	start = time.Now()
 	if err := c.reply(logits.Data, rep, stream); err != nil {
 		c.forget()
@@ -243,6 +300,9 @@ func (c *Conversation) reply(logits []float32, rep *Reply, stream func(string)) 
 		}
 	}
 	rep.StopReason = "max_new_tokens"
+	if c.o.MaxNewTokens == 0 {
+		rep.StopReason = "context"
+	}
 	out := &tensor.Tensor{Data: logits, Shape: []int{1, 1, len(logits)}}
 	for {
 		id, err := sp.Next(out.Data)
@@ -262,7 +322,11 @@ func (c *Conversation) reply(logits []float32, rep *Reply, stream func(string)) 
 			rep.StopReason = "eos"
 			break
 		}
-		if len(rep.IDs) >= c.o.MaxNewTokens {
+		if len(rep.IDs) >= rep.budget {
+			break
+		}
+		if c.o.Stop != nil && c.o.Stop() {
+			rep.StopReason = "interrupted"
 			break
 		}
 		if out, err = c.r.Forward([][]int{{id}}, model.RunOptions{Logits: model.LastLogits, Out: out}); err != nil {
@@ -282,12 +346,13 @@ func (c *Conversation) forget() {
 }
 
 // encode renders the conversation and encodes it.
-func (c *Conversation) encode(msgs []json.RawMessage, generationPrompt bool) ([]int, error) {
+func (c *Conversation) encode(msgs []json.RawMessage, generationPrompt bool) ([]int, string, error) {
 	text, err := c.Render(msgs, generationPrompt)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return c.o.Codec.Encode(text)
+	ids, err := c.o.Codec.Encode(text)
+	return ids, text, err
 }
 
 // Render renders msgs (the conversation's own when nil) after the system
@@ -407,68 +472,6 @@ func commonPrefix(a, b []int) int {
 func (r *Reply) String() string {
 	g := &GenerateResult{NewIDs: r.IDs, StopReason: r.StopReason, PrefillTokens: r.Prefilled, PrefillTime: r.PrefillTime, DecodeTime: r.DecodeTime}
 	return fmt.Sprintf("%d prompt tokens, %d kept · %s", len(r.Prompt), r.Reused, g)
-}
-
-// ChatIO are the streams of Chat.
-type ChatIO struct {
-	In io.Reader
-	// Out receives the replies, streamed, a newline after each.
-	Out io.Writer
-	// Notes receives the commands' notes and the errors of turns.
-	Notes io.Writer
-	// Info, if set, receives how each turn reused the caches and its speed.
-	Info io.Writer
-	// Prompt, if set, is called before each line is read (a terminal's "> ").
-	Prompt func()
-}
-
-// MaxChatLine bounds one line Chat reads.
-const MaxChatLine = 1 << 20
-
-// Chat reads lines until /exit or the end of the input and handles each
-// (Line). A turn that fails is reported on Notes and dropped, and the chat
-// goes on; an error writing Out, or reading In, ends it.
-func (c *Conversation) Chat(s ChatIO) error {
-	out := &firstError{w: s.Out}
-	info := s.Info
-	if info == nil {
-		info = io.Discard
-	}
-	in := bufio.NewScanner(s.In)
-	in.Buffer(nil, MaxChatLine)
-	for {
-		if s.Prompt != nil {
-			s.Prompt()
-		}
-		if !in.Scan() {
-			break
-		}
-		res, err := c.Line(in.Text(), func(text string) { io.WriteString(out, text) })
-		if out.err != nil {
-			return out.err
-		}
-		if err != nil {
-			fmt.Fprintf(s.Notes, "chat: %v\n", err)
-			continue
-		}
-		if res.Note != "" {
-			fmt.Fprintln(s.Notes, res.Note)
-		}
-		if r := res.Reply; r != nil {
-			fmt.Fprintln(out, "")
-			if r.Note != "" {
-				fmt.Fprintln(info, r.Note)
-			}
-			fmt.Fprintf(info, "[%s]\n", r)
-		}
-		if res.Exit {
-			return out.err
-		}
-	}
-	if err := in.Err(); err != nil {
-		return fmt.Errorf("reading the chat's input: %w (a line may hold at most %d MiB)", err, MaxChatLine>>20)
-	}
-	return out.err
 }
 
 // firstError keeps a writer's first error.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/qwenref/qwenref/model"
@@ -39,18 +38,24 @@ func Softmax(logits []float32, temperature float64) []float64 {
 	return p
 }
 
-// TopProbs returns the k most likely tokens under softmax(logits).
+// TopProbs returns the k most likely tokens under softmax(logits), by
+// partial selection: one pass for the k largest and one for the
+// normaliser, never a sort of the vocabulary.
 func TopProbs(logits []float32, k int) []TokenProb {
-	p := Softmax(logits, 1)
-	idx := make([]int, len(p))
-	for i := range idx {
-		idx[i] = i
+	ids := sampling.Largest(logits, k)
+	if len(ids) == 0 {
+		return nil
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return p[idx[a]] > p[idx[b]] })
-	k = min(k, len(idx))
-	out := make([]TokenProb, k)
-	for i := range out {
-		out[i] = TokenProb{idx[i], p[idx[i]]}
+	mx := float64(logits[ids[0]])
+	var sum float64
+	for _, v := range logits {
+		if v == v {
+			sum += math.Exp(float64(v) - mx)
+		}
+	}
+	out := make([]TokenProb, len(ids))
+	for i, id := range ids {
+		out[i] = TokenProb{id, math.Exp(float64(logits[id])-mx) / sum}
 	}
 	return out
 }

@@ -82,18 +82,20 @@ TFLOP/s bf16.
 
 With --model DIR and no --op it runs llama-bench's tests on that model:
 pp512 (a prefill of 512 tokens) and tg128 (128 tokens decoded one at a
-time from empty caches; --pp and --tg change the counts), --reps times each
-after --warmup untimed runs, and prints llama-bench's table: model, size,
-params, backend, threads, test, and t/s as mean ± standard deviation.
+time from empty caches; -p/--pp and -n/--tg change the counts), -r/--reps
+times each after --warmup untimed runs, and prints llama-bench's table:
+model, size, params, backend, threads, test, and t/s as mean ± standard
+deviation; -o csv, json or jsonl writes llama-bench's fields instead.
 
-With none of --op, --seq, --shape, --model and --config the sweep is a
-quick one (under a minute on two cores): the 0.8b shape's layer ops at
-T = 128 and 512 on every backend plus chunked:delta=naive:conv=naive
-(transformers' path without the fused GDN kernels), naive only for calls
-of at most 1 GFLOP, each case stopped after 5 s. Any of those flags gives
-the full defaults: shape 27b, T = 512, 2048, 8192, naive up to 30 GFLOP,
-up to a minute a case (about ten minutes for the 27B layer ops on two
-cores with --shape 27b alone).
+With none of --seq, --shape, --model and --config the sweep is a quick
+one (under a minute on two cores for the layer ops): the 0.8b shape at
+T = 128 and 512, on every backend plus chunked:delta=naive:conv=naive
+(transformers' path without the fused GDN kernels) unless --backends
+names them, naive only for calls of at most 1 GFLOP, each case stopped
+after 5 s. Any of those flags gives the full defaults: T = 512, 2048, 8192, naive up to 30 GFLOP, up to a
+minute a case; the shape stays 0.8b unless --shape names another (--shape
+27b alone: about ten minutes for the 27B layer ops on two cores). A sweep
+estimated at over a minute says so before it starts.
 
 Output (--format): table (the default), md (Markdown tables), csv, json (a
 list of objects; --json is the same) or jsonl (an object per line). Every
@@ -108,7 +110,7 @@ machine). Progress goes to stderr.
 
 Examples:
   qwenref bench                             # the quick default sweep
-  qwenref bench --model DIR                 # pp512 and tg128, as llama-bench
+  qwenref bench --model DIR -p 512 -n 128 -r 5 -o json  # as llama-bench
   qwenref bench --shape 27b --out bench-27b # the full 27B layer sweep, with charts
   qwenref bench --op gdn-core --seq 512,2048,8192,32768 --backends naive,chunked
   qwenref bench --op layers --seq 512,2048 --out bench-out
@@ -119,7 +121,7 @@ Examples:
 	opList := fs.String("op", "layers", "ops to run, comma-separated (see above)")
 	seqList := fs.String("seq", "512,2048,8192", "sequence lengths T, comma-separated (k = ×1024; the quick sweep: 128,512)")
 	beList := fs.String("backends", "", fmt.Sprintf("backends or mixes (see above), comma-separated; empty = all registered: %s", strings.Join(model.BackendNames(), ",")))
-	shape := fs.String("shape", "27b", fmt.Sprintf("named shape: %s (the quick sweep: 0.8b)", strings.Join(model.ShapeNames(), ", ")))
+	shape := fs.String("shape", "0.8b", fmt.Sprintf("named shape: %s", strings.Join(model.ShapeNames(), ", ")))
 	dir := addModelFlag(fs, ": run its weights (mmap'ed) instead of random ones")
 	cfgPath := fs.String("config", "", "config.json to take the shape from (random weights)")
 	layers := fs.Int("layers", 0, "op model: keep only the first N decoder layers (0 = all)")
@@ -140,8 +142,7 @@ Examples:
 	format := fs.String("format", "table", "output on stdout: "+strings.Join(bench.Formats, ", "))
 	asJSON := fs.Bool("json", false, "the same as --format json")
 	outDir := fs.String("out", "", "directory for results.csv/.json, report.txt and SVG/PNG charts")
-	pp := fs.Int("pp", 512, "--model without --op: the prompt-processing test's tokens (0 = none)")
-	tg := fs.Int("tg", 128, "--model without --op: the text-generation test's tokens (0 = none)")
+	pp, tg := addSpeedFlags(fs, reps, format)
 	plugins := addPluginFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -166,7 +167,7 @@ Examples:
 		return bad("--reps and --warmup are at most %d", bench.MaxRuns)
 	}
 	if set["model"] && !set["op"] {
-		return benchSpeed(fs, bench.SpeedOptions{Prompt: *pp, Gen: *tg, Reps: *reps, Warmup: *warmup, Seed: *seed, Progress: stderr},
+		return benchSpeed(fs, bench.SpeedOptions{Prompt: *pp, Gen: *tg, Reps: *reps, Warmup: *warmup, Seed: *seed, Progress: stderr, Filename: *dir},
 			*dir, *beList, *format, maxMem, stdout, stderr)
 	}
 

@@ -259,12 +259,17 @@ func TestBenchQuickDefault(t *testing.T) {
 	assert.Equal(t, []any{"0.8b", "128,512", 1.0, 5 * time.Second}, []any{shape, seq, naive, maxT})
 	_, _, _, _, maxT = run(map[string]bool{"max-time": true})
 	assert.Equal(t, 2*time.Second, maxT, "a flag given keeps its value")
-	for _, f := range []string{"op", "seq", "shape", "model", "config"} {
+	for _, f := range []string{"seq", "shape", "model", "config"} {
 		q, shape, seq, _, _ := run(map[string]bool{f: true})
 		assert.False(t, q, f)
 		assert.Equal(t, "27b", shape, f)
 		assert.Equal(t, "512,2048,8192", seq, f)
 	}
+	// Choosing what to time (--op, --backends, --plugin) keeps the sizes
+	// quick: help's `bench --op decoder-layer --backends …` took 6 min 48 s.
+	q, shape, seq, _, _ = run(map[string]bool{"op": true, "backends": true, "plugin": true})
+	assert.True(t, q)
+	assert.Equal(t, []any{"0.8b", "128,512"}, []any{shape, seq})
 	code, stdout, _ := runHelp("bench")
 	assert.Equal(t, 0, code)
 	assert.Contains(t, stdout, bench.QuickFallbackMix)
@@ -284,13 +289,20 @@ func TestBenchModelSpeed(t *testing.T) {
 	for i, want := range []string{"chunked | .* pp8 |", "chunked | .* tg4 |", "naive      | .* pp8 |", "naive      | .* tg4 |"} {
 		assert.Regexp(t, `^\| qwen3_5 \S+ BF16 +\| +[0-9.]+ MiB \| +[0-9.]+ M \| `+want+` +[0-9.]+ ± [0-9.]+ \|$`, lines[2+i])
 	}
-	code, stdout, stderr = benchCLI("--model", dir, "--pp", "8", "--tg", "0", "--reps", "3", "--json")
+	// llama-bench's own flags: -p, -n, -r and -o.
+	code, stdout, stderr = benchCLI("--model", dir, "-p", "8", "-n", "0", "-r", "3", "-o", "json")
 	require.Equal(t, 0, code, stderr)
 	var rs []bench.SpeedResult
 	require.NoError(t, json.Unmarshal([]byte(stdout), &rs))
 	require.Len(t, rs, 1)
-	assert.Equal(t, "pp8", rs[0].Test)
-	assert.Len(t, rs[0].SamplesTS, 3, "--reps repetitions")
+	assert.Equal(t, []int{8, 0}, []int{rs[0].NPrompt, rs[0].NGen})
+	assert.Len(t, rs[0].SamplesTS, 3, "-r repetitions")
+	assert.Contains(t, stdout, `"stddev_ts"`)
+	for _, o := range []string{"csv", "jsonl"} {
+		code, stdout, stderr = benchCLI("--model", dir, "-p", "0", "-n", "2", "-r", "1", "-o", o)
+		require.Equal(t, 0, code, stderr)
+		assert.Contains(t, stdout, "build_commit", o)
+	}
 	code, _, stderr = benchCLI("--model", dir, "--seq", "8")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "add --op for the sweep")

@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/qwenref/qwenref/bench"
 	"github.com/qwenref/qwenref/model"
@@ -16,8 +18,8 @@ func benchSpeed(fs *flag.FlagSet, o bench.SpeedOptions, dir, backends, format st
 			return usageError(fs, stderr, "--%s applies to the op sweep, not to --model's pp/tg tests (add --op for the sweep)", f)
 		}
 	}
-	if format != "table" && format != "md" && format != "json" {
-		return usageError(fs, stderr, "--format %s: the pp/tg tests print table (md) or json", format)
+	if !slices.Contains(bench.SpeedFormats, format) {
+		return usageError(fs, stderr, "--format %s: the pp/tg tests print %s", format, strings.Join(bench.SpeedFormats, ", "))
 	}
 	if backends == "" {
 		backends = defaultBackend()
@@ -39,8 +41,17 @@ func benchSpeed(fs *flag.FlagSet, o bench.SpeedOptions, dir, backends, format st
 	if err != nil {
 		return err
 	}
-	if format == "json" {
-		return bench.WriteSpeedJSON(stdout, rs)
-	}
-	return bench.WriteSpeedTable(stdout, rs)
+	return bench.WriteSpeed(stdout, format, rs)
+}
+
+// addSpeedFlags adds the pp/tg tests' counts and llama-bench's short
+// spellings: -p, -n, -r (--reps) and -o (--format).
+func addSpeedFlags(fs *flag.FlagSet, reps *int, format *string) (pp, tg *int) {
+	pp = fs.Int("pp", 512, "--model without --op: the prompt-processing test's tokens (0 = none)")
+	tg = fs.Int("tg", 128, "--model without --op: the text-generation test's tokens (0 = none)")
+	fs.IntVar(pp, "p", 512, "the same as --pp (llama-bench's spelling)")
+	fs.IntVar(tg, "n", 128, "the same as --tg (llama-bench's spelling)")
+	fs.IntVar(reps, "r", *reps, "the same as --reps (llama-bench's spelling)")
+	fs.StringVar(format, "o", *format, "the same as --format (llama-bench's spelling)")
+	return pp, tg
 }

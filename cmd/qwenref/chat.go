@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/model"
@@ -15,7 +16,7 @@ func init() {
 }
 
 func runChat(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("chat", "[--model DIR] [--system S] [--think|--no-think] [--backend B] [--max-new-tokens N]", `
+	fs := newFlags("chat", "[--model DIR] [--system S] [--think|--no-think] [--reasoning MODE] [--backend B] [-n N]", `
 An interactive conversation, as llama-cli's conversation mode: each line of
 stdin is a user message, rendered with the checkpoint's chat template
 (or --chat-template-file) into the whole conversation, and the reply is
@@ -23,7 +24,16 @@ streamed to stdout. The caches are kept across turns, so a turn prefills
 only the tokens its render adds; where the template rewrites an earlier
 turn (Qwen's drop earlier replies' reasoning), the turn resumes from a
 saved state, or prefills the conversation again, and a line on stderr says
-so. End of input ends the chat.
+so. A reply runs until its end-of-turn token, bounded by the context (and
+--max-memory); -n caps it. Its reasoning (<think>…</think>) is shown apart
+from the answer: dimmed on a terminal, labelled elsewhere (--reasoning).
+
+On a terminal, a line can be edited, Up and Down walk the history (kept in
+$XDG_STATE_HOME/qwenref/chat_history, else ~/.local/state/qwenref; see
+--no-history), a line ending in \ or Alt-Enter continues on the next, and a
+paste keeps its newlines. Ctrl-C stops a reply and keeps it as far as it
+went; Ctrl-C on an empty line, Ctrl-D or /exit ends the chat. From a pipe,
+each line is a message and end of input ends the chat.
 
 Commands:
 `+generate.ChatCommands+`
@@ -36,20 +46,25 @@ Examples:
   printf 'Hi!\n/no-think\nWhat is 2+2?\n' | qwenref chat --model DIR --quiet`, stderr)
 	dir := addModelFlag(fs, demoModel)
 	tokPath := fs.String("tokenizer", "", "tokenizer.json to use instead of DIR/tokenizer.json")
-	cf := addChatFlags(fs)
+	cf := addChatFlags(fs, false)
 	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
-	sf := addSampleFlags(fs, generate.DefaultReplyTokens)
+	sf := addSampleFlags(fs, 0)
+	fs.IntVar(sf.maxNew, "n", 0, "the same as --max-new-tokens: cap each reply at N tokens (0: until its end-of-turn token)")
+	reasoning := fs.String("reasoning", generate.ReasoningShow, "how replies show their reasoning: show (apart from the answer), hide, or raw (as generated)")
+	noHistory := fs.Bool("no-history", false, "keep no history of what is typed on a terminal")
 	quiet := fs.Bool("quiet", false, "leave out the speeds and the notes on the caches (stderr)")
 	mem := addMemoryFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := sf.checkMaxNew(fs, stderr); err != nil {
-		return err
+	if *sf.maxNew != 0 {
+		if err := sf.checkMaxNew(fs, stderr); err != nil {
+			return err
+		}
 	}
-	if cf.messages() != "" || *cf.noGen {
-		return usageError(fs, stderr, "--messages and --no-generation-prompt do not apply to chat")
+	if err := generate.CheckReasoning(*reasoning); err != nil {
+		return usageError(fs, stderr, "%v", err)
 	}
 	info := stderr
 	if *quiet {
@@ -88,15 +103,18 @@ Examples:
 	}
 	conv, err := generate.NewConversation(op.Model, generate.ConversationOptions{Template: tpl, Codec: tok, Backend: op.Backend,
 		Sampling: g.Config, Seed: g.Seed, MaxNewTokens: *sf.maxNew, System: *cf.system, Vars: vars, Tools: tools,
-		Check: func(n int) error { return op.CheckRun(1, n, 1, "the conversation plus --max-new-tokens") }})
+		Check: func(n int) error { return op.CheckRun(1, n, 1, "the conversation plus its reply") }})
 	if err != nil {
 		return err
 	}
 	defer conv.Close()
-	fmt.Fprintln(info, "chat: type a message; /help lists the commands; /exit or end of input ends")
-	return conv.Chat(generate.ChatIO{In: stdin, Out: stdout, Notes: stderr, Info: info, Prompt: func() {
-		if isTerminal(stdin) {
-			fmt.Fprint(stderr, "> ")
+	cio := generate.ChatIO{In: stdin, Out: stdout, Notes: stderr, Info: info, Reasoning: *reasoning, Dim: isTerminal(stdout)}
+	if f, ok := stdin.(*os.File); ok && isTerminal(f) {
+		cio.Terminal, cio.Screen = f, stderr
+		if !*noHistory {
+			cio.HistoryFile = generate.HistoryFile()
 		}
-	}})
+	}
+	fmt.Fprintln(info, "chat: type a message; /help lists the commands; /exit, Ctrl-D or end of input ends")
+	return conv.Chat(cio)
 }

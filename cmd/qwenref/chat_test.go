@@ -71,7 +71,13 @@ func TestChatCommand(t *testing.T) {
 	assert.Equal(t, 0, code, stderr)
 	assert.Equal(t, 2, strings.Count(stderr, "chat: 1×13 tokens need"), stderr)
 	assert.Empty(t, stdout)
+	// The one-shot flags a chat refuses are not in its help either.
 	code, _, stderr = runCLI("chat", "--messages", "m.json")
 	assert.Equal(t, 2, code)
-	assert.Contains(t, stderr, "do not apply to chat")
+	assert.Contains(t, stderr, "flag provided but not defined: -messages")
+	_, help, helpErr := runCLI("help", "chat")
+	for _, f := range []string{"-messages", "-no-generation-prompt"} {
+		assert.NotContains(t, help+helpErr, f)
+	}
+	assert.Contains(t, help+helpErr, "-reasoning")
 }

@@ -16,18 +16,25 @@ type chatFlags struct {
 	system, msgs, tools, file, kwargs *string
 }
 
-func addChatFlags(fs *flag.FlagSet) chatFlags {
-	return chatFlags{
+// A chat has neither --messages nor --no-generation-prompt (one-shot's):
+// they are left unregistered, so its help does not list them.
+func addChatFlags(fs *flag.FlagSet, oneShot bool) chatFlags {
+	c := chatFlags{
 		chat:    fs.Bool("chat", false, "render the checkpoint's chat template around the prompt (a user turn)"),
 		system:  fs.String("system", "", "system message (implies --chat)"),
 		think:   fs.Bool("think", false, "set the template's enable_thinking to true (implies --chat)"),
 		noThink: fs.Bool("no-think", false, "set the template's enable_thinking to false (implies --chat)"),
-		msgs:    fs.String("messages", "", "conversation JSON file (- for stdin): [{\"role\":…,\"content\":…}, …] or {\"messages\": […], \"tools\": […]} (implies --chat)"),
 		tools:   fs.String("tools", "", "JSON file with an array of tool schemas for the template (implies --chat)"),
 		file:    fs.String("chat-template-file", "", "chat template to use instead of the checkpoint's: a Jinja file, or a tokenizer_config.json or chat_template.json (implies --chat)"),
 		kwargs:  fs.String("chat-template-kwargs", "", "JSON object of template variables, as apply_chat_template's keyword arguments, e.g. '{\"enable_thinking\": false}' (implies --chat)"),
-		noGen:   fs.Bool("no-generation-prompt", false, "leave out the assistant turn's opening (add_generation_prompt=False) (implies --chat)"),
+		msgs:    new(string),
+		noGen:   new(bool),
 	}
+	if oneShot {
+		c.msgs = fs.String("messages", "", "conversation JSON file (- for stdin): [{\"role\":…,\"content\":…}, …] or {\"messages\": […], \"tools\": […]} (implies --chat)")
+		c.noGen = fs.Bool("no-generation-prompt", false, "leave out the assistant turn's opening (add_generation_prompt=False) (implies --chat)")
+	}
+	return c
 }
 
 func (c chatFlags) messages() string { return *c.msgs }
@@ -54,7 +61,7 @@ func (c chatFlags) template(dir string, chatML bool, stderr io.Writer) (*chat.Te
 	}
 	where := "the bundled demo has no chat template"
 	if dir != "" {
-		where = dir + " ships no chat template (no chat_template.jinja, none in tokenizer_config.json)"
+		where = shown(dir) + " ships no chat template (no chat_template.jinja, none in tokenizer_config.json)"
 	}
 	if !chatML {
 		return nil, fmt.Errorf("%s: pass --chat-template-file", where)

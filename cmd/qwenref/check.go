@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -34,6 +35,7 @@ Examples:
   qwenref check packed.safetensors --plugin mine=./libmine.so --backend chunked:delta=mine
   qwenref check gdn-grad.safetensors --grad`, stderr)
 	grad := fs.Bool("grad", false, "check the gradients of a 'qwenref golden --grad' file with the built-in naive backward")
+	asJSON := fs.Bool("json", false, "print the checks as one JSON object (file, op, dtype, backend, outputs with their errors and bars, ok)")
 	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
 	// The file comes first or last.
@@ -66,10 +68,31 @@ Examples:
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
+	type outJSON struct {
+		Name      string  `json:"name"`
+		RelL2     float64 `json:"rel_l2"`
+		RelL2Tol  float64 `json:"rel_l2_tol"`
+		MaxAbs    float64 `json:"max_abs_scaled"`
+		MaxAbsTol float64 `json:"max_abs_scaled_tol"`
+		OK        bool    `json:"ok"`
+	}
+	report := struct {
+		File    string    `json:"file"`
+		Op      string    `json:"op"`
+		DType   string    `json:"dtype"`
+		Backend string    `json:"backend"`
+		Grad    bool      `json:"grad"`
+		OK      bool      `json:"ok"`
+		Outputs []outJSON `json:"outputs"`
+	}{File: file, Op: g.Meta["op"], DType: g.Meta["dtype"], Backend: be.Name, Grad: *grad}
+	text := stdout
+	if *asJSON {
+		text = io.Discard
+	}
 	// The dtype is the file's own text, shown escaped (the op is a known one by now).
-	fmt.Fprintf(stdout, "check: %s (%s, %s inputs) on %s\n", safeio.Clean(file), g.Meta["op"], safeio.Clean(g.Meta["dtype"]), be.Name)
+	fmt.Fprintf(text, "check: %s (%s, %s inputs) on %s\n", safeio.Clean(file), g.Meta["op"], safeio.Clean(g.Meta["dtype"]), be.Name)
 	if *grad {
-		fmt.Fprintf(stdout, "  gradients: qwenref's naive Go backward\n")
+		fmt.Fprintf(text, "  gradients: qwenref's naive Go backward\n")
 	}
 	failed := ""
 	for _, o := range got {
@@ -84,12 +107,20 @@ Examples:
 				failed = o.Name
 			}
 		}
-		fmt.Fprintf(stdout, "  %-12s rel L2 %.2e ≤ %.1e  max-abs %.2e ≤ %.1e  %s\n", o.Name, c.Error.RelL2, c.Tolerance.RelL2, c.Error.MaxAbsScaled, c.Tolerance.MaxAbsScaled, verdict)
+		fmt.Fprintf(text, "  %-12s rel L2 %.2e ≤ %.1e  max-abs %.2e ≤ %.1e  %s\n", o.Name, c.Error.RelL2, c.Tolerance.RelL2, c.Error.MaxAbsScaled, c.Tolerance.MaxAbsScaled, verdict)
+		report.Outputs = append(report.Outputs, outJSON{o.Name, c.Error.RelL2, c.Tolerance.RelL2, c.Error.MaxAbsScaled, c.Tolerance.MaxAbsScaled, c.OK})
+	}
+	if report.OK = failed == ""; *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(report); err != nil {
+			return err
+		}
 	}
 	if failed != "" {
-		fmt.Fprintf(stdout, "%s differs from the float64 reference by more than the file's tolerance\n", failed)
+		fmt.Fprintf(text, "%s differs from the float64 reference by more than the file's tolerance\n", failed)
 		return exitStatus(4)
 	}
-	fmt.Fprintf(stdout, "every output agrees\n")
+	fmt.Fprintf(text, "every output agrees\n")
 	return nil
 }

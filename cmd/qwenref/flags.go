@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/term"
 
 	"github.com/qwenref/qwenref/bundled"
 	"github.com/qwenref/qwenref/generate"
@@ -54,7 +57,7 @@ func addIDFlags(fs *flag.FlagSet) idFlags {
 }
 
 // read reads the rows (readIDs); name is the flag they came from.
-func (f idFlags) read() ([][]int, error) { return readIDs(*f.list, *f.file) }
+func (f idFlags) read() ([][]int, error) { return readIDs("--ids", *f.list, *f.file) }
 func (f idFlags) name() string {
 	if *f.file != "" {
 		return "--ids-json"
@@ -220,13 +223,24 @@ func (f openFlags) open(o model.OpenOptions, tok **tokenizer.Tokenizer, stderr, 
 func textTokenizer(op *model.Opened, tokPath string, demo *tokenizer.Tokenizer, stderr io.Writer) (*tokenizer.Tokenizer, error) {
 	switch {
 	case op.Dir != "":
-		return generate.LoadTokenizer(op.Dir, tokPath, op.Model.Config.VocabSize, bundled.Tokenizer, stderr)
+		return generate.LoadTokenizer(op.Dir, tokPath, op.Model.Config.VocabSize, bundled.Tokenizer, renamed{stderr, op.Dir, shown(op.Dir)})
 	case tokPath != "":
 		return tokenizer.Load(tokPath)
 	case demo != nil:
 		return demo, nil
 	}
 	return bundled.Tokenizer()
+}
+
+// renamed writes to w with old replaced by new.
+type renamed struct {
+	w        io.Writer
+	old, new string
+}
+
+func (r renamed) Write(p []byte) (int, error) {
+	_, err := io.WriteString(r.w, strings.ReplaceAll(string(p), r.old, r.new))
+	return len(p), err
 }
 
 // isTerminal reports whether f (a writer or a reader) is a character
@@ -236,14 +250,22 @@ func isTerminal(v any) bool {
 	if !ok {
 		return false
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return term.IsTerminal(int(f.Fd())) // not /dev/null, a character device too
 }
 
 // resolveModelFlag replaces the --model value *dir with its directory
 // (model.ResolveModel).
 func resolveModelFlag(dir *string, stderr io.Writer) error {
 	d, err := model.ResolveModel(*dir, stderr)
+	if d != *dir {
+		typed[d] = *dir // the line above gave the snapshot's path once
+	}
 	*dir = d
 	return err
 }
+
+// typed maps a hub snapshot's directory to the org/name given for it:
+// later notes name the checkpoint as typed (shown), not by its long path.
+var typed = map[string]string{}
+
+func shown(dir string) string { return cmp.Or(typed[dir], dir) }

@@ -59,10 +59,10 @@ var errNoIDs = errors.New("missing --ids or --ids-json")
 // readIDs reads token ids from --ids (comma-separated, or a JSON array;
 // "-" reads either from stdin) or --ids-json (a JSON file of equal-length
 // rows, or "-" for stdin). Exactly one may be given.
-func readIDs(list, jsonPath string) ([][]int, error) {
+func readIDs(name, list, jsonPath string) ([][]int, error) {
 	switch {
 	case list != "" && jsonPath != "":
-		return nil, errors.New("give --ids or --ids-json, not both")
+		return nil, fmt.Errorf("give %s or --ids-json, not both", name)
 	case list == "" && jsonPath == "":
 		return nil, errNoIDs
 	case jsonPath != "":
@@ -78,7 +78,7 @@ func readIDs(list, jsonPath string) ([][]int, error) {
 	}
 	text := list
 	if list == "-" {
-		data, err := readArg("--ids", "-")
+		data, err := readArg(name, "-")
 		if err != nil {
 			return nil, err
 		}
@@ -89,13 +89,13 @@ func readIDs(list, jsonPath string) ([][]int, error) {
 	if t := bytes.TrimSpace([]byte(text)); len(t) > 0 && t[0] == '[' {
 		rows, err := generate.ParseIDs(t)
 		if err != nil {
-			return nil, fmt.Errorf("--ids: %w", err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		return rows, nil
 	}
 	ids, err := generate.ParseIDList(text)
 	if err != nil {
-		return nil, fmt.Errorf("--ids: %w", err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return [][]int{ids}, nil
 }

@@ -57,7 +57,7 @@ func Main(args []string, stdout, stderr io.Writer) (code int) {
 		switch args[0] {
 		case "help", "-h", "-help", "--help":
 			return help(args[1:], stdout, stderr)
-		case "version", "-version", "--version":
+		case "version", "-version", "--version", "-v":
 			printVersion(stdout)
 			return 0
 		}
@@ -134,7 +134,7 @@ func help(args []string, stdout, stderr io.Writer) int {
 // printVersion prints the module version, the commit it was built from,
 // the Go version and build, and the kernel level.
 func printVersion(w io.Writer) {
-	version, commit := "(unknown)", "unknown (not built from a git checkout)"
+	version, commit := "(unknown)", "unknown (none stamped: built outside a git checkout, or with -buildvcs=false, e.g. in GOFLAGS)"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if bi.Main.Version != "" {
 			version = bi.Main.Version

@@ -47,7 +47,7 @@ Examples:
 	tokPath := fs.String("tokenizer", "", "tokenizer.json for --text-file instead of DIR/tokenizer.json")
 	textFile := fs.String("text-file", "", "text to score (- reads stdin); encoded without special tokens")
 	idf := addIDFlags(fs)
-	cf := addChatFlags(fs)
+	cf := addChatFlags(fs, true)
 	ctx := fs.Int("ctx", 512, "window length in tokens")
 	stride := fs.Int("stride", 0, "window start advance in tokens, 1..ctx (0 = ctx/2)")
 	backends := fs.String("backends", defaultBackend(), fmt.Sprintf("comma-separated backends to compare; the first is the reference (%v)", model.BackendNames()))

@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-
-	"github.com/qwenref/qwenref/model"
 )
 
 func init() {
@@ -32,7 +30,7 @@ Examples:
   qwenref prompt --chat-template-file template.jinja --messages chat.json --no-generation-prompt`, stderr)
 	dir := addModelFlag(fs, " (its chat template and special tokens)")
 	promptFlag := fs.String("prompt", "", "a last user message (- reads stdin)")
-	cf := addChatFlags(fs)
+	cf := addChatFlags(fs, true)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -46,11 +44,10 @@ Examples:
 	if !havePrompt && cf.messages() == "" {
 		return usageError(fs, stderr, "missing --messages (or --prompt)")
 	}
-	d, err := model.ResolveModel(*dir, stderr)
-	if err != nil {
+	if err := resolveModelFlag(dir, stderr); err != nil {
 		return err
 	}
-	tpl, err := cf.template(d, false, stderr)
+	tpl, err := cf.template(*dir, false, stderr)
 	if err != nil {
 		return err
 	}

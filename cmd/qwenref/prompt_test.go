@@ -143,7 +143,8 @@ func TestTemplateFlagsOnRunAndPerplexity(t *testing.T) {
 		"--verbose-prompt", "--max-new-tokens", "1", "--quiet")
 	require.Equal(t, 0, code, stderr)
 	const rendered = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
-	assert.Contains(t, stderr, "prompt text:\n"+rendered+"\nprompt ids: [")
+	assert.Contains(t, stderr, "prompt text:\n"+rendered+"\nprompt ids: ")
+	assert.Regexp(t, `\nprompt ids: [0-9]+(,[0-9]+)+\n`, stderr, "ids as --ids takes them back")
 
 	msgs := filepath.Join(t.TempDir(), "m.json")
 	require.NoError(t, os.WriteFile(msgs, []byte(`[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ho"}]`), 0o644))

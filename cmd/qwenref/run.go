@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/qwenref/qwenref/bundled"
 	"github.com/qwenref/qwenref/generate"
@@ -116,11 +117,11 @@ Examples:
 	tokPath := fs.String("tokenizer", "", "tokenizer.json to use instead of DIR/tokenizer.json")
 	promptFlag := fs.String("prompt", "", "prompt text, or - to read it from stdin (default: the bundled sample prompts)")
 	promptFile := fs.String("prompt-file", "", "read the prompt from this file (- for stdin)")
-	cf := addChatFlags(fs)
+	cf := addChatFlags(fs, true)
 	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
 	topProbs := fs.Int("top-probs", 0, "print the K most likely tokens with probabilities for each new token (0 to 100)")
-	compare := fs.String("compare", "auto", "compare prompt logits across backends (on stderr): auto (skip when too slow), all, or none")
+	compare := fs.String("compare", "none", "compare prompt logits across backends (on stderr): auto (those not too slow), all, or none; off by default, as it costs about as much as the run")
 	quiet := fs.Bool("quiet", false, "leave out the model line, speeds and backend comparison (stderr)")
 	verbosePrompt := fs.Bool("verbose-prompt", false, "print the prompt as the model sees it (rendered, and its token ids) on stderr")
 	sf := addSampleFlags(fs, 24)
@@ -213,7 +214,7 @@ Examples:
 		}
 		fmt.Fprintf(info, "prompt (%s): %q\n", count(len(ids), "token"), p)
 		if *verbosePrompt {
-			fmt.Fprintf(stderr, "prompt text:\n%s\nprompt ids: %v\n", texts[i], ids)
+			fmt.Fprintf(stderr, "prompt text:\n%s\nprompt ids: %s\n", texts[i], strings.Trim(strings.Join(strings.Fields(fmt.Sprint(ids)), ","), "[]")) // as --ids takes them
 		}
 		if err := generateOne(m, tok, be, ids, *sf.maxNew, g, *topProbs, stdout, info); err != nil {
 			return err

@@ -46,6 +46,16 @@ func TestRunBundledDefault(t *testing.T) {
 	assert.LessOrEqual(t, strings.Count(stderr, "unavailable"), 1, "a missing GPU is one note, once: %s", stderr)
 }
 
+// A plain run compares no backends (it cost half a run's time) and so
+// prints no note about a missing GPU; --compare turns it on.
+func TestRunComparesOnlyWhenAsked(t *testing.T) {
+	code, _, stderr := runCLI("run", "--prompt", "hi", "--max-new-tokens", "2")
+	require.Equal(t, 0, code, stderr)
+	assert.NotContains(t, stderr, "prompt logits vs")
+	assert.NotContains(t, stderr, "unavailable")
+	assert.Contains(t, stderr, "prefill")
+}
+
 func TestRunQuiet(t *testing.T) {
 	code, stdout, stderr := runCLI("run", "--prompt", "hi", "--max-new-tokens", "2", "--quiet")
 	require.Equal(t, 0, code, stderr)
@@ -233,7 +243,7 @@ func TestChatFlagsMatchTransformers(t *testing.T) {
 		{"multi-turn", "", []string{"--messages", msgsFile}},
 	} {
 		fs := flag.NewFlagSet("run", flag.ContinueOnError)
-		cf := addChatFlags(fs)
+		cf := addChatFlags(fs, true)
 		require.NoError(t, fs.Parse(c.args))
 		require.True(t, cf.enabled(fs), c.name)
 		got, err := cf.render(fs, tpl, c.prompt, io.Discard)
@@ -259,11 +269,14 @@ func TestHelpVersionAndUnknown(t *testing.T) {
 		assert.Equal(t, 2, code, args)
 		assert.Regexp(t, `unknown command (or topic )?"nosuch"`, stderr)
 	}
-	code, stdout, _ = runCLI("--version")
-	assert.Equal(t, 0, code)
-	assert.Contains(t, stdout, runtime.Version())
-	assert.Contains(t, stdout, "kernels "+cpu.Describe())
-	assert.Contains(t, stdout, "commit")
+	for _, v := range []string{"--version", "-v"} {
+		code, stdout, _ = runCLI(v)
+		assert.Equal(t, 0, code, v)
+		assert.Contains(t, stdout, runtime.Version())
+		assert.Contains(t, stdout, "kernels "+cpu.Describe())
+		assert.Contains(t, stdout, "commit")
+		assert.NotContains(t, stdout, "not built from a git checkout", "-buildvcs=false is the other reason")
+	}
 }
 
 // A usage error is one line that names the problem and the help command.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 
 	"github.com/qwenref/qwenref/bundled"
@@ -28,6 +29,7 @@ Examples:
   qwenref tokenize --tokenizer DIR/tokenizer.json --text "<|im_start|>user"
   qwenref tokenize --decode 9707,11,1879`, stderr)
 	path := fs.String("tokenizer", "", "tokenizer.json (plain or .gz); default: the embedded Qwen3 tokenizer")
+	dir := addModelFlag(fs, ": use its tokenizer.json")
 	text := fs.String("text", "", "text to encode (- reads stdin)")
 	textFile := fs.String("text-file", "", "file with the text to encode (- for stdin)")
 	decode := fs.String("decode", "", "ids to decode instead: comma-separated or a JSON array (- reads stdin)")
@@ -43,6 +45,15 @@ Examples:
 	}
 	if given != 1 { // checked before any input is read
 		return usageError(fs, stderr, "give exactly one of --text, --text-file and --decode")
+	}
+	if *dir != "" {
+		if *path != "" {
+			return usageError(fs, stderr, "give --model or --tokenizer, not both")
+		}
+		if err := resolveModelFlag(dir, stderr); err != nil {
+			return err
+		}
+		*path = filepath.Join(*dir, "tokenizer.json")
 	}
 	input := *text
 	if *text == "-" || *textFile != "" {
@@ -67,9 +78,9 @@ Examples:
 		return err
 	}
 	if *decode != "" {
-		rows, err := readIDs(*decode, "")
+		rows, err := readIDs("--decode", *decode, "")
 		if err != nil {
-			return fmt.Errorf("--decode: %w", err)
+			return usageError(fs, stderr, "%v", err)
 		}
 		if len(rows) != 1 {
 			return usageError(fs, stderr, "--decode takes one row of ids, got %d", len(rows))

@@ -2,7 +2,11 @@
 
 package dl
 
-import "github.com/ebitengine/purego"
+import (
+	"runtime"
+
+	"github.com/ebitengine/purego"
+)
 
 const (
 	modeNow    = purego.RTLD_NOW
@@ -10,6 +14,16 @@ const (
 	modeLocal  = purego.RTLD_LOCAL
 )
 
-func open(path string, mode int) (uintptr, error) { return purego.Dlopen(path, mode) }
+// dlerror's message is per thread: the call and the dlerror purego makes
+// after it must run on one, or the reason comes back empty or another's.
+func open(path string, mode int) (uintptr, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return purego.Dlopen(path, mode)
+}
 
-func sym(handle uintptr, name string) (uintptr, error) { return purego.Dlsym(handle, name) }
+func sym(handle uintptr, name string) (uintptr, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return purego.Dlsym(handle, name)
+}

@@ -1,8 +1,10 @@
 package dl
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -29,5 +31,32 @@ func TestOpenAndSymOnLibc(t *testing.T) {
 	}
 	if _, err := Sym(h, "qwenref_no_such_symbol"); err == nil {
 		t.Fatal("a missing symbol was found")
+	}
+}
+
+// Concurrent failed opens each get their own library's reason: dlerror is
+// per thread, so an open moved between threads got an empty or foreign one.
+func TestOpenErrorsNameTheirLibrary(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no dlopen")
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 16)
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 200 {
+				name := fmt.Sprintf("/nonexistent/libqwenref-missing-%d-%d.so", g, i)
+				_, err := Open(name, Now|Local)
+				if err == nil || !strings.Contains(err.Error(), name) {
+					errs <- fmt.Sprintf("open %s: %v", name, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
