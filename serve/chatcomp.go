@@ -347,4 +347,3 @@ func parseToolCalls(text string) []map[string]any {
 	}
 	return out
 }
-
