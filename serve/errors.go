@@ -88,7 +88,7 @@ func decodeStrict(body []byte, v any) *apiError {
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &typeErr):
-		param := typeErr.Field
+		param := strings.TrimPrefix(typeErr.Field, "params.") // the embedded struct's fields are the request's
 		if param == "" {
 			return apiErr(http.StatusBadRequest, "", "invalid_json", "the request body must be a JSON object, not %s", typeErr.Value)
 		}

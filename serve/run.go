@@ -213,6 +213,7 @@ func (s *Server) run(ctx context.Context, sp runSpec) (*runResult, *apiError) {
 			return false
 		}
 		res.ids = append(res.ids, id)
+		s.generated.Add(1)
 		if sp.topN >= 0 {
 			res.genLP = append(res.genLP, logprobOf(logits, id, sp.topN))
 		}

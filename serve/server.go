@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/qwenref/qwenref/chat"
@@ -80,6 +81,9 @@ type Server struct {
 	running chan struct{} // the model: one request at a time
 	created int64
 	logMu   sync.Mutex
+	// generated counts the tokens drawn since start (a test watches a
+	// cancelled request stop).
+	generated atomic.Int64
 }
 
 // New checks o and returns the server.
