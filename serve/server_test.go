@@ -1,7 +1,6 @@
 package serve
 
 import (
-
 	"context"
 	"encoding/json"
 	"errors"
