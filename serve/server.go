@@ -61,7 +61,7 @@ type Options struct {
 	APIKey string
 	// MaxBodyBytes, MaxTokens, Queue and Timeout bound a request's body,
 	// its max_tokens, the requests waiting behind the one running (more
-	// get 429) and its time; 0 takes the Default.
+	// get 429; negative: none wait) and its time; 0 takes the Default.
 	MaxBodyBytes int64
 	MaxTokens    int
 	Queue        int
@@ -95,7 +95,7 @@ func New(o Options) (*Server, error) {
 		return nil, errors.New("serve: Settings is nil")
 	case o.Name == "":
 		return nil, errors.New("serve: the model needs a name")
-	case o.MaxBodyBytes < 0 || o.MaxTokens < 0 || o.Queue < 0 || o.Timeout < 0:
+	case o.MaxBodyBytes < 0 || o.MaxTokens < 0 || o.Timeout < 0:
 		return nil, errors.New("serve: negative bound")
 	}
 	if o.MaxBodyBytes == 0 {
@@ -106,6 +106,8 @@ func New(o Options) (*Server, error) {
 	}
 	if o.Queue == 0 {
 		o.Queue = DefaultQueue
+	} else if o.Queue < 0 {
+		o.Queue = 0
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
