@@ -92,28 +92,33 @@ func post(t *testing.T, ts *httptest.Server, path, body string, header ...string
 // request) are −NLL of generate.Perplexity bit for bit, the first token
 // has none, and the top alternatives hold the chosen token.
 func TestEchoLogprobsEqualPerplexity(t *testing.T) {
-	m, _, be := demo(t)
-	_, ts := newTestServer(t, nil)
-	ids := []int{785, 3974, 13876, 38835, 34208, 916, 279, 15678, 5562, 13}
-	want, err := generate.Perplexity(m, ids, be, len(ids), len(ids), nil)
-	require.NoError(t, err)
-	idsJSON, _ := json.Marshal(ids)
-	for _, maxTokens := range []int{0, 1} {
-		code, out := post(t, ts, "/v1/completions", `{"model":"demo","prompt":`+string(idsJSON)+`,"echo":true,"max_tokens":`+
-			string(rune('0'+maxTokens))+`,"logprobs":3,"temperature":0}`)
-		require.Equal(t, http.StatusOK, code, out)
-		choice := out["choices"].([]any)[0].(map[string]any)
-		lp := choice["logprobs"].(map[string]any)
-		got := lp["token_logprobs"].([]any)
-		require.Len(t, got, len(ids)+maxTokens)
-		assert.Nil(t, got[0])
-		tops := lp["top_logprobs"].([]any)
-		for j := 1; j < len(ids); j++ {
-			assert.Equal(t, -want.NLL[j], got[j].(float64), "token %d", j)
-			top := tops[j].(map[string]any)
-			assert.GreaterOrEqual(t, len(top), 3)
-			assert.Contains(t, top, lp["tokens"].([]any)[j].(string))
-		}
+	for _, spec := range []string{"chunked", "naive"} {
+		t.Run(spec, func(t *testing.T) {
+			m, _, _ := demo(t)
+			be, err := model.ParseBackend(spec)
+			require.NoError(t, err)
+			_, ts := newTestServer(t, func(o *Options) { o.Backend = be })
+			ids := []int{785, 3974, 13876, 38835, 34208, 916, 279, 15678, 5562, 13}
+			want, err := generate.Perplexity(m, ids, be, len(ids), len(ids), nil)
+			require.NoError(t, err)
+			idsJSON, _ := json.Marshal(ids)
+			for _, maxTokens := range []int{0, 1} {
+				code, out := post(t, ts, "/v1/completions", fmt.Sprintf(`{"model":"demo","prompt":%s,"echo":true,"max_tokens":%d,"logprobs":3,"temperature":0}`, idsJSON, maxTokens))
+				require.Equal(t, http.StatusOK, code, out)
+				choice := out["choices"].([]any)[0].(map[string]any)
+				lp := choice["logprobs"].(map[string]any)
+				got := lp["token_logprobs"].([]any)
+				require.Len(t, got, len(ids)+maxTokens)
+				assert.Nil(t, got[0])
+				tops := lp["top_logprobs"].([]any)
+				for j := 1; j < len(ids); j++ {
+					assert.Equal(t, -want.NLL[j], got[j].(float64), "token %d", j)
+					top := tops[j].(map[string]any)
+					assert.GreaterOrEqual(t, len(top), 3)
+					assert.Contains(t, top, lp["tokens"].([]any)[j].(string))
+				}
+			}
+		})
 	}
 }
 
