@@ -132,7 +132,8 @@ func (s *Server) chatCompletions(ctx context.Context, w http.ResponseWriter, bod
 	if req.MaxTokens != nil {
 		maxTokens = *req.MaxTokens
 	}
-	sp := splitter{think: openThink(prompt), tools: len(req.Tools) > 0 && string(req.Tools) != "null"}
+	toolsOn := len(req.Tools) > 0 && string(req.Tools) != "null" && string(req.ToolChoice) != `"none"`
+	sp := splitter{think: openThink(prompt), tools: toolsOn}
 	id, created := newID("chatcmpl-"), time.Now().Unix()
 	chunk := func(delta map[string]any, finish any) map[string]any {
 		return map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": s.o.Name,
