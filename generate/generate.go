@@ -9,6 +9,7 @@ import (
 
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/sampling"
+	"github.com/qwenref/qwenref/tensor"
 )
 
 // TokenProb is a token id with its probability, for top-k displays.
@@ -75,6 +76,10 @@ type GenerateOptions struct {
 	// (streaming), with the logits it was drawn from (valid during the call
 	// only: the next step reuses the buffer); returning false stops.
 	OnToken func(id int, logits []float32) bool
+	// PromptLogits, if set, receives the prefill's logits for every prompt
+	// position, [len(prompt), V] (valid during the call only), before the
+	// first token is drawn: a prompt's scores at no second prefill.
+	PromptLogits func(logits []float32)
 }
 
 // GenerateResult reports what Generate produced and how fast.
@@ -117,9 +122,21 @@ func Generate(m *model.Model, prompt []int, be *model.Backend, opt GenerateOptio
 	res := &GenerateResult{PrefillTokens: len(prompt), StopReason: "max_new_tokens"}
 
 	start := time.Now()
-	logits, err := r.Forward([][]int{prompt}, model.RunOptions{Logits: model.LastLogits})
+	which := model.LastLogits
+	if opt.PromptLogits != nil {
+		which = model.AllLogits
+	}
+	logits, err := r.Forward([][]int{prompt}, model.RunOptions{Logits: which})
 	if err != nil {
 		return nil, err
+	}
+	if opt.PromptLogits != nil {
+		v := m.Config.VocabSize
+		if len(logits.Data) != len(prompt)*v {
+			return nil, fmt.Errorf("prefill returned %d logits, want %d×%d", len(logits.Data), len(prompt), v)
+		}
+		opt.PromptLogits(logits.Data)
+		logits = &tensor.Tensor{Shape: []int{1, v}, Data: slices.Clone(logits.Data[(len(prompt)-1)*v:])}
 	}
 	res.PrefillTime = time.Since(start)
 	start = time.Now()

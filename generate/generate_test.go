@@ -262,3 +262,27 @@ func TestLoadGenerationSettings(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "", g.Path)
 }
+
+// PromptLogits hands over the prefill's logits of every prompt position,
+// equal to a plain forward of the prompt, and the generation that follows
+// is the one without it.
+func TestGeneratePromptLogits(t *testing.T) {
+	cfg, err := model.ShapeConfig("tiny")
+	require.NoError(t, err)
+	cfg.VocabSize = 50
+	m, err := model.NewRandom(cfg, 1, false)
+	require.NoError(t, err)
+	be, err := model.ParseBackend("chunked")
+	require.NoError(t, err)
+	prompt := []int{3, 1, 4, 1, 5}
+	want, err := m.NewSession().Forward(prompt, be, model.Options{})
+	require.NoError(t, err)
+	plain, err := Generate(m, prompt, be, GenerateOptions{MaxNewTokens: 4, EOS: []int{}})
+	require.NoError(t, err)
+	var got []float32
+	res, err := Generate(m, prompt, be, GenerateOptions{MaxNewTokens: 4, EOS: []int{},
+		PromptLogits: func(l []float32) { got = append([]float32(nil), l...) }})
+	require.NoError(t, err)
+	assert.Equal(t, want.Data, got)
+	assert.Equal(t, plain.NewIDs, res.NewIDs)
+}

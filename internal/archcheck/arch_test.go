@@ -22,8 +22,8 @@ var forbidden = map[string][]string{
 	"internal/": {"layers/", "linalg", "model", "weights", "bench", "cmd/", "verify"},
 	// model is the engine: the application (generate) and what only it
 	// needs (chat templates, tokenizers, sampling) sit above it.
-	"model":    {"bench", "cmd/", "reference", "cuda", "verify", "generate", "chat", "tokenizer", "sampling", "features"},
-	"generate": {"bench", "cmd/", "verify", "cuda", "reference", "features"},
+	"model":    {"bench", "cmd/", "reference", "cuda", "verify", "generate", "chat", "tokenizer", "sampling", "features", "serve"},
+	"generate": {"bench", "cmd/", "verify", "cuda", "reference", "features", "serve"},
 	"sampling": {"model", "generate", "layers/", "linalg", "weights", "bench", "cmd/", "verify"},
 	// The GDN and attention mixers are siblings: neither builds on the other.
 	"layers/gateddelta": {"layers/attention"},
@@ -38,6 +38,9 @@ var forbidden = map[string][]string{
 	// features runs a model through model's public API on whatever backend
 	// its caller opened: no kernels, devices or demo of its own.
 	"features": {"bench", "cmd/", "cuda", "verify", "bundled"},
+	// serve runs the engine through generate and model on the backend
+	// its caller opened; only the CLI imports it.
+	"serve": {"bench", "cmd/", "cuda", "verify", "reference", "features", "bundled"},
 }
 
 func TestForbiddenImports(t *testing.T) {
