@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"time"
 
 	"github.com/qwenref/qwenref/hub"
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 func init() {
@@ -96,7 +96,7 @@ Examples:
 	if f, ok := stderr.(*os.File); ok && hub.IsTerminal(f) && !hub.ProgressDisabled() {
 		c.Progress = newProgressLine(stderr).update
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := safeio.NotifyContext(context.Background(), os.Interrupt) // not if started with it ignored
 	defer stop()
 	start := time.Now()
 	fmt.Fprintf(stderr, "download: %s@%s from %s into %s\n", repo, rev, c.Endpoint, downloadTarget(c, *localDir))
