@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tokenizer"
 )
@@ -93,9 +94,21 @@ Examples:
 	}
 	defer conv.Close()
 	fmt.Fprintln(info, "chat: type a message; /help lists the commands; /exit or end of input ends")
-	return conv.Chat(model.ChatIO{In: stdin, Out: stdout, Notes: stderr, Info: info, Prompt: func() {
+	return conv.Chat(model.ChatIO{In: stdin, Out: stdout, Notes: textWriter{stderr}, Info: info, Prompt: func() {
 		if isTerminal(stdin) {
 			fmt.Fprint(stderr, "> ")
 		}
 	}})
+}
+
+// textWriter passes each write through safeio.Text: a note or a turn's
+// error can repeat what the user typed (an unknown /command), terminal
+// controls included.
+type textWriter struct{ w io.Writer }
+
+func (t textWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(t.w, safeio.Text(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

@@ -99,7 +99,7 @@ Examples:
 	ctx, stop := safeio.NotifyContext(context.Background(), os.Interrupt) // not if started with it ignored
 	defer stop()
 	start := time.Now()
-	fmt.Fprintf(stderr, "download: %s@%s from %s into %s\n", repo, rev, c.Endpoint, downloadTarget(c, *localDir))
+	fmt.Fprintf(stderr, "download: %s@%s from %s into %s\n", repo, rev, safeio.Clean(c.Endpoint), safeio.Clean(downloadTarget(c, *localDir)))
 	res, err := c.Download(ctx, repo, hub.Options{Revision: rev, Include: include, LocalDir: *localDir})
 	if c.Progress != nil {
 		fmt.Fprintln(stderr)

@@ -70,11 +70,11 @@ Examples:
 	need := model.SyntheticBytes(cfg)
 	if free, ok := safeio.FreeBytes(*out); ok && free < need+need/50 {
 		return fmt.Errorf("%s has %.1f GB free but the checkpoint needs %.1f GB: free space or pass --layers N (full width, fewer layers)",
-			*out, float64(free)/1e9, float64(need)/1e9)
+			safeio.Clean(*out), float64(free)/1e9, float64(need)/1e9)
 	}
 	lin, full := cfg.CountLayers()
 	fmt.Fprintf(stderr, "synth: %s, %d layers (%d GDN + %d attention), %d parameters, %.2f GB bf16 → %s\n",
-		*shape, cfg.NumLayers, lin, full, cfg.TextParams(), float64(need)/1e9, *out)
+		*shape, cfg.NumLayers, lin, full, cfg.TextParams(), float64(need)/1e9, safeio.Clean(*out))
 	// Everything is written into a temporary directory beside --out and
 	// renamed into place at the end, so an error or a signal never leaves
 	// a partial shard set (safeio removes the directory on SIGINT/SIGTERM,

@@ -275,6 +275,40 @@ func TestRemoveStaleAcrossNamespaces(t *testing.T) {
 	}
 }
 
+// Credentials never reach a message: a URL's password or token user name,
+// a Hugging Face token, an Authorization value a server echoes.
+func TestCleanRedactsCredentials(t *testing.T) {
+	tok := "hf_" + strings.Repeat("aB3", 12)
+	for in, want := range map[string]string{
+		"listing at http://user:" + tok + "@mirror:8080/x: refused": "listing at http://user:xxxxx@mirror:8080/x: refused",
+		"http://" + tok + "@mirror/api":                             "http://xxxxx@mirror/api",
+		"bad token " + tok + " sent":                                "bad token hf_*** sent",
+		"echo: Authorization: Bearer s3cr3t-v4lue, please":          "echo: Authorization: Bearer hf_***, please",
+		`{"authorization": "Basic dXNlcjpwYXNz"}`:                   `{"authorization": "Basic hf_***"}`,
+		"/models/hf_small/config.json":                              "/models/hf_small/config.json",
+		"mail admin@example.com":                                    "mail admin@example.com",
+	} {
+		if got := Clean(in); got != want {
+			t.Errorf("Clean(%q) = %q, want %q", in, got, want)
+		}
+		if got := Text(in); got != want {
+			t.Errorf("Text(%q) = %q, want %q", in, got, want)
+		}
+		if got := Quote(in); strings.Contains(got, tok) || strings.Contains(got, "s3cr3t") || strings.Contains(got, "dXNlcjpwYXNz") {
+			t.Errorf("Quote(%q) = %s keeps a credential", in, got)
+		}
+	}
+}
+
+// Text keeps a message's lines and tabs but escapes every other control,
+// and cuts nothing.
+func TestTextKeepsLines(t *testing.T) {
+	long := strings.Repeat("x", 500)
+	if got, want := Text("plug-in says:\n\tbad\x1b[2J "+long), "plug-in says:\n\tbad\\x1b[2J "+long; got != want {
+		t.Errorf("Text = %q, want %q", got, want)
+	}
+}
+
 func TestQuoteEscapesControls(t *testing.T) {
 	for in, want := range map[string]string{
 		"layers.0.w":       `"layers.0.w"`,
