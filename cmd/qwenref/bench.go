@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/qwenref/qwenref/bench"
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -293,7 +294,7 @@ Examples:
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "bench: wrote results.csv, results.json, report.txt and %d charts to %s\n", len(files), *outDir)
+		fmt.Fprintf(stderr, "bench: wrote results.csv, results.json, report.txt and %d charts to %s\n", len(files), safeio.Clean(*outDir))
 	}
 	return nil
 }

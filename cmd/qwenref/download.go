@@ -117,14 +117,14 @@ Examples:
 		} else {
 			fetched += f.Size
 		}
-		fmt.Fprintf(stderr, "  %-10s %10s  %s\n", f.Status, hub.FormatBytes(f.Size), f.Path)
+		fmt.Fprintf(stderr, "  %-10s %10s  %s\n", f.Status, hub.FormatBytes(f.Size), safeio.Clean(f.Path))
 	}
 	fmt.Fprintf(stderr, "download: commit %s, %d files: %s fetched, %s already here, in %v\n",
 		res.Commit, len(res.Files), hub.FormatBytes(fetched), hub.FormatBytes(cached), time.Since(start).Round(time.Millisecond))
 	if *localDir == "" {
 		fmt.Fprintf(stderr, "run it with: qwenref run --model %s%s --prompt \"...\"\n", repo, atRevision(rev))
 	} else {
-		fmt.Fprintf(stderr, "run it with: qwenref run --model %s --prompt \"...\"\n", res.Dir)
+		fmt.Fprintf(stderr, "run it with: qwenref run --model %s --prompt \"...\"\n", safeio.Clean(res.Dir))
 	}
 	fmt.Fprintln(stdout, res.Dir)
 	return nil

@@ -114,6 +114,6 @@ Examples:
 		return fmt.Errorf("--out %s: %w", safeio.Clean(*out), err)
 	}
 	keep = true
-	fmt.Fprintf(stdout, "wrote %s in %v\n", *out, time.Since(start).Round(time.Second))
+	fmt.Fprintf(stdout, "wrote %s in %v\n", safeio.Clean(*out), time.Since(start).Round(time.Second))
 	return nil
 }
