@@ -233,6 +233,9 @@ func (r *renderer) evalSlice(obj value, sl *sliceExpr, s *scope) (value, error) 
 	if step == 1 {
 		b.WriteString(str[byteOffset(str, int(start)):byteOffset(str, int(start+count))])
 	} else {
+		if err := r.scratch(4*len(str), sl.line); err != nil {
+			return nil, err
+		}
 		rs := []rune(str)
 		for i := int64(0); i < count; i++ {
 			b.WriteRune(rs[start+i*step])

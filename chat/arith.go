@@ -132,11 +132,15 @@ func (r *renderer) add(a, b value, line int) (value, error) {
 	if aStr && bStr {
 		_, aM := a.(markup)
 		_, bM := b.(markup)
+		var err error
 		switch {
 		case aM && !bM:
-			bs = htmlEscape(bs)
+			bs, err = r.escape(bs, line)
 		case bM && !aM:
-			as = htmlEscape(as)
+			as, err = r.escape(as, line)
+		}
+		if err != nil {
+			return nil, err
 		}
 		if err := r.charge(len(as)+len(bs), line); err != nil {
 			return nil, err
@@ -358,6 +362,32 @@ func htmlEscape(s string) string {
 		return s
 	}
 	return htmlReplacer.Replace(s)
+}
+
+// escapedLen is len(htmlEscape(s)), counted without building it.
+func escapedLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '&', '\'', '"':
+			n += 4
+		case '<', '>':
+			n += 3
+		}
+	}
+	return n
+}
+
+// escape is htmlEscape with the escaped text charged before it is built:
+// escaping can make a string five times longer.
+func (r *renderer) escape(s string, line int) (string, error) {
+	if !strings.ContainsAny(s, `&<>'"`) {
+		return s, nil
+	}
+	if err := r.charge(escapedLen(s), line); err != nil {
+		return "", err
+	}
+	return htmlReplacer.Replace(s), nil
 }
 
 var htmlReplacer = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "'", "&#39;", `"`, "&#34;")

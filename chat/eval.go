@@ -148,12 +148,28 @@ func (r *renderer) check(line int) error {
 	return nil
 }
 
+// listItemBytes is what one string in a list the renderer builds costs:
+// its slot in the list and the string header the slot points to.
+const listItemBytes = 32
+
 // charge counts n bytes the template is about to allocate against the
 // render's allocation budget and the cap on one value.
 func (r *renderer) charge(n, line int) error {
 	if n > MaxOutputBytes {
 		return limitError(line, "the template built a value of more than %d bytes", MaxOutputBytes)
 	}
+	r.alloc += n
+	if r.alloc > r.lim.alloc {
+		return limitError(line, "the template allocated more than %d bytes", r.lim.alloc)
+	}
+	return r.work(n, line)
+}
+
+// scratch counts n bytes of working memory an operation allocates and
+// drops (a rune copy of a string, the boxed pieces of a loop over one)
+// against the render's allocation budget. The template keeps none of it,
+// so the cap on one value does not apply.
+func (r *renderer) scratch(n, line int) error {
 	r.alloc += n
 	if r.alloc > r.lim.alloc {
 		return limitError(line, "the template allocated more than %d bytes", r.lim.alloc)

@@ -304,6 +304,9 @@ func (r *renderer) iterate(v value, line int) ([]value, error) {
 		if err := r.charge(16*n+len(str), line); err != nil {
 			return nil, err
 		}
+		if err := r.scratch(16*n, line); err != nil { // each character's string header
+			return nil, err
+		}
 		out := make([]value, 0, n)
 		for _, c := range str {
 			out = append(out, string(c))

@@ -176,7 +176,7 @@ func strFilter(f func(string) string, keepMarkup bool) filterFunc {
 		if err != nil {
 			return nil, err
 		}
-		if err := r.charge(caseGrowth(s), line); err != nil {
+		if err := r.chargeCase(s, line); err != nil {
 			return nil, err
 		}
 		out := f(s)
@@ -281,8 +281,8 @@ func filterEscape(r *renderer, line int, v value, _ []value) (value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := htmlEscape(s)
-	return markup(out), r.charge(len(out), line)
+	out, err := r.escape(s, line)
+	return markup(out), err
 }
 
 func filterForceEscape(r *renderer, line int, v value, _ []value) (value, error) {
@@ -290,8 +290,8 @@ func filterForceEscape(r *renderer, line int, v value, _ []value) (value, error)
 	if err != nil {
 		return nil, err
 	}
-	out := htmlEscape(s)
-	return markup(out), r.charge(len(out), line)
+	out, err := r.escape(s, line)
+	return markup(out), err
 }
 
 func filterFormat(r *renderer, line int, v value, a []value) (value, error) {
@@ -355,9 +355,9 @@ func filterIndent(r *renderer, line int, v value, a []value) (value, error) {
 	if err := r.charge(2*len(s)+len(ind)*breaks+16*breaks, line); err != nil {
 		return nil, err
 	}
-	lines := pySplitLines(s+"\n", false)
 	var b strings.Builder
-	for i, l := range lines {
+	i := 0
+	pySplitLines(s+"\n", false, func(l string) {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
@@ -367,7 +367,8 @@ func filterIndent(r *renderer, line int, v value, a []value) (value, error) {
 			b.WriteString(ind)
 		}
 		b.WriteString(l)
-	}
+		i++
+	})
 	if isM {
 		return markup(b.String()), nil
 	}
@@ -448,7 +449,9 @@ func filterTrim(r *renderer, line int, v value, a []value) (value, error) {
 	case string, markup:
 		cs, _ := asString(c)
 		if isM {
-			cs = htmlEscape(cs)
+			if cs, err = r.escape(cs, line); err != nil {
+				return nil, err
+			}
 		}
 		chars = &cs
 	default:

@@ -302,10 +302,13 @@ func selectFilter(keep, attr bool) filterFunc {
 				return nil, err
 			}
 			if ok == keep {
+				if err := r.scratch(16, line); err != nil { // charged as it grows
+					return nil, err
+				}
 				out = append(out, it)
 			}
 		}
-		return &generator{items: out, name: "select_or_reject"}, r.charge(16*len(out), line)
+		return &generator{items: out, name: "select_or_reject"}, nil
 	}
 }
 
@@ -352,6 +355,9 @@ func filterReverse(r *renderer, line int, v value, _ []value) (value, error) {
 	switch x := v.(type) {
 	case string, markup:
 		s, _ := asString(x)
+		if err := r.scratch(4*len(s), line); err != nil {
+			return nil, err
+		}
 		if err := r.charge(len(s), line); err != nil {
 			return nil, err
 		}
@@ -516,9 +522,12 @@ func filterUnique(r *renderer, line int, v value, a []value) (value, error) {
 			return nil, err
 		}
 		if !seen[hk] {
+			if err := r.scratch(48, line); err != nil { // charged as it grows
+				return nil, err
+			}
 			seen[hk] = true
 			out = append(out, it)
 		}
 	}
-	return &generator{items: out, name: "do_unique"}, r.charge(48*len(out), line)
+	return &generator{items: out, name: "do_unique"}, nil
 }

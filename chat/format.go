@@ -197,7 +197,9 @@ func (r *renderer) formatOne(arg value, spec *fmtSpec, escape bool, line int) (s
 			return "", err
 		}
 		if _, isM := arg.(markup); escape && (!isM || spec.verb != 's') {
-			s = htmlEscape(s)
+			if s, err = r.escape(s, line); err != nil {
+				return "", err
+			}
 		}
 		if spec.prec >= 0 && runeLen(s) > spec.prec {
 			s = s[:byteOffset(s, spec.prec)]

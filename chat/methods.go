@@ -3,6 +3,7 @@ package chat
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -170,9 +171,9 @@ func (l *loopCtx) method(r *renderer, name string, pos []value, line int) (value
 	return nil, fmt.Errorf("the loop has no method %s", reprQuick(name))
 }
 
-// strArgs reads a str method's optional string arguments (None allowed
+// strArg reads a str method's optional string arguments (None allowed
 // where Python allows it); a Markup receiver escapes them.
-func strArg(v value, escape bool, what string, allowNone bool) (*string, error) {
+func (r *renderer) strArg(v value, escape bool, what string, allowNone bool, line int) (*string, error) {
 	if _, isNone := v.(noneType); isNone && allowNone {
 		return nil, nil
 	}
@@ -181,7 +182,10 @@ func strArg(v value, escape bool, what string, allowNone bool) (*string, error) 
 		return nil, fmt.Errorf("%s must be str, not %s", what, typeName(v))
 	}
 	if _, isM := v.(markup); escape && !isM {
-		s = htmlEscape(s)
+		var err error
+		if s, err = r.escape(s, line); err != nil {
+			return nil, err
+		}
 	}
 	return &s, nil
 }
@@ -260,7 +264,7 @@ func (r *renderer) strMethod(s string, isM bool, name string, pos []value, kw []
 		var chars *string
 		if len(pos) == 1 {
 			var err error
-			if chars, err = strArg(pos[0], esc, "the characters to strip", true); err != nil {
+			if chars, err = r.strArg(pos[0], esc, "the characters to strip", true, line); err != nil {
 				return nil, err
 			}
 		}
@@ -309,7 +313,7 @@ func (r *renderer) strMethod(s string, isM bool, name string, pos []value, kw []
 		var sep *string
 		if len(pos) >= 1 {
 			var err error
-			if sep, err = strArg(pos[0], esc, "the separator", true); err != nil {
+			if sep, err = r.strArg(pos[0], esc, "the separator", true, line); err != nil {
 				return nil, err
 			}
 		}
@@ -320,31 +324,26 @@ func (r *renderer) strMethod(s string, isM bool, name string, pos []value, kw []
 				return nil, err
 			}
 		}
-		var parts []string
-		var err error
-		if name == "split" {
-			parts, err = pySplit(s, sep, maxsplit)
-		} else {
-			parts, err = pyRSplit(s, sep, maxsplit)
+		split := func(emit func(string)) error { return pySplit(s, sep, maxsplit, emit) }
+		if name == "rsplit" {
+			split = func(emit func(string)) error { return pyRSplit(s, sep, maxsplit, emit) }
 		}
-		if err != nil {
-			return nil, err
-		}
-		return r.stringList(parts, esc, line)
+		return r.stringList(split, name == "rsplit", esc, line)
 	case "splitlines":
 		if err := nargs(0, 1); err != nil {
 			return nil, err
 		}
-		return r.stringList(pySplitLines(s, len(pos) == 1 && truthy(pos[0])), esc, line)
+		keep := len(pos) == 1 && truthy(pos[0])
+		return r.stringList(func(emit func(string)) error { pySplitLines(s, keep, emit); return nil }, false, esc, line)
 	case "replace":
 		if err := nargs(2, 3); err != nil {
 			return nil, err
 		}
-		old, err := strArg(pos[0], esc, "replace() argument 1", false)
+		old, err := r.strArg(pos[0], esc, "replace() argument 1", false, line)
 		if err != nil {
 			return nil, err
 		}
-		new, err := strArg(pos[1], esc, "replace() argument 2", false)
+		new, err := r.strArg(pos[1], esc, "replace() argument 2", false, line)
 		if err != nil {
 			return nil, err
 		}
@@ -362,7 +361,7 @@ func (r *renderer) strMethod(s string, isM bool, name string, pos []value, kw []
 		if err := nargs(0, 0); err != nil {
 			return nil, err
 		}
-		if err := r.charge(caseGrowth(s), line); err != nil {
+		if err := r.chargeCase(s, line); err != nil {
 			return nil, err
 		}
 		f := map[string]func(string) string{"upper": pyUpper, "lower": pyLower, "capitalize": pyCapitalize, "title": pyTitle, "swapcase": pySwapcase}[name]
@@ -415,7 +414,9 @@ func (r *renderer) strMethod(s string, isM bool, name string, pos []value, kw []
 				return nil, fmt.Errorf("sequence item %d: expected str instance, %s found", i, typeName(it))
 			}
 			if _, itM := it.(markup); esc && !itM {
-				str = htmlEscape(str)
+				if str, err = r.escape(str, line); err != nil {
+					return nil, err
+				}
 			}
 			if i > 0 {
 				str = s + str
@@ -463,7 +464,7 @@ func (r *renderer) strMethod(s string, isM bool, name string, pos []value, kw []
 		if err := nargs(1, 1); err != nil {
 			return nil, err
 		}
-		sep, err := strArg(pos[0], esc, "the separator", false)
+		sep, err := r.strArg(pos[0], esc, "the separator", false, line)
 		if err != nil {
 			return nil, err
 		}
@@ -492,7 +493,7 @@ func (r *renderer) strMethod(s string, isM bool, name string, pos []value, kw []
 		if err := nargs(1, 1); err != nil {
 			return nil, err
 		}
-		a, err := strArg(pos[0], esc, name+"() argument", false)
+		a, err := r.strArg(pos[0], esc, name+"() argument", false, line)
 		if err != nil {
 			return nil, err
 		}
@@ -563,17 +564,30 @@ func strRange(s string, start, end value) (sub string, inRange bool, err error) 
 	return s[byteOffset(s, int(from)):byteOffset(s, int(from+count))], true, nil
 }
 
-func (r *renderer) stringList(parts []string, esc bool, line int) (value, error) {
-	if err := r.charge(16*len(parts), line); err != nil {
+// stringList builds the list of the strings split hands out (reversed
+// when backwards), counted and charged in a first pass before the second
+// builds it: a short template can ask for millions of pieces.
+func (r *renderer) stringList(split func(emit func(string)) error, backwards, esc bool, line int) (value, error) {
+	n := 0
+	if err := split(func(string) { n++ }); err != nil {
 		return nil, err
 	}
-	items := make([]value, len(parts))
-	for i, p := range parts {
+	if err := r.charge(listItemBytes*n, line); err != nil {
+		return nil, err
+	}
+	items := make([]value, 0, n)
+	err := split(func(p string) {
 		if esc {
-			items[i] = markup(p)
+			items = append(items, markup(p))
 		} else {
-			items[i] = p
+			items = append(items, p)
 		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if backwards {
+		slices.Reverse(items)
 	}
 	return newList(items, false)
 }

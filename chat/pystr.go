@@ -78,103 +78,109 @@ func pyStrip(s string, chars *string, left, right bool) string {
 }
 
 // pySplit is str.split(sep, maxsplit): sep nil splits on runs of
-// whitespace and drops empty strings.
-func pySplit(s string, sep *string, maxsplit int) ([]string, error) {
+// whitespace and drops empty strings. It hands each piece to emit in order
+// and builds nothing itself, so a caller can count the pieces in a first
+// pass and charge the list before a second pass builds it.
+func pySplit(s string, sep *string, maxsplit int, emit func(string)) error {
+	n := 0
 	if sep == nil {
-		var out []string
 		i := 0
 		for {
 			for i < len(s) {
-				r, n := utf8.DecodeRuneInString(s[i:])
+				r, size := utf8.DecodeRuneInString(s[i:])
 				if !pyIsSpace(r) {
 					break
 				}
-				i += n
+				i += size
 			}
 			if i == len(s) {
-				return out, nil
+				return nil
 			}
-			if maxsplit >= 0 && len(out) == maxsplit {
-				return append(out, s[i:]), nil
+			if maxsplit >= 0 && n == maxsplit {
+				emit(s[i:])
+				return nil
 			}
 			j := i
 			for j < len(s) {
-				r, n := utf8.DecodeRuneInString(s[j:])
+				r, size := utf8.DecodeRuneInString(s[j:])
 				if pyIsSpace(r) {
 					break
 				}
-				j += n
+				j += size
 			}
-			out = append(out, s[i:j])
+			emit(s[i:j])
+			n++
 			i = j
 		}
 	}
 	if *sep == "" {
-		return nil, errors.New("empty separator")
+		return errors.New("empty separator")
 	}
-	if maxsplit < 0 {
-		return strings.Split(s, *sep), nil
+	for maxsplit < 0 || n < maxsplit {
+		i := strings.Index(s, *sep)
+		if i < 0 {
+			break
+		}
+		emit(s[:i])
+		n++
+		s = s[i+len(*sep):]
 	}
-	return strings.SplitN(s, *sep, maxsplit+1), nil
+	emit(s)
+	return nil
 }
 
-// pyRSplit is str.rsplit(sep, maxsplit).
-func pyRSplit(s string, sep *string, maxsplit int) ([]string, error) {
-	if maxsplit < 0 {
-		return pySplit(s, sep, maxsplit)
-	}
-	var out []string
+// pyRSplit is str.rsplit(sep, maxsplit). It hands the pieces to emit from
+// the last to the first.
+func pyRSplit(s string, sep *string, maxsplit int, emit func(string)) error {
+	n := 0
 	if sep == nil {
 		j := len(s)
 		for {
 			for j > 0 {
-				r, n := utf8.DecodeLastRuneInString(s[:j])
+				r, size := utf8.DecodeLastRuneInString(s[:j])
 				if !pyIsSpace(r) {
 					break
 				}
-				j -= n
+				j -= size
 			}
 			if j == 0 {
-				break
+				return nil
 			}
-			if len(out) == maxsplit {
-				out = append(out, s[:j])
-				break
+			if maxsplit >= 0 && n == maxsplit {
+				emit(s[:j])
+				return nil
 			}
 			i := j
 			for i > 0 {
-				r, n := utf8.DecodeLastRuneInString(s[:i])
+				r, size := utf8.DecodeLastRuneInString(s[:i])
 				if pyIsSpace(r) {
 					break
 				}
-				i -= n
+				i -= size
 			}
-			out = append(out, s[i:j])
+			emit(s[i:j])
+			n++
 			j = i
 		}
-	} else {
-		if *sep == "" {
-			return nil, errors.New("empty separator")
-		}
-		for len(out) < maxsplit {
-			i := strings.LastIndex(s, *sep)
-			if i < 0 {
-				break
-			}
-			out = append(out, s[i+len(*sep):])
-			s = s[:i]
-		}
-		out = append(out, s)
 	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
+	if *sep == "" {
+		return errors.New("empty separator")
 	}
-	return out, nil
+	for maxsplit < 0 || n < maxsplit {
+		i := strings.LastIndex(s, *sep)
+		if i < 0 {
+			break
+		}
+		emit(s[i+len(*sep):])
+		n++
+		s = s[:i]
+	}
+	emit(s)
+	return nil
 }
 
-// pySplitLines is str.splitlines(keepends).
-func pySplitLines(s string, keepends bool) []string {
-	var out []string
+// pySplitLines is str.splitlines(keepends), handing each line to emit.
+func pySplitLines(s string, keepends bool, emit func(string)) {
 	start := 0
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
@@ -187,16 +193,15 @@ func pySplitLines(s string, keepends bool) []string {
 			end++
 		}
 		if keepends {
-			out = append(out, s[start:end])
+			emit(s[start:end])
 		} else {
-			out = append(out, s[start:i])
+			emit(s[start:i])
 		}
 		start, i = end, end
 	}
 	if start < len(s) {
-		out = append(out, s[start:])
+		emit(s[start:])
 	}
-	return out
 }
 
 // pyReplace is str.replace(old, new, count); an empty old inserts new
@@ -430,9 +435,16 @@ func pySwapcase(s string) string {
 	return b.String()
 }
 
-// caseGrowth bounds how much longer upper/lower/title can make s: the
-// longest full case mapping is three characters of up to 3 bytes for one.
-func caseGrowth(s string) int { return 3 * len(s) }
+// chargeCase charges what upper, lower, title and the others build from s
+// before they build it: the result, at most three times longer (the
+// longest full case mapping is three characters of up to 3 bytes for one),
+// and the rune copy of s that most of them walk.
+func (r *renderer) chargeCase(s string, line int) error {
+	if err := r.scratch(4*len(s), line); err != nil {
+		return err
+	}
+	return r.charge(3*len(s), line)
+}
 
 // pyIsX is str.isupper/islower: some cased character, and all of them of
 // that case.

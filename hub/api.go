@@ -214,7 +214,7 @@ func (c *Client) httpError(resp *http.Response, repo, revision, file string) err
 	case e.Code == "EntryNotFound":
 		e.text = fmt.Sprintf("%s: no such file on the hub (%s)", what, hubSays)
 	case e.Code == "GatedRepo":
-		e.text = fmt.Sprintf("%s is a gated repository (%s). Accept its terms at %s/%s, then %s", repo, hubSays, c.Endpoint, repo, c.tokenHint())
+		e.text = fmt.Sprintf("%s is a gated repository (%s). Accept its terms at %s/%s, then %s", repo, hubSays, safeio.Clean(c.Endpoint), repo, c.tokenHint())
 	case e.Code == "RepoNotFound" || e.Status == http.StatusUnauthorized:
 		e.text = fmt.Sprintf("%s was not found, or it is private or gated and needs a token (%s); check the name, then %s", repo, hubSays, c.tokenHint())
 	case e.Status == http.StatusForbidden:

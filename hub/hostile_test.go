@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -266,4 +267,21 @@ func TestParseRefRefusesControls(t *testing.T) {
 		require.Error(t, err, ref)
 		noControls(t, err.Error())
 	}
+}
+
+// A server whose error text echoes the request's Authorization header
+// (a misconfigured mirror) does not get the token into the message.
+func TestServerEchoOfTheTokenRedacted(t *testing.T) {
+	tok := "hf_" + strings.Repeat("Tok3n", 7)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Error-Message", "bad request with Authorization: "+r.Header.Get("Authorization"))
+		w.WriteHeader(http.StatusBadRequest)
+	}))
+	defer srv.Close()
+	c := &Client{Endpoint: srv.URL, Token: tok, CacheDir: t.TempDir(), HTTP: srv.Client(), Log: io.Discard,
+		Retries: 1, LockTimeout: time.Second, HeaderTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second}
+	_, err := c.Download(context.Background(), "org/tiny", Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Authorization: Bearer hf_***")
+	assert.NotContains(t, err.Error(), "Tok3n")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/qwenref/qwenref/internal/dl"
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/layers/attention"
 	"github.com/qwenref/qwenref/layers/conv1d"
 	"github.com/qwenref/qwenref/layers/gateddelta"
@@ -69,12 +70,12 @@ func Load(name, path string) ([]string, error) {
 		if l.path == path {
 			return l.parts, nil
 		}
-		return nil, fmt.Errorf("plugin %s: the name is already taken by %s", name, l.path)
+		return nil, fmt.Errorf("plugin %s: the name is already taken by %s", name, safeio.Clean(l.path))
 	}
 	if fi, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", name, err)
 	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("plugin %s: %s is not a regular file", name, path)
+		return nil, fmt.Errorf("plugin %s: %s is not a regular file", name, safeio.Clean(path))
 	}
 	// dlopen searches the library path for a name without a slash, not the
 	// working directory: it would load another library than the file
@@ -85,15 +86,15 @@ func Load(name, path string) ([]string, error) {
 	}
 	h, err := dl.Open(abs, dl.Now|dl.Local)
 	if err != nil {
-		return nil, fmt.Errorf("plugin %s: cannot load %s: %v", name, path, err)
+		return nil, fmt.Errorf("plugin %s: cannot load %s: %v", name, safeio.Clean(path), err)
 	}
 	if _, err := dl.Sym(h, "qwenref_plugin_abi"); err != nil {
-		return nil, fmt.Errorf("plugin %s: %s does not export qwenref_plugin_abi (is it built against qwenref_plugin.h?)", name, path)
+		return nil, fmt.Errorf("plugin %s: %s does not export qwenref_plugin_abi (is it built against qwenref_plugin.h?)", name, safeio.Clean(path))
 	}
 	var abi func() int32
 	purego.RegisterLibFunc(&abi, h, "qwenref_plugin_abi")
 	if v := abi(); v != ABIVersion {
-		return nil, fmt.Errorf("plugin %s: %s has ABI version %d, this qwenref wants %d (rebuild it against this qwenref's plugin/qwenref_plugin.h)", name, path, v, ABIVersion)
+		return nil, fmt.Errorf("plugin %s: %s has ABI version %d, this qwenref wants %d (rebuild it against this qwenref's plugin/qwenref_plugin.h)", name, safeio.Clean(path), v, ABIVersion)
 	}
 	l := &lib{name: name, path: path}
 	bind := map[string]any{"delta": &l.gdn, "conv": &l.conv, "attn": &l.attn, "matmul": &l.matmul}
@@ -106,12 +107,12 @@ func Load(name, path string) ([]string, error) {
 		parts = append(parts, part)
 	}
 	if len(parts) == 0 {
-		return nil, fmt.Errorf("plugin %s: %s exports none of qwenref_gdn_core, qwenref_conv, qwenref_attention, qwenref_matmul", name, path)
+		return nil, fmt.Errorf("plugin %s: %s exports none of qwenref_gdn_core, qwenref_conv, qwenref_attention, qwenref_matmul", name, safeio.Clean(path))
 	}
 	kernels := map[string]any{"delta": deltaKernel{l}, "conv": convKernel{l}, "attn": attnKernel{l}, "matmul": matmulKernel{l}}
 	for _, part := range parts {
 		k := kernels[part]
-		help := fmt.Sprintf("plug-in %s from %s (%s)", name, path, Symbols[part])
+		help := fmt.Sprintf("plug-in %s from %s (%s)", name, safeio.Clean(path), Symbols[part])
 		if err := model.RegisterKernel(part, name, help, func() (any, error) { return k, nil }); err != nil {
 			return nil, fmt.Errorf("plugin %s: %w", name, err)
 		}
@@ -132,7 +133,7 @@ func (l *lib) fail(op string, rc int32, msg []byte) error {
 	if text == "" {
 		text = "no message"
 	}
-	return fmt.Errorf("plugin %s %s returned %d: %s", l.name, op, rc, text)
+	return fmt.Errorf("plugin %s %s returned %d: %s", l.name, op, rc, safeio.Text(text))
 }
 
 // ptr is the first element's address, or nil for an empty slice.

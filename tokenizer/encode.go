@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -19,12 +20,13 @@ import (
 // about 14 million tokens.
 const MaxEncodeBytes = 64 << 20
 
-// EncodeTimeLimit is how long one Encode call of an n-byte text may run:
-// 10 seconds plus 20 µs per byte, about twenty times what Qwen's
-// tokenizer needs on its slowest text (digits, 1 µs per byte). It is
-// checked before each match of a pre-tokenizer pattern, so only a pattern
-// that backtracks a lot gets near it; the call then fails instead of
-// running for hours.
+// EncodeTimeLimit is how much CPU time one Encode call of an n-byte text
+// may use: 10 seconds plus 20 µs per byte, about twenty times what Qwen's
+// tokenizer needs on its slowest text (digits, 1 µs per byte). It is CPU
+// time, so a loaded machine does not bring a call nearer to it (where the
+// system gives no per-thread CPU clock, wall time stands in). It is
+// checked before each match of a pre-tokenizer pattern, so only a slow
+// pattern gets near it; the call then fails instead of running for hours.
 func EncodeTimeLimit(n int) time.Duration {
 	return 10*time.Second + time.Duration(n)*20*time.Microsecond
 }
@@ -47,6 +49,9 @@ func (t *Tokenizer) Encode(text string) ([]int, error) {
 	if len(text) > MaxEncodeBytes {
 		return nil, fmt.Errorf("tokenizer: encode: the text is %d bytes, over the limit of %d MiB (see docs/limits.md)", len(text), MaxEncodeBytes>>20)
 	}
+	// One thread for the call, so that its CPU clock measures this work.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	e := t.newEncoder(len(text))
 	if err := t.added.split(&t.added.raw, text, e.rawPiece); err != nil {
 		return nil, fmt.Errorf("tokenizer: encode: %w", err)
@@ -60,18 +65,18 @@ type encoder struct {
 	t         *Tokenizer
 	ids       idList
 	inputLen  int
-	normBytes int // normalized text so far
-	limit     time.Duration
-	deadline  time.Time
-	runes     [][]rune // one buffer per pre-tokenizer step
-	wordBuf   []byte   // the word BPE reads
+	normBytes int           // normalized text so far
+	limit     time.Duration // of CPU time
+	cpuStart  time.Duration // threadCPU at the start
+	runes     [][]rune      // one buffer per pre-tokenizer step
+	wordBuf   []byte        // the word BPE reads
 	bpe       bpeScratch
 	sink      func(word []byte) error // if set, takes the words instead of BPE (tests)
 }
 
 func (t *Tokenizer) newEncoder(n int) *encoder {
 	limit := encodeTimeLimit(n)
-	e := &encoder{t: t, inputLen: n, limit: limit, deadline: time.Now().Add(limit)}
+	e := &encoder{t: t, inputLen: n, limit: limit, cpuStart: threadCPU()}
 	e.ids.init(n/3 + 1)
 	return e
 }
@@ -163,8 +168,8 @@ func (e *encoder) runeBuf(step int) *[]rune {
 
 // timeError is the error for an Encode call past its time limit.
 func (e *encoder) timeError(r *regex) error {
-	return fmt.Errorf("pre-tokenizer pattern %s: encoding the %d-byte text took longer than its limit of %v (the pattern backtracks too much; see docs/limits.md)",
-		safeio.Quote(r.pattern), e.inputLen, e.limit.Round(time.Second))
+	return fmt.Errorf("pre-tokenizer pattern %s: encoding the %d-byte text used more than its limit of %v of %s (see docs/limits.md)",
+		safeio.Quote(r.pattern), e.inputLen, e.limit.Round(time.Second), map[bool]string{true: "CPU time", false: "time"}[cpuClock])
 }
 
 // idList collects ids in chunks of fixed size, so a long text never
@@ -208,3 +213,6 @@ func (l *idList) ints() []int {
 	}
 	return out
 }
+
+// clockStart is where threadCPU's wall-clock stand-in counts from.
+var clockStart = time.Now()

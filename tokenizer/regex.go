@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -19,8 +20,11 @@ import (
 // Oniguruma engine HF uses. Go's regexp cannot be used: tokenizer patterns
 // rely on look-ahead (`\s+(?!\S)`).
 type regex struct {
-	re      matchFinder
-	pattern string // as written in the file, for messages
+	re      matchFinder // with regexp2's wall-clock timeout at matchTimeout
+	pattern string      // as written in the file, for messages
+
+	mu     sync.Mutex
+	longer [maxRetries]matchFinder // the same with 4, 16, ... times that timeout, made when needed
 }
 
 // matchFinder is what scan needs of a compiled pattern: a *regexp2.Regexp,
@@ -29,16 +33,28 @@ type matchFinder interface {
 	FindRunesMatchStartingAt(r []rune, startAt int) (*regexp2.Match, error)
 }
 
-// MatchTimeout bounds one regexp match of a pre-tokenizer pattern. A
-// tokenizer.json may carry a pattern that backtracks exponentially
-// (`(a+)+$`); regexp2 is a backtracking engine, so without a bound such a
-// pattern hangs Encode. Qwen's pattern takes microseconds per match, even
-// on adversarial input (see docs/limits.md). The whole Encode call is
-// bounded as well, by EncodeTimeLimit.
+// MatchTimeout bounds one regexp match of a pre-tokenizer pattern: it may
+// use this much CPU time plus MatchTimePerRune for each character from
+// where it starts to the end of the text. A tokenizer.json may carry a
+// pattern that backtracks exponentially (`(a+)+$`); regexp2 is a
+// backtracking engine, so without a bound such a pattern hangs Encode.
+// Qwen's pattern takes microseconds per match, and about 0.1 µs per
+// character of one long word (see docs/limits.md). The whole Encode call
+// is bounded as well, by EncodeTimeLimit.
 const MatchTimeout = 2 * time.Second
 
-// matchTimeout is MatchTimeout, lowered by fuzz targets.
+// MatchTimePerRune is what one match may use per character of the text it
+// may reach, on top of MatchTimeout: ten times what Qwen's pattern takes
+// over one long word.
+const MatchTimePerRune = time.Microsecond
+
+// matchTimeout is MatchTimeout, lowered by fuzz targets and tests.
 var matchTimeout = MatchTimeout
+
+// maxRetries is how many times a match regexp2 stopped early (its clock is
+// wall time: a loaded machine, a long word) is run again, each time with a
+// four times longer timeout, before Encode gives up.
+const maxRetries = 6
 
 // compileRegex compiles an Oniguruma-style pattern from a tokenizer.json.
 func compileRegex(pattern string) (*regex, error) {
@@ -126,33 +142,55 @@ func (r *regex) scan(e *encoder, s string, buf *[]rune, fn func(span) error) err
 	return nil
 }
 
-// find runs one match from rune at, within the Encode call's time limit.
-// regexp2's own timeout is read from a clock that a background goroutine
-// advances, and that clock lags when the goroutine is not scheduled (a
-// loaded machine, a long GC): the timeout can then fire on a match that
-// took microseconds. So a timeout counts only if the match really ran for
-// about MatchTimeout by the wall clock; an early one is retried.
-// (regexp2's errors quote the whole text; none is passed on.)
+// find runs one match from rune at, within the match's and the Encode
+// call's limits, both on CPU time (threadCPU). regexp2 can only stop a
+// match by its own timeout, read from a clock that a background goroutine
+// advances by the wall clock; on a loaded machine, or over a long word, it
+// fires on a match that has used little CPU time. Such a match is run
+// again with a four times longer timeout; only one that used its CPU
+// limit is refused as backtracking. (regexp2's errors quote the whole
+// text; none is passed on.)
 func (r *regex) find(e *encoder, runes []rune, at int) (*regexp2.Match, error) {
-	for early := 0; ; early++ {
-		start := time.Now()
-		if start.After(e.deadline) {
+	limit := matchTimeout + time.Duration(len(runes)-at)*MatchTimePerRune
+	runtime.LockOSThread() // the thread's CPU clock measures this match (Encode holds it already)
+	defer runtime.UnlockOSThread()
+	for retry := 0; ; retry++ {
+		start := threadCPU()
+		if start-e.cpuStart > e.limit {
 			return nil, e.timeError(r)
 		}
-		m, err := r.re.FindRunesMatchStartingAt(runes, at)
+		m, err := r.finder(retry).FindRunesMatchStartingAt(runes, at)
 		if err == nil {
 			return m, nil
 		}
 		switch {
 		// regexp2's clock ticks every 100 ms, so a true timeout can come a
-		// little early; one that a lagging clock fired comes far too early.
-		case time.Since(start) >= matchTimeout/2:
-			return nil, fmt.Errorf("pre-tokenizer pattern %s: one match took longer than its limit of %v in the %d-byte text (the pattern backtracks too much; see docs/limits.md)",
-				safeio.Quote(r.pattern), matchTimeout, e.inputLen)
-		case early == 3: // a lagging clock does not fire early 4 times running
+		// little early.
+		case threadCPU()-start >= limit-limit/4:
+			return nil, fmt.Errorf("pre-tokenizer pattern %s: one match used more than its limit of %v of CPU time in the %d-byte text (the pattern backtracks too much; see docs/limits.md)",
+				safeio.Quote(r.pattern), limit.Round(time.Millisecond), e.inputLen)
+		case retry == maxRetries:
 			return nil, fmt.Errorf("pre-tokenizer pattern %s: the regexp engine failed on the %d-byte text", safeio.Quote(r.pattern), e.inputLen)
 		}
 	}
+}
+
+// finder is the pattern with regexp2's timeout 4^retry times matchTimeout.
+func (r *regex) finder(retry int) matchFinder {
+	if retry == 0 {
+		return r.re
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.longer[retry-1] == nil {
+		re, err := regexp2.Compile(foldCaseLiterals(r.pattern), regexp2.None)
+		if err != nil {
+			return r.re // compiled once already, so this does not happen
+		}
+		re.MatchTimeout = matchTimeout << (2 * retry)
+		r.longer[retry-1] = re
+	}
+	return r.longer[retry-1]
 }
 
 // foldCaseLiterals rewrites case-insensitive parts ((?i) and (?i:...)) of

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -67,7 +68,8 @@ func TestHostileSlowMatchesBoundedPerEncode(t *testing.T) {
 	took := time.Since(start)
 	require.Error(t, err)
 	t.Logf("stopped after %v: %v", took, err)
-	assert.Contains(t, err.Error(), fmt.Sprintf(`pre-tokenizer pattern "(a|aa)+b|c": encoding the %d-byte text took longer than its limit of 1s`, len(text)))
+	assert.Contains(t, err.Error(), fmt.Sprintf(`pre-tokenizer pattern "(a|aa)+b|c": encoding the %d-byte text used more than its limit of 1s of CPU time (see docs/limits.md)`, len(text)))
+	assert.NotContains(t, err.Error(), "backtracks", "this limit is the call's, not one match's")
 	assert.NotContains(t, err.Error(), "aaaa")
 	assert.Less(t, len(err.Error()), 400)
 }
@@ -89,26 +91,56 @@ func (f *earlyTimeouts) FindRunesMatchStartingAt(r []rune, at int) (*regexp2.Mat
 // TestEarlyRegexTimeoutRetried: regexp2 reads its timeout from a clock
 // that a goroutine advances; on a loaded machine the clock lags and the
 // timeout fires on matches that took microseconds (20 MB of digits failed
-// with "the pattern backtracks too much"). A timeout that fires before
-// MatchTimeout has passed is retried, up to 3 times running.
+// with "the pattern backtracks too much"). A timeout that fires before the
+// match used its CPU time is retried with a longer one, up to maxRetries
+// times running.
 func TestEarlyRegexTimeoutRetried(t *testing.T) {
 	tok := qwen3(t)
 	want, err := tok.Encode("Hello 123 world")
 	require.NoError(t, err)
 	re := tok.pre[0].re
 	real := re.re.(*regexp2.Regexp)
-	defer func() { re.re = real }()
+	saved := re.longer
+	defer func() { re.re, re.longer = real, saved }()
 
 	fake := &earlyTimeouts{re: real}
 	re.re = fake
-	fake.early.Store(3)
+	for i := range re.longer {
+		re.longer[i] = fake
+	}
+	fake.early.Store(maxRetries)
 	got, err := tok.Encode("Hello 123 world")
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 
-	fake.early.Store(4)
+	fake.early.Store(maxRetries + 1)
 	_, err = tok.Encode("Hello 123 world")
 	assert.EqualError(t, err, `tokenizer: encode: pre-tokenizer pattern `+safeio.Quote(re.pattern)+`: the regexp engine failed on the 15-byte text`)
+}
+
+// TestLongWordOnALoadedMachine: one match of Qwen's pattern over a long
+// word takes a while by the wall clock, longer still on a loaded machine,
+// while its CPU time stays far inside the match limit. Here regexp2's
+// wall-clock timeout is 1 ms, so that it fires during the match as it
+// does on a machine too loaded to schedule the match: a long run of marks
+// or spaces is still one word (it was stopped as backtracking).
+func TestLongWordOnALoadedMachine(t *testing.T) {
+	if raceEnabled {
+		t.Skip("slow under the race detector")
+	}
+	defer func(d time.Duration) { matchTimeout = d }(matchTimeout)
+	matchTimeout = time.Millisecond
+	tok, err := Load(filepath.Join(testdataDir, "qwen3-tokenizer.json.gz"))
+	require.NoError(t, err)
+	word := " " + strings.Repeat("!", 4<<20) // ` ?[^\s\p{L}\p{N}]+`
+	words, err := preTokenize(tok.pre, word)
+	require.NoError(t, err)
+	require.Len(t, words, 1)
+	assert.Len(t, words[0], len(word)+1, "one word: the space as Ġ (2 bytes) and the marks")
+	spaces := "a" + strings.Repeat(" ", 4<<20) + "b" // `\s+(?!\S)`
+	words, err = preTokenize(tok.pre, spaces)
+	require.NoError(t, err)
+	assert.Len(t, words, 3)
 }
 
 // TestDigitsEncode: a long run of digits, where Qwen's pattern makes

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/qwenref/qwenref/bench"
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -262,7 +263,6 @@ Examples:
 	}
 	meta.Shape, meta.Config = opts.ShapeName, opts.Config
 	meta.CPUCopyGBPS = bench.CopyGBPSFor(opts.Ops)
-
 	if *outDir != "" {
 		if err := bench.PrepareDataDir(*outDir); err != nil { // before the sweep, not after its first group
 			return fmt.Errorf("--out: %w", err)
@@ -294,7 +294,7 @@ Examples:
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "bench: wrote results.csv, results.json, report.txt and %d charts to %s\n", len(files), *outDir)
+		fmt.Fprintf(stderr, "bench: wrote results.csv, results.json, report.txt and %d charts to %s\n", len(files), safeio.Clean(*outDir))
 	}
 	return nil
 }

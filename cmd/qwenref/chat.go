@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/qwenref/qwenref/generate"
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tokenizer"
 )
@@ -108,7 +109,7 @@ Examples:
 		return err
 	}
 	defer conv.Close()
-	cio := generate.ChatIO{In: stdin, Out: stdout, Notes: stderr, Info: info, Reasoning: *reasoning, Dim: isTerminal(stdout)}
+	cio := generate.ChatIO{In: stdin, Out: stdout, Notes: textWriter{stderr}, Info: info, Reasoning: *reasoning, Dim: isTerminal(stdout)}
 	if f, ok := stdin.(*os.File); ok && isTerminal(f) {
 		cio.Terminal, cio.Screen = f, stderr
 		if !*noHistory {
@@ -117,4 +118,16 @@ Examples:
 	}
 	fmt.Fprintln(info, "chat: type a message; /help lists the commands; /exit, Ctrl-D or end of input ends")
 	return conv.Chat(cio)
+}
+
+// textWriter passes each write through safeio.Text: a note or a turn's
+// error can repeat what the user typed (an unknown /command), terminal
+// controls included.
+type textWriter struct{ w io.Writer }
+
+func (t textWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(t.w, safeio.Text(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

@@ -71,6 +71,12 @@ func TestChatCommand(t *testing.T) {
 	assert.Equal(t, 0, code, stderr)
 	assert.Equal(t, 2, strings.Count(stderr, "chat: 1×13 tokens need"), stderr)
 	assert.Empty(t, stdout)
+	// A note that repeats what was typed escapes its terminal controls.
+	code, _, stderr = runCLIStdin("/\x1b]0;pwned\x07bogus\n", "chat", "--chat-template-file", qwen3Tpl, "--max-new-tokens", "1")
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, `unknown command /\x1b]0;pwned\abogus`)
+	assert.NotContains(t, stderr, "\x1b")
+
 	// The one-shot flags a chat refuses are not in its help either.
 	code, _, stderr = runCLI("chat", "--messages", "m.json")
 	assert.Equal(t, 2, code)

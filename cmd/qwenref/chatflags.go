@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/qwenref/qwenref/chat"
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // chatFlags are the conversation flags of run, prompt, chat and perplexity.
@@ -66,7 +67,7 @@ func (c chatFlags) template(dir string, chatML bool, stderr io.Writer) (*chat.Te
 	if !chatML {
 		return nil, fmt.Errorf("%s: pass --chat-template-file", where)
 	}
-	fmt.Fprintf(stderr, "notice: %s: using plain ChatML (<|im_start|>role … <|im_end|>)\n", where)
+	fmt.Fprintf(stderr, "notice: %s: using plain ChatML (<|im_start|>role … <|im_end|>)\n", safeio.Clean(where))
 	return chat.MustParse(chat.ChatML, "ChatML"), nil
 }
 
@@ -130,7 +131,7 @@ func (c chatFlags) vars(fs *flag.FlagSet, tpl *chat.Template, stderr io.Writer) 
 		if tpl.UsesThinking() {
 			vars["enable_thinking"] = *c.think
 		} else {
-			fmt.Fprintf(stderr, "warning: %s has no enable_thinking switch: --think/--no-think ignored\n", tpl.Origin)
+			fmt.Fprintf(stderr, "warning: %s has no enable_thinking switch: --think/--no-think ignored\n", safeio.Clean(tpl.Origin))
 		}
 	}
 	return vars, gen, nil

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"time"
 
 	"github.com/qwenref/qwenref/hub"
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 func init() {
@@ -96,10 +96,10 @@ Examples:
 	if f, ok := stderr.(*os.File); ok && hub.IsTerminal(f) && !hub.ProgressDisabled() {
 		c.Progress = newProgressLine(stderr).update
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := safeio.NotifyContext(context.Background(), os.Interrupt) // not if started with it ignored
 	defer stop()
 	start := time.Now()
-	fmt.Fprintf(stderr, "download: %s@%s from %s into %s\n", repo, rev, c.Endpoint, downloadTarget(c, *localDir))
+	fmt.Fprintf(stderr, "download: %s@%s from %s into %s\n", repo, rev, safeio.Clean(c.Endpoint), safeio.Clean(downloadTarget(c, *localDir)))
 	res, err := c.Download(ctx, repo, hub.Options{Revision: rev, Include: include, LocalDir: *localDir})
 	if c.Progress != nil {
 		fmt.Fprintln(stderr)
@@ -117,14 +117,14 @@ Examples:
 		} else {
 			fetched += f.Size
 		}
-		fmt.Fprintf(stderr, "  %-10s %10s  %s\n", f.Status, hub.FormatBytes(f.Size), f.Path)
+		fmt.Fprintf(stderr, "  %-10s %10s  %s\n", f.Status, hub.FormatBytes(f.Size), safeio.Clean(f.Path))
 	}
 	fmt.Fprintf(stderr, "download: commit %s, %d files: %s fetched, %s already here, in %v\n",
 		res.Commit, len(res.Files), hub.FormatBytes(fetched), hub.FormatBytes(cached), time.Since(start).Round(time.Millisecond))
 	if *localDir == "" {
 		fmt.Fprintf(stderr, "run it with: qwenref run --model %s%s --prompt \"...\"\n", repo, atRevision(rev))
 	} else {
-		fmt.Fprintf(stderr, "run it with: qwenref run --model %s --prompt \"...\"\n", res.Dir)
+		fmt.Fprintf(stderr, "run it with: qwenref run --model %s --prompt \"...\"\n", safeio.Clean(res.Dir))
 	}
 	fmt.Fprintln(stdout, res.Dir)
 	return nil

@@ -115,6 +115,15 @@ func TestDownloadErrors(t *testing.T) {
 	code, stdout, stderr = runCLI("download", "org/tiny", "-h")
 	assert.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, "Usage: qwenref download")
+	// Credentials in HF_ENDPOINT are never printed: not in the first line,
+	// not in an error.
+	secret := "hf_" + strings.Repeat("Secret9", 5)
+	t.Setenv("HF_ENDPOINT", strings.Replace(srv.URL, "://", "://user:"+secret+"@", 1))
+	code, _, stderr = runCLI("download", "org/gated")
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "Accept its terms at http://user:xxxxx@")
+	assert.NotContains(t, stderr, secret)
+	t.Setenv("HF_ENDPOINT", srv.URL)
 	t.Setenv("HF_TOKEN", "hf_ok")
 	code, _, stderr = runCLI("download", "org/gated")
 	assert.Equal(t, 0, code, stderr)

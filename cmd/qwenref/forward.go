@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/weights"
 )
@@ -83,6 +84,6 @@ Example:
 		return err
 	}
 	fmt.Fprintf(stderr, "forward: %d×%d tokens on %s in %v (%.1f tok/s) → %s\n",
-		bsz, t, be.Name, elapsed.Round(time.Millisecond), float64(bsz*t)/elapsed.Seconds(), *out)
+		bsz, t, be.Name, elapsed.Round(time.Millisecond), float64(bsz*t)/elapsed.Seconds(), safeio.Clean(*out))
 	return nil
 }

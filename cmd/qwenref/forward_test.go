@@ -144,3 +144,15 @@ func TestShortFlags(t *testing.T) {
 	assert.Equal(t, 2, code, "forward has no --prompt, so no -p")
 	assert.Contains(t, stderr, "-p")
 }
+
+// The "→ OUT" line shows --out with its controls escaped, as every message
+// shows a path: a name cannot recolour or retitle the terminal.
+func TestForwardOutLineEscaped(t *testing.T) {
+	dir := filepath.Join(goldenRoot, "causal-f32-t70-b2")
+	tmp := t.TempDir()
+	out := filepath.Join(tmp, "out\x1b]0;pwned\x07.safetensors")
+	code, _, stderr := runCLI("forward", "--model", dir, "--ids", "5,17", "--out", out)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, `→ `+tmp+`/out\x1b]0;pwned\a.safetensors`)
+	assert.NotContains(t, stderr, "\x1b")
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/verify"
 )
@@ -194,7 +195,7 @@ Examples:
 	if err := verify.WriteGolden(*out, vec, *shape, outOpts); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "golden: %s, %s inputs, seed %d → %s (%v)\n", what, *dtype, *seed, *out, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "golden: %s, %s inputs, seed %d → %s (%v)\n", what, *dtype, *seed, safeio.Clean(*out), time.Since(start).Round(time.Millisecond))
 	width := 13
 	if layer {
 		width = 33

@@ -57,11 +57,16 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	if f := fs.Lookup("threads"); f != nil {
 		n, _ := f.Value.(flag.Getter).Get().(int)
-		if hi := maxThreads(); n < 0 || n > hi {
+		hi := maxThreads()
+		if n < 0 || n > hi {
 			return usageError(fs, out, "--threads must be 0 to %d, got %d", hi, n)
 		}
 		if n > 0 {
 			runtime.GOMAXPROCS(n)
+		} else if procs := runtime.GOMAXPROCS(0); procs > hi {
+			// $GOMAXPROCS, which the runtime read at start: held to the same cap.
+			runtime.GOMAXPROCS(hi)
+			fmt.Fprintf(out, "qwenref %s: GOMAXPROCS %d from the environment is more than %d; using %d threads\n", fs.Name(), procs, hi, hi)
 		}
 	}
 	if err := applyGPUFlag(fs); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/qwenref/qwenref/bundled"
 	"github.com/qwenref/qwenref/generate"
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tokenizer"
 )
@@ -73,10 +74,10 @@ func (s sampleFlags) settings(fs *flag.FlagSet, dir string, info io.Writer) (gen
 		return g, err
 	}
 	if desc := g.String(); g.Path != "" && desc != "greedy" {
-		fmt.Fprintf(info, "sampling: %s (%s; flags override)\n", desc, g.Path)
+		fmt.Fprintf(info, "sampling: %s (%s; flags override)\n", desc, safeio.Clean(g.Path))
 	}
 	if !g.Report.Empty() {
-		fmt.Fprintf(info, "warning: %s: %s\n", g.Path, g.Report)
+		fmt.Fprintf(info, "warning: %s: %s\n", safeio.Clean(g.Path), g.Report)
 	}
 	return g, nil
 }

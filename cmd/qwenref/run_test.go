@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -304,6 +305,18 @@ func TestThreadsFlag(t *testing.T) {
 		assert.Contains(t, stderr, "--threads must be 0 to")
 	}
 	assert.Equal(t, 1, runtime.GOMAXPROCS(0))
+}
+
+// A GOMAXPROCS from the environment past the --threads cap (the runtime
+// takes it at start, as it does here) is held to the cap, with a note.
+func TestThreadsFromEnvironmentCapped(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	hi := maxThreads()
+	runtime.GOMAXPROCS(hi + 1)
+	code, _, stderr := runCLI("tokenize", "--text", "hi")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, hi, runtime.GOMAXPROCS(0))
+	assert.Contains(t, stderr, fmt.Sprintf("GOMAXPROCS %d from the environment is more than %d", hi+1, hi))
 }
 
 // A bad QWENREF_CPU exits 2 with cpu.Check's message (the level is chosen

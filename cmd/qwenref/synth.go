@@ -63,7 +63,7 @@ Examples:
 	}
 	lin, full := cfg.CountLayers()
 	fmt.Fprintf(stderr, "synth: %s, %d layers (%d GDN + %d attention), %d parameters, %.2f GB bf16 → %s\n",
-		*shape, cfg.NumLayers, lin, full, cfg.TextParams(), float64(need)/1e9, *out)
+		*shape, cfg.NumLayers, lin, full, cfg.TextParams(), float64(need)/1e9, safeio.Clean(*out))
 	// Everything is written into a temporary directory beside --out and
 	// renamed into place at the end, so an error or a signal never leaves
 	// a partial shard set (safeio removes the directory on SIGINT/SIGTERM,
@@ -103,6 +103,6 @@ Examples:
 		return fmt.Errorf("--out %s: %w", safeio.Clean(*out), err)
 	}
 	keep = true
-	fmt.Fprintf(stdout, "wrote %s in %v\n", *out, time.Since(start).Round(time.Second))
+	fmt.Fprintf(stdout, "wrote %s in %v\n", safeio.Clean(*out), time.Since(start).Round(time.Second))
 	return nil
 }

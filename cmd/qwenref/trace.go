@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/verify"
 	"github.com/qwenref/qwenref/weights"
@@ -93,7 +94,7 @@ Examples:
 		return err
 	}
 	if len(rows) > 1 {
-		fmt.Fprintf(stderr, "trace: %s holds %d sequences; tracing row 0\n", idf.name(), len(rows))
+		fmt.Fprintf(stderr, "trace: %s holds %d sequences; tracing row 0\n", safeio.Clean(idf.name()), len(rows))
 	}
 	ids := rows[0]
 	op, err := openFlags{dir: dir, backend: backend, plugins: plugins, mem: mem}.open(model.OpenOptions{IDs: [][]int{ids}, IDsName: "the ids",
@@ -182,14 +183,14 @@ Examples:
 		if err := verify.WriteTrace(*out, stages, m, be.Name, op.Dir, ids, outOpts); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "wrote %d stages to %s\n", len(stages), *out)
+		fmt.Fprintf(stdout, "wrote %d stages to %s\n", len(stages), safeio.Clean(*out))
 	}
 	if ref != nil {
 		if compared == 0 {
 			return fmt.Errorf("--compare %s holds none of the %d stages traced: nothing was compared (is it a trace or golden of this model?)", *compare, len(stages))
 		}
 		if firstBad != "" {
-			fmt.Fprintf(stdout, "stage %s is the first to differ from %s by more than relative L2 %g (chained: errors include every earlier layer's)\n", firstBad, *compare, *tol)
+			fmt.Fprintf(stdout, "stage %s is the first to differ from %s by more than relative L2 %g (chained: errors include every earlier layer's)\n", firstBad, safeio.Clean(*compare), *tol)
 			return exitStatus(4)
 		}
 		fmt.Fprintf(stdout, "all compared stages agree with %s within relative L2 %g (%d of %d stages compared)\n", *compare, *tol, compared, len(stages))

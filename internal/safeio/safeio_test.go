@@ -4,6 +4,7 @@ package safeio
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -233,6 +234,81 @@ func TestRemoveStale(t *testing.T) {
 	}
 }
 
+// A temp's name says which PID namespace and host its pid belongs to: one
+// of this process's is removed once its pid is gone; one of another
+// container's (a pid this process cannot see) only once untouched for
+// StaleAge, however dead its pid looks from here.
+func TestRemoveStaleAcrossNamespaces(t *testing.T) {
+	dir := t.TempDir()
+	name := func(pid, tag string) string { return filepath.Join(dir, ".out"+tempMarker+pid+"."+tag+"-1") }
+	oursDead := name("999999999", processTag())
+	oursLive := name("1", processTag())
+	foreignLive := name("999999999", "0badf00d") // being written in another container
+	foreignOld := name("999999998", "0badf00d")
+	foreignOldDir := name("999999997", "0badf00d")
+	for _, p := range []string{oursDead, oursLive, foreignLive, foreignOld} {
+		write(t, p, "x")
+	}
+	if err := os.Mkdir(foreignOldDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(foreignOldDir, "shard"), "x")
+	old := time.Now().Add(-StaleAge - time.Hour)
+	for _, p := range []string{foreignOld, foreignOldDir, filepath.Join(foreignOldDir, "shard")} {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	RemoveStale(dir, "out")
+	for p, want := range map[string]bool{oursDead: false, oursLive: true, foreignLive: true, foreignOld: false, foreignOldDir: false} {
+		if _, err := os.Lstat(p); (err == nil) != want {
+			t.Errorf("%s: exists=%v, want %v", filepath.Base(p), err == nil, want)
+		}
+	}
+	tmp, err := CreateTemp(filepath.Join(dir, "new"), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tmp.Discard()
+	if want := fmt.Sprintf("%s%d.%s-", tempMarker, os.Getpid(), processTag()); !strings.Contains(tmp.Name(), want) {
+		t.Errorf("temp %s does not carry %s", tmp.Name(), want)
+	}
+}
+
+// Credentials never reach a message: a URL's password or token user name,
+// a Hugging Face token, an Authorization value a server echoes.
+func TestCleanRedactsCredentials(t *testing.T) {
+	tok := "hf_" + strings.Repeat("aB3", 12)
+	for in, want := range map[string]string{
+		"listing at http://user:" + tok + "@mirror:8080/x: refused": "listing at http://user:xxxxx@mirror:8080/x: refused",
+		"http://" + tok + "@mirror/api":                             "http://xxxxx@mirror/api",
+		"bad token " + tok + " sent":                                "bad token hf_*** sent",
+		"echo: Authorization: Bearer s3cr3t-v4lue, please":          "echo: Authorization: Bearer hf_***, please",
+		`{"authorization": "Basic dXNlcjpwYXNz"}`:                   `{"authorization": "Basic hf_***"}`,
+		"/models/hf_small/config.json":                              "/models/hf_small/config.json",
+		"mail admin@example.com":                                    "mail admin@example.com",
+	} {
+		if got := Clean(in); got != want {
+			t.Errorf("Clean(%q) = %q, want %q", in, got, want)
+		}
+		if got := Text(in); got != want {
+			t.Errorf("Text(%q) = %q, want %q", in, got, want)
+		}
+		if got := Quote(in); strings.Contains(got, tok) || strings.Contains(got, "s3cr3t") || strings.Contains(got, "dXNlcjpwYXNz") {
+			t.Errorf("Quote(%q) = %s keeps a credential", in, got)
+		}
+	}
+}
+
+// Text keeps a message's lines and tabs but escapes every other control,
+// and cuts nothing.
+func TestTextKeepsLines(t *testing.T) {
+	long := strings.Repeat("x", 500)
+	if got, want := Text("plug-in says:\n\tbad\x1b[2J "+long), "plug-in says:\n\tbad\\x1b[2J "+long; got != want {
+		t.Errorf("Text = %q, want %q", got, want)
+	}
+}
+
 func TestQuoteEscapesControls(t *testing.T) {
 	for in, want := range map[string]string{
 		"layers.0.w":       `"layers.0.w"`,
@@ -287,6 +363,45 @@ func TestSignalRemovesTemps(t *testing.T) {
 		if got := dirNames(t, dir); got != "" {
 			t.Fatalf("%v left %s", sig, got)
 		}
+	}
+}
+
+// A writer started with SIGHUP and SIGINT ignored (`nohup`, a shell's
+// background job) keeps ignoring them: it neither dies nor loses its temps
+// on a hangup; SIGTERM still removes them.
+func TestIgnoredSignalsStayIgnored(t *testing.T) {
+	if os.Getenv("SAFEIO_IGNORED_DIR") != "" {
+		helperWrite(os.Getenv("SAFEIO_IGNORED_DIR"))
+		return
+	}
+	if testing.Short() {
+		t.Skip("re-executes the test binary (not possible under go test -exec emulators)")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("/bin/sh", "-c", `trap '' HUP INT; exec "$0" -test.run='^TestIgnoredSignalsStayIgnored$'`, os.Args[0])
+	cmd.Env = append(os.Environ(), "SAFEIO_IGNORED_DIR="+dir)
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(stdout, buf); err != nil || string(buf) != "ready\n" {
+		t.Fatalf("helper: %q %v", buf, err)
+	}
+	_ = cmd.Process.Signal(syscall.SIGHUP)
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	time.Sleep(300 * time.Millisecond)
+	if got := dirNames(t, dir); !strings.Contains(got, tempMarker) {
+		t.Errorf("an ignored signal removed the temps: %q left", got)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if err == nil || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Fatalf("child ended with %v (%v), want death by SIGTERM, not by an ignored signal", err, ws)
+	}
+	if got := dirNames(t, dir); got != "" {
+		t.Fatalf("SIGTERM left %s", got)
 	}
 }
 

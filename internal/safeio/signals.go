@@ -1,6 +1,7 @@
 package safeio
 
 import (
+	"context"
 	"os"
 	"os/signal"
 	"sync"
@@ -15,7 +16,8 @@ import (
 // broken pipe (`qwenref … 2>&1 | head`); a SIGPIPE from any other
 // descriptor (a network peer gone) only fails that write, as Go's default
 // has it. With no temps live the handler is not installed, so the signals
-// keep their default effect and other handlers are not disturbed.
+// keep their default effect and other handlers are not disturbed; a signal
+// the process was started with ignored stays ignored (see handled).
 var temps struct {
 	mu     sync.Mutex
 	live   map[int]string
@@ -23,6 +25,50 @@ var temps struct {
 	ch     chan os.Signal
 	dying  bool
 	onKill func(os.Signal) // tests replace the final re-raise
+}
+
+// handled are the signals the handler catches: SIGINT, SIGTERM and the
+// extras, less any this process was started with ignored. `nohup` starts
+// a command with SIGHUP ignored and a shell's background job has SIGINT
+// ignored; Notify would turn them back on, so they stay ignored. Read at
+// package initialisation, before any Notify of this process.
+var handled = withoutIgnored(append([]os.Signal{syscall.SIGINT, syscall.SIGTERM}, extraSignals...))
+
+func withoutIgnored(sigs []os.Signal) []os.Signal {
+	var out []os.Signal
+	for _, s := range sigs {
+		if !signal.Ignored(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ignoredAtStart are the signals of handled's list that were ignored when
+// the process started.
+var ignoredAtStart = func() map[os.Signal]bool {
+	m := map[os.Signal]bool{}
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		m[s] = signal.Ignored(s)
+	}
+	return m
+}()
+
+// NotifyContext is signal.NotifyContext for the signals among sigs that
+// the process was not started with ignored: a command run under `nohup`,
+// or in the background of a shell, keeps ignoring what its parent told it
+// to ignore.
+func NotifyContext(ctx context.Context, sigs ...os.Signal) (context.Context, context.CancelFunc) {
+	var keep []os.Signal
+	for _, s := range sigs {
+		if !ignoredAtStart[s] {
+			keep = append(keep, s)
+		}
+	}
+	if len(keep) == 0 {
+		return context.WithCancel(ctx)
+	}
+	return signal.NotifyContext(ctx, keep...)
 }
 
 // TrackTemp registers a scratch file or directory that is not an output
@@ -41,9 +87,9 @@ func track(path string) (untrack func()) {
 	id := temps.next
 	temps.next++
 	temps.live[id] = path
-	if len(temps.live) == 1 {
+	if len(temps.live) == 1 && len(handled) > 0 {
 		temps.ch = make(chan os.Signal, 1)
-		signal.Notify(temps.ch, append([]os.Signal{syscall.SIGINT, syscall.SIGTERM}, extraSignals...)...)
+		signal.Notify(temps.ch, handled...)
 		go handle(temps.ch)
 	}
 	var once sync.Once

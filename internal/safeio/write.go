@@ -5,19 +5,40 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 	"unicode/utf8"
 )
 
 // tempMarker is in the name of every temporary file or directory qwenref
-// creates: ".<target>.qwenref-tmp-<pid>-<random>". The pid lets a later run
-// tell a stale temp (its writer is gone) from one being written right now.
+// creates: ".<target>.qwenref-tmp-<pid>.<where>-<random>". The pid lets a
+// later run tell a stale temp (its writer is gone) from one being written
+// right now, and <where> (processTag) says which pids it may ask about.
 const tempMarker = ".qwenref-tmp-"
+
+// StaleAge is how long a temp written by a process this one cannot see
+// (another container's PID namespace, another host on a shared volume)
+// must go untouched before it is taken for stale and removed.
+const StaleAge = 24 * time.Hour
+
+// processTag says where this process's pid means something: the host name
+// and the PID namespace, hashed to 8 hex digits. Two containers on one
+// volume (or two hosts on a network file system) have different tags, so
+// neither takes the other's live temp for a dead process's.
+var processTag = sync.OnceValue(func() string {
+	host, _ := os.Hostname()
+	ns, _ := os.Readlink("/proc/self/ns/pid") // "pid:[4026531836]" on Linux
+	h := fnv.New32a()
+	h.Write([]byte(host + "\x00" + ns))
+	return fmt.Sprintf("%08x", h.Sum32())
+})
 
 // WriteOptions say what an output must not be.
 type WriteOptions struct {
@@ -143,7 +164,7 @@ func CreateTemp(path string, opts WriteOptions) (*Temp, error) {
 
 // tempPrefix is the name prefix of this process's temps for base.
 func tempPrefix(base string) string {
-	return "." + tempBase(base) + tempMarker + strconv.Itoa(os.Getpid()) + "-"
+	return "." + tempBase(base) + tempMarker + strconv.Itoa(os.Getpid()) + "." + processTag() + "-"
 }
 
 // maxTempBase is how much of the target's name a temp's name repeats: the
@@ -259,8 +280,11 @@ func mkdirTemp(parent, prefix string) (string, error) {
 }
 
 // RemoveStale removes temps for base in dir that an earlier qwenref left
-// behind: files or directories named ".<base>.qwenref-tmp-<pid>-*" whose
-// process no longer runs. It returns the paths removed.
+// behind: files or directories named ".<base>.qwenref-tmp-<pid>.<where>-*"
+// whose process no longer runs, when <where> is this process's; those of
+// another PID namespace or host only once untouched for StaleAge. (Names
+// without <where>, from older versions, go by the pid alone.) It returns
+// the paths removed.
 func RemoveStale(dir, base string) []string {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -273,18 +297,50 @@ func RemoveStale(dir, base string) []string {
 		if !ok {
 			continue
 		}
-		pidText, _, ok := strings.Cut(rest, "-")
+		owner, _, ok := strings.Cut(rest, "-")
+		pidText, tag, tagged := strings.Cut(owner, ".")
 		pid, err := strconv.Atoi(pidText)
-		if !ok || err != nil || pid <= 0 || pid == os.Getpid() || processAlive(pid) {
+		if !ok || err != nil || pid <= 0 {
 			continue
 		}
 		if e.Type()&os.ModeSymlink != 0 || !(e.Type().IsRegular() || e.IsDir()) {
 			continue // not something we create: leave it
 		}
 		p := filepath.Join(dir, e.Name())
+		if tagged && tag != processTag() {
+			if !untouchedFor(p, StaleAge) {
+				continue
+			}
+		} else if pid == os.Getpid() || processAlive(pid) {
+			continue
+		}
 		if os.RemoveAll(p) == nil {
 			removed = append(removed, p)
 		}
 	}
 	return removed
+}
+
+// untouchedFor reports whether neither p nor (for a directory) anything
+// directly in it was modified within age.
+func untouchedFor(p string, age time.Duration) bool {
+	cutoff := time.Now().Add(-age)
+	fi, err := os.Lstat(p)
+	if err != nil || fi.ModTime().After(cutoff) {
+		return false
+	}
+	if !fi.IsDir() {
+		return true
+	}
+	entries, err := os.ReadDir(p)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || info.ModTime().After(cutoff) {
+			return false
+		}
+	}
+	return true
 }
