@@ -62,6 +62,22 @@ func BackwardOf(name string) (*Backward, error) {
 	return &Backward{l.lib}, nil
 }
 
+// BackwardOfFlags is the backward of the one library a list of --plugin
+// NAME=PATH values loaded (BackwardOf), what --grad runs.
+func BackwardOfFlags(flags []string) (*Backward, error) {
+	if len(flags) != 1 {
+		return nil, fmt.Errorf("--grad runs one plug-in's backward: give one --plugin, not %d", len(flags))
+	}
+	name, _, err := ParseFlag(flags[0])
+	if err != nil {
+		return nil, err
+	}
+	return BackwardOf(name)
+}
+
+// String names the backward in a check's report.
+func (b *Backward) String() string { return "plug-in " + b.l.name + "'s backward" }
+
 // Ops are the gradient files' ops the library has a backward for.
 func (b *Backward) Ops() []string { return b.l.bwOps }
 

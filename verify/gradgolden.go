@@ -35,6 +35,9 @@ type Backward interface {
 // GatedRMSNormBackwardF32), written from the math in float32.
 type NaiveBackward struct{}
 
+// String names the backward in a check's report.
+func (NaiveBackward) String() string { return "qwenref's float32 backward" }
+
 // GDNBackward runs reference.GDNBackwardF32.
 func (NaiveBackward) GDNBackward(dq, dk, dv, dg, dbeta, dstate, q, k, v, g, beta, state, dout, dfinal []float32, d gateddelta.Dims) error {
 	return reference.GDNBackwardF32(dq, dk, dv, dg, dbeta, dstate, q, k, v, g, beta, state, dout, dfinal, d)

@@ -73,12 +73,11 @@ initial_state and final_state are [N, NV, DK, DV], and the metadata holds
 cu_seqlens.
 
 --grad writes a gradient golden for gdn-core, conv, attention or
-gated-rmsnorm (the GDN layer's output norm; --grad only): the
-inputs, an upstream gradient of every output (dout or dy, dfinal_state),
-the outputs and every input's float64 gradient (dq, dk, ..., dinitial_state),
-each with its bar; attention's output carries the layer's sigmoid gate,
-conv takes --seqlens too (and --bias: a per-channel bias and dbias), and
-gdn-core --l2norm stores raw q and k that the op normalises. 'qwenref check --grad' checks a backward against it.
+gated-rmsnorm (the GDN output norm; --grad only): inputs, upstream
+gradients (dout or dy, dfinal_state), outputs and every input's float64
+gradient (dq, ..., dinitial_state) with their bars; attention carries the
+sigmoid output gate, conv takes --seqlens and --bias (dbias), gdn-core
+--l2norm raw q and k. 'qwenref check --grad' checks a backward on it.
 
 The same flags and seed always give the same file.
 
