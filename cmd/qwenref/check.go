@@ -133,4 +133,3 @@ Examples:
 	fmt.Fprintf(text, "every output agrees\n")
 	return nil
 }
-
