@@ -47,6 +47,8 @@ type lib struct {
 	conv       func(y, x unsafe.Pointer, t, c int32, w unsafe.Pointer, k int32, st, err unsafe.Pointer, errlen int32) int32
 	attn       func(out, q, k, v unsafe.Pointer, t, s, nh, nkv, d int32, scale float32, err unsafe.Pointer, errlen int32) int32
 	matmul     func(y, x unsafe.Pointer, m, k, n int32, w, err unsafe.Pointer, errlen int32) int32
+	bw         backward // the optional backward entry points (backward.go)
+	bwOps      []string // the ops of those it exports
 }
 
 var (
@@ -57,10 +59,12 @@ var (
 type loadedLib struct {
 	path  string
 	parts []string
+	lib   *lib
 }
 
 // Load opens the library at path and registers NAME for every kernel it
-// exports; it returns those parts (e.g. ["delta", "conv"]). Loading the
+// exports; it returns those parts (e.g. ["delta", "conv"]), none for a
+// library of backward entry points alone (BackwardOf). Loading the
 // same NAME=path again is a no-op; another path under a taken NAME is an
 // error. The library stays loaded for the life of the process.
 func Load(name, path string) ([]string, error) {
@@ -106,8 +110,16 @@ func Load(name, path string) ([]string, error) {
 		purego.RegisterLibFunc(bind[part], h, Symbols[part])
 		parts = append(parts, part)
 	}
-	if len(parts) == 0 {
-		return nil, fmt.Errorf("plugin %s: %s exports none of qwenref_gdn_core, qwenref_conv, qwenref_attention, qwenref_matmul", name, safeio.Clean(path))
+	bwBinds := l.bw.binds()
+	for _, op := range backwardOps {
+		if _, err := dl.Sym(h, BackwardSymbols[op]); err != nil {
+			continue
+		}
+		purego.RegisterLibFunc(bwBinds[op], h, BackwardSymbols[op])
+		l.bwOps = append(l.bwOps, op)
+	}
+	if len(parts) == 0 && len(l.bwOps) == 0 {
+		return nil, fmt.Errorf("plugin %s: %s exports none of qwenref_gdn_core, qwenref_conv, qwenref_attention, qwenref_matmul or their _backward forms", name, safeio.Clean(path))
 	}
 	kernels := map[string]any{"delta": deltaKernel{l}, "conv": convKernel{l}, "attn": attnKernel{l}, "matmul": matmulKernel{l}}
 	for _, part := range parts {
@@ -117,7 +129,7 @@ func Load(name, path string) ([]string, error) {
 			return nil, fmt.Errorf("plugin %s: %w", name, err)
 		}
 	}
-	loaded[name] = &loadedLib{path: path, parts: parts}
+	loaded[name] = &loadedLib{path: path, parts: parts, lib: l}
 	return parts, nil
 }
 

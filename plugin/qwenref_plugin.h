@@ -2,7 +2,8 @@
  * qwenref_plugin.h: the C ABI of a qwenref kernel plug-in.
  *
  * A plug-in is a shared library that exports qwenref_plugin_abi() and any
- * subset of the four kernels below. `qwenref CMD --plugin NAME=PATH.so`
+ * subset of the four kernels below and of the four backward entry points
+ * after them (`qwenref check --grad --plugin NAME=PATH.so` runs those). `qwenref CMD --plugin NAME=PATH.so`
  * loads it and registers NAME for each kernel it exports; a backend spec
  * then uses it for that op, e.g. `--backend chunked:delta=NAME:conv=NAME`.
  *
@@ -84,6 +85,50 @@ int qwenref_attention(float *out, const float *q, const float *k, const float *v
  */
 int qwenref_matmul(float *y, const float *x, int M, int K, int N, const float *w,
                    char *err, int errlen);
+
+/*
+ * Backward entry points (optional; `qwenref check --grad` runs them on a
+ * gradient golden, docs/golden-format.md). Each takes the forward's inputs
+ * and the upstream gradients of its outputs, and writes every input's
+ * gradient in full (not accumulated), laid out as that input. The loss is
+ * <dout, out> + <dfinal, final_state>. An optional input passed as NULL
+ * (conv's bias, attention's gate) has a NULL gradient too.
+ */
+
+/* The gated delta rule's backward for one sequence: q, k as
+ * qwenref_gdn_core takes them; state [NV, DK, DV] is the initial state (not
+ * changed); dout [T, NV, DV]; dfinal [NV, DK, DV] the final state's
+ * gradient. dstate is the initial state's gradient. */
+int qwenref_gdn_core_backward(float *dq, float *dk, float *dv, float *dg, float *dbeta, float *dstate,
+                              const float *q, const float *k, const float *v, const float *g,
+                              const float *beta, const float *state, const float *dout,
+                              const float *dfinal, int T, int NK, int NV, int DK, int DV,
+                              char *err, int errlen);
+
+/* The causal conv + SiLU's backward for one sequence: y[t, c] =
+ * SiLU(bias[c] + sum_j w[c,j] * xs[t+1+j, c]) with xs = [state; x] [K+T, C];
+ * dy [T, C]; dfinal [K, C] the final state's gradient (the last K rows of
+ * xs, so for T < K it reaches both dx and dstate). bias and dbias [C] may
+ * be NULL. dw [C, K] and dbias are this sequence's alone. */
+int qwenref_conv_backward(float *dx, float *dw, float *dbias, float *dstate,
+                          const float *x, const float *w, const float *bias, const float *state,
+                          const float *dy, const float *dfinal, int T, int C, int K,
+                          char *err, int errlen);
+
+/* The gated attention core's backward: out = sigmoid(gate) * attention(q,
+ * k, v) with qwenref_attention's layouts and masking; gate, dgate and dout
+ * [T, NH, D]; gate and dgate may be NULL (no gate). */
+int qwenref_attention_backward(float *dq, float *dk, float *dv, float *dgate,
+                               const float *q, const float *k, const float *v, const float *gate,
+                               const float *dout, int T, int S, int NH, int NKV, int D, float scale,
+                               char *err, int errlen);
+
+/* The gated RMSNorm's backward over rows rows of dim values:
+ * y = x * rsqrt(mean(x^2) + eps) * w * SiLU(z), x, z, dy [rows, dim], w [dim];
+ * dw [dim] sums over the rows. */
+int qwenref_gated_rmsnorm_backward(float *dx, float *dz, float *dw,
+                                   const float *x, const float *z, const float *w, const float *dy,
+                                   int rows, int dim, float eps, char *err, int errlen);
 
 #ifdef __cplusplus
 }

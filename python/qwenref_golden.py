@@ -16,6 +16,10 @@ which is exact). Layouts are qwenref's, one sequence, row-major:
              x [T, H] and the layer's weights under checkpoint names
              (e.g. linear_attn.in_proj_qkv.weight [C, H]); output out [T, H]
 
+Gradient files (qwenref golden --grad) add upstream gradients (dout or dy,
+dfinal_state) and the expected gradients (dq, ..., dinitial_state);
+check_grad hands a backward the inputs and the upstream gradients.
+
 fla's layouts add a batch axis: q[None] is [1, T, H, K]; see
 docs/kernel-engineers.md for the exact calls.
 """
@@ -25,7 +29,7 @@ import struct
 
 import numpy as np
 
-__all__ = ["read", "compare", "tolerance", "check", "cu_seqlens", "CheckError"]
+__all__ = ["read", "compare", "tolerance", "check", "check_grad", "strided", "cu_seqlens", "CheckError"]
 
 _MAX_HEADER = 100_000_000
 
@@ -112,7 +116,7 @@ class CheckError(AssertionError):
     """An output of the user's function is missing or outside its bars."""
 
 
-_OUTPUTS = {"gdn-core": ("out", "final_state"), "conv": ("y", "final_state"), "attention": ("out",),
+_OUTPUTS = {"gdn-core": ("out", "final_state"), "conv": ("y", "final_state"), "attention": ("out",), "gated-rmsnorm": ("y",),
             "gdn-layer": ("out",), "attention-layer": ("out",), "decoder-layer": ("out",)}
 
 
@@ -127,12 +131,78 @@ def check(path, fn):
     if op not in _OUTPUTS:
         raise ValueError(f"{path}: metadata op is {op!r}, not a file qwenref golden wrote")
     outputs = _OUTPUTS[op]
-    inputs = {k: v.copy() for k, v in tensors.items() if k not in outputs}
+    grads = set(sum(_GRADS.get(op, ((), ())), ())) | {"dbias"}  # a gradient file's, not the forward's
+    inputs = {k: v.copy() for k, v in tensors.items() if k not in outputs and k not in grads}
     got = fn(inputs, meta)
     report = {}
     for name in outputs:
         if name not in got:
             raise CheckError(f"{path}: the function returned no {name!r} (it must return {list(outputs)})")
+        want = tensors[name]
+        g = np.asarray(got[name], dtype=np.float32)
+        if g.size != want.size:
+            raise CheckError(f"{path}: {name} has {g.size} values, want {want.size} (shape {list(want.shape)})")
+        rel, mx = compare(g, want)
+        tol_rel, tol_max = tolerance(meta, name)
+        report[name] = (rel, mx)
+        if not (rel <= tol_rel and mx <= tol_max):
+            raise CheckError(f"{path}: {name} differs: rel L2 {rel:.3e} (bar {tol_rel:.1e}), "
+                             f"scaled max-abs {mx:.3e} (bar {tol_max:.1e})")
+    return report
+
+
+# The upstream gradients a gradient file's op takes, and the gradients it
+# expects (conv adds dbias in a --bias file).
+_GRADS = {"gdn-core": (("dout", "dfinal_state"), ("dq", "dk", "dv", "dg", "dbeta", "dinitial_state")),
+          "conv": (("dy", "dfinal_state"), ("dx", "dweight", "dinitial_state")),
+          "attention": (("dout",), ("dq", "dk", "dv", "dgate")),
+          "gated-rmsnorm": (("dy",), ("dx", "dz", "dweight"))}
+_FORWARD = {"out", "y", "final_state"}
+
+
+def strided(x):
+    """x as a read-only view that is not contiguous: its values every other
+    element of a buffer twice as long in the last axis, NaN between them,
+    as a slice or a transpose hands a kernel an upstream gradient. A kernel
+    that reads the buffer as if it were dense reads NaN."""
+    x = np.asarray(x, dtype=np.float32)
+    shape = x.shape if x.ndim else (1,)
+    buf = np.full(shape[:-1] + (2 * shape[-1],), np.nan, dtype=np.float32)
+    view = buf[..., ::2]
+    view[...] = x.reshape(shape)
+    view = view.reshape(x.shape) if x.ndim else view
+    view.flags.writeable = False
+    return view
+
+
+def check_grad(path, fn, strided_upstream=False):
+    """Check a backward against a gradient file (qwenref golden --grad).
+
+    Calls fn(inputs, upstream, meta): inputs are the forward's inputs (q, k,
+    ..., initial_state, as check hands them), upstream the gradients of its
+    outputs (dout or dy, and dfinal_state), each a float32 array in
+    qwenref's layout; fn returns a dict of every input's gradient (dq, dk,
+    ..., dinitial_state; see the file's op). With strided_upstream each
+    upstream gradient arrives as a non-contiguous read-only view
+    (strided), to catch a backward that assumes a dense dy. Returns
+    {gradient: (rel_l2, max_abs_scaled)}; raises CheckError naming the
+    first gradient that is missing or outside the file's bars."""
+    tensors, meta = read(path)
+    op = meta.get("op")
+    if meta.get("grad") != "1" or op not in _GRADS:
+        raise ValueError(f"{path}: not a gradient file (metadata op {op!r}, grad {meta.get('grad')!r}): "
+                         "write one with qwenref golden --grad")
+    ups, grads = _GRADS[op]
+    if meta.get("bias") == "1":
+        grads = grads + ("dbias",)
+    skip = set(grads) | set(ups) | _FORWARD
+    inputs = {k: v.copy() for k, v in tensors.items() if k not in skip}
+    upstream = {k: strided(tensors[k]) if strided_upstream else tensors[k].copy() for k in ups}
+    got = fn(inputs, upstream, meta)
+    report = {}
+    for name in grads:
+        if name not in got:
+            raise CheckError(f"{path}: the function returned no {name!r} (it must return {list(grads)})")
         want = tensors[name]
         g = np.asarray(got[name], dtype=np.float32)
         if g.size != want.size:

@@ -3,6 +3,7 @@ package reference
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 
@@ -104,10 +105,11 @@ func GDNPackedBackward(q, k, v, g, beta []float64, d gateddelta.Dims, segs []int
 	return out, final, gr, nil
 }
 
-// ConvPackedBackward is CausalConvSiLUBackward (no bias) over packed
-// sequences, each from its own initial state in states [len(segs), K, C]:
-// the outputs, final states and gradients, W summed over the sequences.
-func ConvPackedBackward(x []float64, t, c int, w []float64, k int, segs []int, states, dy, dfinal []float64) (y, final []float64, gr *ConvGrads, err error) {
+// ConvPackedBackward is CausalConvSiLUBackward over packed sequences,
+// each from its own initial state in states [len(segs), K, C], with a
+// per-channel bias (nil: none): the outputs, final states and gradients,
+// W and Bias summed over the sequences.
+func ConvPackedBackward(x []float64, t, c int, w []float64, k int, bias []float64, segs []int, states, dy, dfinal []float64) (y, final []float64, gr *ConvGrads, err error) {
 	if _, err := segments(t, segs); err != nil {
 		return nil, nil, nil, err
 	}
@@ -117,13 +119,16 @@ func ConvPackedBackward(x []float64, t, c int, w []float64, k int, segs []int, s
 	}
 	y, final = make([]float64, t*c), slices.Clone(states)
 	gr = &ConvGrads{X: make([]float64, t*c), W: make([]float64, c*k), State: make([]float64, len(states))}
+	if bias != nil {
+		gr.Bias = make([]float64, c)
+	}
 	at, sz := 0, k*c
 	for i, n := range segs {
 		xs := x[at*c : (at+n)*c]
-		if err := CausalConvSiLU(y[at*c:(at+n)*c], xs, n, c, w, k, final[i*sz:(i+1)*sz]); err != nil {
+		if err := CausalConvSiLUBias(y[at*c:(at+n)*c], xs, n, c, w, k, bias, final[i*sz:(i+1)*sz]); err != nil {
 			return nil, nil, nil, err
 		}
-		sg, err := CausalConvSiLUBackward(xs, n, c, w, k, nil, states[i*sz:(i+1)*sz], dy[at*c:(at+n)*c], dfinal[i*sz:(i+1)*sz])
+		sg, err := CausalConvSiLUBackward(xs, n, c, w, k, bias, states[i*sz:(i+1)*sz], dy[at*c:(at+n)*c], dfinal[i*sz:(i+1)*sz])
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -131,6 +136,9 @@ func ConvPackedBackward(x []float64, t, c int, w []float64, k int, segs []int, s
 		copy(gr.State[i*sz:], sg.State)
 		for j, v := range sg.W {
 			gr.W[j] += v
+		}
+		for j, v := range sg.Bias {
+			gr.Bias[j] += v
 		}
 		at += n
 	}
@@ -152,8 +160,11 @@ func BuildGradVector(op string, d VectorDims, seed uint64, zeroState, l2 bool) (
 	if l2 && op != "gdn-core" {
 		return nil, fmt.Errorf("--l2norm applies to gdn-core only, not %s", op)
 	}
-	if len(d.SeqLens) > 0 && op == "attention" {
-		return nil, fmt.Errorf("--seqlens applies to gdn-core and conv, not attention")
+	if len(d.SeqLens) > 0 && op != "gdn-core" && op != "conv" {
+		return nil, fmt.Errorf("--seqlens applies to gdn-core and conv, not %s", op)
+	}
+	if d.ConvBias && op != "conv" {
+		return nil, fmt.Errorf("--bias applies to conv only, not %s", op)
 	}
 	segs, err := segments(d.T, d.SeqLens)
 	if err != nil {
@@ -232,16 +243,24 @@ func BuildGradVector(op string, d VectorDims, seed uint64, zeroState, l2 bool) (
 		}
 		x := draw("x", dtype, cin.X, d.T, d.C)
 		w := draw("weight", dtype, cin.W, d.C, d.K)
+		var bias []float64
+		if d.ConvBias { // drawn after the others, so a file without one is unchanged
+			bias = draw("bias", dtype, Normals(Rand(seed, StreamFor("grad/conv/bias")), d.C, 0.5), d.C)
+			meta["bias"] = "1"
+		}
 		s0 := draw("initial_state", dtype, states, stShape(d.K, d.C)...)
 		dy := draw("dy", dtype, Normals(r, d.T*d.C, 1), d.T, d.C)
 		dfin := draw("dfinal_state", dtype, Normals(r, len(states), 1), stShape(d.K, d.C)...)
-		y, final, gr, err := ConvPackedBackward(x, d.T, d.C, w, d.K, segs, s0, dy, dfin)
+		y, final, gr, err := ConvPackedBackward(x, d.T, d.C, w, d.K, bias, segs, s0, dy, dfin)
 		if err != nil {
 			return nil, err
 		}
 		outs = []gradOutput{{"y", y, []int{d.T, d.C}, dtype, d.K}, {"final_state", final, stShape(d.K, d.C), dtype, 1},
 			{"dx", gr.X, []int{d.T, d.C}, dtype, d.K}, {"dweight", gr.W, []int{d.C, d.K}, dtype, d.T},
 			{"dinitial_state", gr.State, stShape(d.K, d.C), dtype, d.K}}
+		if bias != nil {
+			outs = append(outs, gradOutput{"dbias", gr.Bias, []int{d.C}, dtype, d.T})
+		}
 		meta["C"], meta["K"] = strconv.Itoa(d.C), strconv.Itoa(d.K)
 	case "attention":
 		s := d.P + d.T
@@ -272,8 +291,13 @@ func BuildGradVector(op string, d VectorDims, seed uint64, zeroState, l2 bool) (
 		}
 		meta["scale"] = strconv.FormatFloat(float64(ain.Scale), 'g', -1, 32)
 		meta["gate"] = "1"
+	case "gated-rmsnorm":
+		outs, err = gatedNormGrad(d, r, dtype, draw, meta)
+		if err != nil {
+			return nil, err
+		}
 	default:
-		return nil, fmt.Errorf("unknown op %q for --grad (ops: gdn-core, conv, attention)", op)
+		return nil, fmt.Errorf("unknown op %q for --grad (ops: gdn-core, conv, attention, gated-rmsnorm)", op)
 	}
 	vec := &Vector{Meta: meta, Tensors: ins}
 	for _, o := range outs {
@@ -296,4 +320,39 @@ func fileDType(dtype string) string {
 		return "F16"
 	}
 	return "F32"
+}
+
+// GatedNormEps is the ε of a gated-rmsnorm gradient file: Qwen3.5's
+// rms_norm_eps.
+const GatedNormEps = 1e-6
+
+// gatedNormGrad draws a gated-rmsnorm gradient vector: the GDN layer's
+// output norm per value head, x and z [T, NV, DV], weight [DV], and the
+// upstream gradient dy; it returns y, dx, dz and dweight.
+func gatedNormGrad(d VectorDims, r *rand.Rand, dtype string, draw func(string, string, []float32, ...int) []float64, meta map[string]string) ([]gradOutput, error) {
+	if d.NV < 1 || d.DV < 1 {
+		return nil, fmt.Errorf("gated-rmsnorm: bad dims NV=%d DV=%d", d.NV, d.DV)
+	}
+	n := d.T * d.NV * d.DV
+	w := Normals(r, d.DV, 0.2)
+	for i := range w {
+		w[i]++
+	}
+	x := draw("x", dtype, Normals(r, n, 1), d.T, d.NV, d.DV)
+	z := draw("z", dtype, Normals(r, n, 1.5), d.T, d.NV, d.DV)
+	wt := draw("weight", dtype, w, d.DV)
+	dy := draw("dy", dtype, Normals(r, n, 1), d.T, d.NV, d.DV)
+	y, err := GatedRMSNorm(x, z, wt, d.DV, GatedNormEps)
+	if err != nil {
+		return nil, err
+	}
+	dx, dz, dw, err := GatedRMSNormBackward(x, z, wt, d.DV, GatedNormEps, dy)
+	if err != nil {
+		return nil, err
+	}
+	meta["NV"], meta["DV"] = strconv.Itoa(d.NV), strconv.Itoa(d.DV)
+	meta["eps"] = strconv.FormatFloat(GatedNormEps, 'g', -1, 64)
+	sh := []int{d.T, d.NV, d.DV}
+	return []gradOutput{{"y", y, sh, dtype, d.DV}, {"dx", dx, sh, dtype, d.DV}, {"dz", dz, sh, dtype, d.DV},
+		{"dweight", dw, []int{d.DV}, dtype, d.T * d.NV}}, nil
 }

@@ -113,14 +113,14 @@ func TestGradVectorConv(t *testing.T) {
 			assert.True(t, passes(t, v, n, roundedTo(dtype, w(n))), "%s written in %s", n, dtype)
 		}
 		// The middle sequence's dW alone, then the whole dW with it ×16.
-		_, _, g1, err := ConvPackedBackward(w("x")[5*6:6*6], 1, 6, w("weight"), 4, []int{1}, w("initial_state")[24:48], w("dy")[5*6:6*6], w("dfinal_state")[24:48])
+		_, _, g1, err := ConvPackedBackward(w("x")[5*6:6*6], 1, 6, w("weight"), 4, nil, []int{1}, w("initial_state")[24:48], w("dy")[5*6:6*6], w("dfinal_state")[24:48])
 		require.NoError(t, err)
 		planted := append([]float64(nil), w("dweight")...)
 		for i, x := range g1.W {
 			planted[i] += 15 * x
 		}
 		assert.False(t, passes(t, v, "dweight", planted), "dW ×16 on one sequence")
-		_, _, g0, err := ConvPackedBackward(w("x"), 15, 6, w("weight"), 4, segs, w("initial_state"), w("dy"), make([]float64, 3*24))
+		_, _, g0, err := ConvPackedBackward(w("x"), 15, 6, w("weight"), 4, nil, segs, w("initial_state"), w("dy"), make([]float64, 3*24))
 		require.NoError(t, err)
 		assert.False(t, passes(t, v, "dinitial_state", g0.State), "dh0 without the final state's gradient")
 		assert.False(t, passes(t, v, "dx", g0.X), "dx without the final state's gradient")

@@ -28,6 +28,9 @@ type VectorDims struct {
 	DType         string
 	C, K          int // conv
 	NH, NKV, D, P int // attention (P: cached tokens before the T new ones)
+	// ConvBias gives a conv gradient vector a per-channel bias (input bias,
+	// expected gradient dbias), as causal-conv1d takes one.
+	ConvBias bool
 }
 
 // Describe is a one-line summary of the dims that matter for op.
@@ -36,7 +39,12 @@ func (d VectorDims) Describe(op string) string {
 	case "gdn-core":
 		return fmt.Sprintf("T=%d nk=%d nv=%d dk=%d dv=%d", d.T, d.NK, d.NV, d.DK, d.DV)
 	case "conv":
+		if d.ConvBias {
+			return fmt.Sprintf("T=%d C=%d K=%d with bias", d.T, d.C, d.K)
+		}
 		return fmt.Sprintf("T=%d C=%d K=%d", d.T, d.C, d.K)
+	case "gated-rmsnorm":
+		return fmt.Sprintf("T=%d nv=%d dv=%d", d.T, d.NV, d.DV)
 	}
 	return fmt.Sprintf("T=%d past=%d heads=%d kv-heads=%d head-dim=%d", d.T, d.P, d.NH, d.NKV, d.D)
 }

@@ -32,7 +32,10 @@ type GoldenSpec struct {
 	// every input's gradient besides the forward tensors; L2Norm
 	// (gdn-core, with Grad) stores raw q and k, normalised in the op.
 	Grad, L2Norm bool
-	Attention    bool // decoder-layer: an attention layer instead of a GDN one
+	// Bias (conv, with Grad) gives the conv a per-channel bias and the
+	// file its gradient dbias.
+	Bias      bool
+	Attention bool // decoder-layer: an attention layer instead of a GDN one
 	// MemLimit bounds what building may allocate (0: none); MemSource
 	// names where the limit came from, for the error.
 	MemLimit  int64
@@ -48,6 +51,12 @@ func BuildGolden(s GoldenSpec) (*reference.Vector, string, error) {
 	}
 	if s.L2Norm && (!s.Grad || s.Op != "gdn-core") {
 		return nil, "", fmt.Errorf("--l2norm applies to --op gdn-core with --grad only")
+	}
+	if s.Op == "gated-rmsnorm" && !s.Grad {
+		return nil, "", fmt.Errorf("gated-rmsnorm files are gradient files: add --grad")
+	}
+	if s.Bias && (!s.Grad || s.Op != "conv") {
+		return nil, "", fmt.Errorf("--bias applies to --op conv with --grad only")
 	}
 	if s.Grad && slices.Contains(LayerOps, s.Op) {
 		return nil, "", fmt.Errorf("--grad applies to the core ops (gdn-core, conv, attention), not %s", s.Op)
@@ -81,7 +90,7 @@ func BuildGolden(s GoldenSpec) (*reference.Vector, string, error) {
 		C: pick("channels", cfg.ConvDim()), K: pick("kernel", cfg.LinearConvKernel),
 		NH: pick("heads", cfg.NumHeads), NKV: pick("kv-heads", cfg.NumKVHeads),
 		D: pick("head-dim", cfg.HeadDim), P: s.Overrides["past"],
-		DType: s.DType, SeqLens: s.SeqLens,
+		DType: s.DType, SeqLens: s.SeqLens, ConvBias: s.Bias,
 	}
 	if err := coreGoldenMemory(s, d); err != nil {
 		return nil, "", err
@@ -138,6 +147,10 @@ func coreGoldenMemory(s GoldenSpec, d reference.VectorDims) error {
 		dims["--channels"], dims["--kernel"] = d.C, d.K
 		perT = []int{2 * d.C}
 		fixed = []int{d.C, d.K}
+	case "gated-rmsnorm":
+		dims["--nv"], dims["--dv"] = d.NV, d.DV
+		perT = []int{5 * d.NV * d.DV}
+		fixed = []int{3, d.DV}
 	case "attention":
 		dims["--heads"], dims["--kv-heads"], dims["--head-dim"] = d.NH, d.NKV, d.D
 		perT = []int{d.T + d.P, d.NH}

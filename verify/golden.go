@@ -11,6 +11,7 @@ import (
 	"github.com/qwenref/qwenref/layers/attention"
 	"github.com/qwenref/qwenref/layers/conv1d"
 	"github.com/qwenref/qwenref/layers/gateddelta"
+	"github.com/qwenref/qwenref/layers/norm"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/reference"
 	"github.com/qwenref/qwenref/tensor"
@@ -237,7 +238,36 @@ func (g *Golden) Run(be *model.Backend) ([]Output, error) {
 			}
 			at += n
 		}
+		if meta["bias"] == "1" { // a --grad --bias file: the backend's conv takes no bias, so y is not run
+			return []Output{{"final_state", state}}, nil
+		}
 		return []Output{{"y", y}, {"final_state", state}}, nil
+	case "gated-rmsnorm": // --grad files: the GDN layer's output norm, run by the layer package
+		if err := dim("T", "NV", "DV"); err != nil {
+			return nil, err
+		}
+		eps, err := strconv.ParseFloat(meta["eps"], 32)
+		if err != nil || !(eps > 0) || eps > 1 {
+			return nil, fmt.Errorf("metadata eps is %s, not a number in (0, 1]", safeio.Quote(meta["eps"]))
+		}
+		sh := []int{dims["T"], dims["NV"], dims["DV"]}
+		x, err := read("x", sh...)
+		if err != nil {
+			return nil, err
+		}
+		z, err := read("z", sh...)
+		if err != nil {
+			return nil, err
+		}
+		w, err := read("weight", dims["DV"])
+		if err != nil {
+			return nil, err
+		}
+		y := make([]float32, len(x))
+		if err := norm.GatedRMSNormSiLU(y, x, z, w, float32(eps)); err != nil {
+			return nil, err
+		}
+		return []Output{{"y", y}}, nil
 	case "attention":
 		if err := dim("T", "S", "NH", "NKV", "D"); err != nil {
 			return nil, err
@@ -284,7 +314,7 @@ func (g *Golden) Run(be *model.Backend) ([]Output, error) {
 		}
 		return []Output{{"out", out}}, nil
 	default:
-		return nil, fmt.Errorf("metadata op is %s: not a file 'qwenref golden' wrote (ops: gdn-core, conv, attention, gdn-layer, attention-layer, decoder-layer)", safeio.Quote(op))
+		return nil, fmt.Errorf("metadata op is %s: not a file 'qwenref golden' wrote (ops: gdn-core, conv, attention, gated-rmsnorm, gdn-layer, attention-layer, decoder-layer)", safeio.Quote(op))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/layers/attention"
+	"github.com/qwenref/qwenref/layers/conv1d"
 	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/layers/norm"
 	"github.com/qwenref/qwenref/reference"
@@ -16,14 +17,58 @@ import (
 // IsGrad reports whether the golden holds gradients (`qwenref golden --grad`).
 func (g *Golden) IsGrad() bool { return g.Meta["grad"] == "1" }
 
-// RunGrad runs qwenref's built-in backward on a gradient golden's inputs
-// and upstream gradients and returns every input's gradient, named as the
-// file's expected ones (dq, dk, …). gdn-core runs the reference's
-// recurrence in float32 (reference.NaiveGDNBackward); conv and attention
-// run the float64 reference and round once to float32.
-func (g *Golden) RunGrad() ([]Output, error) {
+// Backward is a set of float32 backward kernels, one sequence per call,
+// that `qwenref check --grad` runs on a gradient golden: qwenref's own
+// (NaiveBackward) or a plug-in's (plugin.BackwardOf). Each writes every
+// gradient in full; an optional upstream gradient (dfinal) or input (bias,
+// gate) may be nil, and then its gradient is not written. A set that
+// lacks an op returns an error saying so.
+type Backward interface {
+	GDNBackward(dq, dk, dv, dg, dbeta, dstate, q, k, v, g, beta, state, dout, dfinal []float32, d gateddelta.Dims) error
+	ConvBackward(dx, dw, dbias, dstate, x, w, bias, state, dy, dfinal []float32, d conv1d.Dims) error
+	AttentionBackward(dq, dk, dv, dgate, q, k, v, gate, dout []float32, d attention.Dims, scale float32) error
+	GatedRMSNormBackward(dx, dz, dw, x, z, w, dy []float32, dim int, eps float32) error
+}
+
+// NaiveBackward is qwenref's built-in backward: package reference's
+// float32 loops (GDNBackwardF32, ConvBackwardF32, AttentionBackwardF32,
+// GatedRMSNormBackwardF32), written from the math in float32.
+type NaiveBackward struct{}
+
+// String names the backward in a check's report.
+func (NaiveBackward) String() string { return "qwenref's float32 backward" }
+
+// GDNBackward runs reference.GDNBackwardF32.
+func (NaiveBackward) GDNBackward(dq, dk, dv, dg, dbeta, dstate, q, k, v, g, beta, state, dout, dfinal []float32, d gateddelta.Dims) error {
+	return reference.GDNBackwardF32(dq, dk, dv, dg, dbeta, dstate, q, k, v, g, beta, state, dout, dfinal, d)
+}
+
+// ConvBackward runs reference.ConvBackwardF32.
+func (NaiveBackward) ConvBackward(dx, dw, dbias, dstate, x, w, bias, state, dy, dfinal []float32, d conv1d.Dims) error {
+	return reference.ConvBackwardF32(dx, dw, dbias, dstate, x, d.T, d.C, w, d.K, bias, state, dy, dfinal)
+}
+
+// AttentionBackward runs reference.AttentionBackwardF32.
+func (NaiveBackward) AttentionBackward(dq, dk, dv, dgate, q, k, v, gate, dout []float32, d attention.Dims, scale float32) error {
+	return reference.AttentionBackwardF32(dq, dk, dv, dgate, q, k, v, gate, dout, d, scale)
+}
+
+// GatedRMSNormBackward runs reference.GatedRMSNormBackwardF32.
+func (NaiveBackward) GatedRMSNormBackward(dx, dz, dw, x, z, w, dy []float32, dim int, eps float32) error {
+	return reference.GatedRMSNormBackwardF32(dx, dz, dw, x, z, w, dy, dim, eps)
+}
+
+// RunGrad runs bw (nil: NaiveBackward) on a gradient golden's inputs and
+// upstream gradients, one sequence per call, and returns every input's
+// gradient, named as the file's expected ones (dq, dk, …). A gdn-core
+// --l2norm file's q and k are normalised here and the norm's backward
+// runs here; packed conv sequences' dweight and dbias are summed here.
+func (g *Golden) RunGrad(bw Backward) ([]Output, error) {
 	if !g.IsGrad() {
 		return nil, fmt.Errorf("the file holds no gradients (write it with qwenref golden --grad)")
+	}
+	if bw == nil {
+		bw = NaiveBackward{}
 	}
 	meta := g.Meta
 	dims := map[string]int{}
@@ -73,13 +118,6 @@ func (g *Golden) RunGrad() ([]Output, error) {
 		}
 		return s
 	}
-	wide := func(xs [][]float32) [][]float64 {
-		out := make([][]float64, len(xs))
-		for i, x := range xs {
-			out[i] = reference.Widen(x)
-		}
-		return out
-	}
 	switch op := meta["op"]; op {
 	case "gdn-core":
 		d := gateddelta.Dims{T: t, NK: dims["NK"], NV: dims["NV"], DK: dims["DK"], DV: dims["DV"]}
@@ -92,44 +130,94 @@ func (g *Golden) RunGrad() ([]Output, error) {
 		if err != nil {
 			return nil, err
 		}
-		r, err := reference.NaiveGDNBackward(in[0], in[1], in[2], in[3], in[4], d, segs, in[5], in[6], in[7], meta["l2norm"] == "1")
+		r, err := reference.PackedGDNBackward(bw.GDNBackward, in[0], in[1], in[2], in[3], in[4], d, segs, in[5], in[6], in[7], meta["l2norm"] == "1")
 		if err != nil {
 			return nil, err
 		}
 		return []Output{{"dq", r[0]}, {"dk", r[1]}, {"dv", r[2]}, {"dg", r[3]}, {"dbeta", r[4]}, {"dinitial_state", r[5]}}, nil
 	case "conv":
-		c, k := dims["C"], dims["K"]
-		in, err := readAll(namedShape{"x", []int{t, c}}, namedShape{"weight", []int{c, k}}, namedShape{"initial_state", stShape(k, c)},
-			namedShape{"dy", []int{t, c}}, namedShape{"dfinal_state", stShape(k, c)})
-		if err != nil {
-			return nil, err
-		}
-		w := wide(in)
-		_, _, gr, err := reference.ConvPackedBackward(w[0], t, c, w[1], k, segs, w[2], w[3], w[4])
-		if err != nil {
-			return nil, err
-		}
-		return []Output{{"dx", reference.Narrow(gr.X)}, {"dweight", reference.Narrow(gr.W)}, {"dinitial_state", reference.Narrow(gr.State)}}, nil
+		return g.runConvGrad(bw, read, t, dims["C"], dims["K"], segs, stShape)
 	case "attention":
 		d := attention.Dims{T: t, S: dims["S"], NH: dims["NH"], NKV: dims["NKV"], D: dims["D"]}
 		scale, err := strconv.ParseFloat(meta["scale"], 32)
 		if err != nil || !(scale > 0) || math.IsInf(scale, 0) {
 			return nil, fmt.Errorf("metadata scale is %s, not a positive number", safeio.Quote(meta["scale"]))
 		}
+		if d.NKV == 0 || d.NH%d.NKV != 0 || d.S < d.T {
+			return nil, fmt.Errorf("metadata NH=%d, NKV=%d, S=%d, T=%d: want NH a multiple of NKV and S ≥ T", d.NH, d.NKV, d.S, d.T)
+		}
 		in, err := readAll(namedShape{"q", []int{t, d.NH, d.D}}, namedShape{"k", []int{d.S, d.NKV, d.D}}, namedShape{"v", []int{d.S, d.NKV, d.D}},
 			namedShape{"gate", []int{t, d.NH, d.D}}, namedShape{"dout", []int{t, d.NH, d.D}})
 		if err != nil {
 			return nil, err
 		}
-		w := wide(in)
-		gr, err := reference.GatedAttentionBackward(w[0], w[1], w[2], w[3], d, scale, w[4])
+		gr := [4][]float32{make([]float32, len(in[0])), make([]float32, len(in[1])), make([]float32, len(in[2])), make([]float32, len(in[0]))}
+		if err := bw.AttentionBackward(gr[0], gr[1], gr[2], gr[3], in[0], in[1], in[2], in[3], in[4], d, float32(scale)); err != nil {
+			return nil, err
+		}
+		return []Output{{"dq", gr[0]}, {"dk", gr[1]}, {"dv", gr[2]}, {"dgate", gr[3]}}, nil
+	case "gated-rmsnorm":
+		nv, dv := dims["NV"], dims["DV"]
+		eps, err := strconv.ParseFloat(meta["eps"], 32)
+		if err != nil || !(eps > 0) || eps > 1 {
+			return nil, fmt.Errorf("metadata eps is %s, not a number in (0, 1]", safeio.Quote(meta["eps"]))
+		}
+		in, err := readAll(namedShape{"x", []int{t, nv, dv}}, namedShape{"z", []int{t, nv, dv}}, namedShape{"weight", []int{dv}},
+			namedShape{"dy", []int{t, nv, dv}})
 		if err != nil {
 			return nil, err
 		}
-		return []Output{{"dq", reference.Narrow(gr.Q)}, {"dk", reference.Narrow(gr.K)}, {"dv", reference.Narrow(gr.V)}, {"dgate", reference.Narrow(gr.Gate)}}, nil
+		dx, dz, dw := make([]float32, len(in[0])), make([]float32, len(in[0])), make([]float32, dv)
+		if err := bw.GatedRMSNormBackward(dx, dz, dw, in[0], in[1], in[2], in[3], dv, float32(eps)); err != nil {
+			return nil, err
+		}
+		return []Output{{"dx", dx}, {"dz", dz}, {"dweight", dw}}, nil
 	default:
-		return nil, fmt.Errorf("metadata op is %s: gradient files exist for gdn-core, conv and attention", safeio.Quote(op))
+		return nil, fmt.Errorf("metadata op is %s: gradient files exist for gdn-core, conv, attention and gated-rmsnorm", safeio.Quote(op))
 	}
+}
+
+// runConvGrad runs bw's conv backward per packed sequence, summing
+// dweight (and dbias, in a --bias file) over the sequences.
+func (g *Golden) runConvGrad(bw Backward, read func(string, ...int) ([]float32, error), t, c, k int, segs []int, stShape func(...int) []int) ([]Output, error) {
+	var in [5][]float32
+	for i, n := range []namedShape{{"x", []int{t, c}}, {"weight", []int{c, k}}, {"initial_state", stShape(k, c)}, {"dy", []int{t, c}}, {"dfinal_state", stShape(k, c)}} {
+		x, err := read(n.name, n.shape...)
+		if err != nil {
+			return nil, err
+		}
+		in[i] = x
+	}
+	var bias, dbias, db []float32
+	if g.Meta["bias"] == "1" {
+		var err error
+		if bias, err = read("bias", c); err != nil {
+			return nil, err
+		}
+		dbias, db = make([]float32, c), make([]float32, c)
+	}
+	dx, dw, dst := make([]float32, t*c), make([]float32, c*k), make([]float32, len(in[2]))
+	dws := make([]float32, c*k)
+	at, sz := 0, k*c
+	for i, n := range segs {
+		sl := func(x []float32) []float32 { return x[at*c : (at+n)*c] }
+		if err := bw.ConvBackward(sl(dx), dws, db, dst[i*sz:(i+1)*sz], sl(in[0]), in[1], bias, in[2][i*sz:(i+1)*sz], sl(in[3]), in[4][i*sz:(i+1)*sz],
+			conv1d.Dims{T: n, C: c, K: k}); err != nil {
+			return nil, err
+		}
+		for j, v := range dws {
+			dw[j] += v
+		}
+		for j, v := range db {
+			dbias[j] += v
+		}
+		at += n
+	}
+	out := []Output{{"dx", dx}, {"dweight", dw}, {"dinitial_state", dst}}
+	if bias != nil {
+		out = append(out, Output{"dbias", dbias})
+	}
+	return out, nil
 }
 
 type namedShape struct {

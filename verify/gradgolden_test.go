@@ -7,6 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/qwenref/qwenref/layers/attention"
+	"github.com/qwenref/qwenref/layers/conv1d"
+	"github.com/qwenref/qwenref/layers/gateddelta"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/reference"
 	"github.com/qwenref/qwenref/weights"
@@ -29,6 +32,8 @@ func TestGradGoldenRoundTrip(t *testing.T) {
 		{"gdn-core", reference.VectorDims{T: 9, NK: 1, NV: 2, DK: 8, DV: 4, DType: "f32"}, false},
 		{"conv", reference.VectorDims{T: 10, C: 12, K: 4, SeqLens: []int{2, 8}, DType: "f16"}, false},
 		{"attention", reference.VectorDims{T: 5, NH: 4, NKV: 2, D: 8, P: 3, DType: "f32"}, false},
+		{"conv", reference.VectorDims{T: 9, C: 6, K: 4, SeqLens: []int{3, 6}, DType: "bf16", ConvBias: true}, false},
+		{"gated-rmsnorm", reference.VectorDims{T: 7, NV: 3, DV: 16, DType: "f32"}, false},
 	} {
 		vec, err := reference.BuildGradVector(c.op, c.d, 5, false, c.l2)
 		require.NoError(t, err, c.op)
@@ -39,9 +44,13 @@ func TestGradGoldenRoundTrip(t *testing.T) {
 		require.True(t, g.IsGrad())
 		fwd, err := g.Run(be)
 		require.NoError(t, err, c.op)
-		grads, err := g.RunGrad()
+		grads, err := g.RunGrad(nil)
 		require.NoError(t, err, c.op)
-		assert.Len(t, grads, map[string]int{"gdn-core": 6, "conv": 3, "attention": 4}[c.op])
+		want := map[string]int{"gdn-core": 6, "conv": 3, "attention": 4, "gated-rmsnorm": 3}[c.op]
+		if c.d.ConvBias {
+			want = 4
+		}
+		assert.Len(t, grads, want)
 		for _, o := range append(fwd, grads...) {
 			chk, err := g.Compare(o)
 			require.NoError(t, err, o.Name)
@@ -58,8 +67,73 @@ func TestGradGoldenRoundTrip(t *testing.T) {
 	g, err := OpenGolden(writeGolden(t, "conv", smallDims))
 	require.NoError(t, err)
 	defer g.Close()
-	_, err = g.RunGrad()
+	_, err = g.RunGrad(nil)
 	assert.ErrorContains(t, err, "--grad")
+}
+
+// planted is the built-in float32 backward with one bug per op, each a
+// mistake a kernel could make: the final state's gradient dropped (gdn,
+// conv), the output gate left out of the backward (attention), the norm's
+// ε 10⁴ times too large (gated RMSNorm).
+type planted struct{ NaiveBackward }
+
+func (p planted) GDNBackward(dq, dk, dv, dg, dbeta, dstate, q, k, v, g, beta, state, dout, dfinal []float32, d gateddelta.Dims) error {
+	return p.NaiveBackward.GDNBackward(dq, dk, dv, dg, dbeta, dstate, q, k, v, g, beta, state, dout, nil, d)
+}
+
+func (p planted) ConvBackward(dx, dw, dbias, dstate, x, w, bias, state, dy, dfinal []float32, d conv1d.Dims) error {
+	return p.NaiveBackward.ConvBackward(dx, dw, dbias, dstate, x, w, bias, state, dy, nil, d)
+}
+
+func (p planted) AttentionBackward(dq, dk, dv, dgate, q, k, v, gate, dout []float32, d attention.Dims, scale float32) error {
+	return p.NaiveBackward.AttentionBackward(dq, dk, dv, dgate, q, k, v, nil, dout, d, scale)
+}
+
+func (p planted) GatedRMSNormBackward(dx, dz, dw, x, z, w, dy []float32, dim int, eps float32) error {
+	return p.NaiveBackward.GatedRMSNormBackward(dx, dz, dw, x, z, w, dy, dim, eps*1e4)
+}
+
+// The built-in float32 backward is checked, not compared with itself:
+// on every op its gradients differ from the file's (the float64
+// reference) yet meet the bars, and each planted bug fails a named one.
+func TestBuiltinBackwardIsSeparateAndPlantedBugsFail(t *testing.T) {
+	for _, c := range []struct {
+		op     string
+		d      reference.VectorDims
+		failed string
+	}{
+		{"gdn-core", reference.VectorDims{T: 9, NK: 1, NV: 2, DK: 8, DV: 4, DType: "f32"}, "dinitial_state"},
+		{"conv", reference.VectorDims{T: 12, C: 8, K: 4, DType: "f32"}, "dx"},
+		{"attention", reference.VectorDims{T: 6, NH: 4, NKV: 2, D: 16, P: 5, DType: "f32"}, "dq"},
+		{"gated-rmsnorm", reference.VectorDims{T: 5, NV: 2, DV: 32, DType: "f32"}, "dx"},
+	} {
+		vec, err := reference.BuildGradVector(c.op, c.d, 11, false, false)
+		require.NoError(t, err, c.op)
+		path := filepath.Join(t.TempDir(), c.op+".safetensors")
+		require.NoError(t, WriteGolden(path, vec, "tiny", weights.WriteOptions{}))
+		g, err := OpenGolden(path)
+		require.NoError(t, err)
+		grads, err := g.RunGrad(NaiveBackward{})
+		require.NoError(t, err, c.op)
+		for _, o := range grads {
+			chk, err := g.Compare(o)
+			require.NoError(t, err)
+			assert.True(t, chk.OK, "%s %s: %+v > %+v", c.op, o.Name, chk.Error, chk.Tolerance)
+			assert.Positive(t, chk.Error.RelL2, "%s %s: the float32 backward equals the file: a copy of the reference?", c.op, o.Name)
+		}
+		bad, err := g.RunGrad(planted{})
+		require.NoError(t, err, c.op)
+		var failed []string
+		for _, o := range bad {
+			chk, err := g.Compare(o)
+			require.NoError(t, err)
+			if !chk.OK {
+				failed = append(failed, o.Name)
+			}
+		}
+		assert.Contains(t, failed, c.failed, "%s planted", c.op)
+		require.NoError(t, g.Close())
+	}
 }
 
 // --grad is for the core ops, --l2norm for gdn-core gradients only.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/plugin"
 	"github.com/qwenref/qwenref/verify"
 )
 
@@ -23,8 +24,9 @@ expected one, within the tolerances the file records. Exit status: 0
 every output agrees, 4 one differs (named), 1 the file cannot be read or
 holds no tolerances, 2 a usage error.
 
---grad checks a gradient golden ('qwenref golden --grad') with qwenref's
-built-in naive Go backward: every input's gradient against the file's.
+--grad checks a gradient golden ('qwenref golden --grad'): every input's
+gradient, from qwenref's float32 backward or one --plugin's backward
+entry points (qwenref_conv_backward, ...).
 
 Your own kernel: build a shared library against plugin/qwenref_plugin.h
 and name it with --plugin (docs/kernel-engineers.md).
@@ -33,8 +35,9 @@ Examples:
   qwenref golden --op gdn-core --dtype bf16 --seqlens 37,300,1 --out packed.safetensors
   qwenref check packed.safetensors --backend chunked
   qwenref check packed.safetensors --plugin mine=./libmine.so --backend chunked:delta=mine
-  qwenref check gdn-grad.safetensors --grad`, stderr)
-	grad := fs.Bool("grad", false, "check the gradients of a 'qwenref golden --grad' file with the built-in naive backward")
+  qwenref check gdn-grad.safetensors --grad
+  qwenref check conv-grad.safetensors --grad --plugin mine=./libmine.so`, stderr)
+	grad := fs.Bool("grad", false, "check the gradients of a 'qwenref golden --grad' file: the built-in float32 backward, or the one --plugin's")
 	asJSON := fs.Bool("json", false, "print the checks as one JSON object (file, op, dtype, backend, outputs with their errors and bars, ok)")
 	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
@@ -59,10 +62,16 @@ Examples:
 		return err
 	}
 	defer be.Close()
+	var bw verify.Backward = verify.NaiveBackward{}
+	if *grad && len(*plugins) > 0 {
+		if bw, err = plugin.BackwardOfFlags(*plugins); err != nil {
+			return err
+		}
+	}
 	got, err := g.Run(be)
 	if err == nil && *grad {
 		var gr []verify.Output
-		gr, err = g.RunGrad()
+		gr, err = g.RunGrad(bw)
 		got = append(got, gr...)
 	}
 	if err != nil {
@@ -92,7 +101,7 @@ Examples:
 	// The dtype is the file's own text, shown escaped (the op is a known one by now).
 	fmt.Fprintf(text, "check: %s (%s, %s inputs) on %s\n", safeio.Clean(file), g.Meta["op"], safeio.Clean(g.Meta["dtype"]), be.Name)
 	if *grad {
-		fmt.Fprintf(text, "  gradients: qwenref's naive Go backward\n")
+		fmt.Fprintf(text, "  gradients: %v\n", bw)
 	}
 	failed := ""
 	for _, o := range got {

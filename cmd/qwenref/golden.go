@@ -21,9 +21,10 @@ func init() {
 // goldenOps are the ops `qwenref golden` can write, with the flags that
 // override each one's dimensions.
 var goldenOps = map[string][]string{
-	"gdn-core":  {"nk", "nv", "dk", "dv"},
-	"conv":      {"channels", "kernel"},
-	"attention": {"heads", "kv-heads", "head-dim", "past"},
+	"gdn-core":      {"nk", "nv", "dk", "dv"},
+	"conv":          {"channels", "kernel"},
+	"attention":     {"heads", "kv-heads", "head-dim", "past"},
+	"gated-rmsnorm": {"nv", "dv"}, // --grad only
 	// The layer ops take every width from --shape.
 	"gdn-layer": {}, "attention-layer": {}, "decoder-layer": {},
 }
@@ -72,12 +73,12 @@ correct kernel of that dtype meets; 'qwenref check' and the Python kit
 initial_state and final_state are [N, NV, DK, DV], and the metadata holds
 cu_seqlens.
 
---grad writes a gradient golden for gdn-core, conv or attention: the
-inputs, an upstream gradient of every output (dout or dy, dfinal_state),
-the outputs and every input's float64 gradient (dq, dk, ..., dinitial_state),
-each with its bar; attention's output carries the layer's sigmoid gate,
-conv takes --seqlens too, and gdn-core --l2norm stores raw q and k that
-the op normalises. 'qwenref check --grad' checks a backward against it.
+--grad writes a gradient golden for gdn-core, conv, attention or
+gated-rmsnorm (the GDN output norm; --grad only): inputs, upstream
+gradients (dout or dy, dfinal_state), outputs and every input's float64
+gradient (dq, ..., dinitial_state) with their bars; attention carries the
+sigmoid output gate, conv takes --seqlens and --bias (dbias), gdn-core
+--l2norm raw q and k. 'qwenref check --grad' checks a backward on it.
 
 The same flags and seed always give the same file.
 
@@ -89,7 +90,7 @@ Examples:
   qwenref golden --op decoder-layer --kind attention --shape 0.8b --seq 16 --out layer.safetensors
   qwenref golden --op attention --heads 8 --kv-heads 2 --head-dim 64 \
       --seq 16 --past 48 --out attn.safetensors`, stderr)
-	op := fs.String("op", "", "which op: gdn-core, conv, attention, gdn-layer, attention-layer or decoder-layer")
+	op := fs.String("op", "", "which op: gdn-core, conv, attention, gated-rmsnorm (--grad), gdn-layer, attention-layer or decoder-layer")
 	kind := fs.String("kind", "gdn", "decoder-layer: the layer's mixer, gdn or attention")
 	out := fs.String("out", "", "output .safetensors file (written atomically)")
 	shape := fs.String("shape", "tiny", fmt.Sprintf("named model shape for the default dimensions: %v", model.ShapeNames()))
@@ -98,13 +99,14 @@ Examples:
 	zeroState := fs.Bool("zero-state", false, "start from a zero state (a fresh sequence) instead of a random one")
 	dtype := fs.String("dtype", "f32", "input dtype: f32, bf16 or f16 (inputs rounded to it; the reference is computed from the rounded inputs)")
 	seqlens := fs.String("seqlens", "", "gdn-core (and conv with --grad): pack sequences of these lengths, e.g. 37,300,1 (fla's cu_seqlens; each starts from its own state; sets T)")
-	grad := fs.Bool("grad", false, "gdn-core, conv, attention: write gradients too (upstream gradients, every input's gradient)")
+	grad := fs.Bool("grad", false, "gdn-core, conv, attention, gated-rmsnorm: write gradients too (upstream gradients, every input's gradient)")
+	bias := fs.Bool("bias", false, "conv with --grad: a per-channel bias before the SiLU, and its gradient dbias")
 	l2 := fs.Bool("l2norm", false, "gdn-core with --grad: raw q and k, L2-normalised in the op (fla's use_qk_l2norm_in_kernel)")
 	mem := addMemoryFlag(fs)
 	over := map[string]*int{}
 	for name, help := range map[string]string{
-		"nk": "gdn-core: query/key heads", "nv": "gdn-core: value heads (a multiple of nk)",
-		"dk": "gdn-core: key head dim", "dv": "gdn-core: value head dim",
+		"nk": "gdn-core: query/key heads", "nv": "gdn-core, gated-rmsnorm: value heads (a multiple of nk)",
+		"dk": "gdn-core: key head dim", "dv": "gdn-core, gated-rmsnorm: value head dim",
 		"channels": "conv: channels C", "kernel": "conv: taps K",
 		"heads": "attention: query heads", "kv-heads": "attention: key/value heads (divides heads)",
 		"head-dim": "attention: head dim", "past": "attention: cached tokens before the new ones (default 0)",
@@ -120,7 +122,7 @@ Examples:
 	usageErr := func(format string, a ...any) error { return usageError(fs, stderr, format, a...) }
 	allowed, ok := goldenOps[*op]
 	if !ok {
-		return usageErr("--op must be gdn-core, conv, attention, gdn-layer, attention-layer or decoder-layer, not %q", *op)
+		return usageErr("--op must be gdn-core, conv, attention, gated-rmsnorm, gdn-layer, attention-layer or decoder-layer, not %q", *op)
 	}
 	if *out == "" {
 		return usageErr("missing --out")
@@ -178,7 +180,7 @@ Examples:
 		return usageErr("--kind applies to --op decoder-layer only")
 	}
 	spec := verify.GoldenSpec{Op: *op, Shape: *shape, Config: cfg, Overrides: map[string]int{}, T: *seq, SeqLens: lens, DType: *dtype,
-		Seed: *seed, ZeroState: *zeroState, Attention: *kind == "attention", Grad: *grad, L2Norm: *l2}
+		Seed: *seed, ZeroState: *zeroState, Attention: *kind == "attention", Grad: *grad, L2Norm: *l2, Bias: *bias}
 	for name, v := range over {
 		spec.Overrides[name] = *v
 	}
