@@ -91,6 +91,7 @@ type Conversation struct {
 	ids      []int // what the caches hold
 	snaps    []*model.Snapshot
 	turns    int
+	render   *renderCache // the last render and its ids
 	// reasoning is the latest Reply.Reasoning, for a stream's filter.
 	reasoning bool
 }
@@ -119,7 +120,7 @@ func NewConversation(m *model.Model, o ConversationOptions) (*Conversation, erro
 	if err != nil {
 		return nil, err
 	}
-	c := &Conversation{m: m, o: o, r: r, system: o.System}
+	c := &Conversation{m: m, o: o, r: r, system: o.System, render: newRenderCache(o.Codec)}
 	c.rw, _ = r.(model.Rewinder)
 	return c, nil
 }
@@ -351,7 +352,7 @@ func (c *Conversation) encode(msgs []json.RawMessage, generationPrompt bool) ([]
 	if err != nil {
 		return nil, "", err
 	}
-	ids, err := c.o.Codec.Encode(text)
+	ids, err := c.render.encode(c.o.Codec, text)
 	return ids, text, err
 }
 
