@@ -180,6 +180,9 @@ func Run(o Options) ([]Result, error) {
 		return nil, err
 	}
 	o.Ops = ops
+	if err := o.checkCases(); err != nil {
+		return nil, err
+	}
 	o.announce()
 	prog := newProgress(o.Progress, o.TTY, o.Method)
 	defer prog.finish()

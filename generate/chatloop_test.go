@@ -72,7 +72,7 @@ func TestConversationReplyBoundedByContext(t *testing.T) {
 
 	calls, limit := 0, 0
 	conv, err = generate.NewConversation(m, generate.ConversationOptions{Template: tpl, Codec: tok, Backend: be, EOS: []int{-1},
-		Check: func(n int) error {
+		Check: func(_, n int) error {
 			if calls++; calls == 2 {
 				limit = n - 1 + 7 // the second asks for the prompt and one token
 			}

@@ -44,10 +44,12 @@ type ConversationOptions struct {
 	Vars map[string]any
 	// Tools are the tool schemas the template declares (a JSON array).
 	Tools json.RawMessage
-	// Check, if set, bounds a turn before its prefill: tokens is the
-	// rendered conversation plus the reply's budget. With MaxNewTokens 0
-	// the budget shrinks to the most Check accepts.
-	Check func(tokens int) error
+	// Check, if set, bounds a turn before its prefill by what the turn
+	// allocates: prefill is how many tokens it runs at once (what the
+	// caches lack of the rendered conversation), tokens the conversation
+	// plus the reply's budget, which the caches grow to. With MaxNewTokens
+	// 0 the budget shrinks to the most Check accepts.
+	Check func(prefill, tokens int) error
 	// Stop, if set, is asked before each new token: true ends the reply
 	// there (StopReason "interrupted"), and the turn is kept as far as it
 	// went, as a reply cut by MaxNewTokens is.
@@ -91,6 +93,7 @@ type Conversation struct {
 	ids      []int // what the caches hold
 	snaps    []*model.Snapshot
 	turns    int
+	render   *renderCache // the last render and its ids
 	// reasoning is the latest Reply.Reasoning, for a stream's filter.
 	reasoning bool
 }
@@ -119,7 +122,7 @@ func NewConversation(m *model.Model, o ConversationOptions) (*Conversation, erro
 	if err != nil {
 		return nil, err
 	}
-	c := &Conversation{m: m, o: o, r: r, system: o.System}
+	c := &Conversation{m: m, o: o, r: r, system: o.System, render: newRenderCache(o.Codec)}
 	c.rw, _ = r.(model.Rewinder)
 	return c, nil
 }
@@ -152,9 +155,10 @@ type Reply struct {
 	budget    int
 }
 
-// budget is the most tokens a reply to a prompt of n tokens may have: the
-// rest of the context, or MaxNewTokens, and what Check accepts.
-func (c *Conversation) budget(n int) (int, error) {
+// budget is the most tokens a reply to a prompt of n tokens, of which
+// prefill are run this turn, may have: the rest of the context, or
+// MaxNewTokens, and what Check accepts.
+func (c *Conversation) budget(prefill, n int) (int, error) {
 	b := c.o.Context - n
 	if c.o.MaxNewTokens > 0 {
 		b = min(b, c.o.MaxNewTokens)
@@ -165,16 +169,16 @@ func (c *Conversation) budget(n int) (int, error) {
 	if c.o.Check == nil {
 		return b, nil
 	}
-	err := c.o.Check(n + b)
+	err := c.o.Check(prefill, n+b)
 	if err == nil || c.o.MaxNewTokens > 0 {
 		return b, err
 	}
-	if c.o.Check(n+1) != nil {
+	if c.o.Check(prefill, n+1) != nil {
 		return 0, err
 	}
 	lo, hi := 1, b // Check accepts n+lo and refuses n+hi
 	for hi-lo > 1 {
-		if mid := lo + (hi-lo)/2; c.o.Check(n+mid) == nil {
+		if mid := lo + (hi-lo)/2; c.o.Check(prefill, n+mid) == nil {
 			lo = mid
 		} else {
 			hi = mid
@@ -201,7 +205,7 @@ func (c *Conversation) Send(user string, stream func(text string)) (*Reply, erro
 	if history, _, err := c.encode(msgs, false); err == nil {
 		boundary = commonPrefix(history, ids)
 	}
-	budget, err := c.budget(len(ids))
+	budget, err := c.budget(len(ids)-c.reusable(ids), len(ids))
 	if err != nil {
 		return nil, err
 	}
@@ -225,6 +229,25 @@ func (c *Conversation) Send(user string, stream func(text string)) (*Reply, erro
 	rep.DecodeTime = time.Since(start)
 	c.msgs, c.turns = append(msgs, message("assistant", rep.Text)), c.turns+1
 	return rep, nil
+}
+
+// reusable is how many of ids' tokens prefill will take from the caches:
+// all the caches hold when ids extend them, else the latest saved state
+// ids start with, else none.
+func (c *Conversation) reusable(ids []int) int {
+	same := commonPrefix(c.ids, ids)
+	if same == len(c.ids) && same < len(ids) {
+		return same
+	}
+	back := 0
+	if c.rw != nil {
+		for _, sn := range c.snaps {
+			if sn.Pos() <= same && sn.Pos() < len(ids) {
+				back = sn.Pos()
+			}
+		}
+	}
+	return back
 }
 
 // prefill brings the caches to ids and returns the last position's
@@ -351,7 +374,7 @@ func (c *Conversation) encode(msgs []json.RawMessage, generationPrompt bool) ([]
 	if err != nil {
 		return nil, "", err
 	}
-	ids, err := c.o.Codec.Encode(text)
+	ids, err := c.render.encode(c.o.Codec, text)
 	return ids, text, err
 }
 

@@ -99,7 +99,9 @@ func TestConversationPrefillsOnlyNewTokens(t *testing.T) {
 	for i := range all {
 		all[i] = i
 	}
-	conv, err := generate.NewConversation(m, generate.ConversationOptions{Template: tpl, Codec: tok, Backend: be, EOS: all, System: "You are terse."})
+	charged := 0
+	conv, err := generate.NewConversation(m, generate.ConversationOptions{Template: tpl, Codec: tok, Backend: be, EOS: all, System: "You are terse.",
+		Check: func(prefill, _ int) error { charged = prefill; return nil }})
 	require.NoError(t, err)
 	defer conv.Close()
 	prev := 0
@@ -110,6 +112,7 @@ func TestConversationPrefillsOnlyNewTokens(t *testing.T) {
 		assert.Equal(t, "extended", rep.Resume, line)
 		assert.Equal(t, prev, rep.Reused, line)
 		assert.Equal(t, len(rep.Prompt)-prev, rep.Prefilled, line)
+		assert.Equal(t, rep.Prefilled, charged, "%s: the memory check is charged the turn's prefill, not the conversation", line)
 		if i > 0 {
 			assert.Less(t, rep.Prefilled, len(rep.Prompt)/2, "a later turn prefills its own few tokens, not the conversation")
 		}
@@ -158,7 +161,7 @@ func TestConversationCommands(t *testing.T) {
 	_, err = generate.NewConversation(m, generate.ConversationOptions{Codec: tok, Backend: be})
 	assert.ErrorContains(t, err, "needs a template")
 	conv2, err := generate.NewConversation(m, generate.ConversationOptions{Template: chat.MustParse(chat.ChatML, "ChatML"), Codec: tok, Backend: be,
-		Check: func(n int) error { return assert.AnError }})
+		Check: func(_, n int) error { return assert.AnError }})
 	require.NoError(t, err)
 	_, err = conv2.Send("hi", nil)
 	assert.ErrorIs(t, err, assert.AnError)

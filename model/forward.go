@@ -65,6 +65,9 @@ type Options struct {
 	// "layers.N.<stage>", "final_norm" and "logits". The tensors are
 	// views: copy what you keep.
 	Record tensor.Recorder
+	// out, if it has room, receives the logits (a runner's result), so
+	// that they are not allocated twice.
+	out []float32
 }
 
 // ErrEmpty is returned for an empty token sequence.
@@ -169,7 +172,12 @@ func (s *Session) forward(ids []int, be *Backend, opt Options, checked bool) (*t
 	if opt.LastOnly {
 		rows, t = normed[(t-1)*h:], 1
 	}
-	logits := tensor.New(t, cfg.VocabSize)
+	var logits *tensor.Tensor
+	if n := t * cfg.VocabSize; len(opt.out) >= n {
+		logits = &tensor.Tensor{Data: opt.out[:n], Shape: []int{t, cfg.VocabSize}}
+	} else {
+		logits = tensor.New(t, cfg.VocabSize)
+	}
 	if err := be.MatMul.MatMulT(logits.Data, rows, t, m.LMHead); err != nil {
 		return nil, fmt.Errorf("lm_head: %w", err)
 	}

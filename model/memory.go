@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 
 	"github.com/qwenref/qwenref/internal/safeio"
 )
@@ -166,8 +167,12 @@ func EstimateMemory(cfg *Config, rows, tokens, logitRows int) (Memory, error) {
 	var ok [5]bool
 	var a, sc int64
 	a, ok[0] = mulCap(math.MaxInt64/4, rows, tokens, int(perTok), f32)
-	// Naive attention holds one head's T×T scores at a time.
-	sc, ok[1] = mulCap(math.MaxInt64/4, rows, tokens, tokens, f32)
+	// Naive attention holds one head's T×T scores at a time; a model
+	// without attention layers has none.
+	ok[1] = true
+	if slices.Contains(cfg.LayerTypes, FullAttention) {
+		sc, ok[1] = mulCap(math.MaxInt64/4, rows, tokens, tokens, f32)
+	}
 	// ×2: the buffers are short-lived, and Go's collector (GOGC=100) lets
 	// the heap grow to twice the live data before it collects. A forward
 	// pass of the causal-f16-t130 golden at T = 512 allocated 4.4 MiB in

@@ -166,14 +166,18 @@ func (r *sessionRunner) Forward(ids [][]int, opt RunOptions) (*tensor.Tensor, er
 		out = opt.OutTensor(len(ids), 1, v)
 	}
 	for b, row := range ids {
-		lg, err := r.rows[b].forwardIDs(row, r.be, Options{LastOnly: opt.Logits == LastLogits, NoLogits: opt.Logits == NoLogits, Record: opt.Record}, true)
+		o := Options{LastOnly: opt.Logits == LastLogits, NoLogits: opt.Logits == NoLogits, Record: opt.Record}
+		if out != nil {
+			o.out = out.Data[b*len(out.Data)/len(ids):] // the row's logits land in place
+		}
+		lg, err := r.rows[b].forwardIDs(row, r.be, o, true)
 		if err != nil {
 			if len(ids) > 1 {
 				err = fmt.Errorf("batch row %d: %w", b, err)
 			}
 			return nil, err
 		}
-		if out != nil {
+		if out != nil && &lg.Data[0] != &out.Data[b*len(lg.Data)] {
 			copy(out.Data[b*len(lg.Data):], lg.Data)
 		}
 	}
@@ -225,7 +229,7 @@ func ForwardHidden(m *Model, be *Backend, batch [][]int) (logits, hidden []float
 		return nil, nil, ErrEmpty
 	}
 	cfg, t := m.Config, len(batch[0])
-	logits = make([]float32, 0, len(batch)*t*cfg.VocabSize)
+	logits = make([]float32, len(batch)*t*cfg.VocabSize)
 	hidden = make([]float32, 0, len(batch)*t*cfg.HiddenSize)
 	r, err := NewRunner(m, be, 1)
 	if err != nil {
@@ -244,7 +248,9 @@ func ForwardHidden(m *Model, be *Backend, batch [][]int) (logits, hidden []float
 				return nil, nil, err
 			}
 		}
-		lg, err := r.Forward([][]int{ids}, RunOptions{Logits: AllLogits, Record: rec})
+		// Each row's logits are computed into their place in the result.
+		row := &tensor.Tensor{Data: logits[b*t*cfg.VocabSize : (b+1)*t*cfg.VocabSize]}
+		lg, err := r.Forward([][]int{ids}, RunOptions{Logits: AllLogits, Record: rec, Out: row})
 		if err == nil && len(h) != len(ids)*cfg.HiddenSize {
 			err = fmt.Errorf("backend %s recorded no final-norm hidden states (%d values, want %d)", be.Name, len(h), len(ids)*cfg.HiddenSize)
 		}
@@ -254,7 +260,9 @@ func ForwardHidden(m *Model, be *Backend, batch [][]int) (logits, hidden []float
 			}
 			return nil, nil, err
 		}
-		logits = append(logits, lg.Data...)
+		if &lg.Data[0] != &row.Data[0] {
+			copy(row.Data, lg.Data) // a device runner's own tensor
+		}
 		hidden = append(hidden, h...)
 	}
 	return logits, hidden, nil

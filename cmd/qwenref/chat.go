@@ -104,7 +104,9 @@ Examples:
 	}
 	conv, err := generate.NewConversation(op.Model, generate.ConversationOptions{Template: tpl, Codec: tok, Backend: op.Backend,
 		Sampling: g.Config, Seed: g.Seed, MaxNewTokens: *sf.maxNew, System: *cf.system, Vars: vars, Tools: tools,
-		Check: func(n int) error { return op.CheckRun(1, n, 1, "the conversation plus its reply") }})
+		Check: func(prefill, n int) error {
+			return op.CheckGeneration(1, prefill, n, 1, "the conversation plus its reply")
+		}})
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ func TestChatCommand(t *testing.T) {
 	// A turn that fails is reported and dropped; the chat goes on.
 	code, stdout, stderr = runCLIStdin("Hello\nAgain\n", "chat", "--max-new-tokens", "4", "--max-memory", "0.0001")
 	assert.Equal(t, 0, code, stderr)
-	assert.Equal(t, 2, strings.Count(stderr, "chat: 1×13 tokens need"), stderr)
+	assert.Equal(t, 2, strings.Count(stderr, "chat: 1×13 tokens (9 at once) need"), stderr)
 	assert.Empty(t, stdout)
 	// A note that repeats what was typed escapes its terminal controls.
 	code, _, stderr = runCLIStdin("/\x1b]0;pwned\x07bogus\n", "chat", "--chat-template-file", qwen3Tpl, "--max-new-tokens", "1")
