@@ -269,6 +269,9 @@ func (r *deviceRunner) Forward(ids [][]int, opt model.RunOptions) (*tensor.Tenso
 	if opt.Record != nil && r.rows > 1 {
 		return nil, errors.New("stage recording needs a single-row runner")
 	}
+	if len(opt.Segments) > 1 {
+		return nil, fmt.Errorf("backend %s cannot pack samples into one row yet (RunOptions.Segments): run them one at a time, or pack on a CPU backend", r.Backend())
+	}
 	if r.pos+t > r.maxTokens {
 		return nil, fmt.Errorf("cuda: %d tokens at position %d exceed the KV cache of %d positions (set %s to raise it)",
 			t, r.pos, r.maxTokens, MaxTokensEnv)

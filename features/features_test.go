@@ -5,11 +5,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/qwenref/qwenref/chat"
 	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/tensor"
 	"github.com/qwenref/qwenref/weights"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -287,4 +289,60 @@ func TestDefaultBar(t *testing.T) {
 	assert.Equal(t, 0.02, DefaultBar(l63, 64, "BF16", false))
 	assert.Equal(t, 1e-3, DefaultBar(l63, 64, "F32", false))
 	assert.Greater(t, DefaultBar(LayerTap(21, 24), 24, "BF16", true), 0.026, "cuda's measured drift at layer 21 of a 24-layer model")
+}
+
+// countingRunner counts the forwards that pack several samples.
+type countingRunner struct {
+	model.Runner
+	packed, calls int
+}
+
+func (c *countingRunner) Forward(ids [][]int, opt model.RunOptions) (*tensor.Tensor, error) {
+	c.calls++
+	if len(opt.Segments) > 1 {
+		c.packed++
+	}
+	return c.Runner.Forward(ids, opt)
+}
+
+// TestRunPackedIsByteIdentical: --pack-tokens writes the files of an
+// unpacked run byte for byte, in both formats, with a skipped line and a
+// sample longer than a pack among them, and a packed run resumes.
+func TestRunPackedIsByteIdentical(t *testing.T) {
+	m, r := tiny(t)
+	lines := append(slices.Clone(sampleLines), `{"ids":[1,`, `{"ids":[40]}`, `{"ids":[41,42,43,44,45,46,47,48,49,50,51,52,53,54,55]}`, `{"ids":[60,61]}`, `{"ids":[62]}`)
+	data := writeData(t, lines...)
+	for _, format := range []string{FormatShards, FormatSpeculators} {
+		run := func(pack int, stop bool) (string, *countingRunner) {
+			out := t.TempDir()
+			c := &countingRunner{Runner: r}
+			o := opts(m, c, data, out, "0,final_norm")
+			o.Format, o.OnError, o.PackTokens = format, "skip", pack
+			if stop {
+				o.AfterCommit = func(*Manifest) error { return fmt.Errorf("killed") }
+				_, err := Run(o)
+				require.ErrorContains(t, err, "killed")
+				o.AfterCommit = nil
+			}
+			_, err := Run(o)
+			require.NoError(t, err)
+			return out, c
+		}
+		want, _ := run(0, false)
+		for _, pack := range []int{12, 1000} {
+			for _, stop := range []bool{false, true} {
+				got, c := run(pack, stop)
+				assert.Positive(t, c.packed, "%s pack %d: no forward packed samples", format, pack)
+				a, b := dirFiles(t, want), dirFiles(t, got)
+				assert.Equal(t, len(a), len(b), "%s pack %d", format, pack)
+				for k := range a {
+					assert.True(t, a[k] == b[k], "%s pack %d stop %v: %s differs", format, pack, stop, k)
+				}
+			}
+		}
+	}
+	o := opts(m, r, data, t.TempDir(), "1")
+	o.PackTokens = -1
+	_, err := Run(o)
+	assert.ErrorContains(t, err, "--pack-tokens -1")
 }

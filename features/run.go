@@ -41,6 +41,11 @@ type Options struct {
 	// AfterCommit, if set, runs after each manifest update (tests stop a
 	// run there to resume it).
 	AfterCommit func(m *Manifest) error
+	// PackTokens, if > 0, packs consecutive samples of up to this many
+	// tokens in all into one forward (model.RunOptions.Segments); a
+	// longer sample runs alone. The files are byte-identical to an
+	// unpacked run's. 0: one forward per sample.
+	PackTokens int
 }
 
 // DefaultShardBytes is the default shard size: a shard is held in memory
@@ -88,6 +93,9 @@ func Run(o Options) (*Manifest, error) {
 	if o.OnError != "skip" && o.OnError != "fail" {
 		return nil, fmt.Errorf("--on-error %s: want skip or fail", o.OnError)
 	}
+	if o.PackTokens < 0 {
+		return nil, fmt.Errorf("--pack-tokens %d: want ≥ 0", o.PackTokens)
+	}
 	if o.Rank < 0 || o.Rank >= o.World {
 		return nil, fmt.Errorf("--rank %d: want 0 ≤ rank < --world-size %d", o.Rank, o.World)
 	}
@@ -125,6 +133,9 @@ func Run(o Options) (*Manifest, error) {
 		return nil, err
 	}
 	err = eachSample(o, m.NextIndex, func(line []byte, index, lineNo int) error { return w.sample(line, index, lineNo) })
+	if err == nil {
+		err = w.runPack()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -177,6 +188,8 @@ type writer struct {
 	trunc    int
 	next     int // NextIndex once the buffer is written
 	perToken int64
+	pack     []Sample // samples waiting for one packed forward
+	packTok  int
 }
 
 // plan reads the data once: it finds bad lines before any compute (fatal
@@ -210,12 +223,15 @@ func (w *writer) plan() error {
 	return nil
 }
 
-// sample prepares, captures and buffers one sample.
+// sample prepares one sample and captures it, alone or in a pack.
 func (w *writer) sample(line []byte, index, lineNo int) error {
 	o := w.o
-	w.next = index + 1
 	s, err := o.Prep.Prepare(line, index, lineNo)
 	if err != nil {
+		if err := w.runPack(); err != nil { // the skip is recorded after the samples before it
+			return err
+		}
+		w.next = index + 1
 		if o.OnError == "fail" {
 			return fmt.Errorf("line %d: %v", lineNo, err)
 		}
@@ -223,34 +239,73 @@ func (w *writer) sample(line []byte, index, lineNo int) error {
 		w.skipped = append(w.skipped, Skipped{Line: lineNo, Error: err.Error()})
 		return nil
 	}
-	t, l, h := len(s.IDs), len(o.Layers), o.Model.Config.HiddenSize
-	if len(w.offsets) == 0 {
-		w.offsets = append(w.offsets, 0)
+	if o.PackTokens == 0 {
+		return w.capture([]Sample{s})
 	}
-	base := len(w.feats)
-	w.feats = append(w.feats, make([]float32, t*l*h)...)
-	if err := Capture(o.Runner, s.IDs, o.Layers, h, w.feats[base:]); err != nil {
-		return fmt.Errorf("line %d: %w", lineNo, err)
-	}
-	for i := range s.IDs {
-		w.ids = append(w.ids, float32(s.IDs[i]))
-	}
-	w.mask = append(w.mask, s.Mask...)
-	w.offsets = append(w.offsets, float32(len(w.ids)))
-	w.index = append(w.index, float32(index))
-	w.pending++
-	if s.Cut > 0 {
-		w.trunc++
-		w.cut += int64(s.Cut)
-	}
-	w.doneTok += int64(t)
-	w.doneSmp++
-	if o.Format == FormatSpeculators || int64(len(w.feats))*dtypeBytes(o.DType) >= o.Shard {
-		if err := w.flush(false); err != nil {
+	if w.packTok+len(s.IDs) > o.PackTokens {
+		if err := w.runPack(); err != nil {
 			return err
 		}
 	}
-	w.progress(false)
+	w.pack = append(w.pack, s)
+	w.packTok += len(s.IDs)
+	return nil
+}
+
+// runPack captures the samples waiting in the pack.
+func (w *writer) runPack() error {
+	if len(w.pack) == 0 {
+		return nil
+	}
+	err := w.capture(w.pack)
+	w.pack, w.packTok = w.pack[:0], 0
+	return err
+}
+
+// capture runs samples in one forward and buffers each in turn, as one
+// run at a time would: the shards and manifest do not depend on packing.
+func (w *writer) capture(ss []Sample) error {
+	o := w.o
+	l, h := len(o.Layers), o.Model.Config.HiddenSize
+	ids := make([][]int, len(ss))
+	for i, s := range ss {
+		ids[i] = s.IDs
+	}
+	feats, err := CapturePacked(o.Runner, ids, o.Layers, h)
+	if err != nil {
+		if len(ss) > 1 {
+			return fmt.Errorf("lines %d to %d, packed: %w", ss[0].Line, ss[len(ss)-1].Line, err)
+		}
+		return fmt.Errorf("line %d: %w", ss[0].Line, err)
+	}
+	for _, s := range ss {
+		t := len(s.IDs)
+		w.next = s.Index + 1
+		if len(w.offsets) == 0 {
+			w.offsets = append(w.offsets, 0)
+		}
+		w.feats = append(w.feats, feats[:t*l*h]...)
+		feats = feats[t*l*h:]
+		for _, id := range s.IDs {
+			w.ids = append(w.ids, float32(id))
+		}
+		w.mask = append(w.mask, s.Mask...)
+		w.offsets = append(w.offsets, float32(len(w.ids)))
+		w.index = append(w.index, float32(s.Index))
+		w.pending++
+		if s.Cut > 0 {
+			w.trunc++
+			w.cut += int64(s.Cut)
+		}
+		w.doneTok += int64(t)
+		w.doneSmp++
+		if o.Format == FormatSpeculators || int64(len(w.feats))*dtypeBytes(o.DType) >= o.Shard {
+			if err := w.flush(false); err != nil {
+				return err
+			}
+		}
+		w.progress(false)
+	}
 	return nil
 }
 
@@ -365,13 +420,32 @@ func tapNames(taps []Tap) string {
 // Capture runs ids through r from a fresh state and copies the taps'
 // stages into out, laid out [T, len(taps), h].
 func Capture(r model.Runner, ids []int, taps []Tap, h int, out []float32) error {
+	if len(out) != len(ids)*len(taps)*h {
+		return fmt.Errorf("features: capture buffer holds %d values, want %d", len(out), len(ids)*len(taps)*h)
+	}
+	got, err := CapturePacked(r, [][]int{ids}, taps, h)
+	copy(out, got)
+	return err
+}
+
+// CapturePacked runs samples through r in one forward from a fresh state,
+// packed one after another when there are several (each from position 0,
+// seeing only itself), and returns the taps' stages of every sample in
+// turn, each laid out [T, len(taps), h].
+func CapturePacked(r model.Runner, samples [][]int, taps []Tap, h int) ([]float32, error) {
 	if err := r.Reset(); err != nil {
-		return err
+		return nil, err
+	}
+	var ids, segs []int
+	for _, s := range samples {
+		segs = append(segs, len(ids))
+		ids = append(ids, s...)
+	}
+	if len(samples) < 2 {
+		segs = nil
 	}
 	t, l := len(ids), len(taps)
-	if len(out) != t*l*h {
-		return fmt.Errorf("features: capture buffer holds %d values, want %d", len(out), t*l*h)
-	}
+	out := make([]float32, t*l*h)
 	slot := make(map[string]int, l)
 	only := make([]string, 0, l)
 	for k, tp := range taps {
@@ -394,16 +468,16 @@ func Capture(r model.Runner, ids []int, taps []Tap, h int, out []float32) error 
 		}
 		seen[k] = true
 	})
-	if _, err := r.Forward([][]int{ids}, model.RunOptions{Logits: model.NoLogits, Record: rec, RecordOnly: only}); err != nil {
-		return err
+	if _, err := r.Forward([][]int{ids}, model.RunOptions{Logits: model.NoLogits, Record: rec, RecordOnly: only, Segments: segs}); err != nil {
+		return nil, err
 	}
 	if bad != nil {
-		return bad
+		return nil, bad
 	}
 	for k, ok := range seen {
 		if !ok {
-			return fmt.Errorf("backend %s did not record stage %s", r.Backend(), taps[k].Stage)
+			return nil, fmt.Errorf("backend %s did not record stage %s", r.Backend(), taps[k].Stage)
 		}
 	}
-	return nil
+	return out, nil
 }

@@ -49,7 +49,7 @@ func (b *Block) Mix(out, x []float32, t int, st *BlockState, be *Backend, rec te
 	defer w.release()
 	for _, s := range steps {
 		if s.Op.mixer() {
-			if err := b.step(s, nil, x, out, t, 0, st, be, &w, rec); err != nil {
+			if err := b.step(s, nil, x, out, t, nil, 0, st, be, &w, rec); err != nil {
 				return err
 			}
 		}
@@ -68,6 +68,12 @@ func (b *Block) Mix(out, x []float32, t int, st *BlockState, be *Backend, rec te
 // when rec is set. This is the one decoder block: sessions, bench and the
 // trace all run it.
 func (b *Block) Forward(x []float32, t int, eps float32, st *BlockState, be *Backend, buf *BlockBuffers, rec tensor.Recorder) error {
+	return b.forward(x, t, nil, eps, st, be, buf, rec)
+}
+
+// forward is Forward over packed samples starting at rows segs (nil: one
+// sequence continuing st).
+func (b *Block) forward(x []float32, t int, segs []int, eps float32, st *BlockState, be *Backend, buf *BlockBuffers, rec tensor.Recorder) error {
 	h := len(b.InputNorm)
 	if len(x) != t*h {
 		return fmt.Errorf("block input has %d values, want T·H = %d·%d", len(x), t, h)
@@ -80,7 +86,7 @@ func (b *Block) Forward(x []float32, t int, eps float32, st *BlockState, be *Bac
 	var w blockWork
 	defer w.release()
 	for _, s := range steps {
-		if err := b.step(s, x, normed, mix, t, eps, st, be, &w, rec); err != nil {
+		if err := b.step(s, x, normed, mix, t, segs, eps, st, be, &w, rec); err != nil {
 			return err
 		}
 	}
@@ -113,9 +119,11 @@ func (o PlanOp) mixer() bool {
 // reads, out their product, x the residual stream (nil: no residual add,
 // as Mix runs the mixer alone). The layers record their own stages; the
 // block records the residual stream's, and each residual add records the
-// product it adds as its step's last stage.
-func (b *Block) step(s PlanStep, x, in, out []float32, t int, eps float32, st *BlockState, be *Backend, w *blockWork, rec tensor.Recorder) error {
+// product it adds as its step's last stage. segs, when set, are the
+// start rows of packed samples (packed.go).
+func (b *Block) step(s PlanStep, x, in, out []float32, t int, segs []int, eps float32, st *BlockState, be *Backend, w *blockWork, rec tensor.Recorder) error {
 	h := len(b.InputNorm)
+	mm := packedMatMul(be.MatMul, segs, t)
 	residual := func() error {
 		if x != nil {
 			rec.Record(s.Stages[len(s.Stages)-1], out, t, h)
@@ -139,19 +147,22 @@ func (b *Block) step(s PlanStep, x, in, out []float32, t int, eps float32, st *B
 		return nil
 	case OpMLPGateUp:
 		w.act = bufpool.Get(t * b.MLP.Gate.Rows)
-		return b.MLP.GateUp(w.act, in, t, be.MatMul)
+		return b.MLP.GateUp(w.act, in, t, mm)
 	case OpMLPDown:
-		if err := b.MLP.DownProj(out, w.act, t, be.MatMul); err != nil {
+		if err := b.MLP.DownProj(out, w.act, t, mm); err != nil {
 			return err
 		}
 		return residual()
 	case OpMoERoute:
 		w.moe = &moe.Work{T: t}
-		return b.MoE.Route(w.moe, in, be.MatMul, rec)
+		return b.MoE.Route(w.moe, in, mm, rec)
 	case OpMoEExperts:
+		if len(segs) > 1 {
+			return b.MoE.ExpertsSegments(out, w.moe, in, be.MoEKernel(), be.MatMul, segs, rec)
+		}
 		return b.MoE.Experts(out, w.moe, in, be.MoEKernel(), be.MatMul, rec)
 	case OpMoEShared:
-		return b.MoE.SharedExpert(w.moe, in, be.MatMul, rec)
+		return b.MoE.SharedExpert(w.moe, in, mm, rec)
 	case OpMoECombine:
 		b.MoE.Combine(out, w.moe)
 		return residual()
@@ -160,7 +171,7 @@ func (b *Block) step(s PlanStep, x, in, out []float32, t int, eps float32, st *B
 	if mk == nil || !mk.owns(s.Op) {
 		return fmt.Errorf("plan: %s is not a block's op", s.Op)
 	}
-	if err := b.Mixer.step(s.Op, &w.mix, in, out, t, st.Mixer, be, rec); err != nil {
+	if err := b.Mixer.step(s.Op, &w.mix, in, out, t, segs, st.Mixer, be, rec); err != nil {
 		return fmt.Errorf("%s mixer: %w", b.Kind, err)
 	}
 	if mk.ops[len(mk.ops)-1].op == s.Op {

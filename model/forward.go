@@ -65,6 +65,14 @@ type Options struct {
 	// "layers.N.<stage>", "final_norm" and "logits". The tensors are
 	// views: copy what you keep.
 	Record tensor.Recorder
+	// Segments, if more than one, packs samples into ids: they are the
+	// start rows of each (cu_seqlens without its last value; the first is
+	// 0). Each sample starts from an empty cache at position 0 and sees
+	// only its own tokens; the session must be at position 0, and after
+	// the call it holds the last sample's caches, at its length. Logits
+	// are every position's (not LastOnly); Record sees the packed rows,
+	// and a state stage (final_state) the last sample's.
+	Segments []int
 	// out, if it has room, receives the logits (a runner's result), so
 	// that they are not allocated twice.
 	out []float32
@@ -144,6 +152,17 @@ func (s *Session) forward(ids []int, be *Backend, opt Options, checked bool) (*t
 	t, h := len(ids), cfg.HiddenSize
 	eps := float32(cfg.RMSNormEps)
 	rec := opt.Record
+	segs := opt.Segments
+	if err := checkPacking(segs, t); err != nil {
+		return nil, err
+	}
+	if len(segs) < 2 {
+		segs = nil
+	} else if s.Pos() != 0 {
+		return nil, fmt.Errorf("packed segments start at position 0, and the sequence is at %d: reset it first", s.Pos())
+	} else if opt.LastOnly {
+		return nil, fmt.Errorf("packed segments give every position's logits or none, not the last only")
+	}
 
 	// x₀ = E[ids], a plain lookup.
 	x := make([]float32, t*h)
@@ -152,12 +171,17 @@ func (s *Session) forward(ids []int, be *Backend, opt Options, checked bool) (*t
 	}
 	rec.Record(stageEmbeddings, x, t, h)
 	for li := range m.Blocks {
-		if err := m.Blocks[li].Forward(x, t, eps, s.states[li], be, &s.bufs, prefixed(rec, li)); err != nil {
+		if err := m.Blocks[li].forward(x, t, segs, eps, s.states[li], be, &s.bufs, prefixed(rec, li)); err != nil {
 			return nil, fmt.Errorf("layer %d (%s): %w", li, m.Blocks[li].Kind, err)
 		}
 		m.dropBlock(li)
 	}
 	pos := s.pos.Add(int64(t))
+	if segs != nil { // the caches are the last sample's, which a snapshot from before never held
+		pos = int64(t - segs[len(segs)-1])
+		s.pos.Store(pos)
+		s.epoch, s.rewinds = s.epoch+1, nil
+	}
 
 	// h = RMSNorm₁₊(x; w_final); logits = h W_lmᵀ.
 	normed, _ := s.bufs.grow(t * h)
@@ -178,7 +202,7 @@ func (s *Session) forward(ids []int, be *Backend, opt Options, checked bool) (*t
 	} else {
 		logits = tensor.New(t, cfg.VocabSize)
 	}
-	if err := be.MatMul.MatMulT(logits.Data, rows, t, m.LMHead); err != nil {
+	if err := packedMatMul(be.MatMul, segs, t).MatMulT(logits.Data, rows, t, m.LMHead); err != nil {
 		return nil, fmt.Errorf("lm_head: %w", err)
 	}
 	if m.streaming && m.store != nil {
@@ -186,8 +210,12 @@ func (s *Session) forward(ids []int, be *Backend, opt Options, checked bool) (*t
 	}
 	rec.Record(stageLogits, logits.Data, logits.Shape...)
 	if i := firstNonFinite(logits.Data); i >= 0 {
-		return nil, fmt.Errorf("non-finite logit %v at position %d, token %d: a weight or an intermediate overflowed (check the checkpoint with --check-weights)",
-			logits.Data[i], int(pos)-t+i/cfg.VocabSize, i%cfg.VocabSize)
+		at := fmt.Sprintf("position %d", int(pos)-t+i/cfg.VocabSize)
+		if segs != nil {
+			at = fmt.Sprintf("packed row %d", i/cfg.VocabSize)
+		}
+		return nil, fmt.Errorf("non-finite logit %v at %s, token %d: a weight or an intermediate overflowed (check the checkpoint with --check-weights)",
+			logits.Data[i], at, i%cfg.VocabSize)
 	}
 	return logits, nil
 }

@@ -24,8 +24,11 @@ type Mixer interface {
 	// Matrices lists the mixer's weight matrices.
 	Matrices() []*tensor.Matrix
 	// step runs one of the kind's plan ops on the CPU: in is the normed
-	// rows, out the mixer's product (written by its last op).
-	step(op PlanOp, w *mixerWork, in, out []float32, t int, st MixerState, be *Backend, rec tensor.Recorder) error
+	// rows, out the mixer's product (written by its last op). segs, when
+	// more than one, are the start rows of packed samples: each starts
+	// from an empty state and sees only its own rows, and st is left with
+	// the last one's.
+	step(op PlanOp, w *mixerWork, in, out []float32, t int, segs []int, st MixerState, be *Backend, rec tensor.Recorder) error
 }
 
 // MixerState is one sequence's cache for one mixer.

@@ -65,8 +65,9 @@ func (m *AttentionMixer) Matrices() []*tensor.Matrix {
 	return []*tensor.Matrix{w.QProj, w.KProj, w.VProj, w.OProj}
 }
 
-func (m *AttentionMixer) step(op PlanOp, w *mixerWork, in, out []float32, t int, st MixerState, be *Backend, rec tensor.Recorder) error {
-	ops := attention.Ops{MatMul: be.MatMul, Core: be.Attn}
+func (m *AttentionMixer) step(op PlanOp, w *mixerWork, in, out []float32, t int, segs []int, st MixerState, be *Backend, rec tensor.Recorder) error {
+	ops := attention.Ops{MatMul: packedMatMul(be.MatMul, segs, t), Core: be.Attn}
+	packed := len(segs) > 1
 	s, ok := st.(*kvState)
 	if !ok {
 		return fmt.Errorf("a %T state for an attention layer", st)
@@ -83,8 +84,14 @@ func (m *AttentionMixer) step(op PlanOp, w *mixerWork, in, out []float32, t int,
 	case OpAttnQKV:
 		return m.QKV(aw, in, ops, rec)
 	case OpAttnPrep:
+		if packed {
+			return m.PrepSegments(aw, segs, rec)
+		}
 		return m.Prep(aw, s.Len, rec)
 	case OpAttnCore:
+		if packed {
+			return m.CoreSegments(aw, s.Cache, ops, segs, rec)
+		}
 		return m.Core(aw, s.Cache, ops, rec)
 	case OpAttnOut:
 		return m.OutProj(out, aw, ops)

@@ -68,8 +68,9 @@ func (m *GDNMixer) Matrices() []*tensor.Matrix {
 	return []*tensor.Matrix{w.InProjQKV, w.InProjZ, w.InProjB, w.InProjA, w.OutProj}
 }
 
-func (m *GDNMixer) step(op PlanOp, w *mixerWork, in, out []float32, t int, st MixerState, be *Backend, rec tensor.Recorder) error {
-	ops := gateddelta.Ops{MatMul: be.MatMul, Conv: be.Conv, Core: be.Delta}
+func (m *GDNMixer) step(op PlanOp, w *mixerWork, in, out []float32, t int, segs []int, st MixerState, be *Backend, rec tensor.Recorder) error {
+	ops := gateddelta.Ops{MatMul: packedMatMul(be.MatMul, segs, t), Conv: be.Conv, Core: be.Delta}
+	packed := len(segs) > 1
 	s, ok := st.(*gdnState)
 	if !ok {
 		return fmt.Errorf("a %T state for a Gated DeltaNet layer", st)
@@ -86,10 +87,16 @@ func (m *GDNMixer) step(op PlanOp, w *mixerWork, in, out []float32, t int, st Mi
 	case OpGDNInProj:
 		return m.InProj(gw, in, ops, rec)
 	case OpGDNConv:
+		if packed {
+			return m.ConvSegments(gw, s.State, ops, segs, rec)
+		}
 		return m.Conv(gw, s.State, ops, rec)
 	case OpGDNPrep:
 		return m.Prep(gw, rec)
 	case OpGDNCore:
+		if packed {
+			return m.CoreSegments(gw, s.State, ops, segs, rec)
+		}
 		return m.Core(gw, s.State, ops, rec)
 	case OpGDNNorm:
 		return m.GatedNorm(gw, rec)

@@ -28,8 +28,8 @@ func (m *testMixer) Kind() LayerKind                                 { return te
 func (m *testMixer) NewState() MixerState                            { return m.gdn().NewState() }
 func (m *testMixer) Matrices() []*tensor.Matrix                      { return m.gdn().Matrices() }
 func (m *testMixer) Stages(t int) ([]tensor.Stage, tensor.StagePath) { return m.gdn().Stages(t) }
-func (m *testMixer) step(op PlanOp, w *mixerWork, in, out []float32, t int, st MixerState, be *Backend, rec tensor.Recorder) error {
-	return m.gdn().step(op, w, in, out, t, st, be, rec)
+func (m *testMixer) step(op PlanOp, w *mixerWork, in, out []float32, t int, segs []int, st MixerState, be *Backend, rec tensor.Recorder) error {
+	return m.gdn().step(op, w, in, out, t, segs, st, be, rec)
 }
 
 func registerTestMixer(t *testing.T) {

@@ -39,6 +39,14 @@ type RunOptions struct {
 	// tensor every step allocates nothing per step), and grown otherwise.
 	// The previous call's logits in it are overwritten.
 	Out *tensor.Tensor
+	// Segments, if more than one, packs samples into each row: the start
+	// row of each (cu_seqlens without its last value; the first is 0),
+	// the same for every row. Each sample starts from empty caches at
+	// position 0 and attends only within itself, so its rows equal the
+	// sample run alone; the runner must be at position 0, and after the
+	// call each row holds its last sample's caches (Options.Segments). A
+	// runner that cannot pack refuses them.
+	Segments []int
 }
 
 // OutTensor returns opt.Out shaped [shape…] with its Data reused when it
@@ -157,6 +165,17 @@ func (r *sessionRunner) Forward(ids [][]int, opt RunOptions) (*tensor.Tensor, er
 	if opt.Record != nil && len(r.rows) > 1 {
 		return nil, errors.New("stage recording needs a single-row runner")
 	}
+	if len(opt.Segments) > 1 { // refused before any row advances
+		if err := checkPacking(opt.Segments, t); err != nil {
+			return nil, err
+		}
+		if opt.Logits == LastLogits {
+			return nil, errors.New("packed segments give every position's logits or none, not the last only")
+		}
+		if p := r.rows[0].Pos(); p != 0 {
+			return nil, fmt.Errorf("packed segments start at position 0, and the runner is at %d: reset it first", p)
+		}
+	}
 	v := r.m.Config.VocabSize
 	var out *tensor.Tensor
 	switch opt.Logits {
@@ -166,7 +185,7 @@ func (r *sessionRunner) Forward(ids [][]int, opt RunOptions) (*tensor.Tensor, er
 		out = opt.OutTensor(len(ids), 1, v)
 	}
 	for b, row := range ids {
-		o := Options{LastOnly: opt.Logits == LastLogits, NoLogits: opt.Logits == NoLogits, Record: opt.Record}
+		o := Options{LastOnly: opt.Logits == LastLogits, NoLogits: opt.Logits == NoLogits, Record: opt.Record, Segments: opt.Segments}
 		if out != nil {
 			o.out = out.Data[b*len(out.Data)/len(ids):] // the row's logits land in place
 		}

@@ -21,7 +21,7 @@ func runFeatures(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "check" {
 		return runFeaturesCheck(args[1:], stdout, stderr)
 	}
-	fs := newFlags("features", "--model DIR --data FILE.jsonl --out DIR [--layers dflash|eagle3|speculators|last|1,16,final_norm] [--dtype bf16|f32] [--format qwenref|speculators] [--max-len N] [--on-error fail|skip] [--rank R --world-size N] [--validate N]", `
+	fs := newFlags("features", "--model DIR --data FILE.jsonl --out DIR [--layers dflash|eagle3|speculators|last|1,16,final_norm] [--dtype bf16|f32] [--format qwenref|speculators] [--max-len N] [--pack-tokens N] [--on-error fail|skip] [--rank R --world-size N] [--validate N]", `
 Runs every sample of a JSONL data set through the model and writes the
 hidden states of the chosen layers, the token ids and the loss mask:
 the training data of a DFlash or EAGLE-3 drafter (docs/features.md).
@@ -56,6 +56,7 @@ Examples:
 	dtype := fs.String("dtype", "bf16", "stored dtype: bf16 or f32")
 	format := fs.String("format", features.FormatShards, "qwenref (shards) or speculators (hidden_states/hs_N.safetensors, one per sample)")
 	maxLen := fs.Int("max-len", 0, "cut samples to this many tokens (0: no limit); the manifest counts the cuts")
+	pack := fs.Int("pack-tokens", 0, "pack consecutive samples of up to N tokens in all into one forward (0: off; CPU backends; same output)")
 	onError := fs.String("on-error", "fail", "a bad line: fail (before any compute) or skip (listed in the manifest)")
 	rank := fs.Int("rank", 0, "this process's share: samples i with i mod --world-size = --rank")
 	world := fs.Int("world-size", 1, "number of processes sharing the data set")
@@ -71,15 +72,18 @@ Examples:
 	if *data == "" || *out == "" {
 		return usageError(fs, stderr, "give --data FILE.jsonl and --out DIR")
 	}
-	if *shardMB < 1 || *maxLen < 0 || *world < 1 || *validate < 0 {
-		return usageError(fs, stderr, "want --shard-mb ≥ 1, --max-len ≥ 0, --world-size ≥ 1 and --validate ≥ 0")
+	if *shardMB < 1 || *maxLen < 0 || *world < 1 || *validate < 0 || *pack < 0 {
+		return usageError(fs, stderr, "want --shard-mb ≥ 1, --max-len ≥ 0, --world-size ≥ 1, --validate ≥ 0 and --pack-tokens ≥ 0")
 	}
 	if err := resolveModelFlag(dir, stderr); err != nil {
 		return err
 	}
 	var run *model.RunSize
-	if *maxLen > 0 {
-		run = &model.RunSize{Rows: 1, Tokens: *maxLen, What: "--max-len"}
+	if *maxLen > 0 || *pack > 0 {
+		run = &model.RunSize{Rows: 1, Tokens: max(*maxLen, *pack), What: "--max-len"}
+		if *pack > *maxLen {
+			run.What = "--pack-tokens"
+		}
 	}
 	var demo *tokenizer.Tokenizer
 	op, err := openFlags{dir: dir, backend: backend, plugins: plugins, mem: mem}.open(model.OpenOptions{Run: run}, &demo, stderr, stderr)
@@ -102,7 +106,7 @@ Examples:
 	defer r.Close()
 	man, err := features.Run(features.Options{Model: op.Model, Runner: r, Backend: op.Backend.Name, Precision: string(op.Backend.Precision), ModelDir: op.Dir,
 		Data: *data, Out: *out, Layers: taps, DType: strings.ToUpper(*dtype), Format: *format, Prep: prep,
-		OnError: *onError, Rank: *rank, World: *world, Shard: int64(*shardMB) << 20, Progress: stderr})
+		OnError: *onError, Rank: *rank, World: *world, Shard: int64(*shardMB) << 20, Progress: stderr, PackTokens: *pack})
 	if err != nil {
 		return err
 	}

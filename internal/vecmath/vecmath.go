@@ -91,7 +91,7 @@ func SiLU32(u float32) float32 { return u / (1 + Exp32(-u)) }
 func Sigmoid32(x float32) float32 { return 1 / (1 + Exp32(-x)) }
 
 // kernels is one level's slice kernels. Each handles any length; the
-// assembly ones do whole vectors and leave the tail to the portable loop.
+// assembly ones run the tail as one padded vector (vecmath_asm.go).
 type kernels struct {
 	level      cpu.Level
 	name       string

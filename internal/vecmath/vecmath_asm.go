@@ -42,8 +42,14 @@ func init() {
 	use(cpu.Selected())
 }
 
+// maxLanes bounds the lanes whose tail runs through the kernel, padded.
+const maxLanes = 16
+
 // unary runs an assembly kernel over the whole vectors of x (dst is as long
-// as x: the exported functions slice it) and the portable loop on the rest.
+// as x: the exported functions slice it), then over the rest padded to a
+// whole vector, so that an element's bits do not depend on where it sits
+// in x: rows give the same values however many share a call (a packed
+// forward equals its samples run alone).
 func unary(asm func(dst, x *float32, n int), lanes int, tail func(dst, x []float32)) func(dst, x []float32) {
 	return func(dst, x []float32) {
 		n := len(x) &^ (lanes - 1)
@@ -51,7 +57,12 @@ func unary(asm func(dst, x *float32, n int), lanes int, tail func(dst, x []float
 			_ = dst[n-1]
 			asm(unsafe.SliceData(dst), unsafe.SliceData(x), n)
 		}
-		if n < len(x) {
+		if r := len(x) - n; r > 0 && lanes <= maxLanes {
+			var xb, db [maxLanes]float32
+			copy(xb[:], x[n:])
+			asm(&db[0], &xb[0], lanes)
+			copy(dst[n:], db[:r])
+		} else if r > 0 {
 			tail(dst[n:], x[n:])
 		}
 	}
@@ -65,7 +76,13 @@ func binary(asm func(dst, x, y *float32, n int), lanes int, tail func(dst, x, y 
 			_, _ = dst[n-1], y[n-1]
 			asm(unsafe.SliceData(dst), unsafe.SliceData(x), unsafe.SliceData(y), n)
 		}
-		if n < len(x) {
+		if r := len(x) - n; r > 0 && lanes <= maxLanes {
+			var xb, yb, db [maxLanes]float32
+			copy(xb[:], x[n:])
+			copy(yb[:], y[n:len(x)])
+			asm(&db[0], &xb[0], &yb[0], lanes)
+			copy(dst[n:], db[:r])
+		} else if r > 0 {
 			tail(dst[n:], x[n:], y[n:])
 		}
 	}

@@ -207,3 +207,32 @@ func TestSumSquares(t *testing.T) {
 func TestSelectedKernels(t *testing.T) { leveltest.CheckSelected(t, "vecmath", KernelInfo()) }
 
 func TestForcedLevel(t *testing.T) { leveltest.RunForced(t, "TestSelectedKernels") }
+
+// An element's bits do not depend on how long the slice holding it is:
+// the first n values of a call over 1000 equal a call over those n alone,
+// at every level this CPU runs (a packed forward relies on it).
+func TestElementsIndependentOfLength(t *testing.T) {
+	x := make([]float32, 1000)
+	for i := range x {
+		x[i] = float32(i%97)/12 - 4
+	}
+	defer use(cpu.Selected())
+	for _, l := range cpu.Supported() {
+		use(l)
+		full := map[string][]float32{}
+		ops := map[string]func(dst, x []float32){
+			"exp": Exp, "silu": SiLU, "sigmoid": Sigmoid,
+			"silumul":    func(dst, x []float32) { SiLUMul(dst, x, x) },
+			"mulsigmoid": func(dst, x []float32) { MulSigmoid(dst, x, x) },
+		}
+		for name, f := range ops {
+			full[name] = make([]float32, len(x))
+			f(full[name], x)
+			for n := 1; n < 40; n++ {
+				got := make([]float32, n)
+				f(got, x[:n])
+				require.Equal(t, full[name][:n], got, "%s at level %v over %d values", name, l, n)
+			}
+		}
+	}
+}

@@ -116,6 +116,11 @@ func (l *Layer) QKV(w *Work, x []float32, ops Ops, rec tensor.Recorder) error {
 // split apart, the per-head RMSNorm with (1+w) on q and k (v has none),
 // then partial rotate-half RoPE.
 func (l *Layer) Prep(w *Work, pos int, rec tensor.Recorder) error {
+	return l.prep(w, func(i int) int { return pos + i }, rec)
+}
+
+// prep is Prep with row i at position posOf(i).
+func (l *Layer) prep(w *Work, posOf func(i int) int, rec tensor.Recorder) error {
 	d, t := l.Dims, w.T
 	qd := d.NH * d.D
 	q, gate, k, qg := w.buf.Get(t*qd), w.buf.Get(t*qd), w.K, w.QG
@@ -141,7 +146,7 @@ func (l *Layer) Prep(w *Work, pos int, rec tensor.Recorder) error {
 	parallel.For(t, 16, 0, func(_, lo, hi int) { // a token's angles cost about 2 µs
 		cos, sin := make([]float32, d.RotaryDim/2), make([]float32, d.RotaryDim/2)
 		for i := lo; i < hi; i++ {
-			rope.Angles(cos, sin, pos+i)
+			rope.Angles(cos, sin, posOf(i))
 			for h := 0; h < d.NH; h++ {
 				rope.Rotate(q[(i*d.NH+h)*d.D:(i*d.NH+h+1)*d.D], cos, sin)
 			}
