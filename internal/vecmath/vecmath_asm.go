@@ -3,6 +3,7 @@
 package vecmath
 
 import (
+	"sync"
 	"unsafe"
 
 	"github.com/qwenref/qwenref/internal/cpu"
@@ -45,6 +46,11 @@ func init() {
 // maxLanes bounds the lanes whose tail runs through the kernel, padded.
 const maxLanes = 16
 
+// tailBufs holds the padded tail's operands: the kernels are called
+// through func values, so arrays on the stack would escape to the heap on
+// every call; a pool keeps the hot loops free of allocations.
+var tailBufs = sync.Pool{New: func() any { return new([3][maxLanes]float32) }}
+
 // unary runs an assembly kernel over the whole vectors of x (dst is as long
 // as x: the exported functions slice it), then over the rest padded to a
 // whole vector, so that an element's bits do not depend on where it sits
@@ -58,10 +64,12 @@ func unary(asm func(dst, x *float32, n int), lanes int, tail func(dst, x []float
 			asm(unsafe.SliceData(dst), unsafe.SliceData(x), n)
 		}
 		if r := len(x) - n; r > 0 && lanes <= maxLanes {
-			var xb, db [maxLanes]float32
-			copy(xb[:], x[n:])
+			b := tailBufs.Get().(*[3][maxLanes]float32)
+			xb, db := b[0][:lanes], b[1][:lanes]
+			clear(xb[copy(xb, x[n:]):])
 			asm(&db[0], &xb[0], lanes)
 			copy(dst[n:], db[:r])
+			tailBufs.Put(b)
 		} else if r > 0 {
 			tail(dst[n:], x[n:])
 		}
@@ -77,11 +85,13 @@ func binary(asm func(dst, x, y *float32, n int), lanes int, tail func(dst, x, y 
 			asm(unsafe.SliceData(dst), unsafe.SliceData(x), unsafe.SliceData(y), n)
 		}
 		if r := len(x) - n; r > 0 && lanes <= maxLanes {
-			var xb, yb, db [maxLanes]float32
-			copy(xb[:], x[n:])
-			copy(yb[:], y[n:len(x)])
+			b := tailBufs.Get().(*[3][maxLanes]float32)
+			xb, yb, db := b[0][:lanes], b[1][:lanes], b[2][:lanes]
+			clear(xb[copy(xb, x[n:]):])
+			clear(yb[copy(yb, y[n:len(x)]):])
 			asm(&db[0], &xb[0], &yb[0], lanes)
 			copy(dst[n:], db[:r])
+			tailBufs.Put(b)
 		} else if r > 0 {
 			tail(dst[n:], x[n:], y[n:])
 		}
