@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"slices"
 
+	"github.com/qwenref/qwenref/internal/bufpool"
 	"github.com/qwenref/qwenref/internal/safeio"
 )
 
@@ -140,68 +140,132 @@ func (m Memory) String() string {
 
 // EstimateMemory estimates what rows independent sequences of tokens
 // positions each allocate, with logitRows rows of logits kept in all
-// (rows·tokens for `forward`, far fewer for generation). Weights are not
-// counted: they are mapped from the checkpoint and paged by the OS. The
-// estimate errs high (float32 everywhere, every buffer live at once) so a
-// run under it does not run out of memory. It fails on overflow.
+// (rows·tokens for `forward`, one for generation). Weights are not
+// counted: they are mapped from the checkpoint and paged by the OS. Each
+// term follows what the CPU forward holds (workBytes): the residual
+// stream and the block's two work areas, each layer kind's buffers from
+// internal/bufpool once (the pool hands them from layer to layer of a
+// kind, and keeps every kind's), the smaller buffers every layer
+// allocates afresh, and room for the collector to leave those unfreed.
+// No CPU attention kernel holds T × T scores: the naive one keeps one row
+// of scores, the chunked one a tile per worker, both independent of T. It
+// fails on overflow.
 func EstimateMemory(cfg *Config, rows, tokens, logitRows int) (Memory, error) {
+	return estimate(cfg, rows, tokens, logitRows, false)
+}
+
+// EstimateRecorded is EstimateMemory for a recorded pass (forward's hidden
+// states, trace): a recorder may keep what it is shown, so every layer's
+// buffers are allocated afresh instead of lent from the pool, and all of
+// them are charged as allocated, none freed.
+func EstimateRecorded(cfg *Config, rows, tokens, logitRows int) (Memory, error) {
+	return estimate(cfg, rows, tokens, logitRows, true)
+}
+
+func estimate(cfg *Config, rows, tokens, logitRows int, recorded bool) (Memory, error) {
 	if rows < 0 || tokens < 0 || logitRows < 0 {
 		return Memory{}, fmt.Errorf("negative size: %d rows, %d tokens, %d logit rows", rows, tokens, logitRows)
 	}
 	if errs := cfg.checkSizes(); len(errs) > 0 {
 		return Memory{}, fmt.Errorf("config: %s", safeio.List(errs, maxListedProblems))
 	}
-	const f32 = 4
-	h, inter, v := int64(cfg.HiddenSize), int64(cfg.IntermediateSize), int64(cfg.VocabSize)
-	// Widest layer's live buffers per token: the residual stream and its
-	// norm, then the largest of every mixer's and the MLP's working sets.
-	mlp := max(2*inter+h, cfg.moeWorkingSet())
-	widest := mlp
-	for _, k := range mixerKinds {
-		if k != nil {
-			widest = max(widest, k.work(cfg))
-		}
+	const f32, lim = 4, math.MaxInt64 / 8
+	overflow := fmt.Errorf("%d rows × %d tokens overflow any memory estimate", rows, tokens)
+	n, ok := mulCap(1<<40, rows, tokens)
+	if !ok {
+		return Memory{}, overflow
 	}
-	perTok := 3*h + widest
 	var m Memory
-	var ok [5]bool
-	var a, sc int64
-	a, ok[0] = mulCap(math.MaxInt64/4, rows, tokens, int(perTok), f32)
-	// Naive attention holds one head's T×T scores at a time; a model
-	// without attention layers has none.
-	ok[1] = true
-	if slices.Contains(cfg.LayerTypes, FullAttention) {
-		sc, ok[1] = mulCap(math.MaxInt64/4, rows, tokens, tokens, f32)
-	}
-	// ×2: the buffers are short-lived, and Go's collector (GOGC=100) lets
-	// the heap grow to twice the live data before it collects. A forward
-	// pass of the causal-f16-t130 golden at T = 512 allocated 4.4 MiB in
-	// all with the collector off (naive backend; chunked 4.0 MiB), and
-	// this estimate is 4.4 MiB; at T = 4096 35 MiB against 76 MiB.
-	m.Activations = 2 * (a + sc)
-	m.Logits, ok[2] = mulCap(math.MaxInt64/4, logitRows, int(v+h), f32)
-	ok[3], ok[4] = true, true
+	var oks [3]bool
+	m.Logits, oks[0] = mulCap(lim, logitRows, cfg.VocabSize+cfg.HiddenSize, f32)
+	oks[1], oks[2] = true, true
 	for _, k := range mixerKinds {
-		n := 0
-		for _, l := range cfg.LayerTypes {
-			if k != nil && l == k.kind {
-				n++
-			}
-		}
-		if n == 0 {
+		if k == nil {
 			continue
 		}
-		st, o1 := mulCap(math.MaxInt64/4, rows, n, int(k.state(cfg)), f32)
-		ca, o2 := mulCap(math.MaxInt64/4, rows, n, tokens, int(k.cache(cfg)), f32)
+		layers := kindLayers(cfg, k.kind)
+		if layers == 0 {
+			continue
+		}
+		st, o1 := mulCap(lim, rows, layers, int(k.state(cfg)), f32)
+		ca, o2 := mulCap(lim, rows, layers, tokens, int(k.cache(cfg)), f32)
 		m.States, m.Caches = m.States+st, m.Caches+ca
-		ok[3], ok[4] = ok[3] && o1 && m.States <= math.MaxInt64/4, ok[4] && o2 && m.Caches <= math.MaxInt64/4
+		oks[1], oks[2] = oks[1] && o1 && m.States <= lim, oks[2] && o2 && m.Caches <= lim
 	}
-	for _, o := range ok {
-		if !o {
-			return Memory{}, fmt.Errorf("%d rows × %d tokens overflow any memory estimate", rows, tokens)
+	if !oks[0] || !oks[1] || !oks[2] {
+		return Memory{}, overflow
+	}
+	live, garbage, ok := workBytes(cfg, int(n), recorded)
+	if !ok {
+		return Memory{}, overflow
+	}
+	if recorded {
+		m.Activations = live + garbage
+		return m, nil
+	}
+	// Go's collector (GOGC=100) lets the heap grow to twice what was live
+	// at its last collection before it collects again, so what the layers
+	// drop may stay allocated up to the size of everything live.
+	m.Activations = live + min(garbage, live+m.Logits+m.States+m.Caches)
+	return m, nil
+}
+
+// kindLayers counts cfg's layers of kind.
+func kindLayers(cfg *Config, kind LayerKind) int {
+	n := 0
+	for _, l := range cfg.LayerTypes {
+		if l == kind {
+			n++
 		}
 	}
-	return m, nil
+	return n
+}
+
+// workBytes is what one forward over t rows allocates for its work, split
+// into what stays live (the residual stream x and the block's normed and
+// mix areas; the pooled buffers of each layer kind, and of the dense MLP,
+// once, at the pool's capacity) and what every layer allocates and drops
+// (buffers too small to pool, and a sparse block's MoE work).
+func workBytes(cfg *Config, t int, recorded bool) (live, garbage int64, ok bool) {
+	const f32 = 4
+	buf := func(w int64, layers int, fresh bool) {
+		if fresh || !bufpool.Pooled(int(w)*t) { // w ≤ 2^26 and t ≤ 2^40: no overflow in int64
+			garbage += w * int64(t) * f32 * int64(layers)
+			return
+		}
+		live += int64(bufpool.Cap(int(w)*t)) * f32
+	}
+	h := int64(cfg.HiddenSize)
+	if h*int64(t) > math.MaxInt64/64 || int64(cfg.IntermediateSize)*int64(t) > math.MaxInt64/64 {
+		return 0, 0, false
+	}
+	live = 3 * h * int64(t) * f32
+	for _, k := range mixerKinds {
+		if k == nil {
+			continue
+		}
+		if n := kindLayers(cfg, k.kind); n > 0 {
+			for _, w := range k.bufs(cfg) {
+				if w*int64(t) > math.MaxInt64/64 {
+					return 0, 0, false
+				}
+				buf(w, n, recorded) // a recorded layer allocates its buffers afresh
+			}
+		}
+	}
+	sparse := cfg.SparseLayers()
+	if dense := cfg.NumLayers - sparse; dense > 0 { // the SwiGLU rows and the up projection's, pooled even when recorded
+		buf(int64(cfg.IntermediateSize), dense, false)
+		buf(int64(cfg.IntermediateSize), dense, false)
+	}
+	if sparse > 0 {
+		w := cfg.moeWorkingSet()
+		if w*int64(t) > math.MaxInt64/64/int64(sparse) {
+			return 0, 0, false
+		}
+		garbage += w * int64(t) * f32 * int64(sparse)
+	}
+	return live, garbage, live >= 0 && garbage >= 0 && live+garbage < math.MaxInt64/8
 }
 
 // CheckLength refuses sequences longer than the model's context
@@ -221,11 +285,26 @@ func CheckMemory(cfg *Config, rows, tokens, logitRows int, limit int64, flag str
 	if err != nil {
 		return err
 	}
+	return overLimit(est, rows, tokens, limit, flag)
+}
+
+// overLimit refuses est when it exceeds limit bytes (≤ 0: no limit).
+func overLimit(est Memory, rows, tokens int, limit int64, flag string) error {
 	if limit > 0 && est.Total() > limit {
 		return fmt.Errorf("%d×%d tokens need about %s beyond the weights, over the limit of %.3g GiB (%s): use fewer or shorter sequences, or raise --max-memory",
 			rows, tokens, est, float64(limit)/(1<<30), flag)
 	}
 	return nil
+}
+
+// CheckRecordedMemory is CheckMemory for a recorded pass (see
+// EstimateRecorded).
+func CheckRecordedMemory(cfg *Config, rows, tokens, logitRows int, limit int64, flag string) error {
+	est, err := EstimateRecorded(cfg, rows, tokens, logitRows)
+	if err != nil {
+		return err
+	}
+	return overLimit(est, rows, tokens, limit, flag)
 }
 
 // CheckGenerationMemory is CheckMemory for a run that computes prefill
@@ -244,7 +323,9 @@ func CheckGenerationMemory(cfg *Config, rows, prefill, tokens, logitRows int, li
 	if err != nil {
 		return err
 	}
-	est.Caches = full.Caches
+	// The caches grow by append, about 1.25× at a time, and the old
+	// array is live while it is copied: 2.25× the full caches at worst.
+	est.Caches = full.Caches + full.Caches*5/4
 	if limit > 0 && est.Total() > limit {
 		return fmt.Errorf("%d×%d tokens (%d at once) need about %s beyond the weights, over the limit of %.3g GiB (%s): use a shorter prompt or fewer new tokens, or raise --max-memory",
 			rows, tokens, prefill, est, float64(limit)/(1<<30), flag)

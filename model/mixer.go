@@ -65,12 +65,13 @@ type mixerKind struct {
 	// build returns the layer of cfg's dims, weights unbound; with a nil
 	// cfg, a blank layer (for stage names).
 	build func(cfg *Config) Mixer
-	// params counts one layer's parameters; work is its live buffers
-	// per token in floats; state is one sequence's fixed-size state in
+	// params counts one layer's parameters; bufs are the widths (floats
+	// per token) of the buffers one layer's forward lends from
+	// internal/bufpool, all live until the layer ends; state is one sequence's fixed-size state in
 	// floats (EstimateMemory's States) and cache what it keeps per token
 	// (its Caches).
 	params func(cfg *Config) int64
-	work   func(cfg *Config) int64
+	bufs   func(cfg *Config) []int64
 	state  func(cfg *Config) int64
 	cache  func(cfg *Config) int64
 }

@@ -30,9 +30,10 @@ func init() {
 			h, nh, nkv, dh := int64(c.HiddenSize), int64(c.NumHeads), int64(c.NumKVHeads), int64(c.HeadDim)
 			return h*2*nh*dh + 2*h*nkv*dh + nh*dh*h + 2*dh
 		},
-		work: func(c *Config) int64 {
-			q, kv := int64(2*c.NumHeads*c.HeadDim), int64(c.NumKVHeads*c.HeadDim)
-			return 2*q + 2*kv + int64(c.HiddenSize)
+		// QKV's q|gate, k and v; Prep's q and gate; Core's output.
+		bufs: func(c *Config) []int64 {
+			q, kv := int64(c.NumHeads*c.HeadDim), int64(c.NumKVHeads*c.HeadDim)
+			return []int64{2 * q, kv, kv, q, q, q}
 		},
 		state: func(*Config) int64 { return 0 },
 		cache: func(c *Config) int64 { return 2 * int64(c.NumKVHeads*c.HeadDim) },

@@ -30,9 +30,12 @@ func init() {
 			conv := int64(c.ConvDim())
 			return h*conv + h*nv*dv + 2*h*nv + conv*int64(c.LinearConvKernel) + 2*nv + dv + nv*dv*h
 		},
-		work: func(c *Config) int64 {
-			nv, dv := int64(c.LinearNumValueHeads), int64(c.LinearValueHeadDim)
-			return 2*int64(c.ConvDim()) + 3*nv*dv + 2*nv + int64(c.HiddenSize)
+		// InProj's m, z, b and a; Conv's u; Prep's q, k, v, β and g;
+		// Core's o; GatedNorm's y.
+		bufs: func(c *Config) []int64 {
+			nv, hv, conv := int64(c.LinearNumValueHeads), int64(c.LinearNumValueHeads*c.LinearValueHeadDim), int64(c.ConvDim())
+			qk := int64(c.LinearNumKeyHeads * c.LinearKeyHeadDim)
+			return []int64{conv, hv, nv, nv, conv, qk, qk, hv, nv, nv, hv, hv}
 		},
 		state: func(c *Config) int64 {
 			return int64(c.LinearNumValueHeads)*int64(c.LinearKeyHeadDim)*int64(c.LinearValueHeadDim) +

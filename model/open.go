@@ -73,6 +73,9 @@ type RunSize struct {
 	// once (generation: the prompt; the rest are decoded one at a time), so
 	// the activations are sized by it while the caches grow to Tokens.
 	Prefill int
+	// Recorded marks a pass whose stages are recorded (forward's hidden
+	// states): its layers allocate their buffers afresh (EstimateRecorded).
+	Recorded bool
 }
 
 // Opened is what Open returns: the model, the backend (nil when none was
@@ -137,7 +140,14 @@ func (op *Opened) open(o OpenOptions) (err error) {
 	if err := m.CheckRows(o.IDs, o.IDsName); err != nil {
 		return err
 	}
-	if r := o.Run; r != nil {
+	if r := o.Run; r != nil && r.Recorded {
+		if err := m.Config.CheckLength(r.Tokens, r.What); err != nil {
+			return err
+		}
+		if err := CheckRecordedMemory(m.Config, r.Rows, r.Tokens, r.LogitRows, op.maxMemory, op.memorySource); err != nil {
+			return err
+		}
+	} else if r != nil {
 		if err := op.CheckGeneration(r.Rows, r.Prefill, r.Tokens, r.LogitRows, r.What); err != nil {
 			return err
 		}

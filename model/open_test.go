@@ -169,13 +169,13 @@ func TestMemoryFromProcMeminfo(t *testing.T) {
 
 // A long generation from a short prompt is charged one prefill of the
 // prompt and caches of the whole length, not a prefill of the whole
-// length: the T×T attention scores of 100,000 tokens would need 40 GB.
+// length: the activations of 300,000 tokens at once would need 2.5 GB.
 func TestCheckGenerationMemory(t *testing.T) {
 	cfg, err := ShapeConfig("tiny")
 	require.NoError(t, err)
 	const limit = 1 << 30
-	assert.ErrorContains(t, CheckMemory(cfg, 1, 100_000, 16, limit, "test"), "over the limit")
-	assert.NoError(t, CheckGenerationMemory(cfg, 1, 16, 100_000, 16, limit, "test"))
+	assert.ErrorContains(t, CheckMemory(cfg, 1, 300_000, 16, limit, "test"), "over the limit")
+	assert.NoError(t, CheckGenerationMemory(cfg, 1, 16, 300_000, 16, limit, "test"))
 	// The caches still count: a long enough generation is refused.
 	err = CheckGenerationMemory(cfg, 1, 16, 200_000_000, 16, limit, "test")
 	assert.ErrorContains(t, err, "16 at once")

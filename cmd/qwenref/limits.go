@@ -32,11 +32,11 @@ func checkTrace(cfg *model.Config, mem *memoryFlag, tokens int) error {
 	if err := cfg.CheckLength(tokens, "ids"); err != nil {
 		return err
 	}
-	est, err := model.EstimateMemory(cfg, 1, tokens, tokens)
+	est, err := model.EstimateRecorded(cfg, 1, tokens, tokens)
 	if err != nil {
 		return err
 	}
-	need := est.Total() + est.Activations*int64(cfg.NumLayers)
+	need := est.Total() + est.Activations
 	if limit, source := mem.limit(); limit > 0 && need > limit {
 		return fmt.Errorf("tracing %d tokens keeps every stage of %d layers, about %.2f GiB, over the limit of %.3g GiB (%s): trace fewer tokens",
 			tokens, cfg.NumLayers, float64(need)/(1<<30), float64(limit)/(1<<30), source)

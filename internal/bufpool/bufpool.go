@@ -96,3 +96,17 @@ func (b *Buffers) Release() {
 	}
 	b.lent = b.lent[:0]
 }
+
+// Cap is the capacity Get(n) allocates: n itself below the pooled
+// sizes, else n's class (at most 25% more). Memory estimates use it.
+func Cap(n int) int {
+	if n < minPooled {
+		return n
+	}
+	_, c := class(n)
+	return c
+}
+
+// Pooled reports whether Get(n) lends from the pool (a buffer kept across
+// layers and calls) rather than allocating one the collector frees.
+func Pooled(n int) bool { return n >= minPooled }
