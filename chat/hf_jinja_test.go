@@ -16,7 +16,6 @@ import (
 // starts matching (take it off the list) or another stops matching.
 var hfJinjaKnown = map[string]string{
 	"templates/REPLACE":                            "str.replace(count=…): a keyword argument Python 3.13 accepts and the generator's Python 3.11 refuses; qwenref accepts it",
-	"e2e-custom/CohereLabs/c4ai-command-a-03-2025": "the context's documents are overwritten with none",
 }
 
 // Every case of @huggingface/jinja's test suite (testdata/chat/hf_jinja_expected.json,
