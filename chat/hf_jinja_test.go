@@ -15,7 +15,7 @@ import (
 // renders unlike Python's jinja2, and why. The test fails when one of them
 // starts matching (take it off the list) or another stops matching.
 var hfJinjaKnown = map[string]string{
-	"templates/REPLACE":                            "str.replace(count=…): a keyword argument Python 3.13 accepts and the generator's Python 3.11 refuses; qwenref accepts it",
+	"templates/REPLACE": "str.replace(count=…): a keyword argument Python 3.13 accepts and the generator's Python 3.11 refuses; qwenref accepts it",
 }
 
 // Every case of @huggingface/jinja's test suite (testdata/chat/hf_jinja_expected.json,
