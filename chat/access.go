@@ -170,7 +170,7 @@ func indexSeq(seq value, i int64) (value, bool) {
 	return nil, false
 }
 
-func (r *renderer) evalSlice(obj value, sl *sliceExpr, s *scope) (value, error) {
+func (r *renderer) evalSlice(obj value, sl *sliceExpr, s *scope, folded bool) (value, error) {
 	var bounds [3]*int64
 	for i, e := range []expr{sl.start, sl.stop, sl.step} {
 		if e == nil {
@@ -209,10 +209,16 @@ func (r *renderer) evalSlice(obj value, sl *sliceExpr, s *scope) (value, error) 
 	case rangeV:
 		n = x.len()
 	default:
-		if _, ok := obj.(*dict); ok {
+		// jinja2 compiles a slice to Python's own subscript, which raises,
+		// except where it folds a constant expression: that goes through
+		// its getitem, which gives undefined.
+		if folded {
 			return undefinedAttr(obj, "slice"), nil
 		}
-		return undefinedAttr(obj, "slice"), nil
+		if _, ok := obj.(*dict); ok {
+			return nil, fmt.Errorf("unhashable type: 'slice'")
+		}
+		return nil, fmt.Errorf("'%s' object is not subscriptable", typeName(obj))
 	}
 	start, count := sliceIndices(n, bounds[0], bounds[1], step)
 	if err := r.charge(16*int(count), sl.line); err != nil {
@@ -317,4 +323,37 @@ func (l *loopCtx) attr(name string) value {
 		return &boundMethod{recv: l, name: name}
 	}
 	return undefinedAttr(l, name)
+}
+
+// constFolded reports whether jinja2 folds obj[sl] at compile time: a
+// literal sliced by literal bounds.
+func constFolded(obj expr, sl *sliceExpr) bool {
+	for _, e := range []expr{obj, sl.start, sl.stop, sl.step} {
+		if e != nil && !isLiteral(e) {
+			return false
+		}
+	}
+	return true
+}
+
+func isLiteral(e expr) bool {
+	switch x := e.(type) {
+	case *constExpr:
+		return true
+	case *listExpr:
+		for _, it := range x.items {
+			if !isLiteral(it) {
+				return false
+			}
+		}
+		return true
+	case *dictExpr:
+		for i := range x.keys {
+			if !isLiteral(x.keys[i]) || !isLiteral(x.vals[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }

@@ -75,7 +75,7 @@ func (r *renderer) eval1(e expr, s *scope) (value, error) {
 			return nil, err
 		}
 		if sl, ok := x.key.(*sliceExpr); ok {
-			return r.evalSlice(obj, sl, s)
+			return r.evalSlice(obj, sl, s, constFolded(x.obj, sl))
 		}
 		k, err := r.eval(x.key, s)
 		if err != nil {

@@ -137,6 +137,9 @@ func globalRaise(r *renderer, line int, pos []value, kw []kwarg) (value, error) 
 	return nil, e
 }
 
+// clock is strftime_now's time; tests pin it.
+var clock = time.Now
+
 func globalStrftime(r *renderer, line int, pos []value, kw []kwarg) (value, error) {
 	if len(pos) != 1 || len(kw) > 0 {
 		return nil, errors.New("strftime_now() takes exactly one argument")
@@ -148,7 +151,7 @@ func globalStrftime(r *renderer, line int, pos []value, kw []kwarg) (value, erro
 	if err := r.charge(16*len(f), line); err != nil {
 		return nil, err
 	}
-	return strftime(time.Now(), f), nil
+	return strftime(clock(), f), nil
 }
 
 // strftime formats t with the common C strftime directives.

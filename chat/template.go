@@ -74,11 +74,21 @@ type Input struct {
 	Messages json.RawMessage
 	// Tools is an optional JSON array of tool (function) schema objects.
 	Tools json.RawMessage
+	// Documents is an optional JSON array of document objects (for
+	// retrieval-augmented templates), passed to the template as documents.
+	Documents json.RawMessage
 	// AddGenerationPrompt appends the assistant turn's opening; false
 	// renders the conversation as it stands.
 	AddGenerationPrompt bool
+	// ContinueFinalMessage cuts the text after the final message's content,
+	// so that the model continues that message, as apply_chat_template's
+	// continue_final_message does; it cannot go with AddGenerationPrompt.
+	ContinueFinalMessage bool
 	// Vars are further template variables (apply_chat_template's keyword
-	// arguments), e.g. "enable_thinking": false. Values may be Go bools,
+	// arguments), e.g. "enable_thinking": false. The keys tools, documents,
+	// add_generation_prompt and continue_final_message are
+	// apply_chat_template's own parameters, not variables: given here they
+	// act as the fields above (and may not be given in both places). Values may be Go bools,
 	// strings, numbers, nil, []any and map[string]any (keys sorted), or
 	// json.RawMessage and json.Number, read as Python's json.loads reads
 	// them; anything else goes through its JSON encoding. A variable left
@@ -131,7 +141,7 @@ func (t *Template) RenderContext(ctx context.Context, in Input) (out string, err
 			out, err = "", fmt.Errorf("%s: %w: %s", t.Origin, errInternal, oneLine(fmt.Sprint(p)))
 		}
 	}()
-	vars, err := t.inputVars(in)
+	vars, cont, err := t.inputVars(in)
 	if err != nil {
 		return "", err
 	}
@@ -156,79 +166,69 @@ func (t *Template) RenderContext(ctx context.Context, in Input) (out string, err
 		}
 		return "", fmt.Errorf("%s: %s", t.Origin, oneLine(err.Error()))
 	}
+	if cont {
+		return continueFinal(string(r.out), vars["messages"])
+	}
 	return string(r.out), nil
 }
 
 // inputVars checks a conversation and makes the template's variables, as
 // apply_chat_template passes them: the special tokens, the keyword
 // arguments, messages, tools, documents and add_generation_prompt.
-func (t *Template) inputVars(in Input) (map[string]value, error) {
-	size := len(in.Messages) + len(in.Tools)
+func (t *Template) inputVars(in Input) (vars map[string]value, cont bool, err error) {
+	size := len(in.Messages) + len(in.Tools) + len(in.Documents)
 	var varsJSON []byte
 	if len(in.Vars) > 0 {
 		var buf bytes.Buffer // measured as written: json.Marshal makes each < six bytes
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(in.Vars); err != nil {
-			return nil, fmt.Errorf("vars: %w", err)
+			return nil, false, fmt.Errorf("vars: %w", err)
 		}
 		varsJSON = buf.Bytes()
 		size += len(varsJSON) - 1 // Encode's newline
 	}
 	if size > MaxInputBytes {
-		return nil, fmt.Errorf("the conversation is %d bytes of JSON, more than the limit of %d: %w", size, MaxInputBytes, ErrLimit)
+		return nil, false, fmt.Errorf("the conversation is %d bytes of JSON, more than the limit of %d: %w", size, MaxInputBytes, ErrLimit)
 	}
 	msgs, err := decodeJSON(in.Messages)
 	if err != nil {
-		return nil, fmt.Errorf("messages: %s", oneLine(err.Error()))
+		return nil, false, fmt.Errorf("messages: %s", oneLine(err.Error()))
 	}
 	msgList, ok := msgs.(*list)
 	if !ok {
-		return nil, errors.New("messages: want a JSON array of message objects")
+		return nil, false, errors.New("messages: want a JSON array of message objects")
 	}
 	for i, m := range msgList.items {
 		d, ok := m.(*dict)
 		if !ok {
-			return nil, fmt.Errorf("messages[%d]: want a message object, got %s", i, jsonTypeName(m))
+			return nil, false, fmt.Errorf("messages[%d]: want a message object, got %s", i, jsonTypeName(m))
 		}
 		role, ok := d.getStr("role")
 		if _, isStr := role.(string); !ok || !isStr {
-			return nil, fmt.Errorf("messages[%d]: the message has no string \"role\"", i)
+			return nil, false, fmt.Errorf("messages[%d]: the message has no string \"role\"", i)
 		}
 	}
-	var tools value = none
-	if len(bytes.TrimSpace(in.Tools)) > 0 {
-		if tools, err = decodeJSON(in.Tools); err != nil {
-			return nil, fmt.Errorf("tools: %s", oneLine(err.Error()))
-		}
-		tl, ok := tools.(*list)
-		if _, isNone := tools.(noneType); !ok && !isNone {
-			return nil, errors.New("tools: want a JSON array of tool schemas")
-		}
-		if ok {
-			for i, tool := range tl.items {
-				if _, ok := tool.(*dict); !ok {
-					return nil, fmt.Errorf("tools[%d]: want a tool schema object, got %s", i, jsonTypeName(tool))
-				}
-			}
-		}
-	}
-	vars := map[string]value{}
+	vars = map[string]value{}
 	for k, v := range t.SpecialTokens {
 		vars[k] = v
 	}
 	for k, v := range in.Vars {
 		val, err := goValue(v, 0)
 		if err != nil {
-			return nil, fmt.Errorf("vars[%q]: %s", excerpt(k), oneLine(err.Error()))
+			return nil, false, fmt.Errorf("vars[%q]: %s", excerpt(k), oneLine(err.Error()))
 		}
 		vars[k] = val
 	}
+	p, err := takeParams(in, vars)
+	if err != nil {
+		return nil, false, err
+	}
 	vars["messages"] = msgs
-	vars["tools"] = tools
-	vars["documents"] = none
-	vars["add_generation_prompt"] = in.AddGenerationPrompt
-	return vars, nil
+	vars["tools"] = p.tools
+	vars["documents"] = p.documents
+	vars["add_generation_prompt"] = p.gen
+	return vars, p.cont, nil
 }
 
 func jsonTypeName(v value) string {

@@ -13,8 +13,8 @@ import (
 
 // chatFlags are the conversation flags of run, prompt, chat and perplexity.
 type chatFlags struct {
-	chat, think, noThink, noGen       *bool
-	system, msgs, tools, file, kwargs *string
+	chat, think, noThink, noGen, cont       *bool
+	system, msgs, tools, file, kwargs, docs *string
 }
 
 // A chat has neither --messages nor --no-generation-prompt (one-shot's):
@@ -28,12 +28,15 @@ func addChatFlags(fs *flag.FlagSet, oneShot bool) chatFlags {
 		tools:   fs.String("tools", "", "JSON file with an array of tool schemas for the template (implies --chat)"),
 		file:    fs.String("chat-template-file", "", "chat template to use instead of the checkpoint's: a Jinja file, or a tokenizer_config.json or chat_template.json (implies --chat)"),
 		kwargs:  fs.String("chat-template-kwargs", "", "JSON object of template variables, as apply_chat_template's keyword arguments, e.g. '{\"enable_thinking\": false}' (implies --chat)"),
+		docs:    fs.String("documents", "", "JSON file with an array of documents for the template, e.g. [{\"title\": …, \"text\": …}] (implies --chat)"),
 		msgs:    new(string),
 		noGen:   new(bool),
+		cont:    new(bool),
 	}
 	if oneShot {
 		c.msgs = fs.String("messages", "", "conversation JSON file (- for stdin): [{\"role\":…,\"content\":…}, …] or {\"messages\": […], \"tools\": […]} (implies --chat)")
 		c.noGen = fs.Bool("no-generation-prompt", false, "leave out the assistant turn's opening (add_generation_prompt=False) (implies --chat)")
+		c.cont = fs.Bool("continue-final-message", false, "end the text after the final message's content, for the model to continue it (continue_final_message=True; no generation prompt) (implies --chat)")
 	}
 	return c
 }
@@ -42,7 +45,7 @@ func (c chatFlags) messages() string { return *c.msgs }
 
 // enabled reports whether any flag asks for the chat template.
 func (c chatFlags) enabled(fs *flag.FlagSet) bool {
-	for _, n := range []string{"chat", "system", "think", "no-think", "messages", "tools", "chat-template-file", "chat-template-kwargs", "no-generation-prompt"} {
+	for _, n := range []string{"chat", "system", "think", "no-think", "messages", "tools", "chat-template-file", "chat-template-kwargs", "no-generation-prompt", "documents", "continue-final-message"} {
 		if flagWasSet(fs, n) {
 			return true
 		}
@@ -114,18 +117,35 @@ func (c chatFlags) render(fs *flag.FlagSet, tpl *chat.Template, prompt string, s
 	return tpl.Render(chat.Input{Messages: all, Tools: tools, AddGenerationPrompt: gen, Vars: vars})
 }
 
-// vars are --chat-template-kwargs with --think / --no-think over them, and
-// whether to add the generation prompt.
+// vars are --chat-template-kwargs with --think / --no-think, --documents and
+// --continue-final-message over them, and whether to add the generation prompt.
 func (c chatFlags) vars(fs *flag.FlagSet, tpl *chat.Template, stderr io.Writer) (map[string]any, bool, error) {
-	vars, gen := map[string]any{}, !*c.noGen
+	vars, gen, g := map[string]any{}, !*c.noGen, (*bool)(nil)
 	if *c.kwargs != "" {
-		v, g, err := chat.ParseVars([]byte(*c.kwargs))
+		v, pg, err := chat.ParseVars([]byte(*c.kwargs))
 		if err != nil {
 			return nil, false, usageError(fs, stderr, "--chat-template-kwargs: %v", err)
 		}
-		if vars = v; g != nil && !*c.noGen {
+		if vars, g = v, pg; g != nil && !*c.noGen {
 			gen = *g
 		}
+	}
+	if r, _ := vars["continue_final_message"].(json.RawMessage); *c.cont || string(r) == "true" {
+		vars["continue_final_message"], gen = true, gen && g != nil // no generation prompt unless asked for (refused)
+	}
+	if *c.docs != "" {
+		data, err := readArg("--documents", *c.docs)
+		var list []map[string]json.RawMessage
+		if err == nil && json.Unmarshal(data, &list) != nil {
+			err = fmt.Errorf("--documents %s: want a JSON array of document objects", *c.docs)
+		}
+		if _, dup := vars["documents"]; err == nil && dup {
+			err = usageError(fs, stderr, "give the documents with --documents or in --chat-template-kwargs, not both")
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		vars["documents"] = json.RawMessage(data)
 	}
 	if *c.think || *c.noThink {
 		if tpl.UsesThinking() {

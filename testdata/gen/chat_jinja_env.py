@@ -55,7 +55,7 @@ def environment():
     return env
 
 
-def render(env, source, messages=None, tools=None, add_generation_prompt=False, **kwargs):
+def render(env, source, messages=None, tools=None, documents=None, add_generation_prompt=False, **kwargs):
     """Render source as render_jinja_template does; returns ("ok", text),
     ("parse", error) or ("render", error)."""
     try:
@@ -63,7 +63,7 @@ def render(env, source, messages=None, tools=None, add_generation_prompt=False, 
     except Exception as e:  # noqa: BLE001 - any compile error is an expected outcome
         return "parse", f"{type(e).__name__}: {e}"
     try:
-        text = template.render(messages=messages if messages is not None else [], tools=tools, documents=None,
+        text = template.render(messages=messages if messages is not None else [], tools=tools, documents=documents,
                                add_generation_prompt=add_generation_prompt, **kwargs)
     except Exception as e:  # noqa: BLE001
         return "render", f"{type(e).__name__}: {e}"

@@ -337,6 +337,20 @@ CASES = [
     ("x-dict-key-order-json", "{{ d }}|{{ d|tojson }}|{{ d.keys()|list }}", {"d": {"z": 1, "a": 2, "m": {"y": 1, "b": 2}}}),
     ("x-eq-mixed", "{{ 1 == '1' }}|{{ [1] == (1,) }}|{{ none == false }}|{{ 0 == false }}|{{ 1.5 == 1.5 }}|{{ 'a' != 'b' }}|{{ {} == [] }}", {}),
     ("x-string-compare-unicode", "{{ 'é' > 'z' }}|{{ '😀' > '\uffff' }}|{{ 'a' < 'aa' }}|{{ ['a', 'b'] < ['a', 'c'] }}|{{ (1, 2) <= (1, 2) }}", {}),
+    # --- slicing what is not a sequence: Python's subscript raises, a folded constant is undefined ---
+    ("slice-generator", "{{ (d|items)[1:] }}", {"d": D}),
+    ("slice-select", "{{ ([1, 2]|select)[1:] }}", {}),
+    ("slice-none-var", "{{ n[1:] }}", {"n": None}),
+    ("slice-int-var", "{{ d.a[1:] }}", {"d": D}),
+    ("slice-dict-var", "{{ d[1:] }}", {"d": D}),
+    ("slice-dict-view", "{{ ({'a': 1}.items())[1:] }}", {}),
+    ("slice-loop", "{% for x in [1] %}{{ loop[1:] }}{% endfor %}", {}),
+    ("slice-namespace", "{{ namespace(a=1)[1:] }}", {}),
+    ("slice-macro", "{% macro m() %}{% endmacro %}{{ m[1:] }}", {}),
+    ("slice-const-folded", "[{{ (none)[1:] }}|{{ (1)[1:] }}|{{ ({'a': 1})[1:] }}|{{ true[:] }}]", {}),
+    ("generator-twice", "{% set g = [1, 2]|select %}{{ g|list }}{{ g|list }}", {}),
+    ("generator-last", "{{ ([1, 2]|select)|last }}", {}),
+    ("generator-index", "[{{ ([1, 2]|select)[0] }}]", {}),
     ("x-length-unicode", "{{ '😀é'|length }}|{{ '😀é'[1] }}|{{ '😀é'[::-1] }}|{{ '😀é'|reverse }}|{{ '😀é'|list }}|{{ '日本'.center(6, '*') }}", {}),
 ]
 
