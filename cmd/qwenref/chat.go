@@ -9,7 +9,6 @@ import (
 	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
-	"github.com/qwenref/qwenref/tokenizer"
 )
 
 func init() {
@@ -92,16 +91,11 @@ Examples:
 	if err != nil {
 		return err
 	}
-	var demo *tokenizer.Tokenizer
-	op, err := openFlags{dir: dir, backend: backend, plugins: plugins, mem: mem}.open(model.OpenOptions{}, &demo, stderr, info)
+	op, tok, err := openFlags{dir: dir, backend: backend, plugins: plugins, mem: mem}.openText(model.OpenOptions{}, *tokPath, stderr, info)
 	if err != nil {
 		return err
 	}
 	defer op.Close()
-	tok, err := textTokenizer(op, *tokPath, demo, stderr)
-	if err != nil {
-		return err
-	}
 	conv, err := generate.NewConversation(op.Model, generate.ConversationOptions{Template: tpl, Codec: tok, Backend: op.Backend,
 		Sampling: g.Config, Seed: g.Seed, MaxNewTokens: *sf.maxNew, System: *cf.system, Vars: vars, Tools: tools,
 		Check: func(prefill, n int) error {

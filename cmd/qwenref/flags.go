@@ -220,6 +220,23 @@ func (f openFlags) open(o model.OpenOptions, tok **tokenizer.Tokenizer, stderr, 
 
 // textTokenizer is the tokenizer of an opened model: --tokenizer, the
 // checkpoint's, or the bundled demo's (demo, when the demo is open).
+// openText opens the model as of does and loads its text tokenizer (see
+// textTokenizer): what chat, run and serve start with. The caller closes
+// op; on an error nothing is left open.
+func (of openFlags) openText(opts model.OpenOptions, tokPath string, stderr, info io.Writer) (*model.Opened, *tokenizer.Tokenizer, error) {
+	var demo *tokenizer.Tokenizer
+	op, err := of.open(opts, &demo, stderr, info)
+	if err != nil {
+		return nil, nil, err
+	}
+	tok, err := textTokenizer(op, tokPath, demo, stderr)
+	if err != nil {
+		op.Close()
+		return nil, nil, err
+	}
+	return op, tok, nil
+}
+
 func textTokenizer(op *model.Opened, tokPath string, demo *tokenizer.Tokenizer, stderr io.Writer) (*tokenizer.Tokenizer, error) {
 	switch {
 	case op.Dir != "":

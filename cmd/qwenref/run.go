@@ -177,17 +177,12 @@ Examples:
 	if err != nil {
 		return err
 	}
-	var demo *tokenizer.Tokenizer
-	op, err := openFlags{dir, backend, plugins, mem, checkW}.open(model.OpenOptions{}, &demo, stderr, info)
+	op, tok, err := openFlags{dir, backend, plugins, mem, checkW}.openText(model.OpenOptions{}, *tokPath, stderr, info)
 	if err != nil {
 		return err
 	}
 	defer op.Close()
 	m, be := op.Model, op.Backend
-	tok, err := textTokenizer(op, *tokPath, demo, stderr)
-	if err != nil {
-		return err
-	}
 	lin, full := m.Config.CountLayers()
 	kernels := model.CPUKernels().Name
 	if be.Precision == model.PrecisionBF16 && be.Device == nil {

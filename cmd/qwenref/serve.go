@@ -15,7 +15,6 @@ import (
 	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/serve"
-	"github.com/qwenref/qwenref/tokenizer"
 )
 
 func init() {
@@ -92,16 +91,11 @@ Examples:
 	if err != nil {
 		return err
 	}
-	var demo *tokenizer.Tokenizer
-	op, err := openFlags{dir: dir, backend: backend, plugins: plugins, mem: mem}.open(model.OpenOptions{}, &demo, stderr, stderr)
+	op, tok, err := openFlags{dir: dir, backend: backend, plugins: plugins, mem: mem}.openText(model.OpenOptions{}, *tokPath, stderr, stderr)
 	if err != nil {
 		return err
 	}
 	defer op.Close()
-	tok, err := textTokenizer(op, *tokPath, demo, stderr)
-	if err != nil {
-		return err
-	}
 	if *name == "" {
 		*name = given
 		if given == "" {
