@@ -20,20 +20,6 @@ import (
 // about 14 million tokens.
 const MaxEncodeBytes = 64 << 20
 
-// EncodeTimeLimit is how much CPU time one Encode call of an n-byte text
-// may use: 10 seconds plus 20 µs per byte, about twenty times what Qwen's
-// tokenizer needs on its slowest text (digits, 1 µs per byte). It is CPU
-// time, so a loaded machine does not bring a call nearer to it (where the
-// system gives no per-thread CPU clock, wall time stands in). It is
-// checked before each match of a pre-tokenizer pattern, so only a slow
-// pattern gets near it; the call then fails instead of running for hours.
-func EncodeTimeLimit(n int) time.Duration {
-	return 10*time.Second + time.Duration(n)*20*time.Microsecond
-}
-
-// encodeTimeLimit is EncodeTimeLimit, replaced by tests.
-var encodeTimeLimit = EncodeTimeLimit
-
 // segmentBytes is how much text (at least) goes through the pre-tokenizer
 // at once when its pattern can be cut safely.
 const segmentBytes = 64 << 10
@@ -41,7 +27,7 @@ const segmentBytes = 64 << 10
 // Encode returns the token ids of text. Added tokens found in the text
 // (special ones like <|im_start|> included) become their ids. text must be
 // valid UTF-8 and at most MaxEncodeBytes long, and the call must finish
-// within EncodeTimeLimit(len(text)).
+// within t.EncodeTimeLimit(len(text)).
 func (t *Tokenizer) Encode(text string) ([]int, error) {
 	if !utf8.ValidString(text) {
 		return nil, fmt.Errorf("tokenizer: encode: text is not valid UTF-8 (first bad byte at offset %d)", firstInvalid(text))
@@ -75,8 +61,7 @@ type encoder struct {
 }
 
 func (t *Tokenizer) newEncoder(n int) *encoder {
-	limit := encodeTimeLimit(n)
-	e := &encoder{t: t, inputLen: n, limit: limit, cpuStart: threadCPU()}
+	e := &encoder{t: t, inputLen: n, limit: t.EncodeTimeLimit(n), cpuStart: threadCPU()}
 	e.ids.init(n/3 + 1)
 	return e
 }
@@ -168,8 +153,9 @@ func (e *encoder) runeBuf(step int) *[]rune {
 
 // timeError is the error for an Encode call past its time limit.
 func (e *encoder) timeError(r *regex) error {
-	return fmt.Errorf("pre-tokenizer pattern %s: encoding the %d-byte text used more than its limit of %v of %s (see docs/limits.md)",
-		safeio.Quote(r.pattern), e.inputLen, e.limit.Round(time.Second), map[bool]string{true: "CPU time", false: "time"}[cpuClock])
+	return fmt.Errorf("pre-tokenizer pattern %s: encoding the %d-byte text used more than its limit of %v of %s (%v plus %d times this tokenizer's own speed, %v per byte, measured on a calibration text at load; see docs/limits.md)",
+		safeio.Quote(r.pattern), e.inputLen, e.limit.Round(time.Millisecond), map[bool]string{true: "CPU time", false: "time"}[cpuClock],
+		EncodeFloor, EncodeSpeedMultiple, e.t.EncodeRate())
 }
 
 // idList collects ids in chunks of fixed size, so a long text never

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -22,6 +23,8 @@ func testEncoder() *encoder {
 func (r *regex) findMatches(s string) ([]span, error) {
 	var out []span
 	var buf []rune
+	runtime.LockOSThread() // the encoder's clock is this thread's
+	defer runtime.UnlockOSThread()
 	err := r.scan(testEncoder(), s, &buf, func(sp span) error {
 		out = append(out, sp)
 		return nil
@@ -34,6 +37,8 @@ func (r *regex) findMatches(s string) ([]span, error) {
 
 // splitAll appends to dst the pieces split gives for s.
 func (r *regex) splitAll(dst []string, s string, b splitBehavior, invert bool) ([]string, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	err := r.split(testEncoder(), 0, s, b, invert, func(p string) error {
 		dst = append(dst, p)
 		return nil
@@ -49,6 +54,8 @@ func (r *regex) splitAll(dst []string, s string, b splitBehavior, invert bool) (
 func preTokenize(steps []preStep, piece string) ([]string, error) {
 	var words []string
 	t := &Tokenizer{pre: steps, model: &bpe{}}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	e := t.newEncoder(len(piece))
 	e.sink = func(w []byte) error {
 		words = append(words, string(w))

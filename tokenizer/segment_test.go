@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -26,6 +27,8 @@ func splitWords(t testing.TB, tok *Tokenizer, text string, seg int) []string {
 	cut := tok.cut
 	require.NotNil(t, cut)
 	var words []string
+	runtime.LockOSThread() // the encoder's clock is this thread's
+	defer runtime.UnlockOSThread()
 	e := tok.newEncoder(len(text))
 	st := &tok.pre[0]
 	for len(text) > 0 {

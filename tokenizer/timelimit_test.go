@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -52,26 +53,66 @@ func encodeWithin(t *testing.T, tok *Tokenizer, text string, limit time.Duration
 // TestHostileSlowMatchesBoundedPerEncode: each match of this pattern
 // backtracks for milliseconds, far below MatchTimeout, and the text holds
 // 20,000 of them, so only a limit on the whole call stops it (without one
-// it runs for minutes). The limit is lowered to 1 s here; the error names
-// the text's length, not the text.
+// it runs for about 100 s). On ordinary text the pattern is fast, so its
+// calibrated limit stops it within seconds; the error names the limit, the
+// measured rate and the text's length, not the text.
 func TestHostileSlowMatchesBoundedPerEncode(t *testing.T) {
 	tok := withPattern(t, "(a|aa)+b|c")
-	defer func(f func(int) time.Duration) { encodeTimeLimit = f }(encodeTimeLimit)
-	encodeTimeLimit = func(int) time.Duration { return time.Second }
 	run := 24 // about 5 ms of backtracking per match
 	if raceEnabled {
 		run = 18 // the race detector makes it 10-20 times slower
 	}
 	text := strings.Repeat(strings.Repeat("a", run)+"c", 20000)
+	limit := tok.EncodeTimeLimit(len(text))
+	t.Logf("rate %v per byte, limit %v", tok.EncodeRate(), limit)
+	assert.Less(t, limit, 5*time.Second, "this pattern is fast on the calibration text")
 	start := time.Now()
 	_, err := encodeWithin(t, tok, text, 60*time.Second)
 	took := time.Since(start)
 	require.Error(t, err)
 	t.Logf("stopped after %v: %v", took, err)
-	assert.Contains(t, err.Error(), fmt.Sprintf(`pre-tokenizer pattern "(a|aa)+b|c": encoding the %d-byte text used more than its limit of 1s of CPU time (see docs/limits.md)`, len(text)))
+	assert.Contains(t, err.Error(), fmt.Sprintf(`pre-tokenizer pattern "(a|aa)+b|c": encoding the %d-byte text used more than its limit of %v of CPU time (2s plus 20 times this tokenizer's own speed, %v per byte, measured on a calibration text at load; see docs/limits.md)`,
+		len(text), limit.Round(time.Millisecond), tok.EncodeRate()))
 	assert.NotContains(t, err.Error(), "backtracks", "this limit is the call's, not one match's")
 	assert.NotContains(t, err.Error(), "aaaa")
 	assert.Less(t, len(err.Error()), 400)
+}
+
+// TestLegitimateTextWithinCalibratedLimit: Qwen's pattern over long
+// ordinary text and over digits (its slowest text) stays inside the
+// calibrated limit while other goroutines load the machine (the
+// calibration ran unloaded); it uses under half of the limit.
+func TestLegitimateTextWithinCalibratedLimit(t *testing.T) {
+	if raceEnabled {
+		t.Skip("slow under the race detector")
+	}
+	tok := qwen3(t)
+	stop := make(chan struct{})
+	defer close(stop)
+	for range runtime.GOMAXPROCS(0) {
+		go func() {
+			x := make([]byte, 8<<20) // thrash the caches the encoder uses
+			for i := 0; ; i += 64 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				x[i%len(x)]++
+			}
+		}()
+	}
+	for _, text := range []string{repeatTo(calibrationText+" ", 1<<20), repeatTo("0123456789", 256<<10)} {
+		runtime.LockOSThread()
+		start := threadCPU()
+		_, err := tok.Encode(text)
+		used := threadCPU() - start
+		runtime.UnlockOSThread()
+		require.NoError(t, err)
+		limit := tok.EncodeTimeLimit(len(text))
+		t.Logf("%d bytes: %v of CPU time, limit %v (%.2f of it)", len(text), used, limit, float64(used)/float64(limit))
+		assert.Less(t, float64(used), 0.5*float64(limit))
+	}
 }
 
 // earlyTimeouts stands in for regexp2 with a lagging clock: its first
@@ -173,7 +214,22 @@ func TestDigitsEncode(t *testing.T) {
 	}
 }
 
+// TestEncodeTimeLimit: the limit is the floor plus the multiple of the
+// rate measured at load, and the calibration itself stays within its
+// budget.
 func TestEncodeTimeLimit(t *testing.T) {
-	assert.Equal(t, 10*time.Second, EncodeTimeLimit(0))
-	assert.Equal(t, 10*time.Second+20*time.Second, EncodeTimeLimit(1_000_000))
+	tok := qwen3(t)
+	rate := tok.EncodeRate()
+	t.Logf("Qwen's tokenizer: %v per byte on the calibration text", rate)
+	assert.GreaterOrEqual(t, rate, minEncodeRate)
+	assert.LessOrEqual(t, rate, maxEncodeRate)
+	assert.Equal(t, EncodeFloor, tok.EncodeTimeLimit(0))
+	assert.Equal(t, EncodeFloor+1_000_000*EncodeSpeedMultiple*rate, tok.EncodeTimeLimit(1_000_000))
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := threadCPU()
+	tok.calibrate()
+	took := threadCPU() - start
+	t.Logf("calibration: %v of CPU time", took)
+	assert.Less(t, took, 2*calibrationBudget+10*time.Millisecond, "two passes, each within the budget")
 }

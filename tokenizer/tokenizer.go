@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/qwenref/qwenref/internal/safeio"
@@ -39,6 +40,7 @@ type Tokenizer struct {
 	cut       cutFunc // where text may be cut for pre[0]; nil: nowhere
 	byteLevel bool    // decoder is ByteLevel (else tokens are joined by spaces)
 	vocabSize int
+	rate      time.Duration // CPU time per byte on the calibration text (calibrate)
 }
 
 // MaxJSONBytes caps a tokenizer.json, after decompression: Qwen's is
@@ -153,6 +155,7 @@ func fromJSON(data []byte) (*Tokenizer, error) {
 			t.vocabSize--
 		}
 	}
+	t.rate = t.calibrate()
 	return t, nil
 }
 
