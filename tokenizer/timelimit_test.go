@@ -65,7 +65,9 @@ func TestHostileSlowMatchesBoundedPerEncode(t *testing.T) {
 	text := strings.Repeat(strings.Repeat("a", run)+"c", 20000)
 	limit := tok.EncodeTimeLimit(len(text))
 	t.Logf("rate %v per byte, limit %v", tok.EncodeRate(), limit)
-	assert.Less(t, limit, 5*time.Second, "this pattern is fast on the calibration text")
+	if !raceEnabled { // the race detector slows the calibration as much as the work it measures
+		assert.Less(t, limit, 5*time.Second, "this pattern is fast on the calibration text")
+	}
 	start := time.Now()
 	_, err := encodeWithin(t, tok, text, 60*time.Second)
 	took := time.Since(start)
