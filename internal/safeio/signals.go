@@ -79,19 +79,38 @@ func TrackTemp(path string) (untrack func()) { return track(path) }
 // track registers a temp path for removal on a signal; the returned
 // function unregisters it (call it once the temp is renamed or removed).
 func track(path string) (untrack func()) {
+	untrack, _ = trackCreated(func() (string, error) { return path, nil })
+	return untrack
+}
+
+// trackCreated installs the handler, then creates a temp with create and
+// registers what it made, all under the handler's lock: a signal between
+// the creation and the registration would otherwise end the process by
+// its default action and leave the new temp behind. A signal that comes
+// meanwhile waits for the lock, then finds the temp registered.
+func trackCreated(create func() (string, error)) (untrack func(), err error) {
 	temps.mu.Lock()
 	defer temps.mu.Unlock()
+	if temps.ch == nil && !temps.dying && len(handled) > 0 {
+		temps.ch = make(chan os.Signal, 1)
+		signal.Notify(temps.ch, handled...)
+		go handle(temps.ch)
+	}
+	path, err := create()
+	if err != nil {
+		if len(temps.live) == 0 && temps.ch != nil && !temps.dying {
+			signal.Stop(temps.ch)
+			close(temps.ch)
+			temps.ch = nil
+		}
+		return nil, err
+	}
 	if temps.live == nil {
 		temps.live = map[int]string{}
 	}
 	id := temps.next
 	temps.next++
 	temps.live[id] = path
-	if len(temps.live) == 1 && len(handled) > 0 {
-		temps.ch = make(chan os.Signal, 1)
-		signal.Notify(temps.ch, handled...)
-		go handle(temps.ch)
-	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -104,7 +123,7 @@ func track(path string) (untrack func()) {
 				temps.ch = nil
 			}
 		})
-	}
+	}, nil
 }
 
 // handle waits for a signal on ch (closed when no temps are live).

@@ -153,13 +153,19 @@ func CreateTemp(path string, opts WriteOptions) (*Temp, error) {
 		dir = "."
 	}
 	RemoveStale(dir, base)
-	f, err := os.CreateTemp(dir, tempPrefix(base)+"*")
+	var f *os.File
+	untrack, err := trackCreated(func() (string, error) {
+		var err error
+		f, err = os.CreateTemp(dir, tempPrefix(base)+"*")
+		if err != nil {
+			return "", err
+		}
+		return f.Name(), nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("output %s: %w", Clean(path), err)
 	}
-	t := &Temp{File: f, target: target, shown: path, opts: opts, mode: mode}
-	t.untrack = track(f.Name())
-	return t, nil
+	return &Temp{File: f, target: target, shown: path, opts: opts, mode: mode, untrack: untrack}, nil
 }
 
 // tempPrefix is the name prefix of this process's temps for base.
@@ -245,11 +251,14 @@ func TempDir(target string) (dir string, done func(keep bool), err error) {
 		parent = "."
 	}
 	RemoveStale(parent, base)
-	dir, err = mkdirTemp(parent, tempPrefix(base))
+	untrack, err := trackCreated(func() (string, error) {
+		var err error
+		dir, err = mkdirTemp(parent, tempPrefix(base))
+		return dir, err
+	})
 	if err != nil {
 		return "", nil, fmt.Errorf("output %s: %w", Clean(target), err)
 	}
-	untrack := track(dir)
 	return dir, func(keep bool) {
 		if !keep {
 			_ = os.RemoveAll(dir)
