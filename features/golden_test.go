@@ -1,14 +1,15 @@
 package features
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qwenref/qwenref/internal/goldens"
 	"github.com/qwenref/qwenref/model"
 	"github.com/qwenref/qwenref/tensor"
 	"github.com/qwenref/qwenref/weights"
@@ -29,18 +30,12 @@ func TestTapsMatchTransformers(t *testing.T) {
 	roots := []string{filepath.Join("..", "testdata", "golden"), filepath.Join("..", "testdata", "golden", "moe")}
 	ran := 0
 	for _, root := range roots {
-		data, err := os.ReadFile(filepath.Join(root, "manifest.json"))
-		if os.IsNotExist(err) {
+		cases, err := goldens.ReadManifest(root)
+		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		require.NoError(t, err)
-		var man struct {
-			Cases []struct {
-				Name string `json:"name"`
-			} `json:"cases"`
-		}
-		require.NoError(t, json.Unmarshal(data, &man))
-		for _, c := range man.Cases {
+		for _, c := range cases {
 			dir := filepath.Join(root, c.Name)
 			t.Run(c.Name, func(t *testing.T) {
 				checkTapsAgainstGolden(t, dir, be, ran == 0)
@@ -58,12 +53,8 @@ func checkTapsAgainstGolden(t *testing.T, dir string, be *model.Backend, offByOn
 	exp, err := weights.Open(filepath.Join(dir, "expected.safetensors"))
 	require.NoError(t, err)
 	defer exp.Close()
-	raw, err := os.ReadFile(filepath.Join(dir, "inputs.json"))
+	in, err := goldens.ReadInputs(dir)
 	require.NoError(t, err)
-	var in struct {
-		IDs [][]int `json:"ids"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &in))
 	r, err := model.NewRunner(m, be, 1)
 	require.NoError(t, err)
 	defer r.Close()

@@ -1,9 +1,7 @@
 package model
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qwenref/qwenref/internal/goldens"
 	"github.com/qwenref/qwenref/tensor"
 	"github.com/qwenref/qwenref/weights"
 )
@@ -34,12 +33,7 @@ const (
 	goldenMaxAbs = tensor.GoldenMaxAbs // max |got−want| / max(1, max|want|) per stage
 )
 
-type goldenCase struct {
-	Name   string   `json:"name"`
-	Batch  int      `json:"batch"`
-	Seq    int      `json:"seq"`
-	Stages []string `json:"stages"`
-}
+type goldenCase = goldens.Case
 
 // firstGolden loads the first golden case's model (closed when the test
 // ends) and returns it with that case's directory and row-0 token ids.
@@ -55,29 +49,14 @@ func firstGolden(t *testing.T) (*Model, string, []int) {
 
 func goldenCases(t *testing.T) (string, []goldenCase) {
 	root := filepath.Join("..", "testdata", "golden")
-	data, err := os.ReadFile(filepath.Join(root, "manifest.json"))
+	cases, err := goldens.ReadManifest(root)
 	require.NoError(t, err)
-	var man struct {
-		Cases []goldenCase `json:"cases"`
-	}
-	require.NoError(t, json.Unmarshal(data, &man))
-	require.NotEmpty(t, man.Cases)
-	return root, man.Cases
+	return root, cases
 }
 
-type goldenInputs struct {
-	IDs      [][]int `json:"ids"`
-	Generate *struct {
-		MaxNewTokens int     `json:"max_new_tokens"`
-		NewIDs       [][]int `json:"new_ids"`
-	} `json:"generate"`
-}
-
-func readInputs(t *testing.T, dir string) goldenInputs {
-	data, err := os.ReadFile(filepath.Join(dir, "inputs.json"))
+func readInputs(t *testing.T, dir string) goldens.Inputs {
+	in, err := goldens.ReadInputs(dir)
 	require.NoError(t, err)
-	var in goldenInputs
-	require.NoError(t, json.Unmarshal(data, &in))
 	return in
 }
 
