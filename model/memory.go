@@ -7,6 +7,7 @@ import (
 
 	"github.com/qwenref/qwenref/internal/bufpool"
 	"github.com/qwenref/qwenref/internal/safeio"
+	"github.com/qwenref/qwenref/linalg"
 )
 
 // Limits on what a config may declare, checked before anything is sized
@@ -122,10 +123,13 @@ type Memory struct {
 	Logits      int64 // logits (and hidden states) the command keeps
 	States      int64 // GDN recurrent and conv states, all rows
 	Caches      int64 // attention key/value caches at full length, all rows
+	Scratch     int64 // the products' packing buffers (linalg.ScratchBytes)
 }
 
 // Total is the sum of the parts.
-func (m Memory) Total() int64 { return m.Activations + m.Logits + m.States + m.Caches }
+func (m Memory) Total() int64 {
+	return m.Activations + m.Logits + m.States + m.Caches + m.Scratch
+}
 
 // String gives the total and its parts in GiB (MiB under 1 GiB).
 func (m Memory) String() string {
@@ -134,8 +138,8 @@ func (m Memory) String() string {
 		unit, div = "MiB", 1<<20
 	}
 	g := func(b int64) string { return fmt.Sprintf("%.2f", float64(b)/div) }
-	return fmt.Sprintf("%s %s (activations %s, logits %s, states %s, caches %s %s)",
-		g(m.Total()), unit, g(m.Activations), g(m.Logits), g(m.States), g(m.Caches), unit)
+	return fmt.Sprintf("%s %s (activations %s, logits %s, states %s, caches %s, scratch %s %s)",
+		g(m.Total()), unit, g(m.Activations), g(m.Logits), g(m.States), g(m.Caches), g(m.Scratch), unit)
 }
 
 // EstimateMemory estimates what rows independent sequences of tokens
@@ -151,18 +155,28 @@ func (m Memory) String() string {
 // of scores, the chunked one a tile per worker, both independent of T. It
 // fails on overflow.
 func EstimateMemory(cfg *Config, rows, tokens, logitRows int) (Memory, error) {
-	return estimate(cfg, rows, tokens, logitRows, false)
+	return estimate(cfg, rows, tokens, logitRows, false, false)
 }
 
-// EstimateRecorded is EstimateMemory for a recorded pass (forward's hidden
-// states, trace): a recorder may keep what it is shown, so every layer's
-// buffers are allocated afresh instead of lent from the pool, and all of
-// them are charged as allocated, none freed.
+// EstimateRecorded is EstimateMemory for a recorded pass (trace): a
+// recorder may keep what it is shown, so every layer's buffers are
+// allocated afresh instead of lent from the pool, and all of them are
+// charged as allocated, none freed.
 func EstimateRecorded(cfg *Config, rows, tokens, logitRows int) (Memory, error) {
-	return estimate(cfg, rows, tokens, logitRows, true)
+	return estimate(cfg, rows, tokens, logitRows, true, true)
 }
 
-func estimate(cfg *Config, rows, tokens, logitRows int, recorded bool) (Memory, error) {
+// EstimateFresh is EstimateMemory for a pass whose recorder copies what it
+// keeps (forward's final-norm hidden states, counted with the logits):
+// every layer's buffers are allocated afresh, as in a recorded pass, but
+// dropped when the layer ends, so the collector may free them.
+func EstimateFresh(cfg *Config, rows, tokens, logitRows int) (Memory, error) {
+	return estimate(cfg, rows, tokens, logitRows, true, false)
+}
+
+// estimate sizes a run: fresh when every layer allocates its buffers
+// anew, kept when nothing a layer allocates is freed before the run ends.
+func estimate(cfg *Config, rows, tokens, logitRows int, fresh, kept bool) (Memory, error) {
 	if rows < 0 || tokens < 0 || logitRows < 0 {
 		return Memory{}, fmt.Errorf("negative size: %d rows, %d tokens, %d logit rows", rows, tokens, logitRows)
 	}
@@ -195,11 +209,14 @@ func estimate(cfg *Config, rows, tokens, logitRows int, recorded bool) (Memory, 
 	if !oks[0] || !oks[1] || !oks[2] {
 		return Memory{}, overflow
 	}
-	live, garbage, ok := workBytes(cfg, int(n), recorded)
+	live, garbage, ok := workBytes(cfg, int(n), fresh)
 	if !ok {
 		return Memory{}, overflow
 	}
-	if recorded {
+	// Each row runs on its own, so a product takes at most tokens rows.
+	m.Scratch = linalg.ScratchBytes(tokens, max(cfg.HiddenSize, cfg.IntermediateSize, cfg.MoE.IntermediateSize, cfg.MoE.SharedIntermediate,
+		cfg.NumHeads*cfg.HeadDim, cfg.LinearNumValueHeads*cfg.LinearValueHeadDim), max(cfg.VocabSize, cfg.ConvDim(), 2*cfg.IntermediateSize))
+	if kept {
 		m.Activations = live + garbage
 		return m, nil
 	}
@@ -297,10 +314,10 @@ func overLimit(est Memory, rows, tokens int, limit int64, flag string) error {
 	return nil
 }
 
-// CheckRecordedMemory is CheckMemory for a recorded pass (see
-// EstimateRecorded).
+// CheckRecordedMemory is CheckMemory for a pass whose layers allocate
+// their buffers afresh (see EstimateFresh).
 func CheckRecordedMemory(cfg *Config, rows, tokens, logitRows int, limit int64, flag string) error {
-	est, err := EstimateRecorded(cfg, rows, tokens, logitRows)
+	est, err := EstimateFresh(cfg, rows, tokens, logitRows)
 	if err != nil {
 		return err
 	}
@@ -312,23 +329,33 @@ func CheckRecordedMemory(cfg *Config, rows, tokens, logitRows int, limit int64, 
 // activations are the prefill's (or one token's), the caches and states
 // those of all tokens. prefill 0 means all tokens at once.
 func CheckGenerationMemory(cfg *Config, rows, prefill, tokens, logitRows int, limit int64, flag string) error {
+	_, err := checkGeneration(cfg, rows, prefill, tokens, logitRows, limit, flag)
+	return err
+}
+
+// checkGeneration is CheckGenerationMemory returning the estimate.
+func checkGeneration(cfg *Config, rows, prefill, tokens, logitRows int, limit int64, flag string) (Memory, error) {
 	if prefill <= 0 || prefill >= tokens {
-		return CheckMemory(cfg, rows, tokens, logitRows, limit, flag)
+		est, err := EstimateMemory(cfg, rows, tokens, logitRows)
+		if err != nil {
+			return est, err
+		}
+		return est, overLimit(est, rows, tokens, limit, flag)
 	}
 	est, err := EstimateMemory(cfg, rows, prefill, logitRows)
 	if err != nil {
-		return err
+		return est, err
 	}
 	full, err := EstimateMemory(cfg, rows, tokens, 0)
 	if err != nil {
-		return err
+		return est, err
 	}
 	// The caches grow by append, about 1.25× at a time, and the old
 	// array is live while it is copied: 2.25× the full caches at worst.
 	est.Caches = full.Caches + full.Caches*5/4
 	if limit > 0 && est.Total() > limit {
-		return fmt.Errorf("%d×%d tokens (%d at once) need about %s beyond the weights, over the limit of %.3g GiB (%s): use a shorter prompt or fewer new tokens, or raise --max-memory",
+		return est, fmt.Errorf("%d×%d tokens (%d at once) need about %s beyond the weights, over the limit of %.3g GiB (%s): use a shorter prompt or fewer new tokens, or raise --max-memory",
 			rows, tokens, prefill, est, float64(limit)/(1<<30), flag)
 	}
-	return nil
+	return est, nil
 }

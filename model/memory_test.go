@@ -10,7 +10,8 @@ import (
 // No CPU attention kernel holds T × T scores, so the estimate grows
 // linearly with the tokens: doubling them at most doubles it (the pool's
 // size classes may round a little either way). The old quadratic term
-// made 2T cost about 4× T at these lengths.
+// made 2T cost about 4× T at these lengths. The products' scratch stops
+// growing once x's rows fill a packing block (2,048 rows).
 func TestEstimateMemoryLinear(t *testing.T) {
 	cfg, err := ShapeConfig("tiny")
 	require.NoError(t, err)
@@ -19,8 +20,10 @@ func TestEstimateMemoryLinear(t *testing.T) {
 		require.NoError(t, err)
 		b, err := EstimateMemory(cfg, 1, 2*n, 1)
 		require.NoError(t, err)
-		r := float64(b.Total()) / float64(a.Total())
+		r := float64(b.Total()-b.Scratch) / float64(a.Total()-a.Scratch)
 		assert.InDelta(t, 2, r, 0.1, "%d → %d tokens: %s → %s", n, 2*n, a, b)
+		assert.Equal(t, a.Scratch, b.Scratch, "%d → %d tokens: %s → %s", n, 2*n, a, b)
+		assert.Positive(t, a.Scratch)
 	}
 }
 

@@ -43,6 +43,11 @@ type OpenOptions struct {
 	// Run, if set, is checked (Opened.CheckRun) before the weights are
 	// paged in.
 	Run *RunSize
+	// BoundHeap, with Run, holds the process to Run's estimate: the Go
+	// collector's memory limit becomes what the process holds once open
+	// plus the estimate (BoundHeap), so the garbage a run leaves between
+	// collections cannot carry its peak past what the guard checked.
+	BoundHeap bool
 	// Check, if set, runs on the opened model before its weights are paged
 	// in: a command's own checks that need the model (that an output
 	// replaces none of its files, that a layer index is in range).
@@ -87,6 +92,7 @@ type Opened struct {
 
 	maxMemory    int64
 	memorySource string
+	estimate     Memory // the estimate Run was checked at
 }
 
 // Open runs the sequence every command runs before its work: plug-ins, the
@@ -144,11 +150,17 @@ func (op *Opened) open(o OpenOptions) (err error) {
 		if err := m.Config.CheckLength(r.Tokens, r.What); err != nil {
 			return err
 		}
-		if err := CheckRecordedMemory(m.Config, r.Rows, r.Tokens, r.LogitRows, op.maxMemory, op.memorySource); err != nil {
+		if op.estimate, err = EstimateFresh(m.Config, r.Rows, r.Tokens, r.LogitRows); err != nil {
+			return err
+		}
+		if err := overLimit(op.estimate, r.Rows, r.Tokens, op.maxMemory, op.memorySource); err != nil {
 			return err
 		}
 	} else if r != nil {
-		if err := op.CheckGeneration(r.Rows, r.Prefill, r.Tokens, r.LogitRows, r.What); err != nil {
+		if err := m.Config.CheckLength(r.Tokens, r.What); err != nil {
+			return err
+		}
+		if op.estimate, err = checkGeneration(m.Config, r.Rows, r.Prefill, r.Tokens, r.LogitRows, op.maxMemory, op.memorySource); err != nil {
 			return err
 		}
 	}
@@ -173,6 +185,9 @@ func (op *Opened) open(o OpenOptions) (err error) {
 		if err := checkWeights(m, log); err != nil {
 			return err
 		}
+	}
+	if o.BoundHeap && o.Run != nil {
+		BoundHeap(op.estimate.Total())
 	}
 	return nil
 }

@@ -60,7 +60,7 @@ Example:
 	bsz, t := len(batch), len(batch[0])
 	var outOpts weights.WriteOptions
 	op, err := openFlags{dir, backend, plugins, mem, checkW}.open(model.OpenOptions{IDs: batch, IDsName: ids.name(),
-		Run: &model.RunSize{Rows: bsz, Tokens: t, LogitRows: bsz * t, What: "ids", Recorded: true},
+		Run: &model.RunSize{Rows: bsz, Tokens: t, LogitRows: bsz * t, What: "ids", Recorded: true}, BoundHeap: true,
 		Check: func(op *model.Opened) (err error) {
 			outOpts, err = outputFor("--out", *out, append(append(op.Inputs(), *ids.file), plugins.paths()...)...)
 			return err

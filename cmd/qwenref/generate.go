@@ -61,7 +61,7 @@ Examples:
 	}
 	ids := rows[0]
 	op, err := openFlags{dir, backend, plugins, mem, checkW}.open(model.OpenOptions{IDs: rows, IDsName: idf.name(),
-		Run: &model.RunSize{Rows: 1, Tokens: len(ids) + *sf.maxNew, LogitRows: 1, Prefill: len(ids), What: idf.name() + " plus --max-new-tokens"}}, nil, stderr, stderr)
+		Run: &model.RunSize{Rows: 1, Tokens: len(ids) + *sf.maxNew, LogitRows: 1, Prefill: len(ids), What: idf.name() + " plus --max-new-tokens"}, BoundHeap: true}, nil, stderr, stderr)
 	if err != nil {
 		return err
 	}

@@ -38,8 +38,9 @@ func checkTrace(cfg *model.Config, mem *memoryFlag, tokens int) error {
 	}
 	need := est.Total() + est.Activations
 	if limit, source := mem.limit(); limit > 0 && need > limit {
-		return fmt.Errorf("tracing %d tokens keeps every stage of %d layers, about %.2f GiB, over the limit of %.3g GiB (%s): trace fewer tokens",
-			tokens, cfg.NumLayers, float64(need)/(1<<30), float64(limit)/(1<<30), source)
+		return fmt.Errorf("tracing %d tokens keeps every stage of %d layers, about %s, over the limit of %.3g GiB (%s): trace fewer tokens",
+			tokens, cfg.NumLayers, safeio.FormatBytes(need), float64(limit)/(1<<30), source)
 	}
+	model.BoundHeap(need)
 	return nil
 }

@@ -46,12 +46,19 @@ func estimateOf(t *testing.T, args ...string) float64 {
 
 // Each command's estimate holds its measured peak: the child process's
 // VmHWM less that of the same command on 8 tokens (the runtime and the
-// paged-in weights), at three sizes, at least the peak and at most 1.25×
-// it. Under -short one size. About 4 s. It runs with QWENREF_MEMGUARD=1:
-// the estimates do not hold yet (docs/limits.md says how far off they are).
+// paged-in weights), at three sizes (one under -short, about 2 s). The
+// commands bound the Go heap to the estimate (model.BoundHeap), whose
+// limit is soft: the peak may pass the estimate by what the runtime
+// allocates before its collector catches up, held here to 3%, where the
+// estimates before the bound were 1.6–3.2× under the peak. An estimate
+// over 1.35× the peak refuses runs that fit, and fails too (at 1,000
+// tokens the kernels' scratch, a constant 4 MiB here, is a third of it).
 func TestMemoryEstimatesHold(t *testing.T) {
-	if os.Getenv("QWENREF_MEMGUARD") != "1" {
-		t.Skip("QWENREF_MEMGUARD=1 measures the estimates against the peaks")
+	if raceEnabled {
+		t.Skip("the race detector's shadow memory is in every peak")
+	}
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("VmHWM is read from /proc (Linux)")
 	}
 	dir := memModel(t)
 	sizes := []int{1000, 2000, 4000}
@@ -88,8 +95,8 @@ func TestMemoryEstimatesHold(t *testing.T) {
 			require.Equal(t, 0, r.code, r.stderr)
 			peak := float64(r.peakKB-base.peakKB) * 1024
 			t.Logf("%s %d tokens: estimate %.1f MiB, peak %.1f MiB (%.2f×)", name, n, est/(1<<20), peak/(1<<20), est/peak)
-			assert.GreaterOrEqual(t, est, peak, "%s %d tokens: the estimate is under the peak", name, n)
-			assert.LessOrEqual(t, est, 1.25*peak, "%s %d tokens: the estimate is over 1.25× the peak", name, n)
+			assert.GreaterOrEqual(t, est*1.03, peak, "%s %d tokens: the peak is over the estimate by more than 3%%", name, n)
+			assert.LessOrEqual(t, est, 1.35*peak, "%s %d tokens: the estimate is over 1.35× the peak", name, n)
 		}
 	}
 }

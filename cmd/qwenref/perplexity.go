@@ -97,7 +97,7 @@ Examples:
 	}
 	var demo *tokenizer.Tokenizer
 	op, err := openFlags{dir: dir, plugins: plugins, mem: mem}.open(model.OpenOptions{IDs: rows, IDsName: idf.name(),
-		Run: &model.RunSize{Rows: 1, Tokens: *ctx, LogitRows: *ctx, What: "--ctx"}}, &demo, stderr, stderr)
+		Run: &model.RunSize{Rows: 1, Tokens: *ctx, LogitRows: *ctx, What: "--ctx"}, BoundHeap: true}, &demo, stderr, stderr)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,6 @@
+//go:build race
+
+package main
+
+// raceEnabled: the race detector adds its own shadow memory to every peak.
+const raceEnabled = true
