@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,6 +114,7 @@ func Run(o Options) (*Manifest, error) {
 	if want.DataSHA256, err = FileSHA256(o.Data); err != nil {
 		return nil, fmt.Errorf("--data: %w", err)
 	}
+	_, statErr := os.Lstat(o.Out)
 	if err := os.MkdirAll(o.Out, 0o777); err != nil {
 		return nil, fmt.Errorf("--out: %w", err)
 	}
@@ -130,6 +132,9 @@ func Run(o Options) (*Manifest, error) {
 	}
 	w := &writer{o: o, m: m, start: time.Now()}
 	if err := w.plan(); err != nil {
+		if errors.Is(statErr, fs.ErrNotExist) {
+			_ = os.Remove(o.Out) // a run refused before its first write leaves no directory it made (Remove takes only an empty one)
+		}
 		return nil, err
 	}
 	err = eachSample(o, m.NextIndex, func(line []byte, index, lineNo int) error { return w.sample(line, index, lineNo) })
