@@ -165,6 +165,9 @@ func eachSample(o Options, from int, fn func(line []byte, index, lineNo int) err
 		}
 		return fn(line, index, lineNo)
 	})
+	if oe := (outError{}); errors.As(err, &oe) {
+		return oe // a write into --out, which names it
+	}
 	if err != nil {
 		return fmt.Errorf("--data %s: %w", safeio.Clean(o.Data), err)
 	}
@@ -314,10 +317,23 @@ func (w *writer) capture(ss []Sample) error {
 	return nil
 }
 
+// outError is a failure to write into --out, which it names.
+type outError struct{ error }
+
+func (e outError) Unwrap() error { return e.error }
+
 // flush writes the buffered samples (a shard, or a speculators file) and
 // then the manifest; the manifest is written every 64 speculators files
 // and at the end.
 func (w *writer) flush(final bool) error {
+	if err := w.flushShard(final); err != nil {
+		return outError{fmt.Errorf("--out %s: %w", safeio.Clean(w.o.Out), err)}
+	}
+	return nil
+}
+
+// flushShard is flush without the --out its errors are named by.
+func (w *writer) flushShard(final bool) error {
 	o, m := w.o, w.m
 	if w.pending > 0 {
 		sh, err := w.writeShard()

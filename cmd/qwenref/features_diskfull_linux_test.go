@@ -110,7 +110,8 @@ func TestFeaturesDiskFull(t *testing.T) {
 	stderr = errOut.String()
 	require.Error(t, err, "the run finished on a full disk: %s", stderr)
 	assert.Contains(t, stderr, "no space left on device", stderr)
-	assert.Contains(t, stderr, out, "the message names where it was writing")
+	assert.Contains(t, stderr, "qwenref features: --out "+out+": ", "the message names --out, where it was writing")
+	assert.NotContains(t, stderr, "--data", "the full disk is not the data's fault")
 	left, err := os.ReadDir(out)
 	require.NoError(t, err)
 	shards := 0
