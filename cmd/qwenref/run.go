@@ -212,7 +212,7 @@ Examples:
 		if *verbosePrompt {
 			fmt.Fprintf(stderr, "prompt text:\n%s\nprompt ids: %s\n", texts[i], strings.Trim(strings.Join(strings.Fields(fmt.Sprint(ids)), ","), "[]")) // as --ids takes them
 		}
-		if err := generateOne(m, tok, be, ids, *sf.maxNew, g, *topProbs, stdout, info); err != nil {
+		if err := generateOne(m, tok, be, ids, *sf.maxNew, g, generate.PrintOptions{TopProbs: *topProbs}, stdout, info); err != nil {
 			return err
 		}
 		if *compare != "none" {
@@ -227,29 +227,14 @@ Examples:
 }
 
 // generateOne streams one continuation and prints its timing.
-func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, ids []int, maxNew int, g generate.GenerationSettings, topK int, stdout, info io.Writer) error {
-	text := &generate.TextStream{Codec: tok}
-	res, err := generate.Generate(m, ids, be, generate.GenerateOptions{MaxNewTokens: maxNew, Sampling: g.Config, Seed: g.Seed,
-		OnToken: func(id int, logits []float32) bool {
-			if topK == 0 {
-				fmt.Fprint(stdout, text.Add(id))
-				return true
-			}
-			piece, _ := tok.Decode([]int{id})
-			fmt.Fprintf(stdout, "  %-16q", piece)
-			for _, tp := range generate.TopProbs(logits, topK) {
-				s, _ := tok.Decode([]int{tp.ID})
-				fmt.Fprintf(stdout, "  %q %.3f", s, tp.Prob)
-			}
-			fmt.Fprintln(stdout)
-			return true
-		},
-	})
+func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, ids []int, maxNew int, g generate.GenerationSettings, po generate.PrintOptions, stdout, info io.Writer) error {
+	p := generate.NewPrinter(tok, stdout, po)
+	res, err := generate.Generate(m, ids, be, generate.GenerateOptions{MaxNewTokens: maxNew, Sampling: g.Config, Seed: g.Seed, OnToken: p.Token})
 	if err != nil {
 		return err
 	}
-	if topK == 0 {
-		fmt.Fprintln(stdout, text.Flush())
+	if err := p.Close(); err != nil {
+		return err
 	}
 	fmt.Fprintf(info, "[%s]\n", res)
 	return nil
