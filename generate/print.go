@@ -3,6 +3,7 @@ package generate
 import (
 	"fmt"
 	"io"
+	"slices"
 )
 
 // PrintOptions say how a Printer shows a continuation.
@@ -10,6 +11,16 @@ type PrintOptions struct {
 	// TopProbs > 0 prints a line per token instead of the text: the token
 	// and its TopProbs most likely tokens with their probabilities.
 	TopProbs int
+	// Reasoning, when set, shows the text as Chat shows a reply: the
+	// reasoning apart from the answer as the mode says (ReasoningShow,
+	// ReasoningHide or ReasoningRaw; see CheckReasoning), and the EOS
+	// tokens' text left out. "" writes the text as generated.
+	Reasoning string
+	// Dim says Out takes ANSI styling (a terminal); InReasoning, that the
+	// prompt leaves the reply inside a reasoning block (OpensReasoning).
+	Dim, InReasoning bool
+	// EOS are the end-of-turn ids whose text Reasoning leaves out.
+	EOS []int
 }
 
 // Printer writes a continuation to Out as its tokens come (Token is a
@@ -19,17 +30,33 @@ type Printer struct {
 	out   *firstError
 	o     PrintOptions
 	text  *TextStream
+	split *reasoningFilter // nil: the text as generated
 }
 
 // NewPrinter writes the tokens codec decodes to out, as o says.
 func NewPrinter(codec TextCodec, out io.Writer, o PrintOptions) *Printer {
-	return &Printer{codec: codec, out: &firstError{w: out}, o: o, text: &TextStream{Codec: codec}}
+	p := &Printer{codec: codec, out: &firstError{w: out}, o: o, text: &TextStream{Codec: codec}}
+	if o.Reasoning != "" {
+		p.split = newReasoningFilter(o.Reasoning, o.Dim, o.InReasoning, func(s string) { io.WriteString(p.out, s) })
+	}
+	return p
+}
+
+// write passes text through the reasoning split, if there is one.
+func (p *Printer) write(s string) {
+	if p.split != nil {
+		p.split.Add(s)
+	} else {
+		io.WriteString(p.out, s)
+	}
 }
 
 // Token shows one new token drawn from logits; it always goes on.
 func (p *Printer) Token(id int, logits []float32) bool {
 	if p.o.TopProbs == 0 {
-		io.WriteString(p.out, p.text.Add(id))
+		if p.split == nil || !slices.Contains(p.o.EOS, id) {
+			p.write(p.text.Add(id))
+		}
 		return true
 	}
 	piece, _ := p.codec.Decode([]int{id})
@@ -46,7 +73,11 @@ func (p *Printer) Token(id int, logits []float32) bool {
 // the first error writing Out.
 func (p *Printer) Close() error {
 	if p.o.TopProbs == 0 {
-		fmt.Fprintln(p.out, p.text.Flush())
+		p.write(p.text.Flush())
+		if p.split != nil {
+			p.split.Flush()
+		}
+		fmt.Fprintln(p.out)
 	}
 	return p.out.err
 }

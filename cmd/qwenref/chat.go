@@ -51,7 +51,7 @@ Examples:
 	plugins := addPluginFlag(fs)
 	sf := addSampleFlags(fs, 0)
 	fs.IntVar(sf.maxNew, "n", 0, "the same as --max-new-tokens: cap each reply at N tokens (0: until its end-of-turn token)")
-	reasoning := fs.String("reasoning", generate.ReasoningShow, "how replies show their reasoning: show (apart from the answer), hide, or raw (as generated)")
+	reasoning := addReasoningFlag(fs, "how replies show")
 	noHistory := fs.Bool("no-history", false, "keep no history of what is typed on a terminal")
 	quiet := fs.Bool("quiet", false, "leave out the speeds and the notes on the caches (stderr)")
 	mem := addMemoryFlag(fs)

@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/qwenref/qwenref/chat"
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/internal/safeio"
 )
 
@@ -39,6 +40,11 @@ func addChatFlags(fs *flag.FlagSet, oneShot bool) chatFlags {
 		c.cont = fs.Bool("continue-final-message", false, "end the text after the final message's content, for the model to continue it (continue_final_message=True; no generation prompt) (implies --chat)")
 	}
 	return c
+}
+
+// addReasoningFlag is --reasoning of run and chat; what begins its help.
+func addReasoningFlag(fs *flag.FlagSet, what string) *string {
+	return fs.String("reasoning", generate.ReasoningShow, what+" its reasoning (<think>…</think>): show (apart from the answer: dimmed on a terminal, labelled elsewhere), hide, or raw (as generated)")
 }
 
 func (c chatFlags) messages() string { return *c.msgs }

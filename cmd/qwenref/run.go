@@ -119,6 +119,7 @@ Examples:
 	promptFlag := fs.String("prompt", "", "prompt text, or - to read it from stdin (default: the bundled sample prompts)")
 	promptFile := fs.String("prompt-file", "", "read the prompt from this file (- for stdin)")
 	cf := addChatFlags(fs, true)
+	reasoning := addReasoningFlag(fs, "how a --chat reply shows")
 	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
 	topProbs := fs.Int("top-probs", 0, "print the K most likely tokens with probabilities for each new token (0 to 100)")
@@ -139,6 +140,11 @@ Examples:
 	}
 	if *topProbs < 0 || *topProbs > maxTopProbs {
 		return usageError(fs, stderr, "--top-probs must be 0 to %d, got %d", maxTopProbs, *topProbs)
+	}
+	if err := generate.CheckReasoning(*reasoning); err != nil {
+		return usageError(fs, stderr, "%v", err)
+	} else if flagWasSet(fs, "reasoning") && !cf.enabled(fs) {
+		return usageError(fs, stderr, "--reasoning goes with --chat: a plain prompt's text is printed as generated")
 	}
 	prompt, havePrompt, err := readPrompt(*promptFlag, *promptFile)
 	if err != nil {
@@ -212,7 +218,11 @@ Examples:
 		if *verbosePrompt {
 			fmt.Fprintf(stderr, "prompt text:\n%s\nprompt ids: %s\n", texts[i], strings.Trim(strings.Join(strings.Fields(fmt.Sprint(ids)), ","), "[]")) // as --ids takes them
 		}
-		if err := generateOne(m, tok, be, ids, *sf.maxNew, g, generate.PrintOptions{TopProbs: *topProbs}, stdout, info); err != nil {
+		po := generate.PrintOptions{TopProbs: *topProbs}
+		if cf.enabled(fs) { // the reply's reasoning apart, as chat shows it
+			po.Reasoning, po.Dim, po.InReasoning, po.EOS = *reasoning, isTerminal(stdout), generate.OpensReasoning(texts[i]), m.Config.EOSTokenIDs
+		}
+		if err := generateOne(m, tok, be, ids, *sf.maxNew, g, po, stdout, info); err != nil {
 			return err
 		}
 		if *compare != "none" {

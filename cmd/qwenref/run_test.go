@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -501,4 +502,32 @@ func TestGPUFlagOnlyWhereBackendsRun(t *testing.T) {
 	code, _, stderr := runCLI("tokenize", "--gpu", "1", "--text", "x")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "flag provided but not defined: -gpu")
+}
+
+// run --chat shows the reply's reasoning apart as chat does: the
+// Qwen3.5-style template's thinking prompt opens <think>, so the whole
+// reply of the random model is reasoning, labelled (show), left out
+// (hide) or as generated (raw); with thinking off it is the answer.
+// --reasoning without --chat is refused.
+func TestRunChatShowsReasoningApart(t *testing.T) {
+	args := []string{"run", "--chat-template-file", "../../testdata/chat/qwen35-style.jinja", "--prompt", "hi", "--max-new-tokens", "6", "--quiet"}
+	out := func(extra ...string) string {
+		code, stdout, stderr := runCLI(append(slices.Clone(args), extra...)...)
+		require.Equal(t, 0, code, stderr)
+		return stdout
+	}
+	raw := out("--think", "--reasoning", "raw")
+	require.NotEmpty(t, strings.TrimSpace(raw))
+	assert.NotContains(t, raw, "</think>", "the random model writes no end to its reasoning")
+	assert.Equal(t, "Reasoning:\n"+strings.TrimLeft(raw, "\n"), out("--think"), "show is the default")
+	assert.Equal(t, "\n", out("--think", "--reasoning", "hide"), "all of it is reasoning")
+	noThink := out("--no-think", "--reasoning", "raw")
+	assert.Equal(t, noThink, out("--no-think", "--reasoning", "hide"), "the prompt closed the reasoning: all answer")
+
+	code, _, stderr := runCLI("run", "--prompt", "hi", "--reasoning", "hide")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "--reasoning goes with --chat")
+	code, _, stderr = runCLI("run", "--chat", "--prompt", "hi", "--reasoning", "dim")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, `--reasoning must be show, hide or raw, got "dim"`)
 }
