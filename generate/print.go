@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/qwenref/qwenref/model"
 )
 
 // PrintOptions say how a Printer shows a continuation.
@@ -80,4 +82,16 @@ func (p *Printer) Close() error {
 		fmt.Fprintln(p.out)
 	}
 	return p.out.err
+}
+
+// Print generates a continuation of prompt (Generate with o) and streams
+// it to out through a Printer with p, a newline after it.
+func Print(m *model.Model, codec TextCodec, be *model.Backend, prompt []int, o GenerateOptions, p PrintOptions, out io.Writer) (*GenerateResult, error) {
+	pr := NewPrinter(codec, out, p)
+	o.OnToken = pr.Token
+	res, err := Generate(m, prompt, be, o)
+	if err != nil {
+		return nil, err
+	}
+	return res, pr.Close()
 }

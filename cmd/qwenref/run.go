@@ -12,7 +12,6 @@ import (
 	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
-	"github.com/qwenref/qwenref/tokenizer"
 )
 
 func init() {
@@ -100,8 +99,10 @@ tokenizer_config.json, as transformers' apply_chat_template does) around
 the prompt; --system adds a system message, --think / --no-think set the
 template's enable_thinking, --messages FILE.json gives the whole
 conversation (a JSON array of {"role", "content", ...} objects, or
-{"messages": [...], "tools": [...]}), --tools FILE.json tool schemas. A
-checkpoint without a template gets plain ChatML, with a notice.
+{"messages": [...], "tools": [...]}), --tools FILE.json tool schemas, and
+--continue-final-message continues its final message, an assistant's. A
+checkpoint without a template gets plain ChatML, with a notice. The
+reply's reasoning (<think>…</think>) is shown apart, as chat shows it.
 
 Sampling is what transformers' generate builds from the checkpoint's
 generation_config.json (repetition_penalty, temperature, top_k, top_p,
@@ -119,7 +120,8 @@ Examples:
 	promptFlag := fs.String("prompt", "", "prompt text, or - to read it from stdin (default: the bundled sample prompts)")
 	promptFile := fs.String("prompt-file", "", "read the prompt from this file (- for stdin)")
 	cf := addChatFlags(fs, true)
-	reasoning := addReasoningFlag(fs, "how a --chat reply shows")
+	cf.reply = true
+	reasoning := addReasoningFlag(fs, "how a --chat reply shows its")
 	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
 	topProbs := fs.Int("top-probs", 0, "print the K most likely tokens with probabilities for each new token (0 to 100)")
@@ -222,9 +224,11 @@ Examples:
 		if cf.enabled(fs) { // the reply's reasoning apart, as chat shows it
 			po.Reasoning, po.Dim, po.InReasoning, po.EOS = *reasoning, isTerminal(stdout), generate.OpensReasoning(texts[i]), m.Config.EOSTokenIDs
 		}
-		if err := generateOne(m, tok, be, ids, *sf.maxNew, g, po, stdout, info); err != nil {
+		res, err := generate.Print(m, tok, be, ids, generate.GenerateOptions{MaxNewTokens: *sf.maxNew, Sampling: g.Config, Seed: g.Seed}, po, stdout)
+		if err != nil {
 			return err
 		}
+		fmt.Fprintf(info, "[%s]\n", res)
 		if *compare != "none" {
 			line, notes := cmp.Compare(m, be, ids, *compare == "all")
 			for _, n := range notes {
@@ -233,20 +237,6 @@ Examples:
 			fmt.Fprintln(info, line)
 		}
 	}
-	return nil
-}
-
-// generateOne streams one continuation and prints its timing.
-func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, ids []int, maxNew int, g generate.GenerationSettings, po generate.PrintOptions, stdout, info io.Writer) error {
-	p := generate.NewPrinter(tok, stdout, po)
-	res, err := generate.Generate(m, ids, be, generate.GenerateOptions{MaxNewTokens: maxNew, Sampling: g.Config, Seed: g.Seed, OnToken: p.Token})
-	if err != nil {
-		return err
-	}
-	if err := p.Close(); err != nil {
-		return err
-	}
-	fmt.Fprintf(info, "[%s]\n", res)
 	return nil
 }
 
