@@ -531,3 +531,24 @@ func TestRunChatShowsReasoningApart(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, `--reasoning must be show, hide or raw, got "dim"`)
 }
+
+// run --continue-final-message continues the final message of --messages
+// (the prompt ends after its content, with or without the redundant
+// --no-generation-prompt, as transformers takes both), and is refused when
+// that message is not an assistant's: --prompt adds a user message last.
+func TestRunContinueFinalMessage(t *testing.T) {
+	msgs := filepath.Join(t.TempDir(), "m.json")
+	require.NoError(t, os.WriteFile(msgs, []byte(`[{"role": "user", "content": "Count."}, {"role": "assistant", "content": "One, two,"}]`), 0o644))
+	args := []string{"run", "--chat-template-file", qwen3Tpl, "--messages", msgs, "--continue-final-message", "--max-new-tokens", "1", "--verbose-prompt"}
+	code, rendered, stderr := runCLI("prompt", "--chat-template-file", qwen3Tpl, "--messages", msgs, "--continue-final-message")
+	require.Equal(t, 0, code, stderr)
+	require.True(t, strings.HasSuffix(rendered, "One, two,"), "prompt renders as transformers does: %q", rendered)
+	for _, extra := range [][]string{nil, {"--no-generation-prompt"}} {
+		code, _, stderr := runCLI(append(slices.Clone(args), extra...)...)
+		require.Equal(t, 0, code, stderr)
+		assert.Contains(t, stderr, "prompt text:\n"+rendered+"\nprompt ids:", extra)
+	}
+	code, _, stderr = runCLI(append(slices.Clone(args), "--prompt", "hi")...)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, `--continue-final-message: the final message is the user's (role "user"): a reply continues an assistant message, so the conversation must end with one (--prompt adds a user message last)`)
+}
