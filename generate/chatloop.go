@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/qwenref/qwenref/internal/lineedit"
+	"github.com/qwenref/qwenref/internal/safeio"
 )
 
 // ChatIO are the streams of Chat.
@@ -18,7 +19,9 @@ type ChatIO struct {
 	In io.Reader
 	// Out receives the replies, streamed, a newline after each.
 	Out io.Writer
-	// Notes receives the commands' notes and the errors of turns.
+	// Notes receives the commands' notes and the errors of turns, their
+	// terminal controls escaped (safeio.Text): they can repeat what was
+	// typed (an unknown /command).
 	Notes io.Writer
 	// Info, if set, receives how each turn reused the caches and its speed.
 	Info io.Writer
@@ -36,6 +39,9 @@ type ChatIO struct {
 	// ReasoningHide or ReasoningRaw; Dim says Out takes ANSI styling.
 	Reasoning string
 	Dim       bool
+	// Continue makes the first reply continue the conversation's final
+	// message (Continue) before any entry is read; its error ends the chat.
+	Continue bool
 }
 
 // MaxChatLine bounds one line Chat reads from In.
@@ -46,6 +52,13 @@ const MaxChatLine = 1 << 20
 // goes on; an error writing Out, or reading the input, ends it.
 func (c *Conversation) Chat(s ChatIO) error {
 	out := &firstError{w: s.Out}
+	if s.Notes == nil {
+		s.Notes = io.Discard
+	}
+	if s.Screen == nil {
+		s.Screen = s.Notes // the line editor's, its controls kept
+	}
+	s.Notes = textWriter{s.Notes}
 	info := s.Info
 	if info == nil {
 		info = io.Discard
@@ -57,21 +70,10 @@ func (c *Conversation) Chat(s ChatIO) error {
 	if err := CheckReasoning(mode); err != nil {
 		return err
 	}
-	next, done, err := c.entries(s)
-	if err != nil {
-		return err
-	}
-	defer done()
-	for {
-		line, err := next()
-		if errors.Is(err, io.EOF) || errors.Is(err, lineedit.ErrInterrupted) {
-			break
-		}
-		if err != nil {
-			return err
-		}
+	// show streams a turn's reply with its reasoning apart, and reports it.
+	show := func(send func(stream func(string)) (LineResult, error)) (LineResult, error) {
 		var f *reasoningFilter
-		res, err := c.Line(line, func(text string) {
+		res, err := send(func(text string) {
 			if f == nil {
 				f = newReasoningFilter(mode, s.Dim, c.reasoning, func(t string) { io.WriteString(out, t) })
 			}
@@ -80,15 +82,8 @@ func (c *Conversation) Chat(s ChatIO) error {
 		if f != nil {
 			f.Flush()
 		}
-		if out.err != nil {
-			return out.err
-		}
-		if errors.Is(err, ErrInterrupted) {
-			fmt.Fprintln(s.Notes, "") // past the terminal's ^C
-		}
-		if err != nil {
-			fmt.Fprintf(s.Notes, "chat: %v\n", err)
-			continue
+		if err != nil || out.err != nil {
+			return res, err
 		}
 		if res.Note != "" {
 			fmt.Fprintln(s.Notes, res.Note)
@@ -102,6 +97,40 @@ func (c *Conversation) Chat(s ChatIO) error {
 				fmt.Fprintln(info, r.Note)
 			}
 			fmt.Fprintf(info, "[%s]\n", r)
+		}
+		return res, nil
+	}
+	next, done, err := c.entries(s)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if s.Continue {
+		if _, err := show(func(stream func(string)) (LineResult, error) {
+			rep, err := c.Continue(stream)
+			return LineResult{Reply: rep}, err
+		}); err != nil || out.err != nil {
+			return errors.Join(err, out.err)
+		}
+	}
+	for {
+		line, err := next()
+		if errors.Is(err, io.EOF) || errors.Is(err, lineedit.ErrInterrupted) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		res, err := show(func(stream func(string)) (LineResult, error) { return c.Line(line, stream) })
+		if out.err != nil {
+			return out.err
+		}
+		if errors.Is(err, ErrInterrupted) {
+			fmt.Fprintln(s.Notes, "") // past the terminal's ^C
+		}
+		if err != nil {
+			fmt.Fprintf(s.Notes, "chat: %v\n", err)
+			continue
 		}
 		if res.Exit {
 			return out.err
@@ -129,10 +158,7 @@ func (c *Conversation) entries(s ChatIO) (next func() (string, error), done func
 			return "", io.EOF
 		}, func() {}, nil
 	}
-	screen := s.Screen
-	if screen == nil {
-		screen = s.Notes
-	}
+	screen := s.Screen // Chat set it
 	fd := int(s.Terminal.Fd())
 	ed := &lineedit.Editor{In: s.Terminal, Out: screen, Prompt: "> ", More: "… ", Width: func() int { return lineedit.Width(fd) }}
 	if s.HistoryFile != "" {
@@ -185,4 +211,14 @@ func HistoryFile() string {
 		return ""
 	}
 	return p
+}
+
+// textWriter passes each write through safeio.Text.
+type textWriter struct{ w io.Writer }
+
+func (t textWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(t.w, safeio.Text(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

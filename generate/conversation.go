@@ -39,6 +39,9 @@ type ConversationOptions struct {
 	EOS []int
 	// System is the system message ("": none).
 	System string
+	// Messages are the conversation so far, after System: its first turn
+	// adds to them, or continues the final one (Continue).
+	Messages []json.RawMessage
 	// Vars are the template's further variables (apply_chat_template's
 	// keyword arguments), e.g. "enable_thinking".
 	Vars map[string]any
@@ -122,7 +125,7 @@ func NewConversation(m *model.Model, o ConversationOptions) (*Conversation, erro
 	if err != nil {
 		return nil, err
 	}
-	c := &Conversation{m: m, o: o, r: r, system: o.System, render: newRenderCache(o.Codec)}
+	c := &Conversation{m: m, o: o, r: r, system: o.System, msgs: slices.Clone(o.Messages), render: newRenderCache(o.Codec)}
 	c.rw, _ = r.(model.Rewinder)
 	return c, nil
 }
@@ -197,12 +200,27 @@ var ErrInterrupted = errors.New("interrupted before the reply began")
 // not added.
 func (c *Conversation) Send(user string, stream func(text string)) (*Reply, error) {
 	msgs := append(slices.Clip(c.msgs), message("user", user))
-	ids, rendered, err := c.encode(msgs, true)
+	rep, err := c.turn(msgs, false, stream)
+	if err != nil {
+		return nil, err
+	}
+	c.msgs, c.turns = append(msgs, message("assistant", rep.Text)), c.turns+1
+	return rep, nil
+}
+
+// turn renders msgs with the generation prompt, or continuing their final
+// message (cont), and generates the reply to the render.
+func (c *Conversation) turn(msgs []json.RawMessage, cont bool, stream func(text string)) (*Reply, error) {
+	ids, rendered, err := c.encode(msgs, !cont, cont)
 	if err != nil {
 		return nil, err
 	}
 	boundary := 0 // the conversation before the reply's opening: the state there is worth saving
-	if history, _, err := c.encode(msgs, false); err == nil {
+	history, _, err := c.encode(msgs, false, false)
+	if cont { // before the message the reply continues, which the next render rewrites
+		history, _, err = c.encode(msgs[:len(msgs)-1], false, false)
+	}
+	if err == nil {
 		boundary = commonPrefix(history, ids)
 	}
 	budget, err := c.budget(len(ids)-c.reusable(ids), len(ids))
@@ -227,7 +245,6 @@ func (c *Conversation) Send(user string, stream func(text string)) (*Reply, erro
 		return nil, err
 	}
 	rep.DecodeTime = time.Since(start)
-	c.msgs, c.turns = append(msgs, message("assistant", rep.Text)), c.turns+1
 	return rep, nil
 }
 
@@ -369,8 +386,8 @@ func (c *Conversation) forget() {
 }
 
 // encode renders the conversation and encodes it.
-func (c *Conversation) encode(msgs []json.RawMessage, generationPrompt bool) ([]int, string, error) {
-	text, err := c.Render(msgs, generationPrompt)
+func (c *Conversation) encode(msgs []json.RawMessage, generationPrompt, cont bool) ([]int, string, error) {
+	text, err := c.renderTurn(msgs, generationPrompt, cont)
 	if err != nil {
 		return nil, "", err
 	}
@@ -381,6 +398,12 @@ func (c *Conversation) encode(msgs []json.RawMessage, generationPrompt bool) ([]
 // Render renders msgs (the conversation's own when nil) after the system
 // message, with the template's variables and the thinking switch.
 func (c *Conversation) Render(msgs []json.RawMessage, generationPrompt bool) (string, error) {
+	return c.renderTurn(msgs, generationPrompt, false)
+}
+
+// renderTurn is Render, or with cont the render that continues the final
+// message (continue_final_message).
+func (c *Conversation) renderTurn(msgs []json.RawMessage, generationPrompt, cont bool) (string, error) {
 	if msgs == nil {
 		msgs = c.msgs
 	}
@@ -398,7 +421,7 @@ func (c *Conversation) Render(msgs []json.RawMessage, generationPrompt bool) (st
 		}
 		vars["enable_thinking"] = *c.thinking
 	}
-	return c.o.Template.Render(chat.Input{Messages: all, Tools: c.o.Tools, AddGenerationPrompt: generationPrompt, Vars: vars})
+	return c.o.Template.Render(chat.Input{Messages: all, Tools: c.o.Tools, AddGenerationPrompt: generationPrompt, ContinueFinalMessage: cont, Vars: vars})
 }
 
 // IDs are the token ids the caches hold.

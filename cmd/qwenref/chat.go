@@ -6,8 +6,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/qwenref/qwenref/chat"
 	"github.com/qwenref/qwenref/generate"
-	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -16,7 +16,7 @@ func init() {
 }
 
 func runChat(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("chat", "[--model DIR] [--system S] [--think|--no-think] [--reasoning MODE] [--backend B] [-n N]", `
+	fs := newFlags("chat", "[--model DIR] [--system S] [--think|--no-think] [--reasoning MODE] [--messages F.json [--continue-final-message]] [-n N]", `
 An interactive conversation, as llama-cli's conversation mode: each line of
 stdin is a user message, rendered with the checkpoint's chat template
 (or --chat-template-file) into the whole conversation, and the reply is
@@ -27,6 +27,8 @@ saved state, or prefills the conversation again, and a line on stderr says
 so. A reply runs until its end-of-turn token, bounded by the context (and
 --max-memory); -n caps it. Its reasoning (<think>…</think>) is shown apart
 from the answer: dimmed on a terminal, labelled elsewhere (--reasoning).
+--messages F.json starts from a conversation; --continue-final-message
+makes the first reply continue its final message, an assistant's.
 
 On a terminal, a line can be edited, Up and Down walk the history (kept in
 $XDG_STATE_HOME/qwenref/chat_history, else ~/.local/state/qwenref; see
@@ -51,7 +53,7 @@ Examples:
 	plugins := addPluginFlag(fs)
 	sf := addSampleFlags(fs, 0)
 	fs.IntVar(sf.maxNew, "n", 0, "the same as --max-new-tokens: cap each reply at N tokens (0: until its end-of-turn token)")
-	reasoning := fs.String("reasoning", generate.ReasoningShow, "how replies show their reasoning: show (apart from the answer), hide, or raw (as generated)")
+	reasoning := addReasoningFlag(fs, "how replies show their")
 	noHistory := fs.Bool("no-history", false, "keep no history of what is typed on a terminal")
 	quiet := fs.Bool("quiet", false, "leave out the speeds and the notes on the caches (stderr)")
 	mem := addMemoryFlag(fs)
@@ -81,7 +83,23 @@ Examples:
 	if err != nil {
 		return err
 	}
+	cont := vars["continue_final_message"] == true // the first reply continues --messages' last; then turns as usual
+	delete(vars, "continue_final_message")
+	var msgs []json.RawMessage
 	var tools json.RawMessage
+	if *cf.msgs != "" { // - reads stdin to its end: no lines follow
+
+		data, err := readArg("--messages", *cf.msgs)
+		if err != nil {
+			return err
+		}
+		if msgs, tools, err = chat.ParseConversation(data); err != nil {
+			return fmt.Errorf("--messages %s: %w", *cf.msgs, err)
+		}
+	}
+	if err := generate.CheckContinuable(msgs); cont && err != nil {
+		return fmt.Errorf("--continue-final-message continues the last message of --messages: %w", err)
+	}
 	if *cf.tools != "" {
 		if tools, err = readArg("--tools", *cf.tools); err != nil {
 			return err
@@ -97,7 +115,7 @@ Examples:
 	}
 	defer op.Close()
 	conv, err := generate.NewConversation(op.Model, generate.ConversationOptions{Template: tpl, Codec: tok, Backend: op.Backend,
-		Sampling: g.Config, Seed: g.Seed, MaxNewTokens: *sf.maxNew, System: *cf.system, Vars: vars, Tools: tools,
+		Sampling: g.Config, Seed: g.Seed, MaxNewTokens: *sf.maxNew, System: *cf.system, Messages: msgs, Vars: vars, Tools: tools,
 		Check: func(prefill, n int) error {
 			return op.CheckGeneration(1, prefill, n, 1, "the conversation plus its reply")
 		}})
@@ -105,7 +123,7 @@ Examples:
 		return err
 	}
 	defer conv.Close()
-	cio := generate.ChatIO{In: stdin, Out: stdout, Notes: textWriter{stderr}, Info: info, Reasoning: *reasoning, Dim: isTerminal(stdout)}
+	cio := generate.ChatIO{In: stdin, Out: stdout, Notes: stderr, Info: info, Reasoning: *reasoning, Dim: isTerminal(stdout), Continue: cont}
 	if f, ok := stdin.(*os.File); ok && isTerminal(f) {
 		cio.Terminal, cio.Screen = f, stderr
 		if !*noHistory {
@@ -114,16 +132,4 @@ Examples:
 	}
 	fmt.Fprintln(info, "chat: type a message; /help lists the commands; /exit, Ctrl-D or end of input ends")
 	return conv.Chat(cio)
-}
-
-// textWriter passes each write through safeio.Text: a note or a turn's
-// error can repeat what the user typed (an unknown /command), terminal
-// controls included.
-type textWriter struct{ w io.Writer }
-
-func (t textWriter) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(t.w, safeio.Text(string(p))); err != nil {
-		return 0, err
-	}
-	return len(p), nil
 }

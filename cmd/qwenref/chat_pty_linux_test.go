@@ -131,3 +131,15 @@ func ioCopy(dst *screen, src *os.File) (int64, error) {
 		}
 	}
 }
+
+// Main hands commands its stdout wrapped (stdoutWriter): a terminal under
+// the wrapper is still one, so chat and run --chat dim the reasoning there.
+func TestIsTerminalSeesThroughStdout(t *testing.T) {
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	defer master.Close()
+	assert.True(t, isTerminal(&stdoutWriter{w: master}))
+	assert.False(t, isTerminal(&stdoutWriter{w: &bytes.Buffer{}}))
+}

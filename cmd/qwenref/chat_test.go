@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -77,13 +78,57 @@ func TestChatCommand(t *testing.T) {
 	assert.Contains(t, stderr, `unknown command /\x1b]0;pwned\abogus`)
 	assert.NotContains(t, stderr, "\x1b")
 
-	// The one-shot flags a chat refuses are not in its help either.
-	code, _, stderr = runCLI("chat", "--messages", "m.json")
+	// The one-shot flag a chat refuses is not in its help either.
+	code, _, stderr = runCLI("chat", "--no-generation-prompt")
 	assert.Equal(t, 2, code)
-	assert.Contains(t, stderr, "flag provided but not defined: -messages")
+	assert.Contains(t, stderr, "flag provided but not defined: -no-generation-prompt")
 	_, help, helpErr := runCLI("help", "chat")
-	for _, f := range []string{"-messages", "-no-generation-prompt"} {
-		assert.NotContains(t, help+helpErr, f)
+	assert.NotContains(t, help+helpErr, "-no-generation-prompt")
+	for _, f := range []string{"-reasoning", "-messages", "-continue-final-message"} {
+		assert.Contains(t, help+helpErr, f)
 	}
-	assert.Contains(t, help+helpErr, "-reasoning")
+}
+
+// chat --messages F --continue-final-message: the first reply continues
+// the file's final assistant message, as Conversation.Continue does, and
+// the chat goes on from there; a conversation that does not end with an
+// assistant's message is refused before any weight is read.
+func TestChatContinuesFinalMessage(t *testing.T) {
+	dir := t.TempDir()
+	msgs := dir + "/m.json"
+	conv := `[{"role": "user", "content": "Say yes."}, {"role": "assistant", "content": "Yes, and"}]`
+	require.NoError(t, os.WriteFile(msgs, []byte(conv), 0o644))
+
+	m, tok, err := bundled.Model()
+	require.NoError(t, err)
+	tpl, err := chat.LoadFile(qwen3Tpl)
+	require.NoError(t, err)
+	be, err := model.ParseBackend("chunked")
+	require.NoError(t, err)
+	list, _, err := chat.ParseConversation([]byte(conv))
+	require.NoError(t, err)
+	c, err := generate.NewConversation(m, generate.ConversationOptions{Template: tpl, Codec: tok, Backend: be, MaxNewTokens: 4, Messages: list})
+	require.NoError(t, err)
+	defer c.Close()
+	var want strings.Builder
+	_, err = c.Continue(func(s string) { want.WriteString(s) })
+	require.NoError(t, err)
+	want.WriteString("\n")
+	_, err = c.Send("Go on.", func(s string) { want.WriteString(s) })
+	require.NoError(t, err)
+	want.WriteString("\n")
+
+	code, stdout, stderr := runCLIStdin("Go on.\n", "chat", "--chat-template-file", qwen3Tpl, "--messages", msgs, "--continue-final-message", "-n", "4", "--quiet")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, want.String(), stdout)
+
+	require.NoError(t, os.WriteFile(msgs, []byte(`[{"role": "user", "content": "Say yes."}]`), 0o644))
+	for args, msg := range map[string]string{
+		"--messages " + msgs: `the final message is the user's (role "user")`,
+		"":                   "--continue-final-message continues the last message of --messages: there is no final message",
+	} {
+		code, _, stderr := runCLIStdin("", append([]string{"chat", "--continue-final-message"}, strings.Fields(args)...)...)
+		assert.Equal(t, 1, code, args)
+		assert.Contains(t, stderr, msg, args)
+	}
 }

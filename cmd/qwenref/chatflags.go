@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/qwenref/qwenref/chat"
+	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/internal/safeio"
 )
 
@@ -15,10 +16,11 @@ import (
 type chatFlags struct {
 	chat, think, noThink, noGen, cont       *bool
 	system, msgs, tools, file, kwargs, docs *string
+	reply                                   bool // a reply continues the final message: an assistant's (run)
 }
 
-// A chat has neither --messages nor --no-generation-prompt (one-shot's):
-// they are left unregistered, so its help does not list them.
+// A chat has no --no-generation-prompt (one-shot's): it is left
+// unregistered, so its help does not list it.
 func addChatFlags(fs *flag.FlagSet, oneShot bool) chatFlags {
 	c := chatFlags{
 		chat:    fs.Bool("chat", false, "render the checkpoint's chat template around the prompt (a user turn)"),
@@ -29,16 +31,19 @@ func addChatFlags(fs *flag.FlagSet, oneShot bool) chatFlags {
 		file:    fs.String("chat-template-file", "", "chat template to use instead of the checkpoint's: a Jinja file, or a tokenizer_config.json or chat_template.json (implies --chat)"),
 		kwargs:  fs.String("chat-template-kwargs", "", "JSON object of template variables, as apply_chat_template's keyword arguments, e.g. '{\"enable_thinking\": false}' (implies --chat)"),
 		docs:    fs.String("documents", "", "JSON file with an array of documents for the template, e.g. [{\"title\": …, \"text\": …}] (implies --chat)"),
-		msgs:    new(string),
+		msgs:    fs.String("messages", "", "conversation JSON file (- for stdin): [{\"role\":…,\"content\":…}, …] or {\"messages\": […], \"tools\": […]} (implies --chat)"),
+		cont:    fs.Bool("continue-final-message", false, "end the text after the final message's content, for the model to continue it (continue_final_message=True; no generation prompt) (implies --chat)"),
 		noGen:   new(bool),
-		cont:    new(bool),
 	}
 	if oneShot {
-		c.msgs = fs.String("messages", "", "conversation JSON file (- for stdin): [{\"role\":…,\"content\":…}, …] or {\"messages\": […], \"tools\": […]} (implies --chat)")
 		c.noGen = fs.Bool("no-generation-prompt", false, "leave out the assistant turn's opening (add_generation_prompt=False) (implies --chat)")
-		c.cont = fs.Bool("continue-final-message", false, "end the text after the final message's content, for the model to continue it (continue_final_message=True; no generation prompt) (implies --chat)")
 	}
 	return c
+}
+
+// addReasoningFlag is --reasoning of run and chat; what begins its help.
+func addReasoningFlag(fs *flag.FlagSet, what string) *string {
+	return fs.String("reasoning", generate.ReasoningShow, what+" reasoning (<think>…</think>): show (apart from the answer: dimmed on a terminal, labelled elsewhere), hide, or raw (as generated)")
 }
 
 func (c chatFlags) messages() string { return *c.msgs }
@@ -112,6 +117,9 @@ func (c chatFlags) render(fs *flag.FlagSet, tpl *chat.Template, prompt string, s
 	vars, gen, err := c.vars(fs, tpl, stderr)
 	if err != nil {
 		return "", err
+	}
+	if err := generate.CheckContinuable(msgs); c.reply && vars["continue_final_message"] == true && err != nil {
+		return "", fmt.Errorf("--continue-final-message: %w%s", err, map[bool]string{true: " (--prompt adds a user message last)"}[prompt != ""])
 	}
 	all, _ := json.Marshal(msgs)
 	return tpl.Render(chat.Input{Messages: all, Tools: tools, AddGenerationPrompt: gen, Vars: vars})

@@ -263,6 +263,9 @@ func (r renamed) Write(p []byte) (int, error) {
 // isTerminal reports whether f (a writer or a reader) is a character
 // device (a terminal), where progress can rewrite one line.
 func isTerminal(v any) bool {
+	if s, ok := v.(*stdoutWriter); ok {
+		v = s.w // Main's stdout
+	}
 	f, ok := v.(*os.File)
 	if !ok {
 		return false

@@ -12,7 +12,6 @@ import (
 	"github.com/qwenref/qwenref/generate"
 	"github.com/qwenref/qwenref/internal/safeio"
 	"github.com/qwenref/qwenref/model"
-	"github.com/qwenref/qwenref/tokenizer"
 )
 
 func init() {
@@ -100,8 +99,10 @@ tokenizer_config.json, as transformers' apply_chat_template does) around
 the prompt; --system adds a system message, --think / --no-think set the
 template's enable_thinking, --messages FILE.json gives the whole
 conversation (a JSON array of {"role", "content", ...} objects, or
-{"messages": [...], "tools": [...]}), --tools FILE.json tool schemas. A
-checkpoint without a template gets plain ChatML, with a notice.
+{"messages": [...], "tools": [...]}), --tools FILE.json tool schemas, and
+--continue-final-message continues its final message, an assistant's. A
+checkpoint without a template gets plain ChatML, with a notice. The
+reply's reasoning (<think>…</think>) is shown apart, as chat shows it.
 
 Sampling is what transformers' generate builds from the checkpoint's
 generation_config.json (repetition_penalty, temperature, top_k, top_p,
@@ -119,6 +120,8 @@ Examples:
 	promptFlag := fs.String("prompt", "", "prompt text, or - to read it from stdin (default: the bundled sample prompts)")
 	promptFile := fs.String("prompt-file", "", "read the prompt from this file (- for stdin)")
 	cf := addChatFlags(fs, true)
+	cf.reply = true
+	reasoning := addReasoningFlag(fs, "how a --chat reply shows its")
 	backend := addBackendFlag(fs)
 	plugins := addPluginFlag(fs)
 	topProbs := fs.Int("top-probs", 0, "print the K most likely tokens with probabilities for each new token (0 to 100)")
@@ -139,6 +142,11 @@ Examples:
 	}
 	if *topProbs < 0 || *topProbs > maxTopProbs {
 		return usageError(fs, stderr, "--top-probs must be 0 to %d, got %d", maxTopProbs, *topProbs)
+	}
+	if err := generate.CheckReasoning(*reasoning); err != nil {
+		return usageError(fs, stderr, "%v", err)
+	} else if flagWasSet(fs, "reasoning") && !cf.enabled(fs) {
+		return usageError(fs, stderr, "--reasoning goes with --chat: a plain prompt's text is printed as generated")
 	}
 	prompt, havePrompt, err := readPrompt(*promptFlag, *promptFile)
 	if err != nil {
@@ -212,9 +220,15 @@ Examples:
 		if *verbosePrompt {
 			fmt.Fprintf(stderr, "prompt text:\n%s\nprompt ids: %s\n", texts[i], strings.Trim(strings.Join(strings.Fields(fmt.Sprint(ids)), ","), "[]")) // as --ids takes them
 		}
-		if err := generateOne(m, tok, be, ids, *sf.maxNew, g, *topProbs, stdout, info); err != nil {
+		po := generate.PrintOptions{TopProbs: *topProbs}
+		if cf.enabled(fs) { // the reply's reasoning apart, as chat shows it
+			po.Reasoning, po.Dim, po.InReasoning, po.EOS = *reasoning, isTerminal(stdout), generate.OpensReasoning(texts[i]), m.Config.EOSTokenIDs
+		}
+		res, err := generate.Print(m, tok, be, ids, generate.GenerateOptions{MaxNewTokens: *sf.maxNew, Sampling: g.Config, Seed: g.Seed}, po, stdout)
+		if err != nil {
 			return err
 		}
+		fmt.Fprintf(info, "[%s]\n", res)
 		if *compare != "none" {
 			line, notes := cmp.Compare(m, be, ids, *compare == "all")
 			for _, n := range notes {
@@ -223,35 +237,6 @@ Examples:
 			fmt.Fprintln(info, line)
 		}
 	}
-	return nil
-}
-
-// generateOne streams one continuation and prints its timing.
-func generateOne(m *model.Model, tok *tokenizer.Tokenizer, be *model.Backend, ids []int, maxNew int, g generate.GenerationSettings, topK int, stdout, info io.Writer) error {
-	text := &generate.TextStream{Codec: tok}
-	res, err := generate.Generate(m, ids, be, generate.GenerateOptions{MaxNewTokens: maxNew, Sampling: g.Config, Seed: g.Seed,
-		OnToken: func(id int, logits []float32) bool {
-			if topK == 0 {
-				fmt.Fprint(stdout, text.Add(id))
-				return true
-			}
-			piece, _ := tok.Decode([]int{id})
-			fmt.Fprintf(stdout, "  %-16q", piece)
-			for _, tp := range generate.TopProbs(logits, topK) {
-				s, _ := tok.Decode([]int{tp.ID})
-				fmt.Fprintf(stdout, "  %q %.3f", s, tp.Prob)
-			}
-			fmt.Fprintln(stdout)
-			return true
-		},
-	})
-	if err != nil {
-		return err
-	}
-	if topK == 0 {
-		fmt.Fprintln(stdout, text.Flush())
-	}
-	fmt.Fprintf(info, "[%s]\n", res)
 	return nil
 }
 

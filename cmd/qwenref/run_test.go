@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -501,4 +502,53 @@ func TestGPUFlagOnlyWhereBackendsRun(t *testing.T) {
 	code, _, stderr := runCLI("tokenize", "--gpu", "1", "--text", "x")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "flag provided but not defined: -gpu")
+}
+
+// run --chat shows the reply's reasoning apart as chat does: the
+// Qwen3.5-style template's thinking prompt opens <think>, so the whole
+// reply of the random model is reasoning, labelled (show), left out
+// (hide) or as generated (raw); with thinking off it is the answer.
+// --reasoning without --chat is refused.
+func TestRunChatShowsReasoningApart(t *testing.T) {
+	args := []string{"run", "--chat-template-file", "../../testdata/chat/qwen35-style.jinja", "--prompt", "hi", "--max-new-tokens", "6", "--quiet"}
+	out := func(extra ...string) string {
+		code, stdout, stderr := runCLI(append(slices.Clone(args), extra...)...)
+		require.Equal(t, 0, code, stderr)
+		return stdout
+	}
+	raw := out("--think", "--reasoning", "raw")
+	require.NotEmpty(t, strings.TrimSpace(raw))
+	assert.NotContains(t, raw, "</think>", "the random model writes no end to its reasoning")
+	assert.Equal(t, "Reasoning:\n"+strings.TrimLeft(raw, "\n"), out("--think"), "show is the default")
+	assert.Equal(t, "\n", out("--think", "--reasoning", "hide"), "all of it is reasoning")
+	noThink := out("--no-think", "--reasoning", "raw")
+	assert.Equal(t, noThink, out("--no-think", "--reasoning", "hide"), "the prompt closed the reasoning: all answer")
+
+	code, _, stderr := runCLI("run", "--prompt", "hi", "--reasoning", "hide")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "--reasoning goes with --chat")
+	code, _, stderr = runCLI("run", "--chat", "--prompt", "hi", "--reasoning", "dim")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, `--reasoning must be show, hide or raw, got "dim"`)
+}
+
+// run --continue-final-message continues the final message of --messages
+// (the prompt ends after its content, with or without the redundant
+// --no-generation-prompt, as transformers takes both), and is refused when
+// that message is not an assistant's: --prompt adds a user message last.
+func TestRunContinueFinalMessage(t *testing.T) {
+	msgs := filepath.Join(t.TempDir(), "m.json")
+	require.NoError(t, os.WriteFile(msgs, []byte(`[{"role": "user", "content": "Count."}, {"role": "assistant", "content": "One, two,"}]`), 0o644))
+	args := []string{"run", "--chat-template-file", qwen3Tpl, "--messages", msgs, "--continue-final-message", "--max-new-tokens", "1", "--verbose-prompt"}
+	code, rendered, stderr := runCLI("prompt", "--chat-template-file", qwen3Tpl, "--messages", msgs, "--continue-final-message")
+	require.Equal(t, 0, code, stderr)
+	require.True(t, strings.HasSuffix(rendered, "One, two,"), "prompt renders as transformers does: %q", rendered)
+	for _, extra := range [][]string{nil, {"--no-generation-prompt"}} {
+		code, _, stderr := runCLI(append(slices.Clone(args), extra...)...)
+		require.Equal(t, 0, code, stderr)
+		assert.Contains(t, stderr, "prompt text:\n"+rendered+"\nprompt ids:", extra)
+	}
+	code, _, stderr = runCLI(append(slices.Clone(args), "--prompt", "hi")...)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, `--continue-final-message: the final message is the user's (role "user"): a reply continues an assistant message, so the conversation must end with one (--prompt adds a user message last)`)
 }
