@@ -22,12 +22,11 @@ func outputFor(flagName, path string, inputs ...string) (weights.WriteOptions, e
 // maxTopProbs caps `run --top-probs`: more than a screenful per token.
 const maxTopProbs = 100
 
-// maxTraceValues caps `trace --values`: more than a screenful per stage is
-// what --out is for.
+// maxTraceValues caps `trace --values`: beyond a screenful, use --out.
 const maxTraceValues = 1 << 16
 
-// checkTrace bounds `trace`, which keeps a copy of every stage of every
-// layer: about one layer's activations per layer, plus the run itself.
+// checkTrace bounds `trace`, which keeps a copy of every stage of every layer
+// (about one layer's activations per layer, plus the run), and its heap.
 func checkTrace(cfg *model.Config, mem *memoryFlag, tokens int) error {
 	if err := cfg.CheckLength(tokens, "ids"); err != nil {
 		return err
