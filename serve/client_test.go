@@ -73,7 +73,8 @@ func TestOpenAIClient(t *testing.T) {
 	// the server generated in the whole run is far below that.
 	assert.Equal(t, 3, out.AbortedAfter)
 	assert.Less(t, s.generated.Load(), int64(2000), "the aborted stream went on generating")
-	assert.Empty(t, s.running)
+	inUse, _ := s.model.state()
+	assert.Zero(t, inUse)
 
 	status := func(name string, code int, param string) {
 		e, ok := out.Errors[name]
