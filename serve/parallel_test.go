@@ -132,22 +132,32 @@ func TestParallelEqualsSequential(t *testing.T) {
 		`{"messages":[{"role":"user","content":"What is 2+2?"}],"max_tokens":8,"temperature":0,"logprobs":true,"top_logprobs":2}`,
 		`{"messages":[{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0.8,"seed":5,"logprobs":true}`,
 	}
-	for _, spec := range []string{"chunked", "naive"} {
-		t.Run(spec, func(t *testing.T) {
-			be, err := model.ParseBackend(spec)
+	demoModel, _, _ := demo(t)
+	cfg, err := model.ShapeConfig("tiny-moe") // the routed experts' kernels too
+	require.NoError(t, err)
+	cfg.VocabSize, cfg.EOSTokenIDs = demoModel.Config.VocabSize, demoModel.Config.EOSTokenIDs
+	require.NoError(t, cfg.Validate())
+	moeModel, err := model.NewRandom(cfg, 7, true)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name, spec string
+		m          *model.Model
+	}{{"chunked", "chunked", demoModel}, {"naive", "naive", demoModel}, {"moe", "chunked", moeModel}} {
+		t.Run(tc.name, func(t *testing.T) {
+			be, err := model.ParseBackend(tc.spec)
 			require.NoError(t, err)
 			for _, c := range []struct {
 				path   string
 				bodies []string
 			}{{"/v1/completions", completions}, {"/v1/chat/completions", chats}} {
-				_, seq := newHookedServer(t, func(o *Options) { o.Backend = be; o.Parallel = 1 }, nil)
+				_, seq := newHookedServer(t, func(o *Options) { o.Model, o.Backend, o.Parallel = tc.m, be, 1 }, nil)
 				var want []reply
 				for _, b := range c.bodies {
 					want = append(want, send(context.Background(), seq, c.path, b))
 				}
 				k := len(c.bodies)
 				bar := newBarrier(t, k)
-				s, par := newHookedServer(t, func(o *Options) { o.Backend = be; o.Parallel = k }, func(n int) {
+				s, par := newHookedServer(t, func(o *Options) { o.Model, o.Backend, o.Parallel = tc.m, be, k }, func(n int) {
 					if n == 1 {
 						bar.wait()
 					}
