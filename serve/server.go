@@ -102,15 +102,16 @@ type Server struct {
 }
 
 // DefaultParallel is Options.Parallel's default on be: 1 on a backend with
-// a device, whose calls share one stream; else 2 where there are at least
-// 4 threads (GOMAXPROCS), which lets a short request run beside a long one
-// instead of behind it, and 1 on fewer, where two would only split the
-// cores a forward already uses.
+// a device, whose calls share one stream; else 2 on 2 or more threads
+// (GOMAXPROCS): a short request then runs beside a long one instead of
+// behind it, and the tokens per second of the two together were those of
+// one alone or a little more (docs/serve.md), while each run adds its
+// caches; 1 on one thread, where two only take turns.
 func DefaultParallel(be *model.Backend) int {
 	if be != nil && be.Device != nil {
 		return 1
 	}
-	if runtime.GOMAXPROCS(0) >= 4 {
+	if runtime.GOMAXPROCS(0) >= 2 {
 		return 2
 	}
 	return 1

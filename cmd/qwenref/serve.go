@@ -63,7 +63,7 @@ Examples:
 	name := fs.String("served-model-name", "", "the model's id in the API (default: --model as given, or qwenref-demo)")
 	maxBody := fs.Int64("max-body", serve.DefaultMaxBodyBytes, "largest request body in bytes (413 above)")
 	maxTokens := fs.Int("max-tokens", serve.DefaultMaxTokens, "largest max_tokens a request may ask (400 above); chat's default")
-	parallel := fs.Int("parallel", 0, "requests that generate at once, each on its own runner (default: 1 on a GPU backend, which serves one at a time; else 2 with 4 or more threads); one that would not fit --max-memory that many times runs alone")
+	parallel := fs.Int("parallel", 0, "requests that generate at once, each on its own runner (default: 1 on a GPU backend, which serves one at a time; else 2, or 1 on one thread); one that would not fit --max-memory that many times runs alone")
 	queue := fs.Int("queue", serve.DefaultQueue, "requests that may wait behind the running ones (429 beyond)")
 	timeout := fs.Duration("timeout", serve.DefaultTimeout, "time limit of one request, waiting included (408 past it)")
 	quiet := fs.Bool("quiet", false, "no line per request on stderr")
