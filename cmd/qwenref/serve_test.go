@@ -42,7 +42,9 @@ func TestServeCommand(t *testing.T) {
 	t.Setenv(apiKeyEnv, "sk-cli")
 	var stderr syncBuffer
 	code := make(chan int, 1)
-	go func() { code <- Main([]string{"serve", "--port", "0", "--quiet", "--parallel", "3"}, io.Discard, &stderr) }()
+	go func() {
+		code <- Main([]string{"serve", "--port", "0", "--quiet", "--parallel", "3"}, io.Discard, &stderr)
+	}()
 	addr := regexp.MustCompile(`on (http://127\.0\.0\.1:\d+/v1) \(API key required, backend \S+, 3 at once\)`)
 	var base string
 	for deadline := time.Now().Add(60 * time.Second); base == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
