@@ -141,8 +141,8 @@ type runResult struct {
 	promptLP []tokenLP // with echo and logprobs: one per prompt token, the first without a value
 }
 
-// run generates for one prompt, waiting for the model first; ctx ending
-// stops it between tokens.
+// run generates for one prompt on a runner of its own, waiting for its
+// turn at the model first; ctx ending stops it between tokens.
 func (s *Server) run(ctx context.Context, sp runSpec) (*runResult, *apiError) {
 	m := s.o.Model
 	if len(sp.prompt) == 0 {
@@ -151,16 +151,24 @@ func (s *Server) run(ctx context.Context, sp runSpec) (*runResult, *apiError) {
 	if err := m.CheckIDs(sp.prompt); err != nil {
 		return nil, badParam("prompt", "%v", err)
 	}
+	units := 1
 	if s.o.Check != nil {
 		rows := 1
 		if sp.echo {
 			rows = len(sp.prompt)
 		}
-		if err := s.o.Check(len(sp.prompt), len(sp.prompt)+max(sp.maxTokens, 1), rows); err != nil {
+		tokens := len(sp.prompt) + max(sp.maxTokens, 1)
+		if err := s.o.Check(1, len(sp.prompt), tokens, rows); err != nil {
 			return nil, apiErr(http.StatusBadRequest, "prompt", "context_length_exceeded", "the prompt (%d tokens) plus max_tokens (%d): %v", len(sp.prompt), sp.maxTokens, err)
 		}
+		// It fits alone; if Parallel runs of its size would not, it runs
+		// alone: it waits for the model to be free, and the runs behind it
+		// wait for it.
+		if s.o.Parallel > 1 && s.o.Check(s.o.Parallel, len(sp.prompt), tokens, rows) != nil {
+			units = s.o.Parallel
+		}
 	}
-	release, e := s.acquire(ctx)
+	release, e := s.acquire(ctx, units)
 	if e != nil {
 		return nil, e
 	}
@@ -214,6 +222,9 @@ func (s *Server) run(ctx context.Context, sp runSpec) (*runResult, *apiError) {
 		}
 		res.ids = append(res.ids, id)
 		s.generated.Add(1)
+		if s.onToken != nil {
+			s.onToken(len(res.ids))
+		}
 		if sp.topN >= 0 {
 			res.genLP = append(res.genLP, logprobOf(logits, id, sp.topN))
 		}

@@ -3,8 +3,9 @@
 // score text), /v1/chat/completions (the checkpoint's chat template, tools,
 // streaming, the reasoning apart) and /health, over generate and model.
 //
-// It is a reference, not a serving engine: requests run one at a time, and
-// every bound (body size, max_tokens, queue, time) is explicit. Its logprobs
+// It is a reference, not a serving engine: up to Options.Parallel requests
+// generate at once, each on its own runner (no batching across requests),
+// and every bound (body size, max_tokens, memory, queue, time) is explicit. Its logprobs
 // are the CPU path's, computed as generate.Perplexity computes them.
 package serve
 
@@ -16,6 +17,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +44,9 @@ const (
 	// MaxStops bounds the stop strings of a request, each of at most
 	// MaxStopBytes.
 	MaxStops, MaxStopBytes = 16, 256
+	// MaxParallel bounds Options.Parallel: each run holds a forward's
+	// buffers and its caches.
+	MaxParallel = 256
 )
 
 // Options configure New.
@@ -60,15 +65,21 @@ type Options struct {
 	// APIKey, if set, is the bearer token every /v1 request must carry.
 	APIKey string
 	// MaxBodyBytes, MaxTokens, Queue and Timeout bound a request's body,
-	// its max_tokens, the requests waiting behind the one running (more
+	// its max_tokens, the requests waiting behind the running ones (more
 	// get 429; negative: none wait) and its time; 0 takes the Default.
 	MaxBodyBytes int64
 	MaxTokens    int
 	Queue        int
 	Timeout      time.Duration
+	// Parallel is how many requests generate at once, each on its own
+	// runner; 0 takes DefaultParallel(Backend). A device-resident backend
+	// takes only 1 (see New).
+	Parallel int
 	// Check, if set, bounds a run before its prefill (model.Opened's
-	// CheckGeneration): prompt tokens, all tokens, logit rows.
-	Check func(prompt, tokens, logitRows int) error
+	// CheckGeneration): rows runs of prompt tokens, all tokens and
+	// logitRows rows of logits each, live at once. The server asks for
+	// rows = Parallel; a run that fits only as rows = 1 runs alone.
+	Check func(rows, prompt, tokens, logitRows int) error
 	// Log, if set, receives a line per request.
 	Log io.Writer
 }
@@ -77,13 +88,33 @@ type Options struct {
 type Server struct {
 	o       Options
 	mux     *http.ServeMux
-	slots   chan struct{} // admission: the running request and the queue
-	running chan struct{} // the model: one request at a time
+	slots   chan struct{} // admission: the running requests and the queue
+	model   *gate         // the model: Parallel runs at once
 	created int64
 	logMu   sync.Mutex
 	// generated counts the tokens drawn since start (a test watches a
-	// cancelled request stop).
-	generated atomic.Int64
+	// cancelled request stop); active counts the runs generating now and
+	// peak the most at once.
+	generated, active, peak atomic.Int64
+	// onToken, if set, is called after each token a run draws, with the
+	// run's count so far (tests hold runs there to see them overlap).
+	onToken func(n int)
+}
+
+// DefaultParallel is Options.Parallel's default on be: 1 on a backend with
+// a device, whose calls share one stream; else 2 on 2 or more threads
+// (GOMAXPROCS): a short request then runs beside a long one instead of
+// behind it, and the tokens per second of the two together were those of
+// one alone or a little more (docs/serve.md), while each run adds its
+// caches; 1 on one thread, where two only take turns.
+func DefaultParallel(be *model.Backend) int {
+	if be != nil && be.Device != nil {
+		return 1
+	}
+	if runtime.GOMAXPROCS(0) >= 2 {
+		return 2
+	}
+	return 1
 }
 
 // New checks o and returns the server.
@@ -95,8 +126,17 @@ func New(o Options) (*Server, error) {
 		return nil, errors.New("serve: Settings is nil")
 	case o.Name == "":
 		return nil, errors.New("serve: the model needs a name")
-	case o.MaxBodyBytes < 0 || o.MaxTokens < 0 || o.Timeout < 0:
+	case o.MaxBodyBytes < 0 || o.MaxTokens < 0 || o.Timeout < 0 || o.Parallel < 0:
 		return nil, errors.New("serve: negative bound")
+	case o.Parallel > MaxParallel:
+		return nil, fmt.Errorf("serve: --parallel %d is over the limit of %d", o.Parallel, MaxParallel)
+	case o.Parallel > 1 && o.Backend.Resident():
+		return nil, fmt.Errorf("serve: --parallel %d on backend %s: a device-resident backend serves one request at a time "+
+			"(each request's runner would upload its own copy of the weights, and the device runs their calls one after another on one stream; "+
+			"batching concurrent requests as rows of one forward is not done yet): use --parallel 1", o.Parallel, o.Backend.Name)
+	}
+	if o.Parallel == 0 {
+		o.Parallel = DefaultParallel(o.Backend)
 	}
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
@@ -112,8 +152,8 @@ func New(o Options) (*Server, error) {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
-	s := &Server{o: o, mux: http.NewServeMux(), slots: make(chan struct{}, o.Queue+1),
-		running: make(chan struct{}, 1), created: time.Now().Unix()}
+	s := &Server{o: o, mux: http.NewServeMux(), slots: make(chan struct{}, o.Queue+o.Parallel),
+		model: newGate(o.Parallel), created: time.Now().Unix()}
 	s.mux.HandleFunc("/health", s.health)
 	s.mux.HandleFunc("/v1/models", s.auth(s.models))
 	s.mux.HandleFunc("/v1/models/{id...}", s.auth(s.models))
@@ -124,6 +164,9 @@ func New(o Options) (*Server, error) {
 	})
 	return s, nil
 }
+
+// Parallel is how many requests generate at once.
+func (s *Server) Parallel() int { return s.o.Parallel }
 
 // ServeHTTP answers one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -230,22 +273,26 @@ func (s *Server) post(h func(ctx context.Context, w http.ResponseWriter, body []
 	}
 }
 
-// acquire admits a request to the queue and waits for the model; 429
-// when the queue is full. release must be called when it returns nil.
-func (s *Server) acquire(ctx context.Context) (release func(), e *apiError) {
+// acquire admits a request to the queue and waits for units of the model
+// (1, or Parallel to run alone); 429 when the queue is full. release must
+// be called when it returns nil.
+func (s *Server) acquire(ctx context.Context, units int) (release func(), e *apiError) {
 	select {
 	case s.slots <- struct{}{}:
 	default:
 		return nil, &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "rate_limit_exceeded",
-			Message: fmt.Sprintf("the server is busy: one request runs and %d wait (--queue); retry later", s.o.Queue)}
+			Message: fmt.Sprintf("the server is busy: %d requests run (--parallel) and %d wait (--queue); retry later", s.o.Parallel, s.o.Queue)}
 	}
-	select {
-	case s.running <- struct{}{}:
-		return func() { <-s.running; <-s.slots }, nil
-	case <-ctx.Done():
+	if err := s.model.acquire(ctx, units); err != nil {
 		<-s.slots
 		return nil, ctxError(ctx)
 	}
+	for n := s.active.Add(1); ; {
+		if p := s.peak.Load(); n <= p || s.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	return func() { s.active.Add(-1); s.model.release(units); <-s.slots }, nil
 }
 
 // ctxError is the error of a request whose context ended: its time ran

@@ -161,7 +161,7 @@ func TestErrors(t *testing.T) {
 		o.MaxBodyBytes = 4096
 		o.MaxTokens = 64
 		o.APIKey = "sk-test"
-		o.Check = func(prompt, tokens, rows int) error {
+		o.Check = func(rows, prompt, tokens, logitRows int) error {
 			if tokens > 200 {
 				return errors.New("over 200 tokens")
 			}
@@ -232,8 +232,8 @@ func TestErrors(t *testing.T) {
 // A full queue answers 429 at once; a request whose time runs out while
 // it waits answers 408.
 func TestQueueAndTimeout(t *testing.T) {
-	s, ts := newTestServer(t, func(o *Options) { o.Queue = 1; o.Timeout = 300 * time.Millisecond })
-	s.running <- struct{}{} // a request holds the model
+	s, ts := newTestServer(t, func(o *Options) { o.Queue = 1; o.Timeout = 300 * time.Millisecond; o.Parallel = 1 })
+	require.NoError(t, s.model.acquire(context.Background(), 1)) // a request holds the model
 	s.slots <- struct{}{}
 	s.slots <- struct{}{} // and one waits
 	code, out := post(t, ts, "/v1/completions", `{"prompt":"hi","max_tokens":1}`)
@@ -243,7 +243,7 @@ func TestQueueAndTimeout(t *testing.T) {
 	code, out = post(t, ts, "/v1/completions", `{"prompt":"hi","max_tokens":1}`)
 	assert.Equal(t, http.StatusRequestTimeout, code, out)
 	<-s.slots
-	<-s.running
+	s.model.release(1)
 	code, out = post(t, ts, "/v1/completions", `{"prompt":"hi","max_tokens":1}`)
 	assert.Equal(t, http.StatusOK, code, out)
 }
@@ -276,10 +276,11 @@ func TestCancelStopsGeneration(t *testing.T) {
 		cancel()
 		<-done
 		deadline := time.Now().Add(30 * time.Second)
-		for len(s.running) > 0 && time.Now().Before(deadline) {
+		for s.active.Load() > 0 && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
-		require.Empty(t, s.running, "stream %v: the generation did not stop after the client went away", stream)
+		inUse, _ := s.model.state()
+		require.Zero(t, inUse, "stream %v: the generation did not stop after the client went away", stream)
 		n := s.generated.Load()
 		t.Logf("stream %v: stopped after %d tokens", stream, n)
 		assert.Less(t, n, int64(4096), "stream %v", stream)

@@ -42,11 +42,11 @@ harnesses (lm-evaluation-harness's local-completions):
                               <think> block as reasoning_content
   GET  /health
 
-It is a reference server: one request runs at a time, its logprobs are
-qwenref perplexity's, and every bound is a flag. For serving at scale use
-vLLM or SGLang. Sampling defaults are generation_config.json's; a
-request's temperature, top_p, top_k, min_p, repetition_penalty and seed
-replace them. The API key is --api-key or $`+apiKeyEnv+`. See docs/serve.md.
+It is a reference server: --parallel requests run at once, each on its
+own runner, its logprobs are qwenref perplexity's, and every bound is a
+flag. For serving at scale use vLLM or SGLang. Sampling defaults are
+generation_config.json's; a request's temperature, top_p, top_k, min_p,
+repetition_penalty and seed replace them. The API key is --api-key or $`+apiKeyEnv+`. See docs/serve.md.
 
 Examples:
   qwenref serve --model Qwen/Qwen3.5-0.8B --port 8000
@@ -63,7 +63,8 @@ Examples:
 	name := fs.String("served-model-name", "", "the model's id in the API (default: --model as given, or qwenref-demo)")
 	maxBody := fs.Int64("max-body", serve.DefaultMaxBodyBytes, "largest request body in bytes (413 above)")
 	maxTokens := fs.Int("max-tokens", serve.DefaultMaxTokens, "largest max_tokens a request may ask (400 above); chat's default")
-	queue := fs.Int("queue", serve.DefaultQueue, "requests that may wait behind the running one (429 beyond)")
+	parallel := fs.Int("parallel", 0, "requests that generate at once, each on its own runner (default: 1 on a GPU backend, which serves one at a time; else 2, or 1 on one thread); one that would not fit --max-memory that many times runs alone")
+	queue := fs.Int("queue", serve.DefaultQueue, "requests that may wait behind the running ones (429 beyond)")
 	timeout := fs.Duration("timeout", serve.DefaultTimeout, "time limit of one request, waiting included (408 past it)")
 	quiet := fs.Bool("quiet", false, "no line per request on stderr")
 	if err := parseFlags(fs, args); err != nil {
@@ -72,8 +73,8 @@ Examples:
 	switch {
 	case *port < 0 || *port > 65535:
 		return usageError(fs, stderr, "--port must be in [0, 65535], got %d", *port)
-	case *maxBody < 1 || *maxTokens < 1 || *queue < 0 || *timeout <= 0:
-		return usageError(fs, stderr, "--max-body, --max-tokens and --timeout must be positive and --queue ≥ 0")
+	case *maxBody < 1 || *maxTokens < 1 || *queue < 0 || *timeout <= 0 || *parallel < 0 || *parallel > serve.MaxParallel:
+		return usageError(fs, stderr, "--max-body, --max-tokens and --timeout must be positive, --queue ≥ 0 and --parallel in [0, %d]", serve.MaxParallel)
 	}
 	if *queue == 0 {
 		*queue = -1 // serve.Options: 0 is its default; the flag's 0 means no queue
@@ -105,12 +106,12 @@ Examples:
 		}
 	}
 	o := serve.Options{Model: op.Model, Backend: op.Backend, Codec: tok, Template: tpl, Name: *name, APIKey: key,
-		MaxBodyBytes: *maxBody, MaxTokens: *maxTokens, Queue: *queue, Timeout: *timeout,
+		MaxBodyBytes: *maxBody, MaxTokens: *maxTokens, Queue: *queue, Timeout: *timeout, Parallel: *parallel,
 		Settings: func(s generate.SamplingOverrides) (generate.GenerationSettings, error) {
 			return generate.LoadGenerationSettings(op.Dir, s)
 		},
-		Check: func(prompt, tokens, rows int) error {
-			return op.CheckGeneration(1, prompt, tokens, rows, "the prompt plus max_tokens")
+		Check: func(rows, prompt, tokens, logitRows int) error {
+			return op.CheckGeneration(rows, prompt, tokens, rows*logitRows, "the prompt plus max_tokens")
 		}}
 	if !*quiet {
 		o.Log = stderr
@@ -129,7 +130,7 @@ Examples:
 	if key != "" {
 		auth = "API key required"
 	}
-	fmt.Fprintf(stderr, "serving %s on http://%s/v1 (%s, backend %s); Ctrl-C stops\n", *name, ln.Addr(), auth, op.Backend.Name)
+	fmt.Fprintf(stderr, "serving %s on http://%s/v1 (%s, backend %s, %d at once); Ctrl-C stops\n", *name, ln.Addr(), auth, op.Backend.Name, srv.Parallel())
 	start := time.Now()
 	err = srv.Serve(ctx, ln)
 	fmt.Fprintf(stderr, "stopped after %s\n", time.Since(start).Round(time.Second))

@@ -42,8 +42,10 @@ func TestServeCommand(t *testing.T) {
 	t.Setenv(apiKeyEnv, "sk-cli")
 	var stderr syncBuffer
 	code := make(chan int, 1)
-	go func() { code <- Main([]string{"serve", "--port", "0", "--quiet"}, io.Discard, &stderr) }()
-	addr := regexp.MustCompile(`on (http://127\.0\.0\.1:\d+/v1) \(API key required`)
+	go func() {
+		code <- Main([]string{"serve", "--port", "0", "--quiet", "--parallel", "3"}, io.Discard, &stderr)
+	}()
+	addr := regexp.MustCompile(`on (http://127\.0\.0\.1:\d+/v1) \(API key required, backend \S+, 3 at once\)`)
 	var base string
 	for deadline := time.Now().Add(60 * time.Second); base == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if m := addr.FindStringSubmatch(stderr.String()); m != nil {
@@ -76,7 +78,7 @@ func TestServeCommand(t *testing.T) {
 }
 
 func TestServeFlags(t *testing.T) {
-	for _, args := range [][]string{{"--port", "70000"}, {"--max-tokens", "0"}, {"--timeout", "-1s"}} {
+	for _, args := range [][]string{{"--port", "70000"}, {"--max-tokens", "0"}, {"--timeout", "-1s"}, {"--parallel", "-1"}, {"--parallel", "257"}} {
 		var stderr bytes.Buffer
 		assert.Equal(t, 2, Main(append([]string{"serve"}, args...), io.Discard, &stderr), args)
 		assert.True(t, strings.Contains(stderr.String(), "must"), stderr.String())

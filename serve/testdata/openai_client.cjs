@@ -70,6 +70,7 @@ async function main() {
   let chunks = 0;
   try {
     for await (const _ of long) {
+      if (controller.signal.aborted) continue; // chunks already buffered when it aborted
       if (++chunks === 3) controller.abort();
     }
   } catch (e) {
@@ -78,6 +79,21 @@ async function main() {
   out.abortedAfter = chunks;
   const after = await client.completions.create({ model, prompt: "hi", max_tokens: 1 });
   assert.equal(after.choices.length, 1);
+
+  // Requests sent at once (the server runs up to --parallel together)
+  // answer what the same requests answer one at a time.
+  const reqs = [
+    () => client.completions.create({ model, prompt: ids, max_tokens: 6, temperature: 0, logprobs: 2 }),
+    () => client.completions.create({ model, prompt: "Once upon a time", max_tokens: 6, temperature: 0.9, seed: 3, logprobs: 1 }),
+    () => client.chat.completions.create({ model, messages, max_tokens: 6, temperature: 0.7, seed: 4, logprobs: true, top_logprobs: 2 }),
+  ];
+  const sequential = [];
+  for (const r of reqs) sequential.push(await r());
+  const concurrent = await Promise.all(reqs.map((r) => r()));
+  for (let i = 0; i < reqs.length; i++) {
+    assert.deepEqual(concurrent[i].choices, sequential[i].choices, `request ${i} at once differs from alone`);
+  }
+  out.concurrent = concurrent.length;
 
   out.errors = {
     badKey: await status(new OpenAI({ baseURL, apiKey: "wrong", maxRetries: 0 }).models.list()),
