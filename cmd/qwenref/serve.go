@@ -42,11 +42,10 @@ harnesses (lm-evaluation-harness's local-completions):
                               <think> block as reasoning_content
   GET  /health
 
-It is a reference server: --parallel requests run at once, each on its
-own runner, its logprobs are qwenref perplexity's, and every bound is a
-flag. For serving at scale use vLLM or SGLang. Sampling defaults are
-generation_config.json's; a request's temperature, top_p, top_k, min_p,
-repetition_penalty and seed replace them. The API key is --api-key or $`+apiKeyEnv+`. See docs/serve.md.
+A reference server (--parallel requests at once, perplexity's logprobs, a
+flag per bound); at scale use vLLM or SGLang. A request's temperature, top_p,
+top_k, min_p, repetition_penalty and seed replace generation_config.json's.
+The API key is --api-key or $`+apiKeyEnv+`. See docs/serve.md.
 
 Examples:
   qwenref serve --model Qwen/Qwen3.5-0.8B --port 8000
