@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/qwenref/qwenref/model"
+	"github.com/qwenref/qwenref/tensor"
 )
 
 // PerplexityWindow is one forward pass of a windowed perplexity run: the
@@ -86,7 +87,7 @@ func (r *PerplexityResult) ScoreLogits(w PerplexityWindow, ids []int, logits []f
 }
 
 // Perplexity scores ids with windows of ctx tokens advanced by stride (see
-// PerplexityWindows), one fresh session per window. progress, if set, is
+// PerplexityWindows), on one runner emptied before each window. progress, if set, is
 // called after each window with the result so far.
 func Perplexity(m *model.Model, ids []int, be *model.Backend, ctx, stride int, progress func(done, total int, sofar *PerplexityResult)) (*PerplexityResult, error) {
 	ws, err := PerplexityWindows(len(ids), ctx, stride)
@@ -100,8 +101,21 @@ func Perplexity(m *model.Model, ids []int, be *model.Backend, ctx, stride int, p
 	for i := range r.NLL {
 		r.NLL[i] = math.NaN()
 	}
+	run, err := model.NewRunner(m, be, 1)
+	if err != nil {
+		return nil, err
+	}
+	defer run.Close()
+	// The logits of the longest window are allocated once, before the
+	// first forward makes garbage, and every window's land in them.
+	out := tensor.New(1, ws[0].End-ws[0].Begin, m.Config.VocabSize)
 	for i, w := range ws {
-		logits, err := m.NewSession().Forward(ids[w.Begin:w.End], be, model.Options{})
+		if i > 0 {
+			if err := run.Reset(); err != nil {
+				return nil, err
+			}
+		}
+		logits, err := run.Forward([][]int{ids[w.Begin:w.End]}, model.RunOptions{Logits: model.AllLogits, Out: out})
 		if err != nil {
 			return nil, fmt.Errorf("window %d [%d, %d): %w", i, w.Begin, w.End, err)
 		}

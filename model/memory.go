@@ -166,6 +166,22 @@ func EstimateRecorded(cfg *Config, rows, tokens, logitRows int) (Memory, error) 
 	return estimate(cfg, rows, tokens, logitRows, true, true)
 }
 
+// EstimateTrace is what `trace` over tokens holds, in bytes: a recorded
+// pass (EstimateRecorded) and a copy of every stage it records, about its
+// activations again, and room for the collector. A pass that keeps nearly
+// everything it allocates leaves little garbage between what is live and a
+// memory limit (BoundHeap), and a collector that must run back to back
+// there lets the heap pass the limit; so a seventh more is charged, which
+// puts the limit an eighth above what is live.
+func EstimateTrace(cfg *Config, tokens int) (int64, error) {
+	est, err := EstimateRecorded(cfg, 1, tokens, tokens)
+	if err != nil {
+		return 0, err
+	}
+	live := est.Total() + est.Activations // each part is at most MaxInt64/8: no overflow
+	return live + live/7, nil
+}
+
 // EstimateFresh is EstimateMemory for a pass whose recorder copies what it
 // keeps (forward's final-norm hidden states, counted with the logits):
 // every layer's buffers are allocated afresh, as in a recorded pass, but
@@ -213,9 +229,16 @@ func estimate(cfg *Config, rows, tokens, logitRows int, fresh, kept bool) (Memor
 	if !ok {
 		return Memory{}, overflow
 	}
-	// Each row runs on its own, so a product takes at most tokens rows.
+	// Each row runs on its own, so a product takes at most tokens rows; the
+	// LM head takes them only when their logits are kept (else one row,
+	// which needs no packing).
+	widest := max(cfg.HiddenSize, cfg.ConvDim()+cfg.LinearNumValueHeads*cfg.LinearValueHeadDim, 2*cfg.NumHeads*cfg.HeadDim,
+		2*cfg.IntermediateSize, 2*cfg.MoE.IntermediateSize, 2*cfg.MoE.SharedIntermediate)
+	if logitRows > rows {
+		widest = max(widest, cfg.VocabSize)
+	}
 	m.Scratch = linalg.ScratchBytes(tokens, max(cfg.HiddenSize, cfg.IntermediateSize, cfg.MoE.IntermediateSize, cfg.MoE.SharedIntermediate,
-		cfg.NumHeads*cfg.HeadDim, cfg.LinearNumValueHeads*cfg.LinearValueHeadDim), max(cfg.VocabSize, cfg.ConvDim(), 2*cfg.IntermediateSize))
+		cfg.NumHeads*cfg.HeadDim, cfg.LinearNumValueHeads*cfg.LinearValueHeadDim), widest)
 	if kept {
 		m.Activations = live + garbage
 		return m, nil

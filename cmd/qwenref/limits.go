@@ -31,11 +31,10 @@ func checkTrace(cfg *model.Config, mem *memoryFlag, tokens int) error {
 	if err := cfg.CheckLength(tokens, "ids"); err != nil {
 		return err
 	}
-	est, err := model.EstimateRecorded(cfg, 1, tokens, tokens)
+	need, err := model.EstimateTrace(cfg, tokens)
 	if err != nil {
 		return err
 	}
-	need := est.Total() + est.Activations
 	if limit, source := mem.limit(); limit > 0 && need > limit {
 		return fmt.Errorf("tracing %d tokens keeps every stage of %d layers, about %s, over the limit of %.3g GiB (%s): trace fewer tokens",
 			tokens, cfg.NumLayers, safeio.FormatBytes(need), float64(limit)/(1<<30), source)
