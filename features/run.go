@@ -118,6 +118,11 @@ func Run(o Options) (*Manifest, error) {
 	if err := os.MkdirAll(o.Out, 0o777); err != nil {
 		return nil, fmt.Errorf("--out: %w", err)
 	}
+	unlock, err := lockOut(o.Out)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	m, err := ReadManifest(o.Out)
 	if err != nil {
 		return nil, err
