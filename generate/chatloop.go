@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sync/atomic"
 
 	"github.com/qwenref/qwenref/internal/lineedit"
@@ -23,7 +24,8 @@ type ChatIO struct {
 	// terminal controls escaped (safeio.Text): they can repeat what was
 	// typed (an unknown /command).
 	Notes io.Writer
-	// Info, if set, receives how each turn reused the caches and its speed.
+	// Info, if set, receives the greeting, how each turn reused the caches
+	// and its speed.
 	Info io.Writer
 	// Prompt, if set, is called before each line of In is read.
 	Prompt func()
@@ -70,6 +72,10 @@ func (c *Conversation) Chat(s ChatIO) error {
 	if err := CheckReasoning(mode); err != nil {
 		return err
 	}
+	// A chat idles between turns: what loading left free goes back to the
+	// OS before the first, so the session holds what it uses.
+	debug.FreeOSMemory()
+	fmt.Fprintln(info, "chat: type a message; /help lists the commands; /exit, Ctrl-D or end of input ends")
 	// show streams a turn's reply with its reasoning apart, and reports it.
 	show := func(send func(stream func(string)) (LineResult, error)) (LineResult, error) {
 		var f *reasoningFilter

@@ -3,13 +3,13 @@ package model
 import (
 	"math"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 )
 
 // BoundHeap sets the Go runtime's soft memory limit to what the process
-// holds now, after a collection, plus 15/16 of extra bytes, and returns
+// holds now, after a collection that returns the free pages to the OS,
+// plus 15/16 of extra bytes, and returns
 // the limit (0 when it set none). The limit is soft: an allocation made
 // while a collection runs is granted, so the last 1/16 of extra is left
 // for what the program allocates before the collector catches up. Go's collector otherwise lets the heap grow to
@@ -23,7 +23,10 @@ func BoundHeap(extra int64) int64 {
 	if extra <= 0 || os.Getenv("GOMEMLIMIT") != "" {
 		return 0
 	}
-	runtime.GC()
+	// A collection that also returns the free pages to the OS: what the
+	// process holds is then what is live, and the run's allocations are
+	// new pages, not ones that loading left free.
+	debug.FreeOSMemory()
 	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {

@@ -43,9 +43,10 @@ type OpenOptions struct {
 	// Run, if set, is checked (Opened.CheckRun) before the weights are
 	// paged in.
 	Run *RunSize
-	// BoundHeap, with Run, holds the process to Run's estimate: the Go
-	// collector's memory limit becomes what the process holds once open
-	// plus the estimate (BoundHeap), so the garbage a run leaves between
+	// BoundHeap holds the process to the estimate of the run it was last
+	// checked for (Run, and each later CheckRun or CheckGeneration): the
+	// Go collector's memory limit becomes what the process holds then plus
+	// the estimate (BoundHeap), so the garbage a run leaves between
 	// collections cannot carry its peak past what the guard checked.
 	BoundHeap bool
 	// Check, if set, runs on the opened model before its weights are paged
@@ -93,6 +94,7 @@ type Opened struct {
 	maxMemory    int64
 	memorySource string
 	estimate     Memory // the estimate Run was checked at
+	boundHeap    bool   // OpenOptions.BoundHeap
 }
 
 // Open runs the sequence every command runs before its work: plug-ins, the
@@ -102,7 +104,7 @@ type Opened struct {
 // the backend's refusals of the model's shape, prefault, and the weight
 // scan. On an error everything opened so far is closed.
 func Open(o OpenOptions) (*Opened, error) {
-	op := &Opened{maxMemory: o.MaxMemory, memorySource: o.MemorySource}
+	op := &Opened{maxMemory: o.MaxMemory, memorySource: o.MemorySource, boundHeap: o.BoundHeap}
 	if err := op.open(o); err != nil {
 		op.Close()
 		return nil, err
@@ -221,7 +223,11 @@ func (op *Opened) CheckGeneration(rows, prefill, tokens, logitRows int, what str
 	if err := cfg.CheckLength(tokens, what); err != nil {
 		return err
 	}
-	return CheckGenerationMemory(cfg, rows, prefill, tokens, logitRows, op.maxMemory, op.memorySource)
+	est, err := checkGeneration(cfg, rows, prefill, tokens, logitRows, op.maxMemory, op.memorySource)
+	if err == nil && op.boundHeap {
+		BoundHeap(est.Total())
+	}
+	return err
 }
 
 // Inputs lists the files of the checkpoint that a command reads, so that

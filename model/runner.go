@@ -385,6 +385,17 @@ func SplitUnavailable(as []Agreement) (rest []Agreement, notes []string) {
 // run. The zero value is ready.
 type BackendComparer struct{ noted map[string]bool }
 
+// LogitRows is how many rows of logits a run of an n-token prompt keeps
+// with the comparison in mode ("none", "auto" or "all"), for its memory
+// check: the reference's and one other backend's at every position when it
+// compares, else the one row generation keeps.
+func (bc *BackendComparer) LogitRows(mode string, n int) int {
+	if mode == "none" {
+		return 1
+	}
+	return 2 * n
+}
+
 // Compare returns the comparison as a line, "[prompt logits vs chunked:
 // naive: rel L2 …]", and the reasons backends could not open not given
 // before ("cuda, cuda-fp32 unavailable: …").

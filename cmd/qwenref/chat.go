@@ -109,7 +109,7 @@ Examples:
 	if err != nil {
 		return err
 	}
-	op, tok, err := openFlags{dir: dir, backend: backend, plugins: plugins, mem: mem}.openText(model.OpenOptions{}, *tokPath, stderr, info)
+	op, tok, err := openFlags{dir: dir, backend: backend, plugins: plugins, mem: mem}.openText(model.OpenOptions{BoundHeap: true}, *tokPath, stderr, info)
 	if err != nil {
 		return err
 	}
@@ -130,6 +130,5 @@ Examples:
 			cio.HistoryFile = generate.HistoryFile()
 		}
 	}
-	fmt.Fprintln(info, "chat: type a message; /help lists the commands; /exit, Ctrl-D or end of input ends")
 	return conv.Chat(cio)
 }

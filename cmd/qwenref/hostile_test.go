@@ -9,12 +9,14 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,7 +36,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv("QWENREF_HOSTILE_CHILD") == "1" {
 		for i, a := range os.Args {
 			if a == "--" {
-				code := Main(os.Args[i+1:], os.Stdout, os.Stderr)
+				var stderr io.Writer = os.Stderr
+				if mark := os.Getenv("QWENREF_HOSTILE_RESET_HWM"); mark != "" {
+					stderr = &hwmResetter{w: os.Stderr, mark: mark, status: os.Getenv("QWENREF_HOSTILE_RSS") + ".reset"}
+				}
+				code := Main(os.Args[i+1:], os.Stdout, stderr)
 				// The child's own peak RSS: rusage's ru_maxrss would also count
 				// the parent's, which Linux carries over through fork and exec.
 				if p := os.Getenv("QWENREF_HOSTILE_RSS"); p != "" {
@@ -56,17 +62,79 @@ type childRun struct {
 	took           time.Duration
 	peakKB         int64 // the child's VmHWM
 	maxRSSKB       int64 // rusage ru_maxrss: at least the parent's peak too
+	resetRSSKB     int64 // the child's RSS when its VmHWM was reset (childOpts.resetAt), or −1
+	fileKB         int64 // the child's file-backed RSS at its end, or its most after a reset (the mapped weights, the binary)
+	resetFileKB    int64 // the same when its VmHWM was reset
+}
+
+// hwmResetter passes writes through to w and, at the first that contains
+// mark, resets the process's VmHWM to its present RSS (Linux's clear_refs)
+// and saves /proc/self/status at that moment to status: the peak after it
+// is then what the run allocated from there on.
+type hwmResetter struct {
+	w            io.Writer
+	mark, status string
+	done         bool
+}
+
+func (h *hwmResetter) Write(p []byte) (int, error) {
+	if !h.done && strings.Contains(string(p), h.mark) {
+		h.done = true
+		if st, err := os.ReadFile("/proc/self/status"); err == nil {
+			_ = os.WriteFile(h.status, st, 0o644)
+		}
+		_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+		go h.sampleFile()
+	}
+	return h.w.Write(p)
+}
+
+// sampleFile keeps the largest file-backed RSS seen from the reset on in
+// status+".file", every millisecond until the process exits: the mapped
+// weights' pages that a run touches are not what it allocates, and they
+// leave the RSS when the command closes the model, before its end.
+func (h *hwmResetter) sampleFile() {
+	var most int64
+	for {
+		if st, err := os.ReadFile("/proc/self/status"); err == nil {
+			if v := statusField(string(st), "RssFile:"); v > most {
+				most = v
+				_ = os.WriteFile(h.status+".file", []byte(strconv.FormatInt(most, 10)), 0o644)
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // runChild runs qwenref args in a child process and reports its exit
 // code, output, wall time and peak RSS.
 func runChild(t *testing.T, args ...string) childRun {
 	t.Helper()
+	return runChildIn(t, "", args...)
+}
+
+// runChildIn is runChild with stdin as the child's standard input.
+func runChildIn(t *testing.T, stdin string, args ...string) childRun {
+	t.Helper()
+	return runChildOpts(t, childOpts{stdin: stdin}, args...)
+}
+
+// childOpts are runChildOpts' settings: the child's standard input, and
+// resetAt, a text whose first appearance on the child's stderr resets its
+// VmHWM (hwmResetter); childRun.resetRSSKB is then its RSS at that moment.
+type childOpts struct{ stdin, resetAt string }
+
+func runChildOpts(t *testing.T, co childOpts, args ...string) childRun {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
+	cmd.Stdin = strings.NewReader(co.stdin)
 	rssFile := filepath.Join(t.TempDir(), "status")
 	cmd.Env = append(os.Environ(), "QWENREF_HOSTILE_CHILD=1", "QWENREF_HOSTILE_RSS="+rssFile)
+	if co.resetAt != "" {
+		cmd.Env = append(cmd.Env, "QWENREF_HOSTILE_RESET_HWM="+co.resetAt)
+	}
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	start := time.Now()
@@ -84,14 +152,38 @@ func runChild(t *testing.T, args ...string) childRun {
 		r.maxRSSKB = ru.Maxrss
 	}
 	r.peakKB = r.maxRSSKB
-	if st, err := os.ReadFile(rssFile); err == nil {
-		for _, l := range strings.Split(string(st), "\n") {
-			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-				fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &r.peakKB)
-			}
+	r.peakKB = statusKB(rssFile, "VmHWM:", r.peakKB)
+	r.fileKB = statusKB(rssFile, "RssFile:", 0)
+	if b, err := os.ReadFile(rssFile + ".reset.file"); err == nil {
+		r.fileKB, _ = strconv.ParseInt(string(b), 10, 64)
+	}
+	r.resetRSSKB = statusKB(rssFile+".reset", "VmRSS:", -1)
+	r.resetFileKB = statusKB(rssFile+".reset", "RssFile:", 0)
+	return r
+}
+
+// statusKB reads a field of a saved /proc/PID/status, or returns def.
+func statusKB(path, field string, def int64) int64 {
+	st, err := os.ReadFile(path)
+	if err != nil {
+		return def
+	}
+	if v := statusField(string(st), field); v >= 0 {
+		return v
+	}
+	return def
+}
+
+// statusField is a kB field of a /proc/PID/status text, or −1.
+func statusField(st, field string) int64 {
+	for _, l := range strings.Split(st, "\n") {
+		if v, ok := strings.CutPrefix(l, field); ok {
+			n := int64(-1)
+			fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &n)
+			return n
 		}
 	}
-	return r
+	return -1
 }
 
 // tree lists every path under dir with its type and size, to prove a run

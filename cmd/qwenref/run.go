@@ -185,7 +185,7 @@ Examples:
 	if err != nil {
 		return err
 	}
-	op, tok, err := openFlags{dir, backend, plugins, mem, checkW}.openText(model.OpenOptions{}, *tokPath, stderr, info)
+	op, tok, err := openFlags{dir, backend, plugins, mem, checkW}.openText(model.OpenOptions{BoundHeap: true}, *tokPath, stderr, info)
 	if err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ Examples:
 		if err := m.CheckRows([][]int{ids}, "the prompt's tokens do not fit this model (wrong --tokenizer?)"); err != nil {
 			return err
 		}
-		if err := op.CheckGeneration(1, len(ids), len(ids)+*sf.maxNew, len(ids), "the prompt plus --max-new-tokens"); err != nil {
+		if err := op.CheckGeneration(1, len(ids), len(ids)+*sf.maxNew, cmp.LogitRows(*compare, len(ids)), "the prompt plus --max-new-tokens"); err != nil {
 			return err
 		}
 		if i > 0 {
