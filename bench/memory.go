@@ -61,11 +61,20 @@ func (o *Options) checkCases() error {
 					if rows > 1 {
 						batch = fmt.Sprintf(" with %d batch rows", rows)
 					}
-					return fmt.Errorf("op %s at --seq %d%s needs about %.2f GiB of activations and buffers beyond the weights, over the %.3g GiB limit (--max-memory): use a shorter --seq",
-						op.Name, t, batch, float64(need)/(1<<30), float64(o.MaxMemBytes)/(1<<30))
+					return fmt.Errorf("op %s at --seq %d%s needs about %s of activations and buffers beyond the weights, over the %.3g GiB limit (--max-memory): use a shorter --seq",
+						op.Name, t, batch, memString(need), float64(o.MaxMemBytes)/(1<<30))
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// memString gives n bytes as model.Memory's String gives a total: GiB
+// with two decimals, MiB under 1 GiB.
+func memString(n int64) string {
+	if n < 1<<30 {
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
 }
