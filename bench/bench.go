@@ -180,9 +180,13 @@ func Run(o Options) ([]Result, error) {
 		return nil, err
 	}
 	o.Ops = ops
-	if err := o.checkCases(); err != nil {
+	most, err := o.checkCases()
+	if err != nil {
 		return nil, err
 	}
+	// Hold the sweep to its largest case, so the garbage a case makes
+	// between collections cannot carry it past its estimate.
+	model.BoundHeap(most)
 	o.announce()
 	prog := newProgress(o.Progress, o.TTY, o.Method)
 	defer prog.finish()
