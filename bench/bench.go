@@ -184,9 +184,6 @@ func Run(o Options) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Hold the sweep to its largest case, so the garbage a case makes
-	// between collections cannot carry it past its estimate.
-	model.BoundHeap(most)
 	o.announce()
 	prog := newProgress(o.Progress, o.TTY, o.Method)
 	defer prog.finish()
@@ -199,6 +196,10 @@ func Run(o Options) ([]Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("op %s: %w", op.Name, err)
 		}
+		// Hold the op's cases to the sweep's largest estimate over what is
+		// held now (its weights built), so the garbage a case makes between
+		// collections cannot carry it past its estimate.
+		model.BoundHeap(most)
 		for _, rows := range o.rowsFor(op) {
 			ws.rows = rows
 			for _, t := range o.Seqs {
