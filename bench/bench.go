@@ -180,7 +180,8 @@ func Run(o Options) ([]Result, error) {
 		return nil, err
 	}
 	o.Ops = ops
-	if err := o.checkCases(); err != nil {
+	most, err := o.checkCases()
+	if err != nil {
 		return nil, err
 	}
 	o.announce()
@@ -195,6 +196,10 @@ func Run(o Options) ([]Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("op %s: %w", op.Name, err)
 		}
+		// Hold the op's cases to the sweep's largest estimate over what is
+		// held now (its weights built), so the garbage a case makes between
+		// collections cannot carry it past its estimate.
+		model.BoundHeap(most)
 		for _, rows := range o.rowsFor(op) {
 			ws.rows = rows
 			for _, t := range o.Seqs {

@@ -166,20 +166,24 @@ func EstimateRecorded(cfg *Config, rows, tokens, logitRows int) (Memory, error) 
 	return estimate(cfg, rows, tokens, logitRows, true, true)
 }
 
+// KeptHeadroom is the room for the collector charged on top of kept bytes
+// that a run holds live to its end (its inputs, outputs and copies), where
+// nothing of its own gives the collector garbage to free: a memory limit
+// (BoundHeap) within a few percent of the live heap makes the collector run
+// back to back and then let the heap pass the limit, so a seventh more is
+// charged, which puts the limit an eighth above what is kept.
+func KeptHeadroom(kept int64) int64 { return kept / 7 }
+
 // EstimateTrace is what `trace` over tokens holds, in bytes: a recorded
 // pass (EstimateRecorded) and a copy of every stage it records, about its
-// activations again, and room for the collector. A pass that keeps nearly
-// everything it allocates leaves little garbage between what is live and a
-// memory limit (BoundHeap), and a collector that must run back to back
-// there lets the heap pass the limit; so a seventh more is charged, which
-// puts the limit an eighth above what is live.
+// activations again, all kept to the end, and their KeptHeadroom.
 func EstimateTrace(cfg *Config, tokens int) (int64, error) {
 	est, err := EstimateRecorded(cfg, 1, tokens, tokens)
 	if err != nil {
 		return 0, err
 	}
 	live := est.Total() + est.Activations // each part is at most MaxInt64/8: no overflow
-	return live + live/7, nil
+	return live + KeptHeadroom(live), nil
 }
 
 // EstimateFresh is EstimateMemory for a pass whose recorder copies what it
@@ -268,9 +272,14 @@ func kindLayers(cfg *Config, kind LayerKind) int {
 // (buffers too small to pool, and a sparse block's MoE work).
 func workBytes(cfg *Config, t int, recorded bool) (live, garbage int64, ok bool) {
 	const f32 = 4
+	// layer is what one layer of the kind at hand allocates afresh (all of
+	// its buffers in a recorded pass) and drops when it ends: live while it
+	// runs, so the largest (most) is live with the rest.
+	var layer, most int64
 	buf := func(w int64, layers int, fresh bool) {
 		if fresh || !bufpool.Pooled(int(w)*t) { // w ≤ 2^26 and t ≤ 2^40: no overflow in int64
 			garbage += w * int64(t) * f32 * int64(layers)
+			layer += w * int64(t) * f32
 			return
 		}
 		live += int64(bufpool.Cap(int(w)*t)) * f32
@@ -285,12 +294,14 @@ func workBytes(cfg *Config, t int, recorded bool) (live, garbage int64, ok bool)
 			continue
 		}
 		if n := kindLayers(cfg, k.kind); n > 0 {
+			layer = 0
 			for _, w := range k.bufs(cfg) {
 				if w*int64(t) > math.MaxInt64/64 {
 					return 0, 0, false
 				}
 				buf(w, n, recorded) // a recorded layer allocates its buffers afresh
 			}
+			most = max(most, layer)
 		}
 	}
 	sparse := cfg.SparseLayers()
@@ -305,6 +316,7 @@ func workBytes(cfg *Config, t int, recorded bool) (live, garbage int64, ok bool)
 		}
 		garbage += w * int64(t) * f32 * int64(sparse)
 	}
+	live += most
 	return live, garbage, live >= 0 && garbage >= 0 && live+garbage < math.MaxInt64/8
 }
 
