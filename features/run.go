@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,6 +48,10 @@ type Options struct {
 	// longer sample runs alone. The files are byte-identical to an
 	// unpacked run's. 0: one forward per sample.
 	PackTokens int
+	// CheckMemory, if set, is given what the run will hold beyond the
+	// weights (MemoryBytes, at the longest sample or pack the data holds)
+	// once the data is read and before any forward; an error stops the run.
+	CheckMemory func(need int64, what string) error
 }
 
 // DefaultShardBytes is the default shard size: a shard is held in memory
@@ -142,6 +147,7 @@ func Run(o Options) (*Manifest, error) {
 		}
 		return nil, err
 	}
+	fmt.Fprintf(o.Progress, "features: %d samples (%d tokens) to capture into %s%s\n", w.planned, w.tokens, safeio.Clean(o.Out), w.memNote)
 	err = eachSample(o, m.NextIndex, func(line []byte, index, lineNo int) error { return w.sample(line, index, lineNo) })
 	if err == nil {
 		err = w.runPack()
@@ -201,6 +207,8 @@ type writer struct {
 	trunc    int
 	next     int // NextIndex once the buffer is written
 	perToken int64
+	longest  int      // the longest sample's tokens, once planned
+	memNote  string   // what the run holds, for the line that starts it
 	pack     []Sample // samples waiting for one packed forward
 	packTok  int
 }
@@ -221,6 +229,7 @@ func (w *writer) plan() error {
 		}
 		w.planned++
 		w.tokens += int64(len(s.IDs))
+		w.longest = max(w.longest, len(s.IDs))
 		return nil
 	})
 	if err != nil {
@@ -233,7 +242,51 @@ func (w *writer) plan() error {
 			safeio.Clean(o.Out), w.planned, w.tokens, len(o.Layers), o.Model.Config.HiddenSize, dtypeBytes(o.DType),
 			safeio.FormatBytes(need), safeio.FormatBytes(free))
 	}
+	if w.planned == 0 {
+		return nil
+	}
+	t := max(w.longest, min(o.PackTokens, int(w.tokens))) // a pack holds up to PackTokens, or one longer sample
+	shard := min(o.Shard, w.tokens*w.perToken)            // the shard is never larger than the data
+	mem, err := MemoryBytes(o.Model.Config, t, len(o.Layers), shard, w.tokens, o.DType)
+	if err != nil {
+		return err
+	}
+	w.memNote = ", holding about " + safeio.FormatBytes(mem) + " beyond the weights"
+	if o.CheckMemory != nil {
+		if err := o.CheckMemory(mem, fmt.Sprintf("forwards of up to %d tokens (--max-len caps them) capturing %d layers, with a %s shard buffered (--shard-mb)", t, len(o.Layers), safeio.FormatBytes(shard))); err != nil {
+			return err
+		}
+	}
+	// Allocated once, at its most: appends that grew it would copy it,
+	// the old array live beside the new.
+	w.feats = make([]float32, 0, bufferFloats(shard, o.DType, t, w.tokens, len(o.Layers), o.Model.Config.HiddenSize))
 	return nil
+}
+
+// bufferFloats is the float32 capacity of the shard buffer: shard bytes
+// in dtype and the forward of up to t tokens that crosses them, or all
+// the data's tokens when fewer.
+func bufferFloats(shard int64, dtype string, t int, tokens int64, layers, h int) int64 {
+	lh := int64(layers) * int64(h)
+	return min(shard/dtypeBytes(dtype)+int64(t)*lh, tokens*lh)
+}
+
+// MemoryBytes is what a run of tokens in all, with forwards of up to t
+// tokens, holds beyond the weights: the recorded pass (model.EstimateFresh, no logits), one
+// forward's captured taps [t, layers, H] in float32, and the shard buffer
+// (bufferFloats), kept for the whole run, so it gets model.KeptHeadroom.
+func MemoryBytes(cfg *model.Config, t, layers int, shard, tokens int64, dtype string) (int64, error) {
+	est, err := model.EstimateFresh(cfg, 1, t, 0)
+	if err != nil {
+		return 0, err
+	}
+	// The estimate holds t·H under 2^57; taps and the buffer stay under 2^59.
+	if th := int64(t) * int64(cfg.HiddenSize); layers < 1 || th > math.MaxInt64/64/int64(layers) || shard > math.MaxInt64/64 {
+		return 0, fmt.Errorf("forwards of %d tokens capturing %d layers overflow any memory estimate", t, layers)
+	}
+	taps := int64(t) * int64(cfg.HiddenSize) * int64(layers) * 4
+	buffered := bufferFloats(shard, dtype, t, tokens, layers, cfg.HiddenSize) * 4
+	return est.Total() + taps + buffered + model.KeptHeadroom(buffered), nil
 }
 
 // sample prepares one sample and captures it, alone or in a pack.

@@ -230,6 +230,21 @@ func (op *Opened) CheckGeneration(rows, prefill, tokens, logitRows int, what str
 	return err
 }
 
+// CheckBytes checks need bytes that a command sized itself (a features
+// run: model plus buffers) against OpenOptions.MaxMemory, what describing
+// the run in the message, and holds the process to it as CheckGeneration
+// does (OpenOptions.BoundHeap).
+func (op *Opened) CheckBytes(need int64, what string) error {
+	if op.maxMemory > 0 && need > op.maxMemory {
+		return fmt.Errorf("%s need about %s beyond the weights, over the limit of %.3g GiB (%s): make the run smaller, or raise --max-memory",
+			what, safeio.FormatBytes(need), float64(op.maxMemory)/(1<<30), op.memorySource)
+	}
+	if op.boundHeap {
+		BoundHeap(need)
+	}
+	return nil
+}
+
 // Inputs lists the files of the checkpoint that a command reads, so that
 // no output may replace one of them.
 func (op *Opened) Inputs() []string {

@@ -78,15 +78,8 @@ Examples:
 	if err := resolveModelFlag(dir, stderr); err != nil {
 		return err
 	}
-	var run *model.RunSize
-	if *maxLen > 0 || *pack > 0 {
-		run = &model.RunSize{Rows: 1, Tokens: max(*maxLen, *pack), What: "--max-len"}
-		if *pack > *maxLen {
-			run.What = "--pack-tokens"
-		}
-	}
 	var demo *tokenizer.Tokenizer
-	op, err := openFlags{dir: dir, backend: backend, plugins: plugins, mem: mem}.open(model.OpenOptions{Run: run}, &demo, stderr, stderr)
+	op, err := openFlags{dir: dir, backend: backend, plugins: plugins, mem: mem}.open(model.OpenOptions{BoundHeap: true}, &demo, stderr, stderr)
 	if err != nil {
 		return err
 	}
@@ -106,7 +99,7 @@ Examples:
 	defer r.Close()
 	man, err := features.Run(features.Options{Model: op.Model, Runner: r, Backend: op.Backend.Name, Precision: string(op.Backend.Precision), ModelDir: op.Dir,
 		Data: *data, Out: *out, Layers: taps, DType: strings.ToUpper(*dtype), Format: *format, Prep: prep,
-		OnError: *onError, Rank: *rank, World: *world, Shard: int64(*shardMB) << 20, Progress: stderr, PackTokens: *pack})
+		OnError: *onError, Rank: *rank, World: *world, Shard: int64(*shardMB) << 20, Progress: stderr, PackTokens: *pack, CheckMemory: op.CheckBytes})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -116,7 +117,7 @@ func wideTextModel(t *testing.T) string {
 // The text commands' estimates hold what a run adds from the moment it is
 // checked: the child's VmHWM is reset when the command prints the line
 // that follows its check (run's "prompt (…)", chat's greeting before the
-// turn), so that loading the tokenizer, whose garbage peaks above a short
+// turn, features' plan), so that loading the tokenizer, whose garbage peaks above a short
 // run's, is not measured; the peak less the RSS at that moment, both less
 // the file-backed pages, is at most the estimate and at least 0.8× it.
 func TestTextCommandEstimatesHold(t *testing.T) {
@@ -149,6 +150,20 @@ func TestTextCommandEstimatesHold(t *testing.T) {
 		"chat": {args: func(int) []string {
 			return []string{"chat", "--model", dir, "-n", "4"}
 		}, stdin: func(n int) string { return text(n) + "\n" }, mark: "chat: type a message"},
+		// Four samples of n ids, the whole set in the shard buffer.
+		"features": {args: func(n int) []string {
+			var lines strings.Builder
+			for i := range 4 {
+				ids := make([]string, n)
+				for j := range ids {
+					ids[j] = strconv.Itoa(1 + (7*j+i)%150000)
+				}
+				fmt.Fprintf(&lines, "{\"ids\":[%s]}\n", strings.Join(ids, ","))
+			}
+			data := filepath.Join(t.TempDir(), "d.jsonl")
+			require.NoError(t, os.WriteFile(data, []byte(lines.String()), 0o644))
+			return []string{"features", "--model", dir, "--data", data, "--out", filepath.Join(t.TempDir(), "f"), "--layers", "1,3,final_norm"}
+		}, stdin: func(int) string { return "" }, mark: "to capture into"},
 	}
 	for name, c := range cmds {
 		for _, n := range sizes {
