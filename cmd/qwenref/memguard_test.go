@@ -1,13 +1,20 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -185,4 +192,89 @@ func TestTextCommandEstimatesHold(t *testing.T) {
 			assert.LessOrEqual(t, est, 1.25*peak, "%s %d tokens: the estimate is over 1.25× the peak", name, n)
 		}
 	}
+}
+
+// A served request's estimate holds what it adds, as run's does: the
+// server (one request at a time) resets its VmHWM when it starts serving,
+// after returning what loading left free; the request is charged by its
+// check, which bounds the heap, and the peak is read when SIGINT stops the
+// server. The estimate comes from a server whose --max-memory nothing fits.
+func TestServeEstimateHolds(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's shadow memory is in every peak")
+	}
+	if _, err := os.Stat("/proc/self/clear_refs"); err != nil {
+		t.Skip("VmHWM is reset through /proc (Linux)")
+	}
+	dir := wideTextModel(t)
+	sizes := []int{1000, 2000, 4000}
+	if testing.Short() {
+		sizes = sizes[1:2]
+	}
+	for _, n := range sizes {
+		body := fmt.Sprintf(`{"prompt":%q,"max_tokens":4,"temperature":0}`, strings.Repeat(" a", n))
+		_, refused := serveOnce(t, body, "serve", "--model", dir, "--port", "0", "--parallel", "1", "--max-memory", "0.000001")
+		m := needAbout.FindStringSubmatch(refused)
+		require.NotNil(t, m, refused)
+		est, err := strconv.ParseFloat(m[1], 64)
+		require.NoError(t, err)
+		est *= map[string]float64{"MiB": 1 << 20, "GiB": 1 << 30}[m[2]]
+		r, reply := serveOnce(t, body, "serve", "--model", dir, "--port", "0", "--parallel", "1")
+		require.Contains(t, reply, `"choices"`, r.stderr)
+		require.Positive(t, r.resetRSSKB, r.stderr)
+		peak := float64(r.peakKB-r.fileKB-(r.resetRSSKB-r.resetFileKB)) * 1024
+		t.Logf("serve %d tokens: estimate %.1f MiB, added %.1f MiB (%.2f×)", n, est/(1<<20), peak/(1<<20), est/peak)
+		assert.GreaterOrEqual(t, est, peak, "serve %d tokens: the estimate is under the peak", n)
+		assert.LessOrEqual(t, est, 1.25*peak, "serve %d tokens: the estimate is over 1.25× the peak", n)
+	}
+}
+
+// serveOnce starts `qwenref args` (a server on port 0) in a child process
+// whose VmHWM is reset when it starts serving, posts body to its
+// /v1/completions once, stops it with SIGINT and returns the child's run
+// and the reply.
+func serveOnce(t *testing.T, body string, args ...string) (childRun, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
+	rssFile := filepath.Join(t.TempDir(), "status")
+	cmd.Env = append(os.Environ(), "QWENREF_HOSTILE_CHILD=1", "QWENREF_HOSTILE_RSS="+rssFile, "QWENREF_HOSTILE_RESET_HWM=serving ")
+	errPipe, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	var stderr bytes.Buffer
+	addr := make(chan string, 1)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		sc := bufio.NewScanner(errPipe)
+		for sc.Scan() {
+			stderr.WriteString(sc.Text() + "\n")
+			if _, rest, ok := strings.Cut(sc.Text(), " on http://"); ok {
+				a, _, _ := strings.Cut(rest, "/")
+				addr <- a
+			}
+		}
+		close(addr)
+	}()
+	a, ok := <-addr
+	require.True(t, ok, "the server did not start")
+	resp, err := http.Post("http://"+a+"/v1/completions", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	reply, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	<-copied
+	require.NoError(t, cmd.Wait(), stderr.String())
+	r := childRun{stderr: stderr.String()}
+	r.peakKB = statusKB(rssFile, "VmHWM:", 0)
+	r.fileKB = statusKB(rssFile, "RssFile:", 0)
+	if b, err := os.ReadFile(rssFile + ".reset.file"); err == nil {
+		r.fileKB, _ = strconv.ParseInt(string(b), 10, 64)
+	}
+	r.resetRSSKB = statusKB(rssFile+".reset", "VmRSS:", -1)
+	r.resetFileKB = statusKB(rssFile+".reset", "RssFile:", 0)
+	return r, string(reply)
 }

@@ -91,7 +91,7 @@ Examples:
 	if err != nil {
 		return err
 	}
-	op, tok, err := openFlags{dir: dir, backend: backend, plugins: plugins, mem: mem}.openText(model.OpenOptions{}, *tokPath, stderr, stderr)
+	op, tok, err := openFlags{dir: dir, backend: backend, plugins: plugins, mem: mem}.openText(model.OpenOptions{BoundHeap: true}, *tokPath, stderr, stderr)
 	if err != nil {
 		return err
 	}
