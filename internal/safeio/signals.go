@@ -152,6 +152,25 @@ func handle(ch chan os.Signal) {
 	reraise(sig)
 }
 
+// renameUnlessDying renames a temp over its target under the handler's
+// lock. A signal being handled has removed the temps and is ending the
+// process with the signal's status: the rename then waits for that end
+// (awaitDeath) instead of failing on the missing temp and letting the
+// command end first, with another status and a message about a rename.
+func renameUnlessDying(from, to string) error {
+	temps.mu.Lock()
+	if temps.dying {
+		temps.mu.Unlock()
+		return awaitDeath()
+	}
+	defer temps.mu.Unlock()
+	return os.Rename(from, to)
+}
+
+// awaitDeath blocks until handle ends the process (reraise exits after a
+// second at most); tests replace it.
+var awaitDeath = func() error { select {} }
+
 // LiveTemps returns how many temporary files or directories are open for
 // writing now (for tests of the cleanup).
 func LiveTemps() int {

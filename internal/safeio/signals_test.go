@@ -27,3 +27,27 @@ func TestTempCreatedUnderTheHandler(t *testing.T) {
 	require.Error(t, err)
 	require.Zero(t, LiveTemps(), "a failed creation left a temp registered")
 }
+
+// A commit that comes after a signal was handled (its temp removed, the
+// process ending with the signal's status) waits for that end: it used to
+// fail on the missing temp, and the command ended first with status 1 and
+// a message about a rename, where the user had pressed Ctrl-C.
+func TestCommitWaitsForTheSignalsEnd(t *testing.T) {
+	dir := t.TempDir()
+	tmp, err := CreateTemp(filepath.Join(dir, "out.json"), WriteOptions{})
+	require.NoError(t, err)
+	_, err = tmp.File.WriteString("{}")
+	require.NoError(t, err)
+	waited := false
+	saved := awaitDeath
+	awaitDeath = func() error { waited = true; return os.ErrProcessDone }
+	defer func() { awaitDeath = saved }()
+	temps.mu.Lock()
+	temps.dying = true
+	_ = os.Remove(tmp.File.Name()) // as handle does
+	temps.mu.Unlock()
+	defer func() { temps.mu.Lock(); temps.dying = false; temps.mu.Unlock() }()
+	err = tmp.Commit()
+	require.True(t, waited, "the commit did not wait for the signal's end: %v", err)
+	require.NoFileExists(t, filepath.Join(dir, "out.json"))
+}

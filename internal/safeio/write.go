@@ -208,7 +208,7 @@ func (t *Temp) Commit() error {
 		_, _, err = CheckTarget(t.shown, t.opts)
 	}
 	if err == nil {
-		err = os.Rename(t.File.Name(), t.target)
+		err = renameUnlessDying(t.File.Name(), t.target)
 	}
 	if err != nil {
 		_ = t.Discard()
