@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/qwenref/qwenref/internal/bufpool"
-	"github.com/qwenref/qwenref/linalg"
 	"github.com/qwenref/qwenref/model"
 )
 
@@ -80,10 +79,10 @@ func holdOf(op *Op, c *model.Config, t, rows, states int) (caseHold, error) {
 		return caseHold{inputs: n * in, perInstance: n*st + 2*f32s(d.NV, d.DV), refOut: f32s(d.NV, d.DV)}, nil
 	case "gemm":
 		ch := c.ConvDim()
-		return caseHold{inputs: x, perInstance: f32s(t, ch), refOut: f32s(t, ch), work: linalg.ScratchBytes(t, h, ch)}, nil
+		return caseHold{inputs: x, perInstance: f32s(t, ch), refOut: f32s(t, ch), work: model.ProductScratch(t, h, ch)}, nil
 	case "mlp":
 		pooled := 2 * f32s(bufpool.Cap(t*c.IntermediateSize))
-		return caseHold{inputs: x, perInstance: x, refOut: x, work: pooled + linalg.ScratchBytes(t, max(h, c.IntermediateSize), 2*c.IntermediateSize)}, nil
+		return caseHold{inputs: x, perInstance: x, refOut: x, work: pooled + model.ProductScratch(t, max(h, c.IntermediateSize), 2*c.IntermediateSize)}, nil
 	case "moe":
 		w, _, err := blockWork(c, model.LinearAttention, t, true)
 		if err != nil {

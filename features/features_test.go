@@ -346,3 +346,30 @@ func TestRunPackedIsByteIdentical(t *testing.T) {
 	_, err := Run(o)
 	assert.ErrorContains(t, err, "--pack-tokens -1")
 }
+
+// A run stopped between a shard and its manifest left that shard whole;
+// the resume writes it again over itself, so its space counts as free:
+// the check used to refuse the resume on a disk with room for the output.
+func TestFreeSpaceCountsShardsToReplace(t *testing.T) {
+	m, r := tiny(t)
+	data := writeData(t, sampleLines...)
+	whole := t.TempDir()
+	_, err := Run(opts(m, r, data, whole, "1"))
+	require.NoError(t, err)
+	shard, err := os.ReadFile(filepath.Join(whole, "shard-00000.safetensors"))
+	require.NoError(t, err)
+	out := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(out, "shard-00000.safetensors"), shard, 0o644)) // no manifest: stopped before it
+	tokens := int64(5 + 3 + 7 + 2 + 4)                                                            // sampleLines'
+	need := tokens * (int64(m.Config.HiddenSize)*2 + 16)
+	need += need / 100
+	o := opts(m, r, data, out, "1")
+	o.FreeBytes = func(string) (int64, bool) { return need - int64(len(shard))/2, true } // room once the orphan is written over
+	man, err := Run(o)
+	require.NoError(t, err)
+	assert.True(t, man.Complete)
+	o = opts(m, r, data, t.TempDir(), "1")
+	o.FreeBytes = func(string) (int64, bool) { return need - int64(len(shard))/2, true }
+	_, err = Run(o)
+	assert.ErrorContains(t, err, "is free", "without the orphan, the same free space is too little")
+}

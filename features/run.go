@@ -237,7 +237,7 @@ func (w *writer) plan() error {
 	}
 	w.m.SamplesPlanned = w.m.SamplesDone + w.planned
 	need := w.tokens * (w.perToken + 16)
-	if free, ok := o.FreeBytes(o.Out); ok && free < need+need/100 {
+	if free, ok := o.FreeBytes(o.Out); ok && free+w.replaced() < need+need/100 {
 		return fmt.Errorf("--out %s: the features of %d samples (%d tokens × %d layers × %d × %d bytes) need %s, and %s is free",
 			safeio.Clean(o.Out), w.planned, w.tokens, len(o.Layers), o.Model.Config.HiddenSize, dtypeBytes(o.DType),
 			safeio.FormatBytes(need), safeio.FormatBytes(free))
@@ -287,6 +287,28 @@ func MemoryBytes(cfg *model.Config, t, layers int, shard, tokens int64, dtype st
 	taps := int64(t) * int64(cfg.HiddenSize) * int64(layers) * 4
 	buffered := bufferFloats(shard, dtype, t, tokens, layers, cfg.HiddenSize) * 4
 	return est.Total() + taps + buffered + model.KeptHeadroom(buffered), nil
+}
+
+// replaced is the size of the output files in --out that the manifest
+// does not list: a run stopped between a shard and its manifest leaves
+// its last shard whole, and the resume writes it again over it, so its
+// space counts as free.
+func (w *writer) replaced() int64 {
+	listed := map[string]bool{}
+	for _, sh := range w.m.Shards {
+		listed[filepath.FromSlash(sh.File)] = true
+	}
+	var n int64
+	for _, pattern := range []string{"shard-*.safetensors", filepath.Join("hidden_states", "hs_*.safetensors")} {
+		paths, _ := filepath.Glob(filepath.Join(w.o.Out, pattern))
+		for _, p := range paths {
+			rel, err := filepath.Rel(w.o.Out, p)
+			if fi, serr := os.Lstat(p); err == nil && serr == nil && fi.Mode().IsRegular() && !listed[rel] {
+				n += fi.Size()
+			}
+		}
+	}
+	return n
 }
 
 // sample prepares one sample and captures it, alone or in a pack.

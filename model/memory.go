@@ -166,6 +166,11 @@ func EstimateRecorded(cfg *Config, rows, tokens, logitRows int) (Memory, error) 
 	return estimate(cfg, rows, tokens, logitRows, true, true)
 }
 
+// ProductScratch is the packing buffers that products of up to m rows by
+// weights of up to n rows and k columns keep (linalg.ScratchBytes), for
+// sizing what runs products outside a model pass (bench's cases).
+func ProductScratch(m, k, n int) int64 { return linalg.ScratchBytes(m, k, n) }
+
 // KeptHeadroom is the room for the collector charged on top of kept bytes
 // that a run holds live to its end (its inputs, outputs and copies), where
 // nothing of its own gives the collector garbage to free: a memory limit
