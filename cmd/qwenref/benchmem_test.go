@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"strconv"
 	"testing"
 
@@ -51,12 +50,7 @@ var benchMemCases = []benchMemCase{
 // under -short). The bench bounds the heap to its largest case
 // (model.BoundHeap); before, the estimates were 0.03× to 8.2× the peaks.
 func TestBenchMemoryEstimatesHold(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector's shadow memory is in every peak")
-	}
-	if _, err := os.Stat("/proc/self/status"); err != nil {
-		t.Skip("VmHWM is read from /proc (Linux)")
-	}
+	measurePeaks(t)
 	seen := map[string]bool{}
 	for _, c := range benchMemCases {
 		seen[c.op] = true
