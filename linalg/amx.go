@@ -102,6 +102,7 @@ func NewBF16Compute() (MatMuler, error) {
 	}
 	switch k {
 	case cpu.BF16AMX:
+		amxInUse.Store(true)
 		return BlockedAMX{}, nil
 	case cpu.BF16AVX512:
 		return BlockedBF16Dot{}, nil

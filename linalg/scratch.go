@@ -4,8 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"runtime"
-
-	"github.com/qwenref/qwenref/internal/cpu"
+	"sync/atomic"
 )
 
 // ScratchBytes bounds the packing buffers that the products keep in their
@@ -14,9 +13,9 @@ import (
 // a W micro-panel per goroutine, each rounded up to its power-of-two pool
 // class. The pools keep a class per shape they saw, and the classes below
 // the largest add up to less than it, so each buffer is charged twice its
-// largest class. Where the bf16 products run on AMX, which packs all of x
-// into bf16 at once, its buffers are charged too. It saturates rather
-// than overflows.
+// largest class. Once this process has made a bf16 product on AMX
+// (NewBF16Compute), which packs all of x into bf16 at once, its buffers
+// are charged too. It saturates rather than overflows.
 func ScratchBytes(m, k, n int) int64 {
 	if m <= 0 || k <= 0 || n <= 0 {
 		return 0
@@ -28,7 +27,7 @@ func ScratchBytes(m, k, n int) int64 {
 	a := int64(ceilDiv(min(m, blk.mc), maxR)*maxR) * kc
 	b := min(int64(blk.ncBytes/f32), int64(ceilDiv(n, maxR)*maxR)*kc)
 	panel := kc * maxR
-	if kern, _, err := cpu.BF16Choice(); err == nil && kern == cpu.BF16AMX {
+	if amxInUse.Load() {
 		ab := defaultAMXBlocks
 		kcA := int64(min(k, ab.kc))
 		a = max(a, satMul(int64(ceilDiv(m, amxRows)*amxRows), int64(ceilDiv(k, amxK)*amxK)/2))
@@ -38,6 +37,10 @@ func ScratchBytes(m, k, n int) int64 {
 	total := satAdd(satAdd(class(a), class(b)), satMul(threads, class(panel)))
 	return satMul(total, 2*f32)
 }
+
+// amxInUse is set once NewBF16Compute has returned the AMX product: the
+// float32 products never take its buffers.
+var amxInUse atomic.Bool
 
 // class is n rounded up to a power of two, as the pools size their buffers.
 func class(n int64) int64 {
