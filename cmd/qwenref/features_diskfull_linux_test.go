@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -40,25 +38,9 @@ func TestFeaturesDiskFull(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = syscall.Unmount(full, 0) })
 
-	dir := filepath.Join(tmp, "ck")
-	code, _, stderr := runCLI("synth", "--shape", "tiny", "--layers", "2", "--out", dir)
-	require.Equal(t, 0, code, stderr)
-	var lines strings.Builder
-	rng := rand.New(rand.NewPCG(5, 6))
-	for range 300 {
-		ids := make([]string, 50+rng.IntN(350))
-		for j := range ids {
-			ids[j] = strconv.Itoa(1 + rng.IntN(2000))
-		}
-		fmt.Fprintf(&lines, "{\"ids\":[%s]}\n", strings.Join(ids, ","))
-	}
-	data := filepath.Join(tmp, "d.jsonl")
-	require.NoError(t, os.WriteFile(data, []byte(lines.String()), 0o644))
-	args := func(out string) []string {
-		return []string{"features", "--model", dir, "--data", data, "--out", out, "--layers", "0,1", "--shard-mb", "1"}
-	}
+	args := featuresRun(t, tmp, 5, 300)
 	whole := filepath.Join(tmp, "whole")
-	code, _, stderr = runCLI(args(whole)...)
+	code, _, stderr := runCLI(args(whole)...)
 	require.Equal(t, 0, code, stderr)
 	wholeFiles, err := os.ReadDir(whole)
 	require.NoError(t, err)

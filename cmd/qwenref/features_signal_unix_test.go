@@ -30,25 +30,9 @@ func TestFeaturesResumeAfterSIGINT(t *testing.T) {
 		t.Skip("runs a child process for a few seconds")
 	}
 	tmp := t.TempDir()
-	dir := filepath.Join(tmp, "ck")
-	code, _, stderr := runCLI("synth", "--shape", "tiny", "--layers", "2", "--out", dir)
-	require.Equal(t, 0, code, stderr)
-	var lines strings.Builder
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 600 {
-		ids := make([]string, 50+rng.IntN(350))
-		for j := range ids {
-			ids[j] = strconv.Itoa(1 + rng.IntN(2000))
-		}
-		fmt.Fprintf(&lines, "{\"ids\":[%s]}\n", strings.Join(ids, ","))
-	}
-	data := filepath.Join(tmp, "d.jsonl")
-	require.NoError(t, os.WriteFile(data, []byte(lines.String()), 0o644))
-	args := func(out string) []string {
-		return []string{"features", "--model", dir, "--data", data, "--out", out, "--layers", "0,1", "--shard-mb", "1"}
-	}
+	args := featuresRun(t, tmp, 3, 600)
 	whole := filepath.Join(tmp, "whole")
-	code, _, stderr = runCLI(args(whole)...)
+	code, _, stderr := runCLI(args(whole)...)
 	require.Equal(t, 0, code, stderr)
 
 	cut := filepath.Join(tmp, "cut")
@@ -107,5 +91,29 @@ func TestFeaturesResumeAfterSIGINT(t *testing.T) {
 		got, err := os.ReadFile(filepath.Join(cut, e.Name()))
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(want, got), "%s differs from the uninterrupted run's", e.Name())
+	}
+}
+
+// featuresRun writes a 2-layer tiny checkpoint and a JSONL of samples
+// random samples (50 to 399 ids, from seed) under tmp, and returns the
+// arguments of a features run of them into out, in shards of 1 MB.
+func featuresRun(t *testing.T, tmp string, seed uint64, samples int) func(out string) []string {
+	t.Helper()
+	dir := filepath.Join(tmp, "ck")
+	code, _, stderr := runCLI("synth", "--shape", "tiny", "--layers", "2", "--out", dir)
+	require.Equal(t, 0, code, stderr)
+	var lines strings.Builder
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	for range samples {
+		ids := make([]string, 50+rng.IntN(350))
+		for j := range ids {
+			ids[j] = strconv.Itoa(1 + rng.IntN(2000))
+		}
+		fmt.Fprintf(&lines, "{\"ids\":[%s]}\n", strings.Join(ids, ","))
+	}
+	data := filepath.Join(tmp, "d.jsonl")
+	require.NoError(t, os.WriteFile(data, []byte(lines.String()), 0o644))
+	return func(out string) []string {
+		return []string{"features", "--model", dir, "--data", data, "--out", out, "--layers", "0,1", "--shard-mb", "1"}
 	}
 }

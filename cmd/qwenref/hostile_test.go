@@ -151,15 +151,21 @@ func runChildOpts(t *testing.T, co childOpts, args ...string) childRun {
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.maxRSSKB = ru.Maxrss
 	}
-	r.peakKB = r.maxRSSKB
-	r.peakKB = statusKB(rssFile, "VmHWM:", r.peakKB)
+	r.readStatus(rssFile)
+	return r
+}
+
+// readStatus reads what the child saved of its /proc status at rssFile
+// (its end) and beside it (its VmHWM reset, the file-backed RSS sampled
+// after it); the peak stays maxRSSKB where nothing was saved.
+func (r *childRun) readStatus(rssFile string) {
+	r.peakKB = statusKB(rssFile, "VmHWM:", r.maxRSSKB)
 	r.fileKB = statusKB(rssFile, "RssFile:", 0)
 	if b, err := os.ReadFile(rssFile + ".reset.file"); err == nil {
 		r.fileKB, _ = strconv.ParseInt(string(b), 10, 64)
 	}
 	r.resetRSSKB = statusKB(rssFile+".reset", "VmRSS:", -1)
 	r.resetFileKB = statusKB(rssFile+".reset", "RssFile:", 0)
-	return r
 }
 
 // statusKB reads a field of a saved /proc/PID/status, or returns def.

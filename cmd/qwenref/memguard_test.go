@@ -279,12 +279,6 @@ func serveOnce(t *testing.T, body string, args ...string) (childRun, string) {
 	<-copied
 	require.NoError(t, cmd.Wait(), stderr.String())
 	r := childRun{stderr: stderr.String()}
-	r.peakKB = statusKB(rssFile, "VmHWM:", 0)
-	r.fileKB = statusKB(rssFile, "RssFile:", 0)
-	if b, err := os.ReadFile(rssFile + ".reset.file"); err == nil {
-		r.fileKB, _ = strconv.ParseInt(string(b), 10, 64)
-	}
-	r.resetRSSKB = statusKB(rssFile+".reset", "VmRSS:", -1)
-	r.resetFileKB = statusKB(rssFile+".reset", "RssFile:", 0)
+	r.readStatus(rssFile)
 	return r, string(reply)
 }
